@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: Apache-2.0
+# envd: `make run` and `make test` set up what is missing, build, and run.
+#
+#   make            build/envd (static musl) and build/init
+#   make run        build and start envd on 0.0.0.0:49983 (dual-stack)
+#   make test       build everything, then unit, integration and SDK tests
+#   make asan       glibc debug build with ASan+UBSan (build/asan/envd)
+#   make clean      remove build/ except the cached dependency builds
+
+BUILD   := build
+DEPS    := $(BUILD)/deps/musl
+GEN     := $(BUILD)/gen
+VERSION := 0.7.0
+COMMIT  := $(shell git rev-parse --short=7 HEAD 2>/dev/null)
+
+SRCS      := $(sort $(wildcard envd/*.c proto/*.c process/*.c pty/*.c fs/*.c))
+PROTOS    := proto/process.proto proto/filesystem.proto proto/google/protobuf/timestamp.proto
+GEN_SRCS  := $(GEN)/process.pb-c.c $(GEN)/filesystem.pb-c.c $(GEN)/google/protobuf/timestamp.pb-c.c
+GEN_HDRS  := $(GEN_SRCS:.c=.h)
+LIB_SRCS  := $(filter-out envd/main.c,$(SRCS))
+UNIT_SRCS := $(sort $(wildcard tests/unit/*_test.c))
+INIT_SRCS := $(sort $(wildcard init/*.c))
+
+INCS     := -Ienvd -Iproto -Iprocess -Ipty -Ifs -I$(GEN)
+WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+DEFS     := -D_GNU_SOURCE -DENVD_VERSION=\"$(VERSION)\" -DENVD_COMMIT=\"$(COMMIT)\"
+LIBS     := -lnghttp2 -lev -lprotobuf-c -ljansson -lhttp_parser -lz -lm -lpthread
+
+# Static musl build: the product.
+MUSL_CC     := musl-gcc
+MUSL_CFLAGS := -std=gnu11 -Os -fno-strict-aliasing -ffunction-sections -fdata-sections $(WARN) $(DEFS) $(INCS) -I$(DEPS)/include
+MUSL_LDFLAGS:= -static -Wl,--gc-sections -s -L$(DEPS)/lib
+MUSL_OBJ    := $(BUILD)/musl
+
+# glibc debug build with sanitizers: unit tests and the sanitizer integration run.
+ASAN_CC     := gcc
+SAN         := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+ASAN_CFLAGS := -std=gnu11 -g -O1 $(SAN) $(WARN) $(DEFS) $(INCS)
+ASAN_OBJ    := $(BUILD)/asan
+
+musl_objs = $(patsubst %.c,$(MUSL_OBJ)/obj/%.o,$(1))
+asan_objs = $(patsubst %.c,$(ASAN_OBJ)/obj/%.o,$(1))
+
+.PHONY: all setup deps run test asan unit clean distclean
+.DEFAULT_GOAL := all
+
+all: setup $(BUILD)/envd $(if $(INIT_SRCS),$(BUILD)/init)
+
+# Re-checked on every build: cheap when everything is installed.
+setup:
+	@bash scripts/setup.sh
+
+$(DEPS)/.done: scripts/deps.sh
+	@bash scripts/deps.sh
+	@touch $@
+deps: setup $(DEPS)/.done
+
+$(GEN)/.done: $(PROTOS)
+	@mkdir -p $(GEN)
+	protoc-c -Iproto --c_out=$(GEN) $(PROTOS)
+	@touch $@
+$(GEN_SRCS) $(GEN_HDRS): $(GEN)/.done
+
+# --- static product ---
+$(MUSL_OBJ)/obj/%.o: %.c $(GEN)/.done $(DEPS)/.done
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) $(MUSL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/envd: $(call musl_objs,$(SRCS) $(GEN_SRCS))
+	$(MUSL_CC) $(MUSL_CFLAGS) $^ -o $@ $(MUSL_LDFLAGS) $(LIBS)
+
+$(BUILD)/init: $(call musl_objs,$(INIT_SRCS))
+	$(MUSL_CC) $(MUSL_CFLAGS) $^ -o $@ $(MUSL_LDFLAGS)
+
+# --- sanitizer build ---
+$(ASAN_OBJ)/obj/%.o: %.c $(GEN)/.done
+	@mkdir -p $(dir $@)
+	$(ASAN_CC) $(ASAN_CFLAGS) -MMD -MP -c $< -o $@
+
+$(ASAN_OBJ)/envd: $(call asan_objs,$(SRCS) $(GEN_SRCS))
+	$(ASAN_CC) $(ASAN_CFLAGS) $^ -o $@ $(LIBS)
+
+$(ASAN_OBJ)/tests/%: tests/unit/%.c $(call asan_objs,$(LIB_SRCS) $(GEN_SRCS))
+	@mkdir -p $(dir $@)
+	$(ASAN_CC) $(ASAN_CFLAGS) -Itests/unit $^ -o $@ $(LIBS) -lcriterion
+
+UNIT_BINS := $(patsubst tests/unit/%.c,$(ASAN_OBJ)/tests/%,$(UNIT_SRCS))
+
+asan: setup $(ASAN_OBJ)/envd
+unit: setup $(UNIT_BINS)
+	@bash scripts/run-tests.sh unit
+
+run: all
+	exec $(BUILD)/envd -isnotfc -port 49983
+
+test: all asan $(UNIT_BINS)
+	@bash scripts/run-tests.sh all
+
+clean:
+	rm -rf $(MUSL_OBJ) $(ASAN_OBJ) $(GEN) $(BUILD)/envd $(BUILD)/init $(BUILD)/test-*
+distclean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/musl $(BUILD)/asan -name '*.d' 2>/dev/null)

@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * conn.c - listener, accepted connections and their output queues.
+ *
+ * Each connection starts in CONN_DETECT: the first bytes decide between the
+ * HTTP/2 prior-knowledge preface and HTTP/1.1. Input is read into one
+ * fixed buffer per connection; output is a queue of memory and file
+ * segments written with writev()/sendfile() when the socket is writable.
+ * A connection with output queued above CONN_OUT_HIGH stops reading, so a
+ * client that does not read cannot make us buffer without bound.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "log.h"
+#include "loop.h"
+
+size_t server_n_conns;
+size_t server_max_conns = 20000;
+unsigned server_idle_timeout_s = 640;
+
+static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+#define H2_PREFACE_LEN 24
+#define SEG_MIN 16384
+
+static ev_io listen_io;
+static struct conn *conns;
+
+/* ---- output queue ---- */
+
+static struct outseg *seg_new(size_t cap)
+{
+	struct outseg *s = malloc(sizeof(*s) + cap);
+	if (!s)
+		return NULL;
+	memset(s, 0, sizeof(*s));
+	s->fd = -1;
+	s->cap = cap;
+	return s;
+}
+
+static void seg_link(struct outq *q, struct outseg *s)
+{
+	if (q->tail)
+		q->tail->next = s;
+	else
+		q->head = s;
+	q->tail = s;
+}
+
+int outq_append(struct outq *q, const void *p, size_t n)
+{
+	const uint8_t *src = p;
+	struct outseg *t = q->tail;
+
+	if (n == 0)
+		return 0;
+	/* Coalesce small writes into the tail segment: one writev entry, one
+	 * allocation per 16 KiB rather than per message. */
+	if (t && t->fd < 0 && !t->on_sent) {
+		size_t room = t->cap - (t->off + t->len);
+		size_t k = n < room ? n : room;
+		memcpy(t->data + t->off + t->len, src, k);
+		t->len += k;
+		q->bytes += k;
+		src += k;
+		n -= k;
+	}
+	if (n == 0)
+		return 0;
+	t = seg_new(n > SEG_MIN ? n : SEG_MIN);
+	if (!t)
+		return -ENOMEM;
+	memcpy(t->data, src, n);
+	t->len = n;
+	q->bytes += n;
+	seg_link(q, t);
+	return 0;
+}
+
+int outq_append_file(struct outq *q, int fd, off_t off, size_t len, void (*on_sent)(void *),
+		     void *arg)
+{
+	struct outseg *s = seg_new(0);
+	if (!s)
+		return -ENOMEM;
+	s->fd = fd;
+	s->foff = off;
+	s->len = len;
+	s->on_sent = on_sent;
+	s->arg = arg;
+	q->bytes += len;
+	seg_link(q, s);
+	return 0;
+}
+
+static void seg_pop(struct outq *q)
+{
+	struct outseg *s = q->head;
+	q->head = s->next;
+	if (!q->head)
+		q->tail = NULL;
+	q->bytes -= s->len;
+	if (s->on_sent)
+		s->on_sent(s->arg);
+	free(s);
+}
+
+void outq_clear(struct outq *q)
+{
+	while (q->head)
+		seg_pop(q);
+	q->bytes = 0;
+}
+
+/* ---- connection lifetime ---- */
+
+static void conn_free(struct conn *c)
+{
+	ev_io_stop(envd_loop, &c->rio);
+	ev_io_stop(envd_loop, &c->wio);
+	ev_timer_stop(envd_loop, &c->idle);
+	ev_timer_stop(envd_loop, &c->kick);
+	if (c->proto == CONN_H1)
+		h1_detach(c);
+	else if (c->proto == CONN_H2)
+		h2_detach(c);
+	outq_clear(&c->out);
+	if (c->fd >= 0)
+		close(c->fd);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	free(c->rbuf);
+	free(c);
+	server_n_conns--;
+}
+
+void conn_abort(struct conn *c)
+{
+	/* Never freed synchronously: the caller may be a handler in the middle
+	 * of using its request. The kick timer frees it from a clean stack. */
+	if (c->dead)
+		return;
+	c->dead = true;
+	ev_io_stop(envd_loop, &c->rio);
+	ev_io_stop(envd_loop, &c->wio);
+	ev_timer_stop(envd_loop, &c->kick);
+	ev_timer_set(&c->kick, 0., 0.);
+	ev_timer_start(envd_loop, &c->kick);
+}
+
+void conn_close_after_flush(struct conn *c)
+{
+	c->closing = true;
+	conn_pause_read(c, true);
+	conn_want_write(c);
+}
+
+void conn_want_write(struct conn *c)
+{
+	if (!c->dead && !ev_is_active(&c->wio))
+		ev_io_start(envd_loop, &c->wio);
+}
+
+void conn_pause_read(struct conn *c, bool paused)
+{
+	c->read_paused = paused;
+	if (c->dead)
+		return;
+	if (paused)
+		ev_io_stop(envd_loop, &c->rio);
+	else if (!c->closing && !c->lingering && !ev_is_active(&c->rio))
+		ev_io_start(envd_loop, &c->rio);
+}
+
+/*
+ * Lingering close: after an error response the client may still be
+ * sending; closing with unread input makes the kernel send RST, and the
+ * client can lose the response. Half-close, discard input until EOF or
+ * two seconds, then close.
+ */
+static void conn_linger_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct conn *c = w->data;
+	char sink[16384];
+	ssize_t n = read(c->fd, sink, sizeof(sink));
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+		conn_abort(c);
+}
+
+static void conn_linger(struct conn *c)
+{
+	shutdown(c->fd, SHUT_WR);
+	ev_io_stop(envd_loop, &c->rio);
+	ev_io_stop(envd_loop, &c->wio);
+	ev_io_init(&c->rio, conn_linger_read_cb, c->fd, EV_READ);
+	c->rio.data = c;
+	ev_io_start(envd_loop, &c->rio);
+	c->lingering = true;
+	c->idle.repeat = 2.;
+	ev_timer_again(envd_loop, &c->idle);
+}
+
+static void conn_touch(struct conn *c)
+{
+	/* The idle timer only matters when nothing is in flight; protocols
+	 * re-arm it, streams in progress are never timed out. */
+	ev_timer_again(envd_loop, &c->idle);
+}
+
+/* Feed buffered input to the protocol; returns false if c was freed. */
+static bool conn_process_input(struct conn *c)
+{
+	int rc = 0;
+
+	if (c->proto == CONN_DETECT) {
+		size_t n = c->rlen < H2_PREFACE_LEN ? c->rlen : H2_PREFACE_LEN;
+		if (memcmp(c->rbuf, h2_preface, n) == 0 && n < H2_PREFACE_LEN)
+			return true; /* could still be the preface: wait */
+		if (n == H2_PREFACE_LEN && memcmp(c->rbuf, h2_preface, n) == 0)
+			rc = h2_attach(c);
+		else
+			rc = h1_attach(c);
+		if (rc < 0) {
+			conn_abort(c);
+			return false;
+		}
+	}
+	rc = c->proto == CONN_H2 ? h2_on_input(c) : h1_on_input(c);
+	if (rc < 0)
+		conn_abort(c);
+	return !c->dead;
+}
+
+static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct conn *c = w->data;
+
+	if (c->dead)
+		return;
+	if (c->rlen == c->rcap) {
+		/* The protocol left the buffer full (paused body): stop reading
+		 * until it consumes. */
+		conn_pause_read(c, true);
+		return;
+	}
+	ssize_t n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EINTR)
+			return;
+		conn_abort(c);
+		return;
+	}
+	if (n == 0) {
+		/* Peer closed its side. Anything in flight is aborted: HTTP
+		 * clients that half-close do not expect more responses. */
+		conn_abort(c);
+		return;
+	}
+	c->rlen += (size_t)n;
+	conn_touch(c);
+	conn_process_input(c);
+}
+
+static void conn_kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct conn *c = w->data;
+	if (c->dead)
+		conn_free(c);
+	else if (c->rlen > 0)
+		conn_process_input(c);
+}
+
+void conn_kick_input(struct conn *c)
+{
+	/* Deferred to the loop: the caller may be deep inside a handler. */
+	if (!c->dead && !ev_is_active(&c->kick)) {
+		ev_timer_set(&c->kick, 0., 0.);
+		ev_timer_start(envd_loop, &c->kick);
+	}
+}
+
+static void conn_write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct conn *c = w->data;
+	struct outq *q = &c->out;
+
+	if (c->dead)
+		return;
+	while (q->head) {
+		struct outseg *s = q->head;
+		ssize_t n;
+		if (s->len == 0) {
+			seg_pop(q);
+			continue;
+		}
+		if (s->fd >= 0) {
+			n = sendfile(c->fd, s->fd, &s->foff, s->len > (1 << 20) ? (1 << 20) : s->len);
+			if (n == 0) {
+				/* File shrank under us: the promised length can no
+				 * longer be delivered, so the framing is broken. */
+				conn_abort(c);
+				return;
+			}
+		} else {
+			struct iovec iov[16];
+			int cnt = 0;
+			for (struct outseg *t = s; t && t->fd < 0 && cnt < 16; t = t->next) {
+				if (t->len == 0)
+					continue;
+				iov[cnt].iov_base = t->data + t->off;
+				iov[cnt].iov_len = t->len;
+				cnt++;
+			}
+			n = writev(c->fd, iov, cnt);
+		}
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				break;
+			conn_abort(c);
+			return;
+		}
+		size_t left = (size_t)n;
+		while (left > 0 && q->head) {
+			struct outseg *t = q->head;
+			size_t k = left < t->len ? left : t->len;
+			if (t->fd < 0)
+				t->off += k;
+			t->len -= k;
+			q->bytes -= k;
+			left -= k;
+			if (t->len == 0)
+				seg_pop(q);
+			else
+				break;
+		}
+	}
+	if (q->bytes < CONN_OUT_HIGH / 2) {
+		if (c->proto == CONN_H1)
+			h1_on_output_drained(c);
+		else if (c->proto == CONN_H2)
+			h2_on_output_drained(c);
+	}
+	if (c->dead)
+		return;
+	if (!q->head) {
+		ev_io_stop(envd_loop, &c->wio);
+		if (c->closing) {
+			conn_linger(c);
+			return;
+		}
+	}
+	if (!c->lingering)
+		conn_touch(c);
+}
+
+static void conn_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct conn *c = w->data;
+	bool idle = c->out.bytes == 0;
+
+	if (c->lingering) {
+		conn_abort(c);
+		return;
+	}
+	if (idle && c->proto == CONN_H2)
+		idle = h2_idle(c);
+	else if (idle && c->proto == CONN_H1)
+		idle = h1_idle(c);
+	if (idle) {
+		conn_abort(c);
+		return;
+	}
+	ev_timer_again(envd_loop, &c->idle);
+}
+
+static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	for (int i = 0; i < 64; i++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		int fd = accept4(w->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE)
+				log_warn("envd", "accept: %s", strerror(errno));
+			return;
+		}
+		if (server_n_conns >= server_max_conns) {
+			close(fd);
+			continue;
+		}
+		struct conn *c = calloc(1, sizeof(*c));
+		uint8_t *buf = malloc(CONN_RBUF_SIZE);
+		if (!c || !buf) {
+			free(c);
+			free(buf);
+			close(fd);
+			continue;
+		}
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		c->fd = fd;
+		c->rbuf = buf;
+		c->rcap = CONN_RBUF_SIZE;
+		if (ss.ss_family == AF_INET6) {
+			struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+			inet_ntop(AF_INET6, &a->sin6_addr, c->peer, sizeof(c->peer));
+		} else if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+			inet_ntop(AF_INET, &a->sin_addr, c->peer, sizeof(c->peer));
+		}
+		ev_io_init(&c->rio, conn_read_cb, fd, EV_READ);
+		ev_io_init(&c->wio, conn_write_cb, fd, EV_WRITE);
+		ev_init(&c->idle, conn_idle_cb);
+		ev_timer_init(&c->kick, conn_kick_cb, 0., 0.);
+		c->kick.data = c;
+		c->idle.repeat = server_idle_timeout_s;
+		c->rio.data = c->wio.data = c->idle.data = c;
+		c->next = conns;
+		if (conns)
+			conns->prev = c;
+		conns = c;
+		server_n_conns++;
+		ev_io_start(envd_loop, &c->rio);
+		ev_timer_again(envd_loop, &c->idle);
+	}
+}
+
+int server_listen(int port, const char *addr)
+{
+	int fd = -1;
+	int one = 1, zero = 0;
+
+	if (!addr || !*addr || strcmp(addr, "::") == 0) {
+		fd = socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd >= 0) {
+			struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons(port),
+						  .sin6_addr = in6addr_any};
+			setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+			if (bind(fd, (struct sockaddr *)&a6, sizeof(a6)) < 0) {
+				int e = errno;
+				close(fd);
+				fd = -1;
+				if (e == EADDRINUSE) {
+					errno = e;
+					return -e;
+				}
+			}
+		}
+		addr = "0.0.0.0";
+	}
+	if (fd < 0) {
+		struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons(port)};
+		if (inet_pton(AF_INET, addr, &a4.sin_addr) != 1)
+			return -EINVAL;
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, (struct sockaddr *)&a4, sizeof(a4)) < 0) {
+			int e = errno;
+			close(fd);
+			return -e;
+		}
+	}
+	if (listen(fd, 4096) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	ev_io_init(&listen_io, accept_cb, fd, EV_READ);
+	ev_io_start(envd_loop, &listen_io);
+	return 0;
+}

@@ -1,0 +1,940 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * connect.c - Connect, gRPC and gRPC-Web over struct http_req.
+ *
+ * The protocol is chosen from the request content type (spec §5.2). Bodies
+ * are collected (unary) or split into 5-byte-prefixed envelopes (streams),
+ * decompressed with zlib within rpc_max_message, decoded with protobuf-c
+ * (binary) or pbjson (JSON), and handed to the method's start function.
+ * Responses are encoded the same way. Every error leaves in the shape its
+ * protocol demands: unary Connect errors as HTTP status + JSON body, stream
+ * errors as HTTP 200 + end-stream envelope, gRPC errors as grpc-status.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <jansson.h>
+#include <zlib.h>
+
+#include "http.h"
+#include "log.h"
+#include "loop.h"
+#include "pbjson.h"
+#include "router.h"
+#include "rpc.h"
+#include "state.h"
+#include "users.h"
+
+size_t rpc_max_message = 16 << 20;
+
+#define MAX_SERVICES 8
+static const struct rpc_service *services[MAX_SERVICES];
+static size_t n_services;
+
+enum rpc_proto { P_CONNECT_UNARY, P_CONNECT_STREAM, P_GRPC, P_GRPC_WEB };
+
+struct rpc_call {
+	struct http_req *r;
+	const struct rpc_service *svc;
+	const ProtobufCMethodDescriptor *md;
+	const struct rpc_method_impl *impl;
+	enum rpc_proto proto;
+	bool json;
+	char ctype[48];
+	bool req_gzip;       /* request messages may be gzip-compressed */
+	bool resp_gzip;      /* compress response messages */
+	uint8_t *buf;        /* body bytes not yet decoded */
+	size_t len, cap;
+	unsigned n_msgs;     /* request messages seen */
+	ProtobufCMessage *req_msg;
+	int refs;
+	bool started, finished, http_gone, resp_begun;
+	ev_timer deadline;
+	int64_t timeout_ms;
+	const struct rpc_call_hooks *hooks;
+	void *ud;
+};
+
+static const char *const code_names[] = {
+	"ok", "canceled", "unknown", "invalid_argument", "deadline_exceeded", "not_found",
+	"already_exists", "permission_denied", "resource_exhausted", "failed_precondition",
+	"aborted", "out_of_range", "unimplemented", "internal", "unavailable", "data_loss",
+	"unauthenticated",
+};
+static const int code_status[] = {200, 499, 500, 400, 504, 404, 409, 403, 429, 400, 409, 400, 501,
+				  500, 503, 500, 401};
+
+const char *rpc_code_name(enum rpc_code code)
+{
+	return (unsigned)code < sizeof(code_names) / sizeof(code_names[0]) ? code_names[code] : "unknown";
+}
+
+int rpc_code_http_status(enum rpc_code code)
+{
+	return (unsigned)code < sizeof(code_status) / sizeof(code_status[0]) ? code_status[code] : 500;
+}
+
+void rpc_register(const struct rpc_service *svc)
+{
+	if (n_services < MAX_SERVICES)
+		services[n_services++] = svc;
+}
+
+/* ---- call lifetime ---- */
+
+static void call_unref(struct rpc_call *c)
+{
+	if (--c->refs > 0)
+		return;
+	ev_timer_stop(envd_loop, &c->deadline);
+	if (c->req_msg)
+		protobuf_c_message_free_unpacked(c->req_msg, NULL);
+	free(c->buf);
+	free(c);
+}
+
+static void call_cancel(struct rpc_call *c, enum rpc_code why)
+{
+	if (c->finished)
+		return;
+	c->finished = true;
+	if (c->started && c->hooks && c->hooks->on_cancel) {
+		c->refs++;
+		c->hooks->on_cancel(c, why);
+		call_unref(c);
+	}
+}
+
+/* ---- encoding helpers ---- */
+
+static int gzip_buf(const uint8_t *in, size_t n, uint8_t **out, size_t *outlen)
+{
+	z_stream z = {0};
+	if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return -ENOMEM;
+	size_t cap = deflateBound(&z, n);
+	uint8_t *o = malloc(cap);
+	if (!o) {
+		deflateEnd(&z);
+		return -ENOMEM;
+	}
+	z.next_in = (Bytef *)in;
+	z.avail_in = (uInt)n;
+	z.next_out = o;
+	z.avail_out = (uInt)cap;
+	int rc = deflate(&z, Z_FINISH);
+	deflateEnd(&z);
+	if (rc != Z_STREAM_END) {
+		free(o);
+		return -EIO;
+	}
+	*out = o;
+	*outlen = cap - z.avail_out;
+	return 0;
+}
+
+/* Inflate gzip data, refusing to produce more than `max` bytes. */
+static int gunzip_buf(const uint8_t *in, size_t n, size_t max, uint8_t **out, size_t *outlen)
+{
+	z_stream z = {0};
+	if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+		return -ENOMEM;
+	size_t cap = n * 4 + 1024, len = 0;
+	uint8_t *o = NULL;
+	int rc;
+	z.next_in = (Bytef *)in;
+	z.avail_in = (uInt)n;
+	do {
+		if (len == cap || !o) {
+			if (o)
+				cap *= 2;
+			if (cap > max + 1)
+				cap = max + 1;
+			uint8_t *no = realloc(o, cap);
+			if (!no) {
+				rc = Z_MEM_ERROR;
+				break;
+			}
+			o = no;
+		}
+		z.next_out = o + len;
+		z.avail_out = (uInt)(cap - len);
+		rc = inflate(&z, Z_NO_FLUSH);
+		len = cap - z.avail_out;
+		if (len > max) {
+			rc = Z_BUF_ERROR;
+			break;
+		}
+	} while (rc == Z_OK);
+	inflateEnd(&z);
+	if (rc != Z_STREAM_END) {
+		free(o);
+		return len > max ? -EMSGSIZE : -EINVAL;
+	}
+	*out = o;
+	*outlen = len;
+	return 0;
+}
+
+/* Serialize msg with the call's codec. Caller frees *out. */
+static int encode_msg(struct rpc_call *c, const ProtobufCMessage *msg, uint8_t **out, size_t *len)
+{
+	if (c->json) {
+		char *j = pbjson_encode(msg, len);
+		if (!j)
+			return -ENOMEM;
+		*out = (uint8_t *)j;
+	} else {
+		size_t n = protobuf_c_message_get_packed_size(msg);
+		uint8_t *b = malloc(n ? n : 1);
+		if (!b)
+			return -ENOMEM;
+		protobuf_c_message_pack(msg, b);
+		*out = b;
+		*len = n;
+	}
+	if (*len > rpc_max_message) {
+		free(*out);
+		return -EMSGSIZE;
+	}
+	return 0;
+}
+
+static char *error_json(enum rpc_code code, const char *msg, bool wrap)
+{
+	json_t *e = json_object();
+	json_object_set_new(e, "code", json_string(rpc_code_name(code)));
+	if (msg && *msg)
+		json_object_set_new(e, "message", json_stringn_nocheck(msg, strlen(msg)));
+	if (wrap) {
+		json_t *o = json_object();
+		json_object_set_new(o, "error", e);
+		e = o;
+	}
+	char *s = json_dumps(e, JSON_COMPACT);
+	json_decref(e);
+	return s;
+}
+
+static void grpc_percent_encode(const char *in, char *out, size_t outlen)
+{
+	size_t k = 0;
+	for (const unsigned char *p = (const unsigned char *)in; *p && k + 4 < outlen; p++) {
+		if (*p < 0x20 || *p > 0x7e || *p == '%')
+			k += (size_t)snprintf(out + k, outlen - k, "%%%02X", *p);
+		else
+			out[k++] = (char)*p;
+	}
+	out[k] = '\0';
+}
+
+static void begin_stream_response(struct rpc_call *c)
+{
+	if (c->resp_begun)
+		return;
+	c->resp_begun = true;
+	struct http_hdr h[3];
+	size_t n = 0;
+	h[n++] = (struct http_hdr){"Content-Type", c->ctype};
+	if (c->resp_gzip)
+		h[n++] = (struct http_hdr){c->proto == P_CONNECT_STREAM ? "Connect-Content-Encoding" : "Grpc-Encoding",
+					   "gzip"};
+	http_resp_begin(c->r, 200, h, n, -1);
+}
+
+static int write_envelope(struct rpc_call *c, uint8_t flags, const uint8_t *p, size_t n)
+{
+	uint8_t hdr[5] = {flags, (uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
+	int rc = http_resp_write(c->r, hdr, 5);
+	if (rc == 0 && n)
+		rc = http_resp_write(c->r, p, n);
+	return rc;
+}
+
+/* End the response with status `code` in the protocol's own shape. */
+static void send_end(struct rpc_call *c, enum rpc_code code, const char *msg)
+{
+	struct http_req *r = c->r;
+
+	switch (c->proto) {
+	case P_CONNECT_UNARY: {
+		char *body = error_json(code, msg, false);
+		http_respond(r, rpc_code_http_status(code), "application/json", body, body ? strlen(body) : 0,
+			     NULL, 0);
+		free(body);
+		break;
+	}
+	case P_CONNECT_STREAM: {
+		begin_stream_response(c);
+		char *body = code == RPC_OK ? strdup("{}") : error_json(code, msg, true);
+		size_t n = body ? strlen(body) : 0;
+		uint8_t flags = 0x02;
+		uint8_t *z = NULL;
+		size_t zn = 0;
+		if (c->resp_gzip && body && gzip_buf((uint8_t *)body, n, &z, &zn) == 0)
+			flags |= 0x01;
+		write_envelope(c, flags, z ? z : (uint8_t *)body, z ? zn : n);
+		free(z);
+		free(body);
+		http_resp_end(r, NULL, 0);
+		break;
+	}
+	case P_GRPC:
+	case P_GRPC_WEB: {
+		char st[12], gm[1024];
+		snprintf(st, sizeof(st), "%d", (int)code);
+		grpc_percent_encode(msg ? msg : "", gm, sizeof(gm));
+		struct http_hdr tr[2] = {{"grpc-status", st}, {"grpc-message", gm}};
+		size_t ntr = code == RPC_OK || !*gm ? 1 : 2;
+		if (!c->resp_begun) {
+			/* Trailers-only response. */
+			struct http_hdr h[3] = {{"Content-Type", c->ctype}, tr[0], tr[1]};
+			c->resp_begun = true;
+			http_resp_begin(r, 200, h, 1 + ntr, c->proto == P_GRPC ? 0 : -1);
+			if (c->proto == P_GRPC_WEB)
+				http_resp_end(r, NULL, 0);
+			else
+				http_resp_end(r, NULL, 0);
+			break;
+		}
+		if (c->proto == P_GRPC) {
+			http_resp_end(r, tr, ntr);
+		} else {
+			char blk[1200];
+			int k = snprintf(blk, sizeof(blk), "grpc-status: %s\r\n", st);
+			if (ntr == 2)
+				k += snprintf(blk + k, sizeof(blk) - (size_t)k, "grpc-message: %s\r\n", gm);
+			write_envelope(c, 0x80, (uint8_t *)blk, (size_t)k);
+			http_resp_end(r, NULL, 0);
+		}
+		break;
+	}
+	}
+}
+
+/* ---- handler API ---- */
+
+void rpc_call_set_hooks(struct rpc_call *c, const struct rpc_call_hooks *hooks, void *ud)
+{
+	c->hooks = hooks;
+	c->ud = ud;
+}
+
+void *rpc_call_ud(const struct rpc_call *c) { return c->ud; }
+
+const char *rpc_call_header(const struct rpc_call *c, const char *lname)
+{
+	return c->http_gone ? NULL : http_req_header(c->r, lname);
+}
+
+struct http_req *rpc_call_http(const struct rpc_call *c) { return c->http_gone ? NULL : c->r; }
+
+const char *rpc_call_method(const struct rpc_call *c) { return c->md->name; }
+
+int64_t rpc_call_timeout_ms(const struct rpc_call *c) { return c->timeout_ms; }
+
+unsigned rpc_call_keepalive_s(const struct rpc_call *c)
+{
+	const char *v = rpc_call_header(c, "keepalive-ping-interval");
+	if (!v || !*v)
+		return 90;
+	char *end;
+	long long s = strtoll(v, &end, 10);
+	/* The reference panics on <= 0 (Appendix B #3); treat as absent. */
+	if (*end || s <= 0)
+		return 90;
+	return s > 86400 ? 86400 : (unsigned)s;
+}
+
+int rpc_call_user(const struct rpc_call *c, struct user *out, char *err, size_t errlen)
+{
+	char name[256], lerr[256] = "";
+	const char *authz = rpc_call_header(c, "authorization");
+	int rc;
+
+	if (authz && router_basic_user(authz, name, sizeof(name)) == 1) {
+		rc = user_lookup(name, out, lerr, sizeof(lerr));
+		if (rc == 0)
+			return 0;
+		if (rc == -EINVAL) {
+			snprintf(err, errlen, "%s", lerr);
+			return RPC_INTERNAL;
+		}
+		snprintf(err, errlen, "invalid username: '%s'", name);
+		return RPC_UNAUTHENTICATED;
+	}
+	const char *def = state_default_user();
+	if (!def || !*def) {
+		snprintf(err, errlen, "no user specified");
+		return RPC_UNAUTHENTICATED;
+	}
+	rc = user_lookup(def, out, lerr, sizeof(lerr));
+	if (rc == 0)
+		return 0;
+	if (rc == -EINVAL) {
+		snprintf(err, errlen, "%s", lerr);
+		return RPC_INTERNAL;
+	}
+	snprintf(err, errlen, "invalid default user: '%s'", def);
+	return RPC_UNAUTHENTICATED;
+}
+
+int rpc_send(struct rpc_call *c, const ProtobufCMessage *msg)
+{
+	uint8_t *b, *z = NULL;
+	size_t n, zn = 0;
+	int rc;
+
+	if (c->finished || c->http_gone)
+		return -EPIPE;
+	if ((rc = encode_msg(c, msg, &b, &n)) < 0)
+		return rc;
+	begin_stream_response(c);
+	uint8_t flags = 0;
+	if (c->resp_gzip && n >= 1024 && gzip_buf(b, n, &z, &zn) == 0)
+		flags = 0x01;
+	rc = write_envelope(c, flags, z ? z : b, z ? zn : n);
+	free(z);
+	free(b);
+	return rc;
+}
+
+size_t rpc_call_queued(const struct rpc_call *c)
+{
+	return c->http_gone ? 0 : http_resp_queued(c->r);
+}
+
+void rpc_reply(struct rpc_call *c, const ProtobufCMessage *msg)
+{
+	uint8_t *b;
+	size_t n;
+
+	if (c->finished)
+		return;
+	if (c->proto != P_CONNECT_UNARY) {
+		if (rpc_send(c, msg) == -EMSGSIZE) {
+			rpc_fail(c, RPC_RESOURCE_EXHAUSTED, "message larger than %zu bytes", rpc_max_message);
+			return;
+		}
+		rpc_finish(c);
+		return;
+	}
+	int rc = encode_msg(c, msg, &b, &n);
+	if (rc < 0) {
+		rpc_fail(c, rc == -EMSGSIZE ? RPC_RESOURCE_EXHAUSTED : RPC_INTERNAL, "cannot encode response");
+		return;
+	}
+	c->finished = true;
+	c->refs++;
+	uint8_t *z = NULL;
+	size_t zn = 0;
+	struct http_hdr h[1] = {{"Content-Encoding", "gzip"}};
+	if (c->resp_gzip && gzip_buf(b, n, &z, &zn) == 0)
+		http_respond(c->r, 200, c->ctype, z, zn, h, 1);
+	else
+		http_respond(c->r, 200, c->ctype, b, n, NULL, 0);
+	free(z);
+	free(b);
+	call_unref(c);
+}
+
+void rpc_finish(struct rpc_call *c)
+{
+	if (c->finished)
+		return;
+	c->finished = true;
+	c->refs++;
+	if (!c->http_gone)
+		send_end(c, RPC_OK, NULL);
+	call_unref(c);
+}
+
+void rpc_failv(struct rpc_call *c, enum rpc_code code, const char *fmt, va_list ap)
+{
+	char msg[1024];
+	if (c->finished)
+		return;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	c->finished = true;
+	c->refs++;
+	if (!c->http_gone)
+		send_end(c, code, msg);
+	call_unref(c);
+}
+
+void rpc_fail(struct rpc_call *c, enum rpc_code code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	rpc_failv(c, code, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- request side ---- */
+
+static void deadline_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct rpc_call *c = w->data;
+	if (c->finished)
+		return;
+	c->refs++;
+	if (!c->http_gone)
+		send_end(c, RPC_DEADLINE_EXCEEDED, "context deadline exceeded");
+	call_cancel(c, RPC_DEADLINE_EXCEEDED);
+	c->finished = true;
+	call_unref(c);
+}
+
+static void start_handler(struct rpc_call *c, ProtobufCMessage *msg)
+{
+	c->started = true;
+	c->req_msg = msg;
+	c->refs++;
+	if (!c->impl || !c->impl->start)
+		rpc_fail(c, RPC_UNIMPLEMENTED, "%s.%s is not implemented", c->svc->desc->name, c->md->name);
+	else
+		c->impl->start(c, msg);
+	call_unref(c);
+}
+
+/* Decode one message payload (already decompressed). */
+static ProtobufCMessage *decode_msg(struct rpc_call *c, const uint8_t *p, size_t n, char *err, size_t errlen)
+{
+	if (c->json) {
+		char detail[400];
+		if (n == 0) {
+			snprintf(err, errlen, "unmarshal message: zero-length payload is not a valid JSON object");
+			return NULL;
+		}
+		ProtobufCMessage *m = pbjson_decode(c->md->input, (const char *)p, n, detail, sizeof(detail));
+		if (!m)
+			snprintf(err, errlen, "unmarshal message: %s", detail);
+		return m;
+	}
+	ProtobufCMessage *m = protobuf_c_message_unpack(c->md->input, NULL, n, p);
+	if (!m)
+		snprintf(err, errlen, "unmarshal message: proto: cannot parse invalid wire-format data");
+	return m;
+}
+
+/* Handle whole envelopes in c->buf; false when the call ended. */
+static bool drain_envelopes(struct rpc_call *c, bool at_end)
+{
+	char err[512];
+	size_t off = 0;
+	bool ok = true;
+
+	while (c->len - off >= 5 && !c->finished) {
+		const uint8_t *h = c->buf + off;
+		size_t n = (size_t)h[1] << 24 | (size_t)h[2] << 16 | (size_t)h[3] << 8 | h[4];
+		if (n > rpc_max_message) {
+			rpc_fail(c, RPC_RESOURCE_EXHAUSTED, "message size %zu is larger than configured max %zu", n,
+				 rpc_max_message);
+			return false;
+		}
+		if (c->len - off - 5 < n)
+			break;
+		const uint8_t *p = h + 5;
+		uint8_t *plain = NULL;
+		size_t pn = n;
+		if (h[0] & 0x01) {
+			if (!c->req_gzip) {
+				rpc_fail(c, RPC_INTERNAL,
+					 "protocol error: received compressed message without compression negotiated");
+				return false;
+			}
+			int rc = gunzip_buf(p, n, rpc_max_message, &plain, &pn);
+			if (rc < 0) {
+				rpc_fail(c, rc == -EMSGSIZE ? RPC_RESOURCE_EXHAUSTED : RPC_INVALID_ARGUMENT,
+					 rc == -EMSGSIZE ? "decompressed message larger than configured max"
+							 : "decompress: gzip: invalid data");
+				return false;
+			}
+			p = plain;
+		}
+		off += 5 + n;
+		c->n_msgs++;
+		bool streaming_in = c->impl && (c->impl->kind == RPC_CLIENT_STREAM || c->impl->kind == RPC_BIDI_STREAM);
+		if (!streaming_in && c->n_msgs > 1) {
+			free(plain);
+			rpc_fail(c, RPC_UNIMPLEMENTED, "unary request has multiple messages");
+			return false;
+		}
+		ProtobufCMessage *m = decode_msg(c, p, pn, err, sizeof(err));
+		free(plain);
+		if (!m) {
+			rpc_fail(c, RPC_INVALID_ARGUMENT, "%s", err);
+			return false;
+		}
+		if (streaming_in) {
+			if (c->hooks && c->hooks->on_message) {
+				c->refs++;
+				c->hooks->on_message(c, m);
+				protobuf_c_message_free_unpacked(m, NULL);
+				bool fin = c->finished;
+				call_unref(c);
+				if (fin)
+					return false;
+			} else {
+				protobuf_c_message_free_unpacked(m, NULL);
+			}
+		} else {
+			if (c->req_msg)
+				protobuf_c_message_free_unpacked(c->req_msg, NULL);
+			c->req_msg = m;
+		}
+	}
+	if (off > 0) {
+		memmove(c->buf, c->buf + off, c->len - off);
+		c->len -= off;
+	}
+	if (at_end && c->len > 0 && !c->finished) {
+		rpc_fail(c, RPC_INVALID_ARGUMENT, "protocol error: incomplete envelope");
+		ok = false;
+	}
+	return ok && !c->finished;
+}
+
+static void on_body(struct http_req *r, const uint8_t *p, size_t n)
+{
+	struct rpc_call *c = r->ud;
+	if (c->finished)
+		return;
+	size_t limit = rpc_max_message + 5;
+	if (c->len + n > limit && (c->proto == P_CONNECT_UNARY || c->len + n > 2 * limit)) {
+		rpc_fail(c, RPC_RESOURCE_EXHAUSTED, "request larger than configured max %zu bytes", rpc_max_message);
+		return;
+	}
+	if (c->len + n > c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 4096;
+		while (cap < c->len + n)
+			cap *= 2;
+		uint8_t *b = realloc(c->buf, cap);
+		if (!b) {
+			rpc_fail(c, RPC_RESOURCE_EXHAUSTED, "out of memory");
+			return;
+		}
+		c->buf = b;
+		c->cap = cap;
+	}
+	memcpy(c->buf + c->len, p, n);
+	c->len += n;
+	if (c->proto != P_CONNECT_UNARY && c->impl &&
+	    (c->impl->kind == RPC_CLIENT_STREAM || c->impl->kind == RPC_BIDI_STREAM) && c->started) {
+		c->refs++;
+		drain_envelopes(c, false);
+		call_unref(c);
+	}
+}
+
+static void on_body_end(struct http_req *r)
+{
+	struct rpc_call *c = r->ud;
+	char err[512];
+
+	if (c->finished)
+		return;
+	c->refs++;
+	if (c->proto == P_CONNECT_UNARY) {
+		const uint8_t *p = c->buf;
+		size_t n = c->len;
+		uint8_t *plain = NULL;
+		if (c->req_gzip && n > 0) {
+			int rc = gunzip_buf(p, n, rpc_max_message, &plain, &n);
+			if (rc < 0) {
+				rpc_fail(c, rc == -EMSGSIZE ? RPC_RESOURCE_EXHAUSTED : RPC_INVALID_ARGUMENT,
+					 rc == -EMSGSIZE ? "decompressed message larger than configured max"
+							 : "decompress: gzip: invalid data");
+				goto out;
+			}
+			p = plain;
+		}
+		ProtobufCMessage *m = decode_msg(c, p ? p : (const uint8_t *)"", n, err, sizeof(err));
+		free(plain);
+		if (!m) {
+			rpc_fail(c, RPC_INVALID_ARGUMENT, "%s", err);
+			goto out;
+		}
+		start_handler(c, m);
+		goto out;
+	}
+	bool streaming_in = c->impl && (c->impl->kind == RPC_CLIENT_STREAM || c->impl->kind == RPC_BIDI_STREAM);
+	if (!drain_envelopes(c, true))
+		goto out;
+	if (streaming_in) {
+		if (c->hooks && c->hooks->on_input_end)
+			c->hooks->on_input_end(c);
+		goto out;
+	}
+	if (c->n_msgs == 0) {
+		rpc_fail(c, RPC_UNIMPLEMENTED, "unary request has zero messages");
+		goto out;
+	}
+	ProtobufCMessage *m = c->req_msg;
+	c->req_msg = NULL;
+	start_handler(c, m);
+out:
+	call_unref(c);
+}
+
+static void on_writable(struct http_req *r)
+{
+	struct rpc_call *c = r->ud;
+	if (!c->finished && c->started && c->hooks && c->hooks->on_writable) {
+		c->refs++;
+		c->hooks->on_writable(c);
+		call_unref(c);
+	}
+}
+
+static void on_close(struct http_req *r, bool completed)
+{
+	struct rpc_call *c = r->ud;
+	c->http_gone = true;
+	r->ud = NULL;
+	call_cancel(c, RPC_CANCELED);
+	call_unref(c);
+}
+
+/* ---- dispatch ---- */
+
+static const char accept_post[] =
+	"application/grpc, application/grpc+json, application/grpc+json; charset=utf-8, application/grpc+proto, "
+	"application/grpc-web, application/grpc-web+json, application/grpc-web+json; charset=utf-8, "
+	"application/grpc-web+proto, application/json, application/json; charset=utf-8, application/proto, "
+	"application/connect+json, application/connect+json; charset=utf-8, application/connect+proto";
+
+/* Map the content type to a protocol and codec; false if unsupported. */
+static bool pick_protocol(struct rpc_call *c, const char *ct)
+{
+	char t[64];
+	size_t i = 0;
+	if (!ct)
+		return false;
+	for (; ct[i] && i < sizeof(t) - 1; i++)
+		t[i] = (char)((ct[i] >= 'A' && ct[i] <= 'Z') ? ct[i] + 32 : ct[i]);
+	t[i] = '\0';
+	/* Only the canonical "; charset=utf-8" parameter is accepted. */
+	char *semi = strchr(t, ';');
+	bool charset = false;
+	if (semi) {
+		const char *par = semi + 1;
+		while (*par == ' ')
+			par++;
+		if (strcmp(par, "charset=utf-8") != 0)
+			return false;
+		*semi = '\0';
+		charset = true;
+	}
+	static const struct { const char *t; enum rpc_proto p; bool json; } tab[] = {
+		{"application/json", P_CONNECT_UNARY, true},
+		{"application/proto", P_CONNECT_UNARY, false},
+		{"application/connect+json", P_CONNECT_STREAM, true},
+		{"application/connect+proto", P_CONNECT_STREAM, false},
+		{"application/grpc", P_GRPC, false},
+		{"application/grpc+proto", P_GRPC, false},
+		{"application/grpc+json", P_GRPC, true},
+		{"application/grpc-web", P_GRPC_WEB, false},
+		{"application/grpc-web+proto", P_GRPC_WEB, false},
+		{"application/grpc-web+json", P_GRPC_WEB, true},
+	};
+	for (size_t k = 0; k < sizeof(tab) / sizeof(tab[0]); k++) {
+		if (strcmp(t, tab[k].t) == 0) {
+			if (charset && !tab[k].json)
+				return false;
+			c->proto = tab[k].p;
+			c->json = tab[k].json;
+			snprintf(c->ctype, sizeof(c->ctype), "%s%s", tab[k].t, charset ? "; charset=utf-8" : "");
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Connect-Timeout-Ms (§5.7) or grpc-timeout; <0 with message on error. */
+static int parse_timeout(struct rpc_call *c, char *err, size_t errlen)
+{
+	const char *v = http_req_header(c->r, c->proto == P_CONNECT_UNARY || c->proto == P_CONNECT_STREAM
+						      ? "connect-timeout-ms" : "grpc-timeout");
+	if (!v)
+		return 0;
+	size_t n = strlen(v);
+	if (c->proto == P_GRPC || c->proto == P_GRPC_WEB) {
+		/* grpc-timeout: up to 8 digits and a unit. */
+		if (n < 2 || n > 9)
+			goto bad_grpc;
+		long long q = 0;
+		for (size_t i = 0; i + 1 < n; i++) {
+			if (v[i] < '0' || v[i] > '9')
+				goto bad_grpc;
+			q = q * 10 + (v[i] - '0');
+		}
+		switch (v[n - 1]) {
+		case 'H': c->timeout_ms = q * 3600000; break;
+		case 'M': c->timeout_ms = q * 60000; break;
+		case 'S': c->timeout_ms = q * 1000; break;
+		case 'm': c->timeout_ms = q; break;
+		case 'u': c->timeout_ms = (q + 999) / 1000; break;
+		case 'n': c->timeout_ms = (q + 999999) / 1000000; break;
+		default: goto bad_grpc;
+		}
+		return 0;
+bad_grpc:
+		snprintf(err, errlen, "protocol error: invalid grpc timeout value: %s", v);
+		return -1;
+	}
+	if (n > 10) {
+		snprintf(err, errlen, "parse timeout: \"%s\" has >10 digits", v);
+		return -1;
+	}
+	long long ms = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] < '0' || v[i] > '9') {
+			snprintf(err, errlen, "parse timeout: strconv.ParseInt: parsing \"%s\": invalid syntax", v);
+			return -1;
+		}
+		ms = ms * 10 + (v[i] - '0');
+	}
+	if (n == 0) {
+		snprintf(err, errlen, "parse timeout: strconv.ParseInt: parsing \"\": invalid syntax");
+		return -1;
+	}
+	c->timeout_ms = ms;
+	return 0;
+}
+
+static const struct rpc_service *find_service(const char *path, const char **method)
+{
+	if (path[0] != '/')
+		return NULL;
+	for (size_t i = 0; i < n_services; i++) {
+		const char *name = services[i]->desc->name;
+		size_t nl = strlen(name);
+		if (strncmp(path + 1, name, nl) == 0 && path[1 + nl] == '/') {
+			*method = path + 2 + nl;
+			return services[i];
+		}
+	}
+	return NULL;
+}
+
+bool rpc_path_is_rpc(const char *path)
+{
+	const char *m;
+	return find_service(path, &m) != NULL;
+}
+
+void rpc_respond_error(struct http_req *r, enum rpc_code code, const char *msg)
+{
+	struct rpc_call tmp = {.r = r, .refs = 1};
+	const char *ct = http_req_header(r, "content-type");
+	if (!rpc_path_is_rpc(r->path) || !pick_protocol(&tmp, ct))
+		tmp.proto = P_CONNECT_UNARY;
+	if (tmp.proto == P_CONNECT_UNARY) {
+		char *body = error_json(code, msg, false);
+		http_respond(r, rpc_code_http_status(code), "application/json", body, body ? strlen(body) : 0,
+			     NULL, 0);
+		free(body);
+		return;
+	}
+	send_end(&tmp, code, msg);
+}
+
+void rpc_dispatch(struct http_req *r)
+{
+	const char *mname = NULL;
+	const struct rpc_service *svc = find_service(r->path, &mname);
+	const ProtobufCMethodDescriptor *md = NULL;
+	char err[512];
+
+	if (svc) {
+		for (unsigned i = 0; i < svc->desc->n_methods; i++)
+			if (strcmp(svc->desc->methods[i].name, mname) == 0)
+				md = &svc->desc->methods[i];
+	}
+	if (!md) {
+		http_respond_text_error(r, 404, "404 page not found");
+		return;
+	}
+	if (r->method != HTTP_M_POST) {
+		static const struct http_hdr allow = {"Allow", "POST"};
+		http_respond(r, 405, NULL, NULL, 0, &allow, 1);
+		return;
+	}
+	struct rpc_call *c = calloc(1, sizeof(*c));
+	if (!c) {
+		http_respond(r, 503, NULL, NULL, 0, NULL, 0);
+		return;
+	}
+	c->r = r;
+	c->svc = svc;
+	c->md = md;
+	c->refs = 1; /* held by the HTTP exchange until on_close */
+	for (size_t i = 0; i < svc->n_methods; i++)
+		if (strcmp(svc->methods[i].name, md->name) == 0)
+			c->impl = &svc->methods[i];
+	if (!pick_protocol(c, http_req_header(r, "content-type"))) {
+		free(c);
+		struct http_hdr ap = {"Accept-Post", accept_post};
+		http_respond(r, 415, NULL, NULL, 0, &ap, 1);
+		return;
+	}
+	/* connect-go serves a method only with the content types of its kind. */
+	bool stream_kind = c->impl && c->impl->kind != RPC_UNARY;
+	if ((c->proto == P_CONNECT_UNARY && stream_kind) || (c->proto == P_CONNECT_STREAM && c->impl && !stream_kind)) {
+		free(c);
+		struct http_hdr ap = {"Accept-Post", stream_kind ? "application/connect+json, application/connect+json; "
+			"charset=utf-8, application/connect+proto, application/grpc, application/grpc+json, "
+			"application/grpc+json; charset=utf-8, application/grpc+proto, application/grpc-web, "
+			"application/grpc-web+json, application/grpc-web+json; charset=utf-8, application/grpc-web+proto"
+			: accept_post};
+		http_respond(r, 415, NULL, NULL, 0, &ap, 1);
+		return;
+	}
+	r->ud = c;
+	r->on_body = on_body;
+	r->on_body_end = on_body_end;
+	r->on_writable = on_writable;
+	r->on_close = on_close;
+	ev_init(&c->deadline, deadline_cb);
+	c->deadline.data = c;
+
+	const char *cpv = http_req_header(r, "connect-protocol-version");
+	if (cpv && (c->proto == P_CONNECT_UNARY || c->proto == P_CONNECT_STREAM) && strcmp(cpv, "1") != 0) {
+		rpc_fail(c, RPC_INVALID_ARGUMENT, "connect-protocol-version must be \"1\": got \"%s\"", cpv);
+		return;
+	}
+	if (parse_timeout(c, err, sizeof(err)) < 0) {
+		rpc_fail(c, RPC_INVALID_ARGUMENT, "%s", err);
+		return;
+	}
+	const char *enc = http_req_header(r, c->proto == P_CONNECT_UNARY ? "content-encoding"
+					  : c->proto == P_CONNECT_STREAM ? "connect-content-encoding"
+									 : "grpc-encoding");
+	if (enc && *enc && strcmp(enc, "identity") != 0) {
+		if (strcmp(enc, "gzip") != 0) {
+			rpc_fail(c, RPC_UNIMPLEMENTED, "unknown compression \"%s\": supported encodings are gzip", enc);
+			return;
+		}
+		c->req_gzip = true;
+		/* Answer in kind: a client that compresses can decompress. */
+		c->resp_gzip = true;
+	}
+	if (c->timeout_ms > 0) {
+		ev_timer_set(&c->deadline, (double)c->timeout_ms / 1000.0, 0.);
+		ev_timer_start(envd_loop, &c->deadline);
+	}
+	if (c->proto != P_CONNECT_UNARY && c->impl &&
+	    (c->impl->kind == RPC_CLIENT_STREAM || c->impl->kind == RPC_BIDI_STREAM)) {
+		/* Client streams start at once; messages follow as they come. */
+		c->refs++;
+		start_handler(c, NULL);
+		if (!c->finished && c->len)
+			drain_envelopes(c, false);
+		call_unref(c);
+	}
+}

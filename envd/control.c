@@ -1,0 +1,624 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control.c - /health, /metrics, /envs, /init and the orchestrator-only
+ * endpoints (spec §3).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "control.h"
+#include "log.h"
+#include "state.h"
+
+#ifndef ENVD_VERSION
+#define ENVD_VERSION "0.7.0"
+#endif
+
+bool control_not_fc;
+static bool initialised;
+
+#define INIT_MAX_BODY (8u << 20)
+
+static const struct http_hdr no_store = {"Cache-Control", "no-store"};
+
+void control_health(struct http_req *r)
+{
+	http_respond(r, 204, NULL, NULL, 0, &no_store, 1);
+}
+
+/* ---- /metrics ---- */
+
+struct cpu_sample {
+	unsigned long long busy, total;
+	bool valid;
+};
+static struct cpu_sample last_cpu;
+
+static int read_cpu(struct cpu_sample *s)
+{
+	FILE *f = fopen("/proc/stat", "re");
+	unsigned long long v[8] = {0};
+	if (!f)
+		return -errno;
+	int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+		       &v[5], &v[6], &v[7]);
+	fclose(f);
+	if (n < 4)
+		return -EIO;
+	unsigned long long total = 0;
+	for (int i = 0; i < 8; i++)
+		total += v[i];
+	s->total = total;
+	s->busy = total - v[3] - v[4];
+	s->valid = true;
+	return 0;
+}
+
+static int cpu_count(void)
+{
+	FILE *f = fopen("/proc/cpuinfo", "re");
+	char line[512];
+	int n = 0;
+	if (f) {
+		while (fgets(line, sizeof(line), f))
+			if (strncmp(line, "processor", 9) == 0 && strchr(line, ':'))
+				n++;
+		fclose(f);
+	}
+	if (n == 0) {
+		f = fopen("/proc/stat", "re");
+		if (f) {
+			while (fgets(line, sizeof(line), f))
+				if (strncmp(line, "cpu", 3) == 0 && line[3] >= '0' && line[3] <= '9')
+					n++;
+			fclose(f);
+		}
+	}
+	return n;
+}
+
+static int read_meminfo(unsigned long long *total, unsigned long long *avail, unsigned long long *cache)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[256];
+	unsigned long long cached = 0, srecl = 0, v;
+	bool t = false, a = false;
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "MemTotal: %llu kB", &v) == 1) {
+			*total = v * 1024;
+			t = true;
+		} else if (sscanf(line, "MemAvailable: %llu kB", &v) == 1) {
+			*avail = v * 1024;
+			a = true;
+		} else if (sscanf(line, "Cached: %llu kB", &v) == 1) {
+			cached = v * 1024;
+		} else if (sscanf(line, "SReclaimable: %llu kB", &v) == 1) {
+			srecl = v * 1024;
+		}
+	}
+	fclose(f);
+	*cache = cached + srecl;
+	return t && a ? 0 : -EIO;
+}
+
+void control_metrics_init(void)
+{
+	read_cpu(&last_cpu);
+}
+
+void control_metrics(struct http_req *r)
+{
+	struct cpu_sample now;
+	unsigned long long mt, ma, mc;
+	struct statfs sf;
+	static const struct http_hdr ct = {"Content-Type", "application/json"};
+
+	if (read_cpu(&now) < 0 || read_meminfo(&mt, &ma, &mc) < 0 || statfs("/", &sf) < 0) {
+		struct http_hdr h[1] = {ct};
+		http_respond(r, 500, NULL, NULL, 0, h, 1);
+		return;
+	}
+	double pct;
+	if (!last_cpu.valid)
+		last_cpu = now;
+	unsigned long long dt = now.total - last_cpu.total;
+	long long db = (long long)now.busy - (long long)last_cpu.busy;
+	if (db <= 0)
+		pct = 0;
+	else if (dt == 0)
+		pct = 100;
+	else
+		pct = (double)db / (double)dt * 100.0;
+	if (pct > 100)
+		pct = 100;
+	last_cpu = now;
+	char pbuf[32];
+	snprintf(pbuf, sizeof(pbuf), "%.2f", pct);
+	/* Go prints float32 shortest: 12.50 -> 12.5, 0.00 -> 0 */
+	char *dot = strchr(pbuf, '.');
+	if (dot) {
+		char *e = pbuf + strlen(pbuf) - 1;
+		while (e > dot && *e == '0')
+			*e-- = '\0';
+		if (e == dot)
+			*e = '\0';
+	}
+	unsigned long long used = mt - ma;
+	unsigned long long dtot = (unsigned long long)sf.f_blocks * (unsigned long long)sf.f_bsize;
+	unsigned long long dused = (unsigned long long)(sf.f_blocks - sf.f_bavail) * (unsigned long long)sf.f_bsize;
+	char body[512];
+	int n = snprintf(body, sizeof(body),
+			 "{\"ts\":%lld,\"cpu_count\":%d,\"cpu_used_pct\":%s,\"mem_total_mib\":%llu,"
+			 "\"mem_used_mib\":%llu,\"mem_total\":%llu,\"mem_used\":%llu,\"mem_cache\":%llu,"
+			 "\"disk_used\":%llu,\"disk_total\":%llu}\n",
+			 (long long)time(NULL), cpu_count(), pbuf, mt / 1024 / 1024, used / 1024 / 1024, mt, used, mc,
+			 dused, dtot);
+	http_respond(r, 200, "application/json", body, (size_t)n, &no_store, 1);
+}
+
+/* ---- /envs ---- */
+
+void control_envs(struct http_req *r)
+{
+	json_t *o = json_object();
+	for (size_t i = 0; i < envstore_count(); i++) {
+		const char *k, *v;
+		envstore_entry(i, &k, &v);
+		json_object_set_new(o, k, json_string(v));
+	}
+	char *s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (!s) {
+		http_respond(r, 500, NULL, NULL, 0, NULL, 0);
+		return;
+	}
+	size_t n = strlen(s);
+	char *b = realloc(s, n + 2);
+	if (b) {
+		s = b;
+		s[n++] = '\n';
+		s[n] = '\0';
+	}
+	http_respond(r, 200, "application/json", s, n, &no_store, 1);
+	free(s);
+}
+
+/* ---- /init ---- */
+
+struct init_req {
+	struct http_req *r;
+	char *body;
+	size_t len, cap;
+	bool too_big;
+};
+
+/*
+ * RFC 3339 with optional fraction and any offset -> ns since the epoch.
+ * Returns 0 or -EINVAL.
+ */
+int control_parse_rfc3339(const char *s, int64_t *ns)
+{
+	int Y, M, D, h, m, sec, n = 0;
+	if (sscanf(s, "%4d-%2d-%2d%n", &Y, &M, &D, &n) != 3 || n != 10)
+		return -EINVAL;
+	s += 10;
+	if (*s != 'T' && *s != 't' && *s != ' ')
+		return -EINVAL;
+	s++;
+	if (sscanf(s, "%2d:%2d:%2d%n", &h, &m, &sec, &n) != 3 || n != 8)
+		return -EINVAL;
+	s += 8;
+	long long frac = 0;
+	int digits = 0;
+	if (*s == '.') {
+		s++;
+		while (*s >= '0' && *s <= '9') {
+			if (digits < 9) {
+				frac = frac * 10 + (*s - '0');
+				digits++;
+			}
+			s++;
+		}
+		if (digits == 0)
+			return -EINVAL;
+		while (digits < 9) {
+			frac *= 10;
+			digits++;
+		}
+	}
+	long off = 0;
+	if (*s == 'Z' || *s == 'z') {
+		s++;
+	} else if (*s == '+' || *s == '-') {
+		int oh, om;
+		if (sscanf(s + 1, "%2d:%2d%n", &oh, &om, &n) != 2 || n != 5)
+			return -EINVAL;
+		off = (oh * 3600L + om * 60L) * (*s == '-' ? -1 : 1);
+		s += 6;
+	} else {
+		return -EINVAL;
+	}
+	if (*s || M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60)
+		return -EINVAL;
+	/* Days from civil (proleptic Gregorian), no timezone involved. */
+	int y = Y - (M <= 2);
+	long era = (y >= 0 ? y : y - 399) / 400;
+	long yoe = y - era * 400;
+	long doy = (153 * (M + (M > 2 ? -3 : 9)) + 2) / 5 + D - 1;
+	long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	long long days = era * 146097LL + doe - 719468;
+	long long secs = days * 86400 + h * 3600 + m * 60 + sec - off;
+	*ns = secs * 1000000000LL + frac;
+	return 0;
+}
+
+/* True if the raw JSON string value of "accessToken" contains a backslash. */
+static bool token_has_escape(const char *body, size_t len)
+{
+	const char *p = body, *end = body + len;
+	while ((p = memmem(p, (size_t)(end - p), "\"accessToken\"", 13))) {
+		p += 13;
+		while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+			p++;
+		if (p >= end || *p != ':')
+			continue;
+		p++;
+		while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+			p++;
+		if (p >= end || *p != '"')
+			continue;
+		for (p++; p < end && *p != '"'; p++)
+			if (*p == '\\')
+				return true;
+	}
+	return false;
+}
+
+static void init_fail(struct http_req *r, int status, const char *text)
+{
+	struct http_hdr h[1] = {{"X-Envd-Version", ENVD_VERSION}};
+	if (text)
+		http_respond(r, status, "text/plain; charset=utf-8", text, strlen(text), h, 1);
+	else
+		http_respond(r, status, NULL, NULL, 0, h, 1);
+}
+
+static void set_clock(int64_t ts_ns)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	int64_t now_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+	int64_t behind = ts_ns - now_ns;
+	if (behind > 50000000LL || -behind > 5000000000LL) {
+		struct timespec t = {.tv_sec = ts_ns / 1000000000LL, .tv_nsec = ts_ns % 1000000000LL};
+		if (clock_settime(CLOCK_REALTIME, &t) < 0)
+			log_warn("envd", "set clock: %s", strerror(errno));
+	}
+}
+
+static int install_ca(const char *pem, char *err, size_t errlen)
+{
+	static char *last_pem;
+	size_t n = strlen(pem);
+	while (n > 0 && pem[n - 1] == '\n')
+		n--;
+	char *norm = malloc(n + 2);
+	if (!norm)
+		return -ENOMEM;
+	memcpy(norm, pem, n);
+	norm[n] = '\n';
+	norm[n + 1] = '\0';
+	if (last_pem && strcmp(last_pem, norm) == 0) {
+		free(norm);
+		return 0;
+	}
+	int fd = open("/etc/ssl/certs/ca-certificates.crt", O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "failed to install CA bundle: open CA bundle: open /etc/ssl/certs/ca-certificates.crt: %s",
+			 strerror(errno));
+		free(norm);
+		return -1;
+	}
+	ssize_t w = write(fd, norm, n + 1);
+	close(fd);
+	if (w != (ssize_t)(n + 1)) {
+		snprintf(err, errlen, "failed to install CA bundle: append CA cert: short write");
+		free(norm);
+		return -1;
+	}
+	mkdir("/usr/local/share/ca-certificates", 0755);
+	int f2 = open("/usr/local/share/ca-certificates/e2b-ca.crt", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (f2 >= 0) {
+		if (write(f2, norm, n + 1) < 0)
+			log_warn("envd", "write e2b-ca.crt: %s", strerror(errno));
+		close(f2);
+	}
+	free(last_pem);
+	last_pem = norm;
+	return 0;
+}
+
+static void update_hosts(const char *ip)
+{
+	FILE *f = fopen("/etc/hosts", "re");
+	char line[1024];
+	size_t cap = 4096, len = 0;
+	char *out = malloc(cap);
+	bool present = false;
+	if (!out)
+		return;
+	out[0] = '\0';
+	if (f) {
+		while (fgets(line, sizeof(line), f)) {
+			char a[256], b[256];
+			if (sscanf(line, "%255s %255s", a, b) == 2 && strcmp(b, "events.e2b.local") == 0) {
+				if (strcmp(a, ip) == 0)
+					present = true;
+				continue;
+			}
+			size_t l = strlen(line);
+			if (len + l + 1 > cap) {
+				char *no = realloc(out, cap * 2 + l);
+				if (!no)
+					break;
+				out = no;
+				cap = cap * 2 + l;
+			}
+			memcpy(out + len, line, l + 1);
+			len += l;
+		}
+		fclose(f);
+	}
+	if (!present) {
+		FILE *w = fopen("/etc/hosts", "we");
+		if (w) {
+			fputs(out, w);
+			fprintf(w, "%s        events.e2b.local\n", ip);
+			fclose(w);
+		}
+	}
+	free(out);
+	char addr[300];
+	snprintf(addr, sizeof(addr), "http://%s", ip);
+	envstore_set_internal("E2B_EVENTS_ADDRESS", addr);
+}
+
+static void init_apply(struct http_req *r, const char *body, size_t len)
+{
+	json_t *root = NULL;
+	json_error_t jerr;
+
+	if (len > 0) {
+		root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+		if (!root || !json_is_object(root) || token_has_escape(body, len))
+			goto bad;
+	}
+	json_t *tok = root ? json_object_get(root, "accessToken") : NULL;
+	json_t *envv = root ? json_object_get(root, "envVars") : NULL;
+	json_t *ts = root ? json_object_get(root, "timestamp") : NULL;
+	json_t *du = root ? json_object_get(root, "defaultUser") : NULL;
+	json_t *dw = root ? json_object_get(root, "defaultWorkdir") : NULL;
+	json_t *ca = root ? json_object_get(root, "caBundle") : NULL;
+	json_t *hl = root ? json_object_get(root, "hyperloopIP") : NULL;
+	json_t *vm = root ? json_object_get(root, "volumeMounts") : NULL;
+	json_t *lc = root ? json_object_get(root, "lifecycleID") : NULL;
+
+	if (tok && json_is_null(tok))
+		tok = NULL;
+	if (tok && (!json_is_string(tok) || json_string_length(tok) == 0))
+		goto bad;
+	if (envv && !json_is_null(envv)) {
+		if (!json_is_object(envv))
+			goto bad;
+		const char *k;
+		json_t *v;
+		json_object_foreach(envv, k, v) if (!json_is_string(v)) goto bad;
+	}
+	int64_t ts_ns = 0;
+	if (ts && !json_is_null(ts)) {
+		if (!json_is_string(ts) || control_parse_rfc3339(json_string_value(ts), &ts_ns) < 0)
+			goto bad;
+	} else {
+		ts = NULL;
+	}
+	json_t *strs[] = {du, dw, ca, hl, lc};
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+		if (strs[i] && !json_is_null(strs[i]) && !json_is_string(strs[i]))
+			goto bad;
+	if (vm && !json_is_null(vm) && !json_is_array(vm))
+		goto bad;
+
+	/* Authorise (§3.4.2 step 4). Without MMDS (not Firecracker) the hash
+	 * check cannot succeed: first-time set-up or the current token only. */
+	const char *tv = tok ? json_string_value(tok) : NULL;
+	bool ok = false;
+	if (state_token_is_set() && tv && state_token_equals(tv, strlen(tv)))
+		ok = true;
+	else if (!state_token_is_set())
+		ok = true;
+	if (!ok) {
+		init_fail(r, 401, tv ? "access token validation failed" : "access token reset not authorized");
+		json_decref(root);
+		return;
+	}
+
+	/* Replay guard: only data at least as new as what was applied. */
+	if (!ts || ts_ns >= state_last_init_ns) {
+		if (ts) {
+			state_last_init_ns = ts_ns;
+			set_clock(ts_ns);
+		}
+		if (envv && json_is_object(envv)) {
+			size_t n = json_object_size(envv), i = 0;
+			const char **keys = calloc(n + 1, sizeof(*keys));
+			const char **vals = calloc(n + 1, sizeof(*vals));
+			if (keys && vals) {
+				const char *k;
+				json_t *v;
+				json_object_foreach(envv, k, v) {
+					keys[i] = k;
+					vals[i++] = json_string_value(v);
+				}
+				envstore_replace_user(keys, vals, i);
+			}
+			free(keys);
+			free(vals);
+		}
+		if (tv)
+			state_token_set(tv, strlen(tv));
+		else if (state_token_is_set())
+			state_token_clear();
+		if (hl && json_is_string(hl) && json_string_length(hl) > 0)
+			update_hosts(json_string_value(hl));
+		if (du && json_is_string(du) && json_string_length(du) > 0)
+			state_set_default_user(json_string_value(du));
+		if (dw && json_is_string(dw) && json_string_length(dw) > 0)
+			state_set_default_workdir(json_string_value(dw));
+		if (ca && json_is_string(ca) && json_string_length(ca) > 0) {
+			char err[512];
+			if (install_ca(json_string_value(ca), err, sizeof(err)) != 0) {
+				init_fail(r, 400, err);
+				json_decref(root);
+				return;
+			}
+		}
+		if (vm && json_is_array(vm) && json_array_size(vm) > 0) {
+			init_fail(r, 400, "failed to setup NFS volumes: NFS volume mounts are not supported by this envd");
+			json_decref(root);
+			return;
+		}
+	}
+	json_decref(root);
+	initialised = true;
+	struct http_hdr h[2] = {{"X-Envd-Version", ENVD_VERSION}, no_store};
+	http_respond(r, 204, NULL, NULL, 0, h, 2);
+	return;
+bad:
+	json_decref(root);
+	init_fail(r, 400, NULL);
+}
+
+static void init_body(struct http_req *r, const uint8_t *p, size_t n)
+{
+	struct init_req *ir = r->ud;
+	if (ir->too_big)
+		return;
+	if (ir->len + n > INIT_MAX_BODY) {
+		ir->too_big = true;
+		return;
+	}
+	if (ir->len + n + 1 > ir->cap) {
+		size_t cap = ir->cap ? ir->cap * 2 : 4096;
+		while (cap < ir->len + n + 1)
+			cap *= 2;
+		char *b = realloc(ir->body, cap);
+		if (!b) {
+			ir->too_big = true;
+			return;
+		}
+		ir->body = b;
+		ir->cap = cap;
+	}
+	memcpy(ir->body + ir->len, p, n);
+	ir->len += n;
+	ir->body[ir->len] = '\0';
+}
+
+static void init_body_end(struct http_req *r)
+{
+	struct init_req *ir = r->ud;
+	if (ir->too_big)
+		init_fail(r, 400, NULL);
+	else
+		init_apply(r, ir->body ? ir->body : "", ir->len);
+}
+
+static void init_close(struct http_req *r, bool completed)
+{
+	struct init_req *ir = r->ud;
+	free(ir->body);
+	free(ir);
+}
+
+void control_init(struct http_req *r)
+{
+	struct init_req *ir = calloc(1, sizeof(*ir));
+	if (!ir) {
+		init_fail(r, 503, NULL);
+		return;
+	}
+	ir->r = r;
+	r->ud = ir;
+	r->on_body = init_body;
+	r->on_body_end = init_body_end;
+	r->on_close = init_close;
+}
+
+bool control_initialised(void) { return initialised; }
+
+/* ---- orchestrator-only endpoints ---- */
+
+void control_freeze(struct http_req *r)
+{
+	/* No cgroup manager in this build: nothing to freeze (-no-cgroups). */
+	http_respond(r, 204, NULL, NULL, 0, &no_store, 1);
+}
+
+void control_unfreeze(struct http_req *r)
+{
+	http_respond(r, 204, NULL, NULL, 0, &no_store, 1);
+}
+
+void control_collapse(struct http_req *r)
+{
+	static const char body[] =
+		"{\"regions\":0,\"chunks\":0,\"collapsed\":0,\"alreadyHuge\":0,\"skipped\":0,\"elapsedMs\":0}\n";
+	http_respond(r, 200, "application/json", body, sizeof(body) - 1, &no_store, 1);
+}
+
+static void fs_ioctl(struct http_req *r, unsigned long req, int ok_errno, const char *name)
+{
+	char msg[256];
+	int fd = open("/", O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(msg, sizeof(msg), "open /: %s", strerror(errno));
+		http_respond_json_error(r, 500, msg);
+		return;
+	}
+	int rc = ioctl(fd, req, 0);
+	int e = errno;
+	close(fd);
+	if (rc < 0 && e != ok_errno) {
+		snprintf(msg, sizeof(msg), "%s /: %s", name, strerror(e));
+		http_respond_json_error(r, 500, msg);
+		return;
+	}
+	http_respond(r, 204, NULL, NULL, 0, &no_store, 1);
+}
+
+void control_fsfreeze(struct http_req *r) { fs_ioctl(r, FIFREEZE, EBUSY, "FIFREEZE"); }
+void control_fsthaw(struct http_req *r) { fs_ioctl(r, FITHAW, EINVAL, "FITHAW"); }
+
+void control_upgrade(struct http_req *r)
+{
+	if (!initialised) {
+		http_respond_text_error(r, 409, "envd not initialized");
+		return;
+	}
+	/* Live upgrade is not supported: the orchestrator keeps this envd. */
+	http_respond_text_error(r, 500, "live upgrade is not supported by this envd");
+}

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * main.c - flags, start-up (spec §1.1, §1.2) and the event loop.
+ *
+ * Flags follow Go's flag package, so the platform can run envd exactly as
+ * it runs the reference: -name or --name, -name value or -name=value,
+ * booleans bare or -name=true|false; an unknown flag prints usage and
+ * exits 2. Fatal exits happen only here, before the loop starts; after
+ * that a failure fails one request, never the daemon.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "control.h"
+#include "fs_service.h"
+#include "log.h"
+#include "loop.h"
+#include "process.h"
+#include "process_service.h"
+#include "rpc.h"
+#include "state.h"
+
+#ifndef ENVD_VERSION
+#define ENVD_VERSION "0.7.0"
+#endif
+#ifndef ENVD_COMMIT
+#define ENVD_COMMIT ""
+#endif
+
+extern size_t h1_max_header_bytes;
+
+enum flag_type { F_BOOL, F_INT, F_STR };
+
+struct flag {
+	const char *name;
+	enum flag_type type;
+	const char *usage;
+	const char *def;
+	union {
+		bool b;
+		long long i;
+		const char *s;
+	} v;
+};
+
+static struct flag flags[] = {
+	{"port", F_INT, "a port on which the daemon should run", "49983", {.i = 49983}},
+	{"isnotfc", F_BOOL, "isNotFCmode prevents sandbox metadata fetching", "false", {.b = false}},
+	{"version", F_BOOL, "print envd version", "false", {.b = false}},
+	{"commit", F_BOOL, "print envd source commit", "false", {.b = false}},
+	{"cgroup-root", F_STR, "cgroup root directory", "/sys/fs/cgroup", {.s = "/sys/fs/cgroup"}},
+	{"no-cgroups", F_BOOL, "disable cgroups", "false", {.b = false}},
+	{"verbose", F_BOOL, "write the JSON log stream to stdout", "false", {.b = false}},
+	{"resume-handover", F_BOOL, "internal: resume from a live-upgrade handover (unsupported, ignored)", "false",
+	 {.b = false}},
+	{"default-user", F_STR, "user that requests run as when none is given", "root", {.s = "root"}},
+	{"addr", F_STR, "listen address (default: dual-stack [::], falling back to 0.0.0.0)", "", {.s = ""}},
+	{"max-conns", F_INT, "maximum open connections", "20000", {.i = 20000}},
+	{"max-message", F_INT, "maximum RPC message size in bytes", "16777216", {.i = 16777216}},
+	{"max-header-bytes", F_INT, "maximum HTTP/1.1 request head size in bytes", "65536", {.i = 65536}},
+	{"output-buffer", F_INT, "bytes of recent output kept per process for reconnect", "1048576", {.i = 1048576}},
+};
+#define N_FLAGS (sizeof(flags) / sizeof(flags[0]))
+
+static struct flag *flag_get(const char *name)
+{
+	for (size_t i = 0; i < N_FLAGS; i++)
+		if (strcmp(flags[i].name, name) == 0)
+			return &flags[i];
+	return NULL;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out, "Usage of envd:\n");
+	for (size_t i = 0; i < N_FLAGS; i++) {
+		const struct flag *f = &flags[i];
+		fprintf(out, "  -%s%s\n    \t%s", f->name, f->type == F_INT ? " int" : f->type == F_STR ? " string" : "",
+			f->usage);
+		if (f->type == F_STR && *f->def)
+			fprintf(out, " (default \"%s\")", f->def);
+		else if (f->type == F_INT)
+			fprintf(out, " (default %s)", f->def);
+		fputc('\n', out);
+	}
+}
+
+static int parse_flags(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		char *a = argv[i];
+		if (a[0] != '-' || a[1] == '\0')
+			break; /* positional arguments end flag parsing */
+		a++;
+		if (a[0] == '-') {
+			a++;
+			if (a[0] == '\0')
+				break; /* "--" */
+		}
+		char name[128];
+		const char *val = NULL;
+		char *eq = strchr(a, '=');
+		snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
+		if (eq)
+			val = eq + 1;
+		if (strcmp(name, "h") == 0 || strcmp(name, "help") == 0) {
+			usage(stderr);
+			exit(0);
+		}
+		struct flag *f = flag_get(name);
+		if (!f) {
+			fprintf(stderr, "flag provided but not defined: -%s\n", name);
+			usage(stderr);
+			exit(2);
+		}
+		if (f->type == F_BOOL) {
+			if (!val || strcmp(val, "true") == 0 || strcmp(val, "1") == 0 || strcmp(val, "t") == 0 ||
+			    strcmp(val, "T") == 0 || strcmp(val, "TRUE") == 0 || strcmp(val, "True") == 0) {
+				f->v.b = true;
+			} else if (strcmp(val, "false") == 0 || strcmp(val, "0") == 0 || strcmp(val, "f") == 0 ||
+				   strcmp(val, "F") == 0 || strcmp(val, "FALSE") == 0 || strcmp(val, "False") == 0) {
+				f->v.b = false;
+			} else {
+				fprintf(stderr, "invalid boolean value \"%s\" for -%s: parse error\n", val, name);
+				usage(stderr);
+				exit(2);
+			}
+			continue;
+		}
+		if (!val) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "flag needs an argument: -%s\n", name);
+				usage(stderr);
+				exit(2);
+			}
+			val = argv[++i];
+		}
+		if (f->type == F_INT) {
+			char *end;
+			errno = 0;
+			long long v = strtoll(val, &end, 0);
+			if (errno || *end || !*val) {
+				fprintf(stderr, "invalid value \"%s\" for flag -%s: parse error\n", val, name);
+				usage(stderr);
+				exit(2);
+			}
+			f->v.i = v;
+		} else {
+			f->v.s = val;
+		}
+	}
+	return 0;
+}
+
+static void write_run_file(const char *name, const char *value, mode_t mode)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "/run/e2b/%s", name);
+	unlink(path);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (fd < 0) {
+		fprintf(stderr, "failed to write %s: %s\n", path, strerror(errno));
+		return;
+	}
+	if (write(fd, value, strlen(value)) < 0)
+		fprintf(stderr, "failed to write %s: %s\n", path, strerror(errno));
+	fchmod(fd, mode);
+	close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	parse_flags(argc, argv);
+	if (flag_get("version")->v.b) {
+		printf("%s\n", ENVD_VERSION);
+		return 0;
+	}
+	if (flag_get("commit")->v.b) {
+		printf("%s\n", ENVD_COMMIT);
+		return 0;
+	}
+	long long port = flag_get("port")->v.i;
+	if (port < 0 || port > 65535) {
+		fprintf(stderr, "server stopped: listen tcp: address %lld: invalid port\n", port);
+		return 1;
+	}
+	log_verbose = flag_get("verbose")->v.b;
+	control_not_fc = flag_get("isnotfc")->v.b;
+	server_max_conns = (size_t)flag_get("max-conns")->v.i;
+	rpc_max_message = (size_t)flag_get("max-message")->v.i;
+	h1_max_header_bytes = (size_t)flag_get("max-header-bytes")->v.i;
+	process_ring_size = (size_t)flag_get("output-buffer")->v.i;
+	state_set_default_user(flag_get("default-user")->v.s);
+
+	/* A write to a vanished client must fail the write, not kill envd.
+	 * Children get default dispositions back before exec. */
+	signal(SIGPIPE, SIG_IGN);
+
+	if (mkdir("/run/e2b", 0755) < 0 && errno != EEXIST)
+		fprintf(stderr, "failed to create /run/e2b: %s\n", strerror(errno));
+	const char *sandbox = control_not_fc ? "false" : "true";
+	envstore_set_internal("E2B_SANDBOX", sandbox);
+	write_run_file(".E2B_SANDBOX", sandbox, 0444);
+
+	control_metrics_init();
+	rpc_register(&process_service);
+	rpc_register(&fs_service);
+
+	int rc = server_listen((int)port, flag_get("addr")->v.s);
+	if (rc < 0) {
+		fprintf(stderr, "server stopped: listen tcp 0.0.0.0:%lld: bind: %s\n", port, strerror(-rc));
+		return 1;
+	}
+	log_info("envd", "listening on port %lld, version %s", port, ENVD_VERSION);
+	ev_run(envd_loop, 0);
+	return 0;
+}

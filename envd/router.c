@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * router.c - the request pipeline (spec §1.4): CORS, the access-token gate,
+ * Basic-auth validation, then exact-path routing with Go/chi fall-backs.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base64.h"
+#include "control.h"
+#include "files_http.h"
+#include "router.h"
+#include "rpc.h"
+#include "state.h"
+#include "users.h"
+
+const char *http_reason(int s)
+{
+	switch (s) {
+	case 100: return "Continue";
+	case 101: return "Switching Protocols";
+	case 200: return "OK";
+	case 201: return "Created";
+	case 204: return "No Content";
+	case 206: return "Partial Content";
+	case 304: return "Not Modified";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 406: return "Not Acceptable";
+	case 409: return "Conflict";
+	case 411: return "Length Required";
+	case 412: return "Precondition Failed";
+	case 413: return "Request Entity Too Large";
+	case 415: return "Unsupported Media Type";
+	case 416: return "Requested Range Not Satisfiable";
+	case 429: return "Too Many Requests";
+	case 431: return "Request Header Fields Too Large";
+	case 499: return "Client Closed Request";
+	case 500: return "Internal Server Error";
+	case 501: return "Not Implemented";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	case 507: return "Insufficient Storage";
+	default: return "Unknown";
+	}
+}
+
+int router_basic_user(const char *authz, char *out, size_t outlen)
+{
+	char dec[1024];
+	if (!authz || strncasecmp(authz, "Basic ", 6) != 0)
+		return 0;
+	const char *b64 = authz + 6;
+	size_t n = strlen(b64);
+	if (base64_decoded_maxlen(n) >= sizeof(dec))
+		return 0;
+	ssize_t k = base64_decode_strict(dec, b64, n);
+	if (k < 0)
+		return 0;
+	dec[k] = '\0';
+	char *colon = memchr(dec, ':', (size_t)k);
+	if (!colon)
+		return 0;
+	*colon = '\0';
+	snprintf(out, outlen, "%s", dec);
+	return 1;
+}
+
+static const char cors_expose[] =
+	"Grpc-Status, Grpc-Message, Grpc-Status-Details-Bin, Location, Cache-Control, X-Content-Type-Options";
+
+static bool cors_method_allowed(const char *m)
+{
+	static const char *const ok[] = {"HEAD", "GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		if (strcmp(m, ok[i]) == 0)
+			return true;
+	return false;
+}
+
+/* Pre-flight (§1.5): always 204, never reaches auth or routing. */
+static void cors_preflight(struct http_req *r, const char *req_method)
+{
+	struct http_hdr h[5];
+	size_t n = 0;
+	const char *origin = http_req_header(r, "origin");
+	const char *rh = http_req_header(r, "access-control-request-headers");
+
+	h[n++] = (struct http_hdr){"Vary", "Origin, Access-Control-Request-Method, Access-Control-Request-Headers"};
+	if (origin && cors_method_allowed(req_method)) {
+		h[n++] = (struct http_hdr){"Access-Control-Allow-Origin", "*"};
+		h[n++] = (struct http_hdr){"Access-Control-Allow-Methods", req_method};
+		if (rh && *rh)
+			h[n++] = (struct http_hdr){"Access-Control-Allow-Headers", rh};
+		h[n++] = (struct http_hdr){"Access-Control-Max-Age", "7200"};
+	}
+	http_respond(r, 204, NULL, NULL, 0, h, n);
+}
+
+static bool token_excluded(const struct http_req *r)
+{
+	const char *p = r->path;
+	if (r->method == HTTP_M_GET)
+		return strcmp(p, "/health") == 0 || strcmp(p, "/files") == 0;
+	if (r->method == HTTP_M_POST)
+		return strcmp(p, "/files") == 0 || strcmp(p, "/init") == 0;
+	return false;
+}
+
+/* TEMP-WEAK: until fs/ provides the /files handlers. */
+#pragma weak files_get
+#pragma weak files_post
+#pragma weak files_compose
+static void route_files(struct http_req *r)
+{
+	void (*fn)(struct http_req *) = strcmp(r->path, "/files/compose") == 0 ? files_compose
+					: r->method == HTTP_M_GET ? files_get : files_post;
+	if (!fn) {
+		http_respond_json_error(r, 501, "not implemented");
+		return;
+	}
+	fn(r);
+}
+
+struct route {
+	const char *path;
+	enum http_verb method;
+	void (*fn)(struct http_req *r);
+};
+
+static const struct route routes[] = {
+	{"/health", HTTP_M_GET, control_health},
+	{"/metrics", HTTP_M_GET, control_metrics},
+	{"/envs", HTTP_M_GET, control_envs},
+	{"/init", HTTP_M_POST, control_init},
+	{"/freeze", HTTP_M_POST, control_freeze},
+	{"/unfreeze", HTTP_M_POST, control_unfreeze},
+	{"/collapse", HTTP_M_POST, control_collapse},
+	{"/fsfreeze", HTTP_M_POST, control_fsfreeze},
+	{"/fsthaw", HTTP_M_POST, control_fsthaw},
+	{"/upgrade", HTTP_M_POST, control_upgrade},
+	{"/files", HTTP_M_GET, route_files},
+	{"/files", HTTP_M_POST, route_files},
+	{"/files/compose", HTTP_M_POST, route_files},
+};
+
+void router_dispatch(struct http_req *r)
+{
+	const char *origin = http_req_header(r, "origin");
+	const char *acrm = http_req_header(r, "access-control-request-method");
+
+	/* 1. CORS */
+	if (r->method == HTTP_M_OPTIONS && acrm) {
+		cors_preflight(r, acrm);
+		return;
+	}
+	http_req_extra_header(r, "Vary", "Origin", false);
+	if (origin && cors_method_allowed(r->method_name)) {
+		http_req_extra_header(r, "Access-Control-Allow-Origin", "*", false);
+		http_req_extra_header(r, "Access-Control-Expose-Headers", cors_expose, false);
+	}
+
+	/* 2. Access-token gate */
+	if (state_token_is_set() && !token_excluded(r)) {
+		const char *tok = http_req_header(r, "x-access-token");
+		if (!tok || !state_token_equals(tok, strlen(tok))) {
+			http_respond_json_error(r, 401,
+						"unauthorized access, please provide a valid access token or method "
+						"signing if supported");
+			return;
+		}
+	}
+
+	/* 3. Basic auth: an unknown user named in the header fails every path. */
+	char user[256], msg[320];
+	if (router_basic_user(http_req_header(r, "authorization"), user, sizeof(user)) == 1) {
+		struct user u;
+		int rc = user_lookup(user, &u, NULL, 0);
+		if (rc == -ENOENT || (rc < 0 && rc != -EINVAL)) {
+			snprintf(msg, sizeof(msg), "invalid username: '%s'", user);
+			rpc_respond_error(r, RPC_UNAUTHENTICATED, msg);
+			return;
+		}
+	}
+
+	/* 4. Routes */
+	if (rpc_path_is_rpc(r->path)) {
+		rpc_dispatch(r);
+		return;
+	}
+	bool path_known = false;
+	struct http_hdr allow[4];
+	size_t n_allow = 0;
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		if (strcmp(routes[i].path, r->path) != 0)
+			continue;
+		path_known = true;
+		if (routes[i].method == r->method) {
+			routes[i].fn(r);
+			return;
+		}
+		if (n_allow < 4)
+			allow[n_allow++] = (struct http_hdr){"Allow", routes[i].method == HTTP_M_GET ? "GET" : "POST"};
+	}
+	if (path_known) {
+		http_respond(r, 405, NULL, NULL, 0, allow, n_allow);
+		return;
+	}
+	http_respond_text_error(r, 404, "404 page not found");
+}

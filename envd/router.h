@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * router.h - the request pipeline of spec §1.4: CORS, the access-token
+ * gate, Basic-auth user resolution, then the route table.
+ */
+#ifndef ENVD_ROUTER_H
+#define ENVD_ROUTER_H
+
+#include "http.h"
+
+/* Entry point for every request head, from either protocol. */
+void router_dispatch(struct http_req *r);
+
+/* Reason phrase for a status code ("OK", "Not Found", ...). */
+const char *http_reason(int status);
+
+/*
+ * Parse "Authorization: Basic ..." the way Go does (§2.4.1): returns 1 and
+ * the user name in out when a user was given, 0 when the header is absent
+ * or ignorable.
+ */
+int router_basic_user(const char *authz, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * users.c - /etc/passwd and /etc/group parsing, path resolution and Go-style
+ * path helpers (spec §2.4.3, §2.5, Appendix A.4).
+ *
+ * The files are parsed directly, line by line, as Go's pure-Go os/user does:
+ * no NSS, so results are identical under musl and glibc.
+ */
+#include "users.h"
+#include "errstr.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *users_passwd_path = "/etc/passwd";
+const char *users_group_path = "/etc/group";
+
+/* Longest /etc line we accept; longer lines are skipped as malformed. */
+#define USERS_LINE_MAX 8192
+
+/*
+ * Split `line` (modified in place) at ':' into at most `max` fields.
+ * Returns the number of fields found.
+ */
+static int users_split(char *line, char **fields, int max)
+{
+	int n = 0;
+	char *p = line;
+
+	while (n < max) {
+		fields[n++] = p;
+		p = strchr(p, ':');
+		if (!p)
+			break;
+		*p++ = '\0';
+	}
+	return n;
+}
+
+/* Strict unsigned 32-bit decimal, like strconv.ParseUint(s, 10, 32). */
+static int users_parse_u32(const char *s, unsigned long *out, const char **why)
+{
+	unsigned long long v = 0;
+
+	if (!*s) {
+		*why = "invalid syntax";
+		return -EINVAL;
+	}
+	for (const char *p = s; *p; p++) {
+		if (*p < '0' || *p > '9') {
+			*why = "invalid syntax";
+			return -EINVAL;
+		}
+		v = v * 10 + (unsigned)(*p - '0');
+		if (v > 0xffffffffULL) {
+			*why = "value out of range";
+			return -EINVAL;
+		}
+	}
+	*out = (unsigned long)v;
+	return 0;
+}
+
+/* Read one line; strips the newline. Returns false at EOF. Skips overlong lines. */
+static bool users_getline(FILE *f, char *buf, size_t len)
+{
+	for (;;) {
+		if (!fgets(buf, (int)len, f))
+			return false;
+		size_t n = strlen(buf);
+		if (n && buf[n - 1] == '\n') {
+			buf[n - 1] = '\0';
+			return true;
+		}
+		if (feof(f))
+			return true;
+		/* Overlong: discard the rest of it and treat it as blank. */
+		int c;
+		while ((c = fgetc(f)) != EOF && c != '\n')
+			;
+		buf[0] = '\0';
+		return true;
+	}
+}
+
+static bool users_member_of(const char *list, const char *name)
+{
+	size_t nl = strlen(name);
+	const char *p = list;
+
+	while (*p) {
+		const char *e = strchr(p, ',');
+		size_t l = e ? (size_t)(e - p) : strlen(p);
+		if (l == nl && memcmp(p, name, nl) == 0)
+			return true;
+		if (!e)
+			break;
+		p = e + 1;
+	}
+	return false;
+}
+
+static void users_load_groups(struct user *u)
+{
+	char *line;
+	FILE *f;
+
+	u->groups[0] = u->gid;
+	u->n_groups = 1;
+	f = fopen(users_group_path, "re");
+	if (!f)
+		return; /* logged by nobody: the reference ignores it too */
+	line = malloc(USERS_LINE_MAX);
+	if (!line)
+		goto out;
+	while (users_getline(f, line, USERS_LINE_MAX)) {
+		char *fld[4];
+		unsigned long gid;
+		const char *why;
+
+		if (!line[0] || line[0] == '#')
+			continue;
+		if (users_split(line, fld, 4) < 4)
+			continue;
+		if (users_parse_u32(fld[2], &gid, &why) < 0)
+			continue;
+		if (!users_member_of(fld[3], u->name))
+			continue;
+		if ((gid_t)gid == u->gid)
+			continue;
+		if (u->n_groups >= USER_MAX_GROUPS)
+			break;
+		u->groups[u->n_groups++] = (gid_t)gid;
+	}
+	free(line);
+out:
+	fclose(f);
+}
+
+int user_lookup(const char *name, struct user *out, char *err, size_t errlen)
+{
+	char *line;
+	FILE *f;
+	int rc = -ENOENT;
+
+	if (err && errlen)
+		err[0] = '\0';
+	f = fopen(users_passwd_path, "re");
+	if (!f) {
+		rc = -errno;
+		if (err)
+			snprintf(err, errlen, "open %s: %s", users_passwd_path, go_strerror(-rc));
+		return rc;
+	}
+	line = malloc(USERS_LINE_MAX);
+	if (!line) {
+		fclose(f);
+		return -ENOMEM;
+	}
+	while (users_getline(f, line, USERS_LINE_MAX)) {
+		char *fld[7];
+		unsigned long uid, gid;
+		const char *why;
+
+		if (!line[0] || line[0] == '#')
+			continue;
+		if (users_split(line, fld, 7) < 6)
+			continue;
+		if (strcmp(fld[0], name) != 0)
+			continue;
+		if (users_parse_u32(fld[2], &uid, &why) < 0) {
+			if (err)
+				snprintf(err, errlen, "error parsing uid '%s': strconv.ParseUint: parsing \"%s\": %s",
+					 fld[2], fld[2], why);
+			rc = -EINVAL;
+			break;
+		}
+		if (users_parse_u32(fld[3], &gid, &why) < 0) {
+			if (err)
+				snprintf(err, errlen, "error parsing gid '%s': strconv.ParseUint: parsing \"%s\": %s",
+					 fld[3], fld[3], why);
+			rc = -EINVAL;
+			break;
+		}
+		if (strlen(fld[0]) >= sizeof(out->name) || strlen(fld[5]) >= sizeof(out->home)) {
+			rc = -ENAMETOOLONG;
+			if (err)
+				snprintf(err, errlen, "user entry for '%s' too long", name);
+			break;
+		}
+		memset(out, 0, sizeof(*out));
+		strcpy(out->name, fld[0]);
+		strcpy(out->home, fld[5]);
+		out->uid = (uid_t)uid;
+		out->gid = (gid_t)gid;
+		rc = 0;
+		break;
+	}
+	free(line);
+	fclose(f);
+	if (rc == 0)
+		users_load_groups(out);
+	else if (rc == -ENOENT && err)
+		snprintf(err, errlen, "user: unknown user %s", name);
+	return rc;
+}
+
+/* Field 0 of the first line of `path` whose field 2 equals `id`. */
+static bool users_name_by_id(const char *path, unsigned long id, char *buf, size_t len)
+{
+	char *line;
+	FILE *f;
+	bool found = false;
+
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	line = malloc(USERS_LINE_MAX);
+	if (!line)
+		goto out;
+	while (users_getline(f, line, USERS_LINE_MAX)) {
+		char *fld[4];
+		unsigned long v;
+		const char *why;
+
+		if (!line[0] || line[0] == '#')
+			continue;
+		if (users_split(line, fld, 4) < 3)
+			continue;
+		if (users_parse_u32(fld[2], &v, &why) < 0 || v != id)
+			continue;
+		snprintf(buf, len, "%s", fld[0]);
+		found = true;
+		break;
+	}
+	free(line);
+out:
+	fclose(f);
+	return found;
+}
+
+void user_name_of(uid_t uid, char *buf, size_t len)
+{
+	if (!users_name_by_id(users_passwd_path, (unsigned long)uid, buf, len))
+		snprintf(buf, len, "%lu", (unsigned long)uid);
+}
+
+void group_name_of(gid_t gid, char *buf, size_t len)
+{
+	if (!users_name_by_id(users_group_path, (unsigned long)gid, buf, len))
+		snprintf(buf, len, "%lu", (unsigned long)gid);
+}
+
+/*
+ * Go path.Clean. Works on a bounded copy; output is truncated to outlen-1
+ * (callers size it at PATH_MAX, which also bounds the input).
+ */
+void path_clean(const char *in, char *out, size_t outlen)
+{
+	size_t n = strlen(in);
+	bool rooted = n > 0 && in[0] == '/';
+	size_t r = 0, w = 0, dotdot = 0;
+	char *buf;
+
+	if (!outlen)
+		return;
+	if (n == 0) {
+		snprintf(out, outlen, ".");
+		return;
+	}
+	buf = malloc(n + 2);
+	if (!buf) {
+		out[0] = '\0';
+		return;
+	}
+	if (rooted) {
+		buf[w++] = '/';
+		r = 1;
+		dotdot = 1;
+	}
+	while (r < n) {
+		if (in[r] == '/') {
+			r++;
+		} else if (in[r] == '.' && (r + 1 == n || in[r + 1] == '/')) {
+			r++;
+		} else if (in[r] == '.' && in[r + 1] == '.' && (r + 2 == n || in[r + 2] == '/')) {
+			r += 2;
+			if (w > dotdot) {
+				w--;
+				while (w > dotdot && buf[w] != '/')
+					w--;
+			} else if (!rooted) {
+				if (w > 0)
+					buf[w++] = '/';
+				buf[w++] = '.';
+				buf[w++] = '.';
+				dotdot = w;
+			}
+		} else {
+			if ((rooted && w != 1) || (!rooted && w != 0))
+				buf[w++] = '/';
+			for (; r < n && in[r] != '/'; r++)
+				buf[w++] = in[r];
+		}
+	}
+	if (w == 0)
+		buf[w++] = '.';
+	buf[w] = '\0';
+	snprintf(out, outlen, "%s", buf);
+	free(buf);
+}
+
+/* Go filepath.Base. */
+void path_base(const char *in, char *out, size_t outlen)
+{
+	size_t n = strlen(in);
+	const char *s;
+
+	if (!outlen)
+		return;
+	if (n == 0) {
+		snprintf(out, outlen, ".");
+		return;
+	}
+	while (n > 0 && in[n - 1] == '/')
+		n--;
+	if (n == 0) {
+		snprintf(out, outlen, "/");
+		return;
+	}
+	s = in + n;
+	while (s > in && s[-1] != '/')
+		s--;
+	snprintf(out, outlen, "%.*s", (int)(n - (size_t)(s - in)), s);
+}
+
+/* Join a and b with '/', clean, into out. -ENAMETOOLONG on overflow. */
+static int users_join_clean(const char *a, const char *b, char *out, size_t outlen)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	char *tmp = malloc(la + lb + 2);
+
+	if (!tmp)
+		return -ENOMEM;
+	memcpy(tmp, a, la);
+	tmp[la] = '/';
+	memcpy(tmp + la + 1, b, lb + 1);
+	if (la == 0)
+		memmove(tmp, tmp + 1, lb + 1); /* Go's Join ignores empty elements */
+	/* Cleaning only shortens, so the cleaned result fits when this does. */
+	char *clean = malloc(la + lb + 3);
+	if (!clean) {
+		free(tmp);
+		return -ENOMEM;
+	}
+	path_clean(tmp, clean, la + lb + 3);
+	free(tmp);
+	if (strlen(clean) >= outlen) {
+		free(clean);
+		return -ENAMETOOLONG;
+	}
+	strcpy(out, clean);
+	free(clean);
+	return 0;
+}
+
+int path_resolve(const struct user *u, const char *path, const char *default_workdir, char *out,
+		 size_t outlen, char *err, size_t errlen)
+{
+	int rc;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (path[0] == '\0' && default_workdir && default_workdir[0])
+		path = default_workdir;
+	if (path[0] == '~') {
+		if (path[1] == '\0' || path[1] == '/' || path[1] == '\\') {
+			rc = users_join_clean(u->home, path + 1, out, outlen);
+			if (rc < 0 && err)
+				snprintf(err, errlen, "path too long: %s", path);
+			return rc;
+		}
+		if (err)
+			snprintf(err, errlen,
+				 "failed to expand path '%s' for user '%s': cannot expand user-specific home dir",
+				 path, u->name);
+		return -EINVAL;
+	}
+	if (path[0] == '/') {
+		if (strlen(path) >= outlen) {
+			if (err)
+				snprintf(err, errlen, "path too long: %s", path);
+			return -ENAMETOOLONG;
+		}
+		strcpy(out, path);
+		return 0;
+	}
+	rc = users_join_clean(u->home, path, out, outlen);
+	if (rc < 0 && err)
+		snprintf(err, errlen, "path too long: %s", path);
+	return rc;
+}

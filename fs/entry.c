@@ -1,0 +1,524 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * entry.c - EntryInfo, metadata xattrs and EnsureDirs.
+ *
+ * EntryInfo messages are built from malloc'ed pieces only, so a single
+ * protobuf_c_message_free_unpacked() releases one (unset strings point at
+ * protobuf_c_empty_string, which it knows to skip).
+ */
+#include "entry.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "errstr.h"
+#include "users.h"
+
+void fs_perm_string(mode_t mode, char *buf, size_t len)
+{
+	/* Go's os.FileMode bit letters, most significant bit first. */
+	static const char letters[] = "dalTLDpSugct?";
+	bool set[13] = { false };
+	char tmp[24];
+	size_t w = 0;
+
+	switch (mode & S_IFMT) {
+	case S_IFDIR: set[0] = true; break;
+	case S_IFLNK: set[4] = true; break;
+	case S_IFBLK: set[5] = true; break;
+	case S_IFCHR: set[5] = true; set[10] = true; break;
+	case S_IFIFO: set[6] = true; break;
+	case S_IFSOCK: set[7] = true; break;
+	default: break;
+	}
+	if (mode & S_ISUID)
+		set[8] = true;
+	if (mode & S_ISGID)
+		set[9] = true;
+	if (mode & S_ISVTX)
+		set[11] = true;
+	for (int i = 0; i < 13; i++)
+		if (set[i])
+			tmp[w++] = letters[i];
+	if (!w)
+		tmp[w++] = '-';
+	for (int i = 0; i < 9; i++)
+		tmp[w++] = (mode & (1u << (8 - i))) ? "rwxrwxrwx"[i] : '-';
+	tmp[w] = '\0';
+	snprintf(buf, len, "%s", tmp);
+}
+
+Filesystem__FileType fs_file_type(mode_t mode)
+{
+	if (S_ISREG(mode))
+		return FILESYSTEM__FILE_TYPE__FILE_TYPE_FILE;
+	if (S_ISDIR(mode))
+		return FILESYSTEM__FILE_TYPE__FILE_TYPE_DIRECTORY;
+	return FILESYSTEM__FILE_TYPE__FILE_TYPE_UNSPECIFIED;
+}
+
+bool fs_utf8_valid(const char *str, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned c = s[i];
+		size_t k;
+		unsigned min;
+		if (c < 0x80) {
+			i++;
+			continue;
+		} else if ((c & 0xe0) == 0xc0) {
+			k = 1; min = 0x80; c &= 0x1f;
+		} else if ((c & 0xf0) == 0xe0) {
+			k = 2; min = 0x800; c &= 0x0f;
+		} else if ((c & 0xf8) == 0xf0) {
+			k = 3; min = 0x10000; c &= 0x07;
+		} else {
+			return false;
+		}
+		if (i + k >= n)
+			return false;
+		for (size_t j = 1; j <= k; j++) {
+			if ((s[i + j] & 0xc0) != 0x80)
+				return false;
+			c = c << 6 | (s[i + j] & 0x3f);
+		}
+		if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+			return false;
+		i += k + 1;
+	}
+	return true;
+}
+
+/*
+ * uid/gid -> name with a small per-thread cache: a deep ListDir would
+ * otherwise re-read /etc/passwd for every entry. Entries expire when the
+ * file changes (mtime/size/inode) so renamed users show up.
+ */
+struct name_cache {
+	unsigned long id;
+	char name[64];
+	bool used;
+};
+
+struct name_cache_set {
+	struct name_cache e[8];
+	unsigned next;
+	struct timespec mtime;
+	off_t size;
+	ino_t ino;
+};
+
+static _Thread_local struct name_cache_set users_cache, groups_cache;
+
+static void cached_name(struct name_cache_set *c, const char *file, unsigned long id, bool user,
+			char *buf, size_t len)
+{
+	struct stat st;
+
+	if (stat(file, &st) == 0) {
+		if (st.st_mtim.tv_sec != c->mtime.tv_sec || st.st_mtim.tv_nsec != c->mtime.tv_nsec ||
+		    st.st_size != c->size || st.st_ino != c->ino) {
+			memset(c, 0, sizeof(*c));
+			c->mtime = st.st_mtim;
+			c->size = st.st_size;
+			c->ino = st.st_ino;
+		}
+		for (int i = 0; i < 8; i++) {
+			if (c->e[i].used && c->e[i].id == id) {
+				snprintf(buf, len, "%s", c->e[i].name);
+				return;
+			}
+		}
+	}
+	if (user)
+		user_name_of((uid_t)id, buf, len);
+	else
+		group_name_of((gid_t)id, buf, len);
+	if (strlen(buf) < sizeof(c->e[0].name)) {
+		struct name_cache *e = &c->e[c->next++ % 8];
+		e->id = id;
+		e->used = true;
+		snprintf(e->name, sizeof(e->name), "%s", buf);
+	}
+}
+
+static int set_str(char **field, const char *s)
+{
+	char *d = strdup(s);
+	if (!d)
+		return -ENOMEM;
+	*field = d;
+	return 0;
+}
+
+int fs_entry_set_path(Filesystem__EntryInfo *e, const char *path)
+{
+	char *d = strdup(path);
+	if (!d)
+		return -ENOMEM;
+	if (e->path && e->path != protobuf_c_empty_string)
+		free(e->path);
+	e->path = d;
+	return 0;
+}
+
+void fs_entry_free(Filesystem__EntryInfo *e)
+{
+	if (e)
+		protobuf_c_message_free_unpacked(&e->base, NULL);
+}
+
+static int entry_add_metadata(Filesystem__EntryInfo *e, const char *path)
+{
+	struct fs_meta m;
+
+	fs_meta_read(path, &m);
+	if (!m.n)
+		return 0;
+	e->metadata = calloc(m.n, sizeof(*e->metadata));
+	if (!e->metadata)
+		goto fail;
+	for (size_t i = 0; i < m.n; i++) {
+		Filesystem__EntryInfo__MetadataEntry *kv = malloc(sizeof(*kv));
+		if (!kv)
+			goto fail;
+		filesystem__entry_info__metadata_entry__init(kv);
+		kv->key = m.kv[i].key;
+		kv->value = m.kv[i].value;
+		m.kv[i].key = m.kv[i].value = NULL;
+		e->metadata[e->n_metadata++] = kv;
+	}
+	fs_meta_clear(&m);
+	return 0;
+fail:
+	fs_meta_clear(&m);
+	return -ENOMEM;
+}
+
+int fs_entry_info(const char *path, Filesystem__EntryInfo **out, char *err, size_t errlen)
+{
+	Filesystem__EntryInfo *e;
+	struct stat st, tst;
+	char buf[PATH_MAX];
+	int rc;
+
+	*out = NULL;
+	if (lstat(path, &st) < 0) {
+		rc = -errno;
+		if (rc == -ENOENT)
+			snprintf(err, errlen, "file not found: lstat %s: %s", path, go_strerror(-rc));
+		else
+			snprintf(err, errlen, "error getting file info: lstat %s: %s", path, go_strerror(-rc));
+		return rc;
+	}
+	e = malloc(sizeof(*e));
+	if (!e)
+		goto nomem;
+	filesystem__entry_info__init(e);
+	path_base(path, buf, sizeof(buf));
+	if (set_str(&e->name, buf) || set_str(&e->path, path))
+		goto nomem;
+	e->size = st.st_size;
+	fs_perm_string(st.st_mode, buf, sizeof(buf));
+	if (set_str(&e->permissions, buf))
+		goto nomem;
+	if (S_ISLNK(st.st_mode)) {
+		char *real = realpath(path, NULL);
+		e->optional_symlink_target_case = FILESYSTEM__ENTRY_INFO__OPTIONAL_SYMLINK_TARGET_SYMLINK_TARGET;
+		e->symlink_target = real ? real : strdup(path);
+		if (!e->symlink_target)
+			goto nomem;
+		if (stat(e->symlink_target, &tst) == 0) {
+			e->type = fs_file_type(tst.st_mode);
+			e->mode = tst.st_mode & 0777;
+		}
+	} else {
+		e->type = fs_file_type(st.st_mode);
+		e->mode = st.st_mode & 0777;
+	}
+	cached_name(&users_cache, users_passwd_path, st.st_uid, true, buf, sizeof(buf));
+	if (set_str(&e->owner, buf))
+		goto nomem;
+	cached_name(&groups_cache, users_group_path, st.st_gid, false, buf, sizeof(buf));
+	if (set_str(&e->group, buf))
+		goto nomem;
+	if (st.st_mtim.tv_sec || st.st_mtim.tv_nsec) {
+		e->modified_time = malloc(sizeof(*e->modified_time));
+		if (!e->modified_time)
+			goto nomem;
+		google__protobuf__timestamp__init(e->modified_time);
+		e->modified_time->seconds = st.st_mtim.tv_sec;
+		e->modified_time->nanos = (int32_t)st.st_mtim.tv_nsec;
+	}
+	if (entry_add_metadata(e, path))
+		goto nomem;
+	*out = e;
+	return 0;
+nomem:
+	fs_entry_free(e);
+	snprintf(err, errlen, "error getting file info: %s", go_strerror(ENOMEM));
+	return -ENOMEM;
+}
+
+/* --- metadata --- */
+
+void fs_meta_clear(struct fs_meta *m)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		free(m->kv[i].key);
+		free(m->kv[i].value);
+	}
+	free(m->kv);
+	m->kv = NULL;
+	m->n = 0;
+}
+
+int fs_meta_add(struct fs_meta *m, const char *key, size_t klen, const char *value, size_t vlen)
+{
+	struct fs_meta_kv *kv;
+
+	for (size_t i = 0; i < m->n; i++)
+		if (strlen(m->kv[i].key) == klen && memcmp(m->kv[i].key, key, klen) == 0)
+			return 0;
+	kv = realloc(m->kv, (m->n + 1) * sizeof(*kv));
+	if (!kv)
+		return -ENOMEM;
+	m->kv = kv;
+	kv[m->n].key = strndup(key, klen);
+	kv[m->n].value = strndup(value, vlen);
+	if (!kv[m->n].key || !kv[m->n].value) {
+		free(kv[m->n].key);
+		free(kv[m->n].value);
+		return -ENOMEM;
+	}
+	m->n++;
+	return 0;
+}
+
+/* xattr name lists are at most 64 KiB (XATTR_LIST_MAX). */
+#define META_LIST_MAX 65536
+
+void fs_meta_read(const char *path, struct fs_meta *m)
+{
+	char *names = NULL, *val = NULL;
+	ssize_t n;
+	const size_t plen = strlen(FS_META_PREFIX);
+
+	m->kv = NULL;
+	m->n = 0;
+	n = listxattr(path, NULL, 0);
+	if (n <= 0)
+		return;
+	if (n > META_LIST_MAX)
+		n = META_LIST_MAX;
+	names = malloc((size_t)n);
+	val = malloc(65536);
+	if (!names || !val)
+		goto out;
+	n = listxattr(path, names, (size_t)n);
+	if (n <= 0)
+		goto out;
+	for (char *p = names; p < names + n; p += strlen(p) + 1) {
+		if (strncmp(p, FS_META_PREFIX, plen) != 0)
+			continue;
+		const char *key = p + plen;
+		ssize_t vl = getxattr(path, p, val, 65536);
+		if (vl < 0)
+			continue; /* ENOATTR race or oversized: skip it */
+		if (!fs_utf8_valid(key, strlen(key)) || !fs_utf8_valid(val, (size_t)vl))
+			continue;
+		if (fs_meta_add(m, key, strlen(key), val, (size_t)vl) < 0)
+			break;
+	}
+out:
+	free(names);
+	free(val);
+}
+
+int fs_meta_validate(const struct fs_meta *m, char *err, size_t errlen)
+{
+	size_t total = 0;
+
+	for (size_t i = 0; i < m->n; i++) {
+		const unsigned char *k = (const unsigned char *)m->kv[i].key;
+		const unsigned char *v = (const unsigned char *)m->kv[i].value;
+		size_t kl = strlen((const char *)k), vl = strlen((const char *)v);
+
+		if (!kl) {
+			snprintf(err, errlen, "metadata key must not be empty");
+			return -EINVAL;
+		}
+		for (size_t j = 0; j < kl; j++) {
+			if (k[j] < 0x20 || k[j] > 0x7e) {
+				snprintf(err, errlen,
+					 "metadata key contains non-printable-ASCII byte 0x%02x at offset %zu", k[j], j);
+				return -EINVAL;
+			}
+		}
+		if (kl > FS_META_KEY_MAX) {
+			snprintf(err, errlen, "metadata key \"%s\" exceeds %d bytes", (const char *)k,
+				 FS_META_KEY_MAX);
+			return -EINVAL;
+		}
+		for (size_t j = 0; j < vl; j++) {
+			if (v[j] < 0x20 || v[j] > 0x7e) {
+				snprintf(err, errlen,
+					 "metadata value for key \"%s\" contains non-printable-ASCII byte 0x%02x at offset %zu",
+					 (const char *)k, v[j], j);
+				return -EINVAL;
+			}
+		}
+		total += 9 + kl + vl;
+	}
+	if (total > FS_META_TOTAL_MAX) {
+		snprintf(err, errlen, "total metadata size %zu exceeds %d bytes", total, FS_META_TOTAL_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static bool xattr_unsupported(int e)
+{
+	return e == ENOTSUP || e == EOPNOTSUPP;
+}
+
+int fs_meta_replace_fd(int fd, const struct fs_meta *m)
+{
+	char *names = NULL, name[FS_META_KEY_MAX + 16];
+	ssize_t n;
+	const size_t plen = strlen(FS_META_PREFIX);
+	int rc = 0;
+
+	n = flistxattr(fd, NULL, 0);
+	if (n < 0) {
+		if (xattr_unsupported(errno))
+			return 0;
+		return -errno;
+	}
+	if (n > 0) {
+		names = malloc((size_t)n);
+		if (!names)
+			return -ENOMEM;
+		n = flistxattr(fd, names, (size_t)n);
+		if (n < 0) {
+			rc = xattr_unsupported(errno) ? 0 : -errno;
+			goto out;
+		}
+		for (char *p = names; p < names + n; p += strlen(p) + 1) {
+			bool keep = false;
+			if (strncmp(p, FS_META_PREFIX, plen) != 0)
+				continue;
+			for (size_t i = 0; i < m->n && !keep; i++)
+				keep = strcmp(p + plen, m->kv[i].key) == 0;
+			if (!keep && fremovexattr(fd, p) < 0 && errno != ENODATA) {
+				rc = xattr_unsupported(errno) ? 0 : -errno;
+				goto out;
+			}
+		}
+	}
+	for (size_t i = 0; i < m->n; i++) {
+		snprintf(name, sizeof(name), "%s%s", FS_META_PREFIX, m->kv[i].key);
+		if (fsetxattr(fd, name, m->kv[i].value, strlen(m->kv[i].value), 0) < 0) {
+			rc = xattr_unsupported(errno) ? 0 : -errno;
+			goto out;
+		}
+	}
+out:
+	free(names);
+	return rc;
+}
+
+/* --- directories --- */
+
+int fs_join(char *out, size_t outlen, const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	size_t need = la + (lb ? 1 + lb : 0);
+
+	if (need >= outlen) {
+		if (outlen)
+			out[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	memmove(out, a, la);
+	if (lb) {
+		out[la] = '/';
+		memcpy(out + la + 1, b, lb);
+	}
+	out[need] = '\0';
+	return 0;
+}
+
+void fs_path_dir(const char *path, char *out, size_t outlen)
+{
+	const char *slash = strrchr(path, '/');
+	char *tmp;
+
+	if (!slash) {
+		snprintf(out, outlen, ".");
+		return;
+	}
+	tmp = strndup(path, (size_t)(slash - path) + 1);
+	if (!tmp) {
+		snprintf(out, outlen, ".");
+		return;
+	}
+	path_clean(tmp, out, outlen);
+	free(tmp);
+}
+
+int fs_ensure_dirs(const char *dir, uid_t uid, gid_t gid, char *err, size_t errlen)
+{
+	char prefix[PATH_MAX];
+	size_t n = strlen(dir), i = 0;
+	struct stat st;
+
+	if (n >= sizeof(prefix)) {
+		snprintf(err, errlen, "failed to create directory: %s", go_strerror(ENAMETOOLONG));
+		return -ENAMETOOLONG;
+	}
+	while (i < n) {
+		/* Next component end. */
+		while (i < n && dir[i] == '/')
+			i++;
+		if (i >= n)
+			break;
+		while (i < n && dir[i] != '/')
+			i++;
+		memcpy(prefix, dir, i);
+		prefix[i] = '\0';
+		if (stat(prefix, &st) == 0) {
+			if (!S_ISDIR(st.st_mode)) {
+				snprintf(err, errlen, "path is a file: %s", prefix);
+				return -ENOTDIR;
+			}
+			continue;
+		}
+		if (errno != ENOENT) {
+			int e = errno;
+			snprintf(err, errlen, "failed to stat directory: stat %s: %s", prefix, go_strerror(e));
+			return -e;
+		}
+		if (mkdir(prefix, 0755) < 0 && errno != EEXIST) {
+			int e = errno;
+			snprintf(err, errlen, "failed to create directory: mkdir %s: %s", prefix, go_strerror(e));
+			return -e;
+		}
+		if (chown(prefix, uid, gid) < 0) {
+			int e = errno;
+			snprintf(err, errlen, "failed to chown directory: chown %s: %s", prefix, go_strerror(e));
+			return -e;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * entry.h - EntryInfo construction, user.e2b.* metadata and the directory
+ * creation helper shared by the filesystem RPCs and /files (spec §2.6,
+ * §4.3, §7.1, Appendix A.2).
+ *
+ * Everything here does blocking syscalls on one path at a time; it is safe
+ * to call from worker threads (no shared mutable state).
+ */
+#ifndef FS_ENTRY_H
+#define FS_ENTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "filesystem.pb-c.h"
+
+/* Go's FileMode.String() for an st_mode, e.g. "-rw-r--r--". buf >= 16. */
+void fs_perm_string(mode_t mode, char *buf, size_t len);
+
+/* FILE / DIRECTORY / UNSPECIFIED for an st_mode (never SYMLINK, §7.1). */
+Filesystem__FileType fs_file_type(mode_t mode);
+
+/*
+ * EntryInfo for `path` (used verbatim as the `path` field). Returns 0 and
+ * a heap message in *out (free with fs_entry_free); -ENOENT with err
+ * "file not found: lstat P: no such file or directory"; another -errno
+ * with err "error getting file info: lstat P: <text>"; -ENOMEM.
+ */
+int fs_entry_info(const char *path, Filesystem__EntryInfo **out, char *err, size_t errlen);
+void fs_entry_free(Filesystem__EntryInfo *e);
+
+/* Replace e->path with a copy of `path`. 0 or -ENOMEM. */
+int fs_entry_set_path(Filesystem__EntryInfo *e, const char *path);
+
+/* --- metadata (user.e2b.* xattrs) --- */
+
+#define FS_META_PREFIX "user.e2b."
+#define FS_META_KEY_MAX 246
+#define FS_META_TOTAL_MAX 4096
+
+struct fs_meta_kv {
+	char *key;   /* without the prefix */
+	char *value;
+};
+
+struct fs_meta {
+	struct fs_meta_kv *kv;
+	size_t n;
+};
+
+/*
+ * Read user.e2b.* of `path` (following symlinks), keeping only UTF-8 keys
+ * and values. Unsupported filesystems and other errors yield an empty set.
+ */
+void fs_meta_read(const char *path, struct fs_meta *m);
+void fs_meta_clear(struct fs_meta *m);
+/* Add key/value (copied); a key already present keeps its first value. */
+int fs_meta_add(struct fs_meta *m, const char *key, size_t klen, const char *value, size_t vlen);
+/*
+ * Validate a metadata set against the limits of §4.3. Returns 0, or
+ * -EINVAL with the reason (without the "invalid metadata: " prefix) in err.
+ */
+int fs_meta_validate(const struct fs_meta *m, char *err, size_t errlen);
+/*
+ * Make fd's user.e2b.* set exactly `m`. Returns 0 (also when the
+ * filesystem has no xattr support), or -errno of the failing call.
+ */
+int fs_meta_replace_fd(int fd, const struct fs_meta *m);
+
+/*
+ * EnsureDirs (§2.6): create every missing component of `dir`, 0755,
+ * chowned to uid/gid. Returns 0 or -errno with err set to the Go-shaped
+ * message ("path is a file: /a", "failed to create directory: ...").
+ */
+int fs_ensure_dirs(const char *dir, uid_t uid, gid_t gid, char *err, size_t errlen);
+
+/* Go filepath.Dir (cleaned parent) of `path`, into out. */
+void fs_path_dir(const char *path, char *out, size_t outlen);
+
+/*
+ * out = a + "/" + b (b == "" gives a). Returns 0, or -ENAMETOOLONG with
+ * out truncated to "".
+ */
+int fs_join(char *out, size_t outlen, const char *a, const char *b);
+
+/* True if s[0..n) is valid UTF-8. */
+bool fs_utf8_valid(const char *s, size_t n);
+
+#endif

@@ -1,0 +1,1281 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * files_http.c - GET /files, POST /files and POST /files/compose (§4).
+ *
+ * Memory is O(1) in the file size in every direction:
+ *   - identity downloads queue file ranges (sendfile on HTTP/1.1) a few
+ *     MiB at a time, refilled from on_writable;
+ *   - gzip downloads read and deflate 64 KiB at a time while the output
+ *     queue is below HTTP_QUEUE_HIGH;
+ *   - uploads are inflated (if gzip) and parsed (if multipart) as they
+ *     arrive and written straight to the target file.
+ *
+ * Lifetime: a handler's context lives in r->ud from the first callback
+ * registration until on_close, which frees it. http_resp_end() may call
+ * on_close synchronously, so nothing touches the context after ending a
+ * response.
+ */
+#include "files_http.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "entry.h"
+#include "errstr.h"
+#include "files_util.h"
+#include "multipart.h"
+#include "log.h"
+#include "state.h"
+#include "users.h"
+#include "worker.h"
+
+#define MSGLEN (2 * PATH_MAX + 512)
+#define CHUNK (64 * 1024)
+/* File bytes queued per write_file call on identity downloads. */
+#define FILE_SEGMENT (4 * 1024 * 1024)
+
+/* --- common: auth, user, path --- */
+
+/*
+ * §2.3. Returns 0 if allowed; otherwise the 401 (or 400) has been sent.
+ */
+static int check_signing(struct http_req *r, const char *op)
+{
+	char sig[128], path[PATH_MAX], user[256], expbuf[32], expected[64];
+	const char *hdr;
+	size_t toklen;
+	const char *tok;
+	int64_t exp = -1;
+
+	if (!state_token_is_set())
+		return 0;
+	hdr = http_req_header(r, "x-access-token");
+	if (hdr && *hdr) {
+		if (state_token_equals(hdr, strlen(hdr)))
+			return 0;
+		http_respond_json_error(r, 401, "access token present in header but does not match");
+		return -1;
+	}
+	if (http_query_get(r->query, "signature", sig, sizeof(sig)) <= 0) {
+		http_respond_json_error(r, 401, "missing signature query parameter");
+		return -1;
+	}
+	if (http_query_get(r->query, "path", path, sizeof(path)) <= 0)
+		path[0] = '\0';
+	if (http_query_get(r->query, "username", user, sizeof(user)) <= 0)
+		user[0] = '\0';
+	if (http_query_get(r->query, "signature_expiration", expbuf, sizeof(expbuf)) > 0) {
+		char *ep;
+		errno = 0;
+		long long v = strtoll(expbuf, &ep, 10);
+		if (!expbuf[0] || *ep || errno) {
+			http_respond_json_error(r, 400,
+						"Invalid format for parameter signature_expiration: invalid integer");
+			return -1;
+		}
+		exp = v;
+	}
+	tok = state_token(&toklen);
+	files_signature(path, op, user, tok ? tok : "", tok ? toklen : 0, exp, expected, sizeof(expected));
+	if (!files_const_eq(expected, sig)) {
+		http_respond_json_error(r, 401, "invalid signature");
+		return -1;
+	}
+	if (exp >= 0 && exp < (int64_t)time(NULL)) {
+		http_respond_json_error(r, 401, "signature is already expired");
+		return -1;
+	}
+	return 0;
+}
+
+/* The `username` parameter (even empty) or the default user. */
+static void request_username(struct http_req *r, char *out, size_t outlen)
+{
+	if (http_query_get(r->query, "username", out, outlen) <= 0)
+		snprintf(out, outlen, "%s", state_default_user());
+}
+
+/* Look the user up; on failure the error has been sent. */
+static int lookup_user(struct http_req *r, const char *name, struct user *u)
+{
+	char err[512], msg[1024];
+	int rc = user_lookup(name, u, err, sizeof(err));
+
+	if (rc == 0)
+		return 0;
+	if (rc == -ENOENT) {
+		snprintf(msg, sizeof(msg), "error looking up user '%s': %s", name, err);
+		http_respond_json_error(r, 401, msg);
+	} else {
+		snprintf(msg, sizeof(msg), "error getting user ids: %s", err);
+		http_respond_json_error(r, 500, msg);
+	}
+	return -1;
+}
+
+static void respond_fmt(struct http_req *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void respond_fmt(struct http_req *r, int status, const char *fmt, ...)
+{
+	char msg[MSGLEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	http_respond_json_error(r, status, msg);
+}
+
+/* ======================= GET /files ======================= */
+
+struct download {
+	int fd;
+	int64_t off, end;   /* next byte to queue, end of range */
+	bool gzip;
+	bool zinit;
+	z_stream zs;
+	uint8_t *in, *out;
+	bool eof;           /* file fully read (gzip) */
+};
+
+static void dl_free(struct download *d)
+{
+	if (d->fd >= 0)
+		close(d->fd);
+	if (d->zinit)
+		deflateEnd(&d->zs);
+	free(d->in);
+	free(d->out);
+	free(d);
+}
+
+static void dl_on_close(struct http_req *r, bool completed)
+{
+	dl_free(r->ud);
+	r->ud = NULL;
+}
+
+/* Queue more identity bytes. Ends the response when all is queued. */
+static void dl_pump_identity(struct http_req *r)
+{
+	struct download *d = r->ud;
+
+	while (d->off < d->end && http_resp_queued(r) < HTTP_QUEUE_HIGH) {
+		int64_t n = d->end - d->off;
+		if (n > FILE_SEGMENT)
+			n = FILE_SEGMENT;
+		if (http_resp_write_file(r, d->fd, (off_t)d->off, (size_t)n) < 0)
+			return; /* client gone; on_close follows */
+		d->off += n;
+	}
+	/*
+	 * HTTP/1.1 ends the exchange (on_close, which closes the fd) inside
+	 * http_resp_end even while file segments are still queued, so wait
+	 * there until the kernel has taken every byte; HTTP/2 reads the
+	 * segments before it closes the stream.
+	 */
+	if (d->off >= d->end && (r->version == 20 || http_resp_queued(r) == 0))
+		http_resp_end(r, NULL, 0); /* may free d */
+}
+
+static void dl_pump_gzip(struct http_req *r)
+{
+	struct download *d = r->ud;
+
+	while (http_resp_queued(r) < HTTP_QUEUE_HIGH) {
+		if (d->zs.avail_in == 0 && !d->eof) {
+			ssize_t n = read(d->fd, d->in, CHUNK);
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				/* Headers are out: all we can do is cut the stream. */
+				log_error("files", "files_get: read failed mid-download: %s", go_strerror(errno));
+				http_resp_end(r, NULL, 0);
+				return;
+			}
+			if (n == 0)
+				d->eof = true;
+			d->zs.next_in = d->in;
+			d->zs.avail_in = (uInt)n;
+		}
+		d->zs.next_out = d->out;
+		d->zs.avail_out = CHUNK;
+		int zr = deflate(&d->zs, d->eof ? Z_FINISH : Z_NO_FLUSH);
+		size_t have = CHUNK - d->zs.avail_out;
+		if (have && http_resp_write(r, d->out, have) < 0)
+			return;
+		if (zr == Z_STREAM_END) {
+			http_resp_end(r, NULL, 0);
+			return;
+		}
+		if (zr != Z_OK && zr != Z_BUF_ERROR) {
+			http_resp_end(r, NULL, 0);
+			return;
+		}
+	}
+}
+
+static void dl_on_writable(struct http_req *r)
+{
+	struct download *d = r->ud;
+	if (!d || r->resp_ended)
+		return;
+	if (d->gzip)
+		dl_pump_gzip(r);
+	else
+		dl_pump_identity(r);
+}
+
+/*
+ * Conditional request evaluation against Last-Modified (Go ServeContent,
+ * without ETags). Returns 0 to serve, 304 or 412; clears *range_ok when an
+ * If-Range does not match.
+ */
+static int check_conditions(struct http_req *r, time_t mtime, bool *range_ok)
+{
+	const char *h;
+	time_t t;
+
+	if ((h = http_req_header(r, "if-match"))) {
+		if (strcmp(h, "*") != 0)
+			return 412;
+	} else if ((h = http_req_header(r, "if-unmodified-since")) && mtime > 0) {
+		t = files_parse_http_date(h);
+		if (t >= 0 && mtime > t)
+			return 412;
+	}
+	if ((h = http_req_header(r, "if-none-match"))) {
+		/* No ETags: only "*" matches an existing file. */
+		if (strcmp(h, "*") == 0)
+			return 304;
+	} else if ((h = http_req_header(r, "if-modified-since")) && mtime > 0) {
+		t = files_parse_http_date(h);
+		if (t >= 0 && mtime <= t)
+			return 304;
+	}
+	if ((h = http_req_header(r, "if-range"))) {
+		t = files_parse_http_date(h);
+		if (t < 0 || mtime <= 0 || mtime > t)
+			*range_ok = false;
+	}
+	return 0;
+}
+
+void files_get(struct http_req *r)
+{
+	char uname[256], qpath[PATH_MAX], path[PATH_MAX], err[MSGLEN], base[PATH_MAX];
+	char disp[PATH_MAX * 3 + 64], lastmod[40], crange[96];
+	struct http_hdr h[8];
+	size_t nh = 0;
+	struct download *d;
+	struct user u;
+	struct stat st;
+	bool id_rejected, range_ok = true;
+	int fd;
+
+	if (check_signing(r, "read"))
+		return;
+	request_username(r, uname, sizeof(uname));
+	if (lookup_user(r, uname, &u))
+		return;
+	if (http_query_get(r->query, "path", qpath, sizeof(qpath)) <= 0)
+		qpath[0] = '\0';
+	if (path_resolve(&u, qpath, state_default_workdir(), path, sizeof(path), err, sizeof(err)) < 0) {
+		respond_fmt(r, 400, "error expanding and resolving path '%s': %s", qpath, err);
+		return;
+	}
+	if (stat(path, &st) < 0) {
+		if (errno == ENOENT)
+			respond_fmt(r, 404, "path '%s' does not exist", path);
+		else
+			respond_fmt(r, 500, "error checking if path exists '%s': stat %s: %s", path, path,
+				    go_strerror(errno));
+		return;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		respond_fmt(r, 400, "path '%s' is a directory", path);
+		return;
+	}
+	enum files_encoding enc = files_negotiate(http_req_header(r, "accept-encoding"), &id_rejected);
+	if (enc == FILES_ENC_NONE) {
+		http_respond_json_error(r, 406,
+					"error parsing Accept-Encoding: no acceptable encoding found, supported: [gzip]");
+		return;
+	}
+	http_req_extra_header(r, "Vary", "Accept-Encoding", true);
+	const char *range = http_req_header(r, "range");
+	if (range || http_req_header(r, "if-modified-since") || http_req_header(r, "if-none-match") ||
+	    http_req_header(r, "if-range")) {
+		if (id_rejected) {
+			http_respond_json_error(r, 406, "identity encoding not acceptable for Range or conditional request");
+			return;
+		}
+		enc = FILES_ENC_IDENTITY;
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		respond_fmt(r, 500, "error opening file '%s': open %s: %s", path, path, go_strerror(errno));
+		return;
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		close(fd);
+		http_respond_json_error(r, 500, "out of memory");
+		return;
+	}
+	d->fd = fd;
+	path_base(path, base, sizeof(base));
+	files_content_disposition(base, disp, sizeof(disp));
+	h[nh++] = (struct http_hdr){ "content-disposition", disp };
+	const char *ctype = files_mime_by_ext(qpath);
+
+	if (enc == FILES_ENC_GZIP) {
+		d->gzip = true;
+		d->in = malloc(CHUNK);
+		d->out = malloc(CHUNK);
+		if (!d->in || !d->out || deflateInit2(&d->zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8,
+						      Z_DEFAULT_STRATEGY) != Z_OK) {
+			dl_free(d);
+			http_respond_json_error(r, 500, "error creating gzip writer");
+			return;
+		}
+		d->zinit = true;
+		h[nh++] = (struct http_hdr){ "content-encoding", "gzip" };
+		h[nh++] = (struct http_hdr){ "content-type", ctype ? ctype : "application/octet-stream" };
+		r->ud = d;
+		r->on_writable = dl_on_writable;
+		r->on_close = dl_on_close;
+		if (http_resp_begin(r, 200, h, nh, -1) < 0)
+			return;
+		dl_pump_gzip(r);
+		return;
+	}
+
+	/* identity: size by seeking, as Go's ServeContent does */
+	off_t size = lseek(fd, 0, SEEK_END);
+	if (size < 0)
+		size = 0;
+	if (!ctype) {
+		uint8_t sniff[512];
+		ssize_t n = pread(fd, sniff, sizeof(sniff), 0);
+		ctype = files_sniff(sniff, n > 0 ? (size_t)n : 0);
+	}
+	int cond = check_conditions(r, st.st_mtim.tv_sec, &range_ok);
+	if (st.st_mtim.tv_sec > 0) {
+		files_format_http_date(st.st_mtim.tv_sec, lastmod, sizeof(lastmod));
+		h[nh++] = (struct http_hdr){ "last-modified", lastmod };
+	}
+	if (cond) {
+		dl_free(d);
+		http_resp_begin(r, cond, h + 1, nh - 1, 0);
+		http_resp_end(r, NULL, 0);
+		return;
+	}
+	h[nh++] = (struct http_hdr){ "content-type", ctype };
+	h[nh++] = (struct http_hdr){ "accept-ranges", "bytes" };
+	int status = 200;
+	int64_t start = 0, len = size;
+	if (range && range_ok) {
+		int rr = files_parse_range(range, size, &start, &len);
+		if (rr < 0) {
+			snprintf(crange, sizeof(crange), "bytes */%lld", (long long)size);
+			dl_free(d);
+			static const char msg[] = "invalid range: failed to overlap\n";
+			struct http_hdr eh[] = { { "content-range", crange },
+						 { "x-content-type-options", "nosniff" } };
+			http_respond(r, 416, "text/plain; charset=utf-8", msg, sizeof(msg) - 1, eh, 2);
+			return;
+		}
+		if (rr == 1) {
+			status = 206;
+			snprintf(crange, sizeof(crange), "bytes %lld-%lld/%lld", (long long)start,
+				 (long long)(start + len - 1), (long long)size);
+			h[nh++] = (struct http_hdr){ "content-range", crange };
+		} else {
+			start = 0;
+			len = size;
+		}
+	}
+	d->off = start;
+	d->end = start + len;
+	r->ud = d;
+	r->on_writable = dl_on_writable;
+	r->on_close = dl_on_close;
+	if (http_resp_begin(r, status, h, nh, len) < 0)
+		return;
+	dl_pump_identity(r);
+}
+
+/* ======================= POST /files ======================= */
+
+struct upload {
+	struct http_req *r;
+	struct user u;
+	struct fs_meta meta;
+	int64_t content_length;
+	bool atomic;
+
+	/* body decoding */
+	bool gzip;
+	bool zinit;
+	bool zended;        /* a gzip member ended and no more input followed */
+	bool got_input;     /* any compressed byte seen */
+	z_stream zs;
+	uint8_t *zout;
+
+	/* sink */
+	bool multipart;
+	struct mp_parser mp;
+	bool has_path_param;
+	char path_param[PATH_MAX];
+	char raw_target[PATH_MAX];  /* raw mode: resolved target */
+	bool raw_begun;
+
+	/* current file */
+	int fd;
+	bool skip_part;     /* a non-file form field */
+	bool created;       /* the target did not exist before */
+	char target[PATH_MAX];
+	char tmp[PATH_MAX]; /* atomic mode: the temporary file */
+
+	/* results */
+	json_t *results;
+	char **written;
+	size_t n_written;
+
+	bool done;          /* response sent (success or error) */
+};
+
+static void up_discard_current(struct upload *up)
+{
+	if (up->fd >= 0) {
+		close(up->fd);
+		up->fd = -1;
+		/* Nothing half-written stays behind that was not there before. */
+		if (up->tmp[0])
+			unlink(up->tmp);
+		else if (up->created)
+			unlink(up->target);
+	}
+	up->tmp[0] = '\0';
+	up->created = false;
+}
+
+static void up_free(struct upload *up)
+{
+	up_discard_current(up);
+	if (up->zinit)
+		inflateEnd(&up->zs);
+	free(up->zout);
+	fs_meta_clear(&up->meta);
+	json_decref(up->results);
+	for (size_t i = 0; i < up->n_written; i++)
+		free(up->written[i]);
+	free(up->written);
+	free(up);
+}
+
+static void up_on_close(struct http_req *r, bool completed)
+{
+	struct upload *up = r->ud;
+	if (up)
+		up_free(up);
+	r->ud = NULL;
+}
+
+/* Send an error once; the rest of the body is drained and ignored. */
+static int up_error(struct upload *up, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int up_error(struct upload *up, int status, const char *fmt, ...)
+{
+	char msg[MSGLEN];
+	va_list ap;
+
+	up_discard_current(up);
+	if (up->done)
+		return -ECANCELED;
+	up->done = true;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	http_respond_json_error(up->r, status, msg); /* on_close may not run yet: body pending */
+	return -ECANCELED;
+}
+
+static void random_suffix(char *out, size_t len)
+{
+	unsigned char b[8];
+	if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		memcpy(b, &ts.tv_nsec, sizeof(b) < sizeof(ts.tv_nsec) ? sizeof(b) : sizeof(ts.tv_nsec));
+	}
+	snprintf(out, len, "%02x%02x%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]);
+}
+
+/* "Process file" steps 1-3 (§4.3) for up->target. */
+static int up_begin_file(struct upload *up)
+{
+	char parent[PATH_MAX], err[MSGLEN];
+	struct stat st;
+	bool existed;
+
+	fs_path_dir(up->target, parent, sizeof(parent));
+	if (fs_ensure_dirs(parent, up->u.uid, up->u.gid, err, sizeof(err)) < 0)
+		return up_error(up, 500, "error ensuring directories: %s", err);
+	if (stat(up->target, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return up_error(up, 400, "path is a directory: %s", up->target);
+		existed = true;
+		if (!up->atomic && chown(up->target, up->u.uid, up->u.gid) < 0 && errno != ENOENT)
+			return up_error(up, 500, "error changing file ownership: chown %s: %s", up->target,
+					go_strerror(errno));
+	} else if (errno == ENOENT) {
+		existed = false;
+	} else {
+		return up_error(up, 500, "error getting file info: stat %s: %s", up->target, go_strerror(errno));
+	}
+
+	if (up->atomic) {
+		char base[PATH_MAX], sfx[24];
+		path_base(up->target, base, sizeof(base));
+		random_suffix(sfx, sizeof(sfx));
+		if (snprintf(up->tmp, sizeof(up->tmp), "%s/.%.200s.e2b-upload.%s.tmp", parent, base, sfx) >=
+		    (int)sizeof(up->tmp))
+			return up_error(up, 400, "error resolving path: %s", go_strerror(ENAMETOOLONG));
+		up->fd = open(up->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	} else {
+		up->fd = open(up->target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+		up->created = !existed;
+	}
+	if (up->fd < 0) {
+		int e = errno;
+		up->tmp[0] = '\0';
+		up->created = false;
+		if (e == ENOSPC)
+			return up_error(up, 507, "not enough inodes available: open %s: %s", up->target, go_strerror(e));
+		return up_error(up, 500, "error opening file: open %s: %s", up->target, go_strerror(e));
+	}
+	if ((!existed || up->atomic) && fchown(up->fd, up->u.uid, up->u.gid) < 0)
+		return up_error(up, 500, "error changing file ownership: chown %s: %s", up->target, go_strerror(errno));
+	if (up->atomic && existed)
+		fchmod(up->fd, st.st_mode & 07777);
+	return 0;
+}
+
+static int up_write(struct upload *up, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(up->fd, p, n);
+		if (w < 0) {
+			int e = errno;
+			if (e == EINTR)
+				continue;
+			if (e == ENOSPC || e == EDQUOT) {
+				if (up->content_length > 0)
+					return up_error(up, 507, "attempted to write %lld bytes: not enough disk space available",
+							(long long)up->content_length);
+				return up_error(up, 507, "not enough disk space available");
+			}
+			return up_error(up, 500, "error writing file: write %s: %s", up->target, go_strerror(e));
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Steps 5-6 and the response entry. */
+static int up_finish_file(struct upload *up)
+{
+	char base[PATH_MAX];
+	struct fs_meta rb;
+	int rc;
+
+	rc = fs_meta_replace_fd(up->fd, &up->meta);
+	if (rc == -ENOSPC || rc == -EDQUOT)
+		return up_error(up, 507, "not enough space for file metadata: %s", go_strerror(-rc));
+	if (rc < 0)
+		return up_error(up, 500, "error writing file metadata: %s", go_strerror(-rc));
+	if (close(up->fd) < 0) {
+		int e = errno;
+		up->fd = -1;
+		if (up->tmp[0])
+			unlink(up->tmp);
+		else if (up->created)
+			unlink(up->target);
+		if (e == ENOSPC || e == EDQUOT)
+			return up_error(up, 507, "not enough disk space available");
+		return up_error(up, 500, "error writing file: close %s: %s", up->target, go_strerror(e));
+	}
+	up->fd = -1;
+	if (up->tmp[0]) {
+		if (rename(up->tmp, up->target) < 0) {
+			int e = errno;
+			unlink(up->tmp);
+			up->tmp[0] = '\0';
+			return up_error(up, 500, "error writing file: rename %s %s: %s", up->tmp, up->target,
+					go_strerror(e));
+		}
+		up->tmp[0] = '\0';
+	}
+	up->created = false;
+
+	char **nw = realloc(up->written, (up->n_written + 1) * sizeof(*nw));
+	if (!nw)
+		return up_error(up, 500, "out of memory");
+	up->written = nw;
+	if (!(up->written[up->n_written] = strdup(up->target)))
+		return up_error(up, 500, "out of memory");
+	up->n_written++;
+
+	json_t *o = json_object();
+	path_base(up->target, base, sizeof(base));
+	json_object_set_new(o, "name", json_string(base));
+	json_object_set_new(o, "type", json_string("file"));
+	json_object_set_new(o, "path", json_string(up->target));
+	fs_meta_read(up->target, &rb);
+	if (rb.n) {
+		json_t *m = json_object();
+		for (size_t i = 0; i < rb.n; i++)
+			json_object_set_new(m, rb.kv[i].key, json_string(rb.kv[i].value));
+		json_object_set_new(o, "metadata", m);
+	}
+	fs_meta_clear(&rb);
+	json_array_append_new(up->results, o);
+	return 0;
+}
+
+/* --- multipart sink --- */
+
+static int up_part_begin(void *ud, const struct mp_part *part)
+{
+	struct upload *up = ud;
+	char err[MSGLEN];
+	const char *name;
+
+	up->skip_part = strcmp(part->name, "file") != 0;
+	if (up->skip_part)
+		return 0;
+	if (up->has_path_param) {
+		name = up->path_param;
+	} else {
+		if (!part->has_filename)
+			return up_error(up, 400,
+					"error resolving path: error getting multipart custom part file name: filename not found in Content-Disposition header");
+		if (part->truncated)
+			return up_error(up, 400, "error resolving path: %s", go_strerror(ENAMETOOLONG));
+		name = part->filename;
+	}
+	if (path_resolve(&up->u, name, state_default_workdir(), up->target, sizeof(up->target), err, sizeof(err)) < 0)
+		return up_error(up, 400, "error resolving path: %s", err);
+	for (size_t i = 0; i < up->n_written; i++) {
+		if (strcmp(up->written[i], up->target) != 0)
+			continue;
+		char others[MSGLEN] = "";
+		size_t k = 0;
+		for (size_t j = 0; j < up->n_written; j++) {
+			if (j == i)
+				continue;
+			k += (size_t)snprintf(others + k, k < sizeof(others) ? sizeof(others) - k : 0, "%s%s",
+					      k ? ", " : "", up->written[j]);
+			if (k >= sizeof(others))
+				break;
+		}
+		if (others[0])
+			return up_error(up, 400,
+					"you cannot upload multiple files to the same path '%s' in one upload request, only the first specified file was uploaded, also the following files were uploaded: %s",
+					up->target, others);
+		return up_error(up, 400,
+				"you cannot upload multiple files to the same path '%s' in one upload request, only the first specified file was uploaded",
+				up->target);
+	}
+	return up_begin_file(up);
+}
+
+static int up_part_data(void *ud, const uint8_t *p, size_t n)
+{
+	struct upload *up = ud;
+	if (up->skip_part || up->fd < 0)
+		return 0;
+	return up_write(up, p, n);
+}
+
+static int up_part_end(void *ud)
+{
+	struct upload *up = ud;
+	if (up->skip_part || up->fd < 0)
+		return 0;
+	return up_finish_file(up);
+}
+
+static const struct mp_callbacks up_mp_cbs = { up_part_begin, up_part_data, up_part_end };
+
+/* Decoded body bytes go here. */
+static int up_sink(struct upload *up, const uint8_t *p, size_t n)
+{
+	int rc;
+
+	if (up->multipart) {
+		rc = mp_feed(&up->mp, p, n);
+		if (rc == -EBADMSG)
+			return up_error(up, 500, "error reading form: %s", up->mp.err);
+		return rc;
+	}
+	if (!up->raw_begun) {
+		up->raw_begun = true;
+		snprintf(up->target, sizeof(up->target), "%s", up->raw_target);
+		if ((rc = up_begin_file(up)))
+			return rc;
+	}
+	return up_write(up, p, n);
+}
+
+static int up_inflate(struct upload *up, const uint8_t *p, size_t n)
+{
+	up->zs.next_in = (Bytef *)p;
+	up->zs.avail_in = (uInt)n;
+	if (n)
+		up->got_input = true;
+	while (up->zs.avail_in > 0) {
+		if (up->zended) {
+			/* Another gzip member follows (Go reads multistream). */
+			inflateReset(&up->zs);
+			up->zended = false;
+		}
+		up->zs.next_out = up->zout;
+		up->zs.avail_out = CHUNK;
+		int zr = inflate(&up->zs, Z_NO_FLUSH);
+		size_t have = CHUNK - up->zs.avail_out;
+		if (zr == Z_DATA_ERROR || zr == Z_NEED_DICT || zr == Z_STREAM_ERROR || zr == Z_MEM_ERROR) {
+			if (up->zs.total_out == 0 && !up->raw_begun && !up->mp.n_parts)
+				return up_error(up, 400,
+						"error decompressing request body: failed to create gzip reader: gzip: invalid header");
+			return up_error(up, 500, "error writing file: gzip: %s", up->zs.msg ? up->zs.msg : "invalid data");
+		}
+		if (have) {
+			int rc = up_sink(up, up->zout, have);
+			if (rc)
+				return rc;
+		}
+		if (zr == Z_STREAM_END)
+			up->zended = true;
+		else if (zr == Z_BUF_ERROR && have == 0)
+			break;
+	}
+	return 0;
+}
+
+static void up_on_body(struct http_req *r, const uint8_t *p, size_t n)
+{
+	struct upload *up = r->ud;
+
+	if (!up || up->done)
+		return;
+	if (up->gzip)
+		up_inflate(up, p, n);
+	else
+		up_sink(up, p, n);
+}
+
+static void up_on_body_end(struct http_req *r)
+{
+	struct upload *up = r->ud;
+	int rc;
+
+	if (!up || up->done)
+		return;
+	if (up->gzip) {
+		if (!up->got_input) {
+			up_error(up, 400, "error decompressing request body: failed to create gzip reader: EOF");
+			return;
+		}
+		if (!up->zended) {
+			up_error(up, 500, "error writing file: unexpected EOF");
+			return;
+		}
+	}
+	if (up->multipart) {
+		if (mp_finish(&up->mp) < 0) {
+			up_error(up, 500, "error reading form: %s", up->mp.err);
+			return;
+		}
+	} else {
+		if (!up->raw_begun) {
+			up->raw_begun = true;
+			snprintf(up->target, sizeof(up->target), "%s", up->raw_target);
+			if (up_begin_file(up))
+				return;
+		}
+		if ((rc = up_finish_file(up)))
+			return;
+	}
+	up->done = true;
+	char *body = json_dumps(up->results, JSON_COMPACT);
+	if (!body) {
+		http_respond_json_error(r, 500, "out of memory");
+		return;
+	}
+	http_respond(r, 200, "application/json", body, strlen(body), NULL, 0); /* may free up */
+	free(body);
+}
+
+/* Go's textproto canonical-header + TrimSpace behaviour for X-Metadata-*. */
+static int collect_metadata(struct http_req *r, struct fs_meta *m)
+{
+	static const char pfx[] = "x-metadata-";
+	const size_t pl = sizeof(pfx) - 1;
+
+	for (size_t i = 0; i < r->n_hdrs; i++) {
+		const char *name = r->hdrs[i].name;
+		if (strncasecmp(name, pfx, pl) != 0 || !name[pl])
+			continue;
+		char key[512];
+		size_t kl = strlen(name + pl);
+		if (kl >= sizeof(key))
+			kl = sizeof(key) - 1;
+		for (size_t j = 0; j < kl; j++)
+			key[j] = (char)((name[pl + j] >= 'A' && name[pl + j] <= 'Z') ? name[pl + j] + 32 : name[pl + j]);
+		key[kl] = '\0';
+		const char *v = r->hdrs[i].value;
+		while (*v == ' ' || *v == '\t')
+			v++;
+		size_t vl = strlen(v);
+		while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
+			vl--;
+		if (fs_meta_add(m, key, kl, v, vl) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+void files_post(struct http_req *r)
+{
+	char uname[256], err[MSGLEN], ctbuf[128], atomic[8];
+	struct upload *up;
+	const char *ce, *ct;
+
+	if (check_signing(r, "write"))
+		return;
+	request_username(r, uname, sizeof(uname));
+	ce = http_req_header(r, "content-encoding");
+	bool gzip = false;
+	if (ce && *ce) {
+		size_t l = strcspn(ce, ";, \t");
+		if (l == 4 && strncasecmp(ce, "gzip", 4) == 0)
+			gzip = true;
+		else if (!(l == 8 && strncasecmp(ce, "identity", 8) == 0))
+			return respond_fmt(r, 400,
+					   "error decompressing request body: unsupported Content-Encoding: %s, supported: [gzip]",
+					   ce);
+	}
+	up = calloc(1, sizeof(*up));
+	if (!up) {
+		http_respond_json_error(r, 500, "out of memory");
+		return;
+	}
+	up->r = r;
+	up->fd = -1;
+	up->gzip = gzip;
+	up->content_length = r->content_length;
+	if (lookup_user(r, uname, &up->u))
+		goto fail;
+	if (collect_metadata(r, &up->meta) < 0) {
+		http_respond_json_error(r, 500, "out of memory");
+		goto fail;
+	}
+	if (fs_meta_validate(&up->meta, err, sizeof(err)) < 0) {
+		respond_fmt(r, 400, "invalid metadata: %s", err);
+		goto fail;
+	}
+	if (http_query_get(r->query, "atomic", atomic, sizeof(atomic)) > 0)
+		up->atomic = strcmp(atomic, "true") == 0 || strcmp(atomic, "1") == 0;
+	up->has_path_param = http_query_get(r->query, "path", up->path_param, sizeof(up->path_param)) > 0;
+
+	ct = http_req_header(r, "content-type");
+	size_t mtl = ct ? strcspn(ct, ";") : 0;
+	while (mtl && (ct[mtl - 1] == ' ' || ct[mtl - 1] == '\t'))
+		mtl--;
+	if (ct && mtl == strlen("application/octet-stream") && strncasecmp(ct, "application/octet-stream", mtl) == 0) {
+		if (!up->has_path_param) {
+			http_respond_json_error(r, 400, "path query parameter is required for raw body upload");
+			goto fail;
+		}
+		if (path_resolve(&up->u, up->path_param, state_default_workdir(), up->raw_target, sizeof(up->raw_target),
+				 err, sizeof(err)) < 0) {
+			respond_fmt(r, 400, "error resolving path: %s", err);
+			goto fail;
+		}
+	} else if (ct && strncasecmp(ct, "multipart/", 10) == 0) {
+		int b = mp_content_type_boundary(ct, ctbuf, sizeof(ctbuf));
+		if (b < 0) {
+			http_respond_json_error(r, 500,
+						"error parsing multipart form: request Content-Type isn't multipart/form-data");
+			goto fail;
+		}
+		if (b == 0 || mp_init(&up->mp, ctbuf, &up_mp_cbs, up) < 0) {
+			http_respond_json_error(r, 500,
+						"error parsing multipart form: no multipart boundary param in Content-Type");
+			goto fail;
+		}
+		up->multipart = true;
+	} else {
+		respond_fmt(r, 400, "unsupported content type: %s, expected multipart/form-data or application/octet-stream",
+			    ct ? ct : "");
+		goto fail;
+	}
+	up->results = json_array();
+	if (!up->results)
+		goto nomem;
+	if (gzip) {
+		up->zout = malloc(CHUNK);
+		if (!up->zout || inflateInit2(&up->zs, 16 + MAX_WBITS) != Z_OK)
+			goto nomem;
+		up->zinit = true;
+	}
+	r->ud = up;
+	r->on_body = up_on_body;
+	r->on_body_end = up_on_body_end;
+	r->on_close = up_on_close;
+	if (r->body_done)
+		up_on_body_end(r);
+	return;
+nomem:
+	http_respond_json_error(r, 500, "out of memory");
+fail:
+	up_free(up);
+}
+
+/* ======================= POST /files/compose ======================= */
+
+#define COMPOSE_BODY_MAX (1024 * 1024)
+
+struct compose {
+	struct http_req *r;     /* NULL once the client went away */
+	struct user u;
+	char *body;
+	size_t blen;
+	bool too_big;
+	char dest[PATH_MAX];
+	char **srcs;            /* resolved */
+	char **srcs_given;
+	size_t n;
+	/* worker result */
+	int status;
+	char msg[MSGLEN];
+	bool queued;            /* handed to the worker; it frees the job */
+};
+
+static void compose_free(struct compose *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		free(c->srcs[i]);
+		free(c->srcs_given[i]);
+	}
+	free(c->srcs);
+	free(c->srcs_given);
+	free(c->body);
+	free(c);
+}
+
+static void compose_on_close(struct http_req *r, bool completed)
+{
+	struct compose *c = r->ud;
+	r->ud = NULL;
+	if (!c)
+		return;
+	if (c->queued)
+		c->r = NULL; /* the worker completion frees it */
+	else
+		compose_free(c);
+}
+
+static void compose_on_body(struct http_req *r, const uint8_t *p, size_t n)
+{
+	struct compose *c = r->ud;
+	if (c->too_big)
+		return;
+	if (c->blen + n > COMPOSE_BODY_MAX) {
+		c->too_big = true;
+		return;
+	}
+	char *nb = realloc(c->body, c->blen + n + 1);
+	if (!nb) {
+		c->too_big = true;
+		return;
+	}
+	c->body = nb;
+	memcpy(c->body + c->blen, p, n);
+	c->blen += n;
+	c->body[c->blen] = '\0';
+}
+
+/* Copy all of src into dst at its end with the kernel doing the work. */
+static int copy_all(int in, int out)
+{
+	for (;;) {
+		ssize_t n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
+		if (n == 0)
+			return 0;
+		if (n > 0)
+			continue;
+		if (errno == EINTR)
+			continue;
+		if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP)
+			return -errno;
+		break;
+	}
+	/* Fallback for filesystems without copy_file_range. */
+	static _Thread_local char buf[CHUNK];
+	for (;;) {
+		ssize_t n = read(in, buf, sizeof(buf));
+		if (n == 0)
+			return 0;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		for (ssize_t o = 0; o < n;) {
+			ssize_t w = write(out, buf + o, (size_t)(n - o));
+			if (w < 0) {
+				if (errno == EINTR)
+					continue;
+				return -errno;
+			}
+			o += w;
+		}
+	}
+}
+
+static void compose_work(void *arg)
+{
+	struct compose *c = arg;
+	char tmp[PATH_MAX], sfx[40];
+	int out, rc;
+
+	random_suffix(sfx, sizeof(sfx));
+	if (snprintf(tmp, sizeof(tmp), "%s.e2b-compose.%s.tmp", c->dest, sfx) >= (int)sizeof(tmp)) {
+		c->status = 500;
+		snprintf(c->msg, sizeof(c->msg), "error creating destination file: %s", go_strerror(ENAMETOOLONG));
+		return;
+	}
+	out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	if (out < 0) {
+		int e = errno;
+		c->status = e == ENOSPC ? 507 : 500;
+		if (e == ENOSPC)
+			snprintf(c->msg, sizeof(c->msg), "not enough disk space available");
+		else
+			snprintf(c->msg, sizeof(c->msg), "error creating destination file: open %s: %s", tmp, go_strerror(e));
+		return;
+	}
+	if (fchown(out, c->u.uid, c->u.gid) < 0) {
+		c->status = 500;
+		snprintf(c->msg, sizeof(c->msg), "error changing file ownership: chown %s: %s", tmp, go_strerror(errno));
+		goto fail;
+	}
+	for (size_t i = 0; i < c->n; i++) {
+		int in = open(c->srcs[i], O_RDONLY | O_CLOEXEC);
+		if (in < 0) {
+			c->status = 500;
+			snprintf(c->msg, sizeof(c->msg), "error opening source file %s: open %s: %s", c->srcs_given[i],
+				 c->srcs[i], go_strerror(errno));
+			goto fail;
+		}
+		rc = copy_all(in, out);
+		close(in);
+		if (rc < 0) {
+			c->status = rc == -ENOSPC || rc == -EDQUOT ? 507 : 500;
+			if (c->status == 507)
+				snprintf(c->msg, sizeof(c->msg), "not enough disk space available");
+			else
+				snprintf(c->msg, sizeof(c->msg), "error composing source %s: %s", c->srcs_given[i],
+					 go_strerror(-rc));
+			goto fail;
+		}
+	}
+	if (close(out) < 0) {
+		out = -1;
+		c->status = 500;
+		snprintf(c->msg, sizeof(c->msg), "error finalizing compose: close %s: %s", tmp, go_strerror(errno));
+		goto fail;
+	}
+	out = -1;
+	if (rename(tmp, c->dest) < 0) {
+		c->status = 500;
+		snprintf(c->msg, sizeof(c->msg), "error finalizing compose: rename %s %s: %s", tmp, c->dest,
+			 go_strerror(errno));
+		goto fail;
+	}
+	for (size_t i = 0; i < c->n; i++)
+		if (strcmp(c->srcs[i], c->dest) != 0)
+			unlink(c->srcs[i]);
+	c->status = 200;
+	return;
+fail:
+	if (out >= 0)
+		close(out);
+	unlink(tmp);
+}
+
+static void compose_done(void *arg)
+{
+	struct compose *c = arg;
+	struct http_req *r = c->r;
+	char base[PATH_MAX];
+
+	c->queued = false;
+	if (!r) {
+		compose_free(c);
+		return;
+	}
+	if (c->status != 200) {
+		http_respond_json_error(r, c->status, c->msg); /* on_close frees c */
+		return;
+	}
+	json_t *o = json_object();
+	path_base(c->dest, base, sizeof(base));
+	json_object_set_new(o, "name", json_string(base));
+	json_object_set_new(o, "path", json_string(c->dest));
+	json_object_set_new(o, "type", json_string("file"));
+	char *s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (!s) {
+		http_respond_json_error(r, 500, "out of memory");
+		return;
+	}
+	size_t l = strlen(s);
+	char *body = malloc(l + 2);
+	if (body) {
+		memcpy(body, s, l);
+		body[l] = '\n';
+		http_respond(r, 200, "application/json", body, l + 1, NULL, 0);
+	} else {
+		http_respond_json_error(r, 500, "out of memory");
+	}
+	free(body);
+	free(s);
+}
+
+static void compose_on_body_end(struct http_req *r)
+{
+	struct compose *c = r->ud;
+	char err[MSGLEN], parent[PATH_MAX];
+	json_error_t je;
+	json_t *root = NULL, *srcs, *dest, *user;
+	const char *uname;
+
+	if (!c || c->queued)
+		return;
+	if (c->too_big) {
+		http_respond_json_error(r, 400, "invalid request body: request body too large");
+		return;
+	}
+	root = json_loadb(c->body ? c->body : "", c->blen, JSON_REJECT_DUPLICATES, &je);
+	if (!root || !json_is_object(root)) {
+		respond_fmt(r, 400, "invalid request body: %s", root ? "expected a JSON object" : je.text);
+		goto out;
+	}
+	srcs = json_object_get(root, "source_paths");
+	dest = json_object_get(root, "destination");
+	user = json_object_get(root, "username");
+	if ((srcs && !json_is_array(srcs) && !json_is_null(srcs)) || (dest && !json_is_string(dest) && !json_is_null(dest)) ||
+	    (user && !json_is_string(user) && !json_is_null(user))) {
+		http_respond_json_error(r, 400, "invalid request body: wrong field type");
+		goto out;
+	}
+	if (!srcs || !json_is_array(srcs) || json_array_size(srcs) == 0) {
+		http_respond_json_error(r, 400, "source_paths must not be empty");
+		goto out;
+	}
+	if (!dest || !json_is_string(dest) || !*json_string_value(dest)) {
+		http_respond_json_error(r, 400, "destination is required");
+		goto out;
+	}
+	uname = user && json_is_string(user) ? json_string_value(user) : state_default_user();
+	if (lookup_user(r, uname, &c->u))
+		goto out;
+	if (path_resolve(&c->u, json_string_value(dest), state_default_workdir(), c->dest, sizeof(c->dest), err,
+			 sizeof(err)) < 0) {
+		respond_fmt(r, 400, "error resolving destination path: %s", err);
+		goto out;
+	}
+	size_t n = json_array_size(srcs);
+	c->srcs = calloc(n, sizeof(char *));
+	c->srcs_given = calloc(n, sizeof(char *));
+	if (!c->srcs || !c->srcs_given) {
+		http_respond_json_error(r, 500, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *s = json_array_get(srcs, i);
+		char rp[PATH_MAX];
+		struct stat st;
+		if (!json_is_string(s)) {
+			http_respond_json_error(r, 400, "invalid request body: source_paths must be strings");
+			goto out;
+		}
+		const char *given = json_string_value(s);
+		if (path_resolve(&c->u, given, state_default_workdir(), rp, sizeof(rp), err, sizeof(err)) < 0) {
+			respond_fmt(r, 400, "error resolving source path \"%s\": %s", given, err);
+			goto out;
+		}
+		if (strcmp(rp, c->dest) == 0) {
+			respond_fmt(r, 400, "source path \"%s\" cannot be the same as destination", given);
+			goto out;
+		}
+		if (stat(rp, &st) < 0) {
+			respond_fmt(r, 404, "source file not found: %s", given);
+			goto out;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			respond_fmt(r, 400, "source path is not a regular file: %s", given);
+			goto out;
+		}
+		c->srcs[i] = strdup(rp);
+		c->srcs_given[i] = strdup(given);
+		c->n = i + 1;
+		if (!c->srcs[i] || !c->srcs_given[i]) {
+			http_respond_json_error(r, 500, "out of memory");
+			goto out;
+		}
+	}
+	fs_path_dir(c->dest, parent, sizeof(parent));
+	if (fs_ensure_dirs(parent, c->u.uid, c->u.gid, err, sizeof(err)) < 0) {
+		respond_fmt(r, 500, "error ensuring directories: %s", err);
+		goto out;
+	}
+	c->queued = true;
+	if (worker_submit(compose_work, compose_done, c) < 0) {
+		c->queued = false;
+		http_respond_json_error(r, 503, "filesystem worker queue is full, retry later");
+		goto out;
+	}
+out:
+	json_decref(root);
+}
+
+void files_compose(struct http_req *r)
+{
+	struct compose *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		http_respond_json_error(r, 500, "out of memory");
+		return;
+	}
+	c->r = r;
+	r->ud = c;
+	r->on_body = compose_on_body;
+	r->on_body_end = compose_on_body_end;
+	r->on_close = compose_on_close;
+}

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * files_http.h - the /files HTTP API (spec §2.3, §4).
+ *
+ * The router calls these after CORS, the token gate and Basic-auth
+ * validation. Each handler owns the exchange from then on: it checks the
+ * URL signature or token header itself, and streams bodies in both
+ * directions with bounded memory (sendfile for identity downloads on
+ * HTTP/1.1, zlib in fixed buffers for gzip, uploads written to disk as
+ * they arrive through an incremental multipart parser).
+ *
+ * Additive query parameter on POST /files: atomic=true writes each target
+ * through a temporary file in the same directory, renamed over the target
+ * only once complete.
+ */
+#ifndef FS_FILES_HTTP_H
+#define FS_FILES_HTTP_H
+
+#include "http.h"
+
+void files_get(struct http_req *r);
+void files_post(struct http_req *r);
+void files_compose(struct http_req *r);
+
+#endif

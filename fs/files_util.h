@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * files_util.h - the protocol pieces of /files that need no I/O: URL
+ * signatures (§2.3), Accept-Encoding negotiation (§4.2), Content-
+ * Disposition formatting, MIME types by extension, content sniffing,
+ * Range and HTTP-date parsing.
+ */
+#ifndef FS_FILES_UTIL_H
+#define FS_FILES_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+/* "v1_" + unpadded base64(SHA-256(path:op:user:token[:exp])); exp < 0 = none. out >= 48. */
+void files_signature(const char *path, const char *op, const char *user, const char *token, size_t toklen,
+		     int64_t exp, char *out, size_t outlen);
+
+/* Constant-time string equality (length leaks, content does not). */
+bool files_const_eq(const char *a, const char *b);
+
+enum files_encoding { FILES_ENC_IDENTITY = 0, FILES_ENC_GZIP = 1, FILES_ENC_NONE = -1 };
+
+/*
+ * Negotiate the response coding from an Accept-Encoding value (NULL ok).
+ * Returns FILES_ENC_IDENTITY, FILES_ENC_GZIP or FILES_ENC_NONE (406).
+ * *identity_rejected tells whether identity was excluded (Range rule).
+ */
+enum files_encoding files_negotiate(const char *accept, bool *identity_rejected);
+
+/* `inline; filename=...` per Go mime.FormatMediaType. */
+void files_content_disposition(const char *name, char *out, size_t outlen);
+
+/*
+ * MIME type for the extension of `path` (Go's built-in table, then
+ * /etc/mime.types; text types get "; charset=utf-8"), or NULL if unknown.
+ */
+const char *files_mime_by_ext(const char *path);
+/* Where the extra table is read from (tests point it elsewhere). */
+extern const char *files_mime_types_path;
+
+/* WHATWG-style sniffing of the first bytes of a file (Go DetectContentType subset). */
+const char *files_sniff(const uint8_t *p, size_t n);
+
+/*
+ * Parse a Range header against `size`. Returns 1 with [*start,*len) for
+ * a single satisfiable range; 0 when the header should be ignored (absent,
+ * not bytes=, or several ranges, which we serve as a full 200); -1 when
+ * unsatisfiable (416); -2 when malformed (Go answers 416 too).
+ */
+int files_parse_range(const char *hdr, int64_t size, int64_t *start, int64_t *len);
+
+/* Parse an HTTP date (IMF-fixdate, RFC 850, asctime). -1 if invalid. */
+time_t files_parse_http_date(const char *s);
+/* IMF-fixdate of t into buf (>= 30 bytes). */
+void files_format_http_date(time_t t, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,641 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fs_service.c - filesystem.Filesystem handlers (spec §7).
+ *
+ * Quick single-path operations (Stat, MakeDir, Move) run on the loop;
+ * ListDir and Remove can touch millions of inodes, so they go to the
+ * worker pool and answer from its completion. WatchDir streams inotify
+ * events; CreateWatcher keeps a bounded event buffer per watcher id.
+ */
+#include "fs_service.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "entry.h"
+#include "errstr.h"
+#include "listdir.h"
+#include "log.h"
+#include "loop.h"
+#include "state.h"
+#include "users.h"
+#include "watch.h"
+#include "worker.h"
+
+#define ERRLEN (2 * PATH_MAX + 256)
+
+/* Watch streams stop queueing events beyond this and report an overflow. */
+#define WATCH_STREAM_QUEUE_MAX (1024 * 1024)
+/* Buffered events per CreateWatcher watcher before it reports overflow. */
+#define WATCHER_EVENTS_MAX 65536
+#define WATCHERS_MAX 256
+
+/*
+ * Resolve the call's user and `path`. On failure the call is answered and
+ * -1 returned.
+ */
+static int call_path(struct rpc_call *call, const char *path, struct user *u, char *out, size_t outlen)
+{
+	char err[ERRLEN];
+	int rc = rpc_call_user(call, u, err, sizeof(err));
+
+	if (rc) {
+		rpc_fail(call, (enum rpc_code)rc, "%s", err);
+		return -1;
+	}
+	if (path_resolve(u, path, state_default_workdir(), out, outlen, err, sizeof(err)) < 0) {
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
+		return -1;
+	}
+	return 0;
+}
+
+static void fail_entry(struct rpc_call *call, int rc, const char *err)
+{
+	rpc_fail(call, rc == -ENOENT ? RPC_NOT_FOUND : RPC_INTERNAL, "%s", err);
+}
+
+/* --- Stat --- */
+
+static void fs_stat(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Filesystem__StatRequest *req = (const Filesystem__StatRequest *)msg;
+	Filesystem__StatResponse resp = FILESYSTEM__STAT_RESPONSE__INIT;
+	char path[PATH_MAX], err[ERRLEN];
+	struct user u;
+	int rc;
+
+	if (call_path(call, req->path, &u, path, sizeof(path)))
+		return;
+	rc = fs_entry_info(path, &resp.entry, err, sizeof(err));
+	if (rc) {
+		fail_entry(call, rc, err);
+		return;
+	}
+	rpc_reply(call, &resp.base);
+	fs_entry_free(resp.entry);
+}
+
+/* --- MakeDir --- */
+
+static void fs_make_dir(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Filesystem__MakeDirRequest *req = (const Filesystem__MakeDirRequest *)msg;
+	Filesystem__MakeDirResponse resp = FILESYSTEM__MAKE_DIR_RESPONSE__INIT;
+	char path[PATH_MAX], err[ERRLEN];
+	struct user u;
+	struct stat st;
+	int rc;
+
+	if (call_path(call, req->path, &u, path, sizeof(path)))
+		return;
+	if (stat(path, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			rpc_fail(call, RPC_ALREADY_EXISTS, "directory already exists: %s", path);
+		else
+			rpc_fail(call, RPC_INVALID_ARGUMENT, "path already exists but it is not a directory: %s",
+				 path);
+		return;
+	}
+	if (errno != ENOENT) {
+		rpc_fail(call, RPC_INTERNAL, "error getting file info: stat %s: %s", path, go_strerror(errno));
+		return;
+	}
+	if (fs_ensure_dirs(path, u.uid, u.gid, err, sizeof(err)) < 0) {
+		rpc_fail(call, RPC_INTERNAL, "%s", err);
+		return;
+	}
+	rc = fs_entry_info(path, &resp.entry, err, sizeof(err));
+	if (rc) {
+		fail_entry(call, rc, err);
+		return;
+	}
+	rpc_reply(call, &resp.base);
+	fs_entry_free(resp.entry);
+}
+
+/* --- Move --- */
+
+static void fs_move(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Filesystem__MoveRequest *req = (const Filesystem__MoveRequest *)msg;
+	Filesystem__MoveResponse resp = FILESYSTEM__MOVE_RESPONSE__INIT;
+	char src[PATH_MAX], dst[PATH_MAX], parent[PATH_MAX], err[ERRLEN];
+	struct user u;
+	int rc;
+
+	if (call_path(call, req->source, &u, src, sizeof(src)))
+		return;
+	if (path_resolve(&u, req->destination, state_default_workdir(), dst, sizeof(dst), err, sizeof(err)) < 0) {
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
+		return;
+	}
+	fs_path_dir(dst, parent, sizeof(parent));
+	if (fs_ensure_dirs(parent, u.uid, u.gid, err, sizeof(err)) < 0) {
+		rpc_fail(call, RPC_INTERNAL, "error ensuring directories: %s", err);
+		return;
+	}
+	if (rename(src, dst) < 0) {
+		int e = errno;
+		if (e == ENOENT)
+			rpc_fail(call, RPC_NOT_FOUND, "source file not found: rename %s %s: %s", src, dst, go_strerror(e));
+		else
+			rpc_fail(call, RPC_INTERNAL, "error renaming: rename %s %s: %s", src, dst, go_strerror(e));
+		return;
+	}
+	rc = fs_entry_info(dst, &resp.entry, err, sizeof(err));
+	if (rc) {
+		fail_entry(call, rc, err);
+		return;
+	}
+	rpc_reply(call, &resp.base);
+	fs_entry_free(resp.entry);
+}
+
+/* --- ListDir and Remove on the worker pool --- */
+
+struct fs_job {
+	struct rpc_call *call;   /* NULL once the client went away */
+	char path[PATH_MAX];
+	uint32_t depth;
+	int rc;
+	struct fs_listing listing;
+	char err[ERRLEN];
+};
+
+static void job_on_cancel(struct rpc_call *call, enum rpc_code why)
+{
+	struct fs_job *j = rpc_call_ud(call);
+	j->call = NULL;
+}
+
+static const struct rpc_call_hooks job_hooks = { .on_cancel = job_on_cancel };
+
+static void listdir_work(void *arg)
+{
+	struct fs_job *j = arg;
+	j->rc = fs_listdir(j->path, j->depth, &j->listing, j->err, sizeof(j->err));
+}
+
+static void listdir_done(void *arg)
+{
+	struct fs_job *j = arg;
+
+	if (j->call) {
+		if (j->rc) {
+			rpc_fail(j->call, (enum rpc_code)j->rc, "%s", j->err);
+		} else {
+			Filesystem__ListDirResponse resp = FILESYSTEM__LIST_DIR_RESPONSE__INIT;
+			resp.entries = j->listing.entries;
+			resp.n_entries = j->listing.n;
+			rpc_reply(j->call, &resp.base);
+		}
+	}
+	fs_listing_free(&j->listing);
+	free(j);
+}
+
+static void remove_work(void *arg)
+{
+	struct fs_job *j = arg;
+	j->rc = fs_remove_all(j->path, j->err, sizeof(j->err));
+}
+
+static void remove_done(void *arg)
+{
+	struct fs_job *j = arg;
+
+	if (j->call) {
+		if (j->rc) {
+			rpc_fail(j->call, RPC_INTERNAL, "error removing file or directory: %s", j->err);
+		} else {
+			Filesystem__RemoveResponse resp = FILESYSTEM__REMOVE_RESPONSE__INIT;
+			rpc_reply(j->call, &resp.base);
+		}
+	}
+	free(j);
+}
+
+static void submit_job(struct rpc_call *call, struct fs_job *j, void (*work)(void *), void (*done)(void *))
+{
+	int rc;
+
+	j->call = call;
+	rpc_call_set_hooks(call, &job_hooks, j);
+	rc = worker_submit(work, done, j);
+	if (rc < 0) {
+		free(j);
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s",
+			 go_strerror(-rc));
+	}
+}
+
+static void fs_list_dir(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Filesystem__ListDirRequest *req = (const Filesystem__ListDirRequest *)msg;
+	struct fs_job *j = calloc(1, sizeof(*j));
+	struct user u;
+
+	if (!j) {
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	if (call_path(call, req->path, &u, j->path, sizeof(j->path))) {
+		free(j);
+		return;
+	}
+	j->depth = req->depth;
+	submit_job(call, j, listdir_work, listdir_done);
+}
+
+static void fs_remove(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Filesystem__RemoveRequest *req = (const Filesystem__RemoveRequest *)msg;
+	struct fs_job *j = calloc(1, sizeof(*j));
+	struct user u;
+
+	if (!j) {
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	if (call_path(call, req->path, &u, j->path, sizeof(j->path))) {
+		free(j);
+		return;
+	}
+	submit_job(call, j, remove_work, remove_done);
+}
+
+/* --- events --- */
+
+/* A heap FilesystemEvent (free with protobuf_c_message_free_unpacked). */
+static Filesystem__FilesystemEvent *event_new(const char *name, const char *path, Filesystem__EventType type,
+					      bool include_entry)
+{
+	Filesystem__FilesystemEvent *ev = malloc(sizeof(*ev));
+	char err[ERRLEN];
+
+	if (!ev)
+		return NULL;
+	filesystem__filesystem_event__init(ev);
+	ev->type = type;
+	ev->name = strdup(name);
+	if (!ev->name) {
+		free(ev);
+		return NULL;
+	}
+	if (include_entry && (type == FILESYSTEM__EVENT_TYPE__EVENT_TYPE_CREATE ||
+			      type == FILESYSTEM__EVENT_TYPE__EVENT_TYPE_WRITE ||
+			      type == FILESYSTEM__EVENT_TYPE__EVENT_TYPE_CHMOD)) {
+		Filesystem__EntryInfo *e;
+		if (fs_entry_info(path, &e, err, sizeof(err)) == 0) {
+			ev->optional_entry_case = FILESYSTEM__FILESYSTEM_EVENT__OPTIONAL_ENTRY_ENTRY;
+			ev->entry = e;
+		}
+	}
+	return ev;
+}
+
+static void event_free(Filesystem__FilesystemEvent *ev)
+{
+	if (ev)
+		protobuf_c_message_free_unpacked(&ev->base, NULL);
+}
+
+/* --- WatchDir --- */
+
+struct watch_stream {
+	struct rpc_call *call;
+	struct fs_watch *w;
+	ev_timer keepalive;
+	bool include_entry;
+	bool lost;        /* events dropped for a slow client; owe an overflow */
+};
+
+static void stream_free(struct watch_stream *s)
+{
+	ev_timer_stop(envd_loop, &s->keepalive);
+	fs_watch_free(s->w);
+	free(s);
+}
+
+static void stream_send_event(struct watch_stream *s, Filesystem__FilesystemEvent *ev)
+{
+	Filesystem__WatchDirResponse resp = FILESYSTEM__WATCH_DIR_RESPONSE__INIT;
+
+	resp.event_case = FILESYSTEM__WATCH_DIR_RESPONSE__EVENT_FILESYSTEM;
+	resp.filesystem = ev;
+	rpc_send(s->call, &resp.base);
+	ev_timer_again(envd_loop, &s->keepalive);
+}
+
+static void stream_send_overflow(struct watch_stream *s)
+{
+	Filesystem__FilesystemEvent ev = FILESYSTEM__FILESYSTEM_EVENT__INIT;
+
+	ev.name = ".";
+	ev.type = FILESYSTEM__EVENT_TYPE__EVENT_TYPE_OVERFLOW;
+	stream_send_event(s, &ev);
+	s->lost = false;
+}
+
+static void stream_on_event(void *ud, const char *name, const char *path, Filesystem__EventType type)
+{
+	struct watch_stream *s = ud;
+	Filesystem__FilesystemEvent *ev;
+
+	if (type == FILESYSTEM__EVENT_TYPE__EVENT_TYPE_OVERFLOW)
+		s->lost = true;
+	/* A client that does not read gets no unbounded queue: drop and tell
+	 * it to rescan once it catches up (on_writable). */
+	if (s->lost || rpc_call_queued(s->call) > WATCH_STREAM_QUEUE_MAX) {
+		s->lost = true;
+		if (rpc_call_queued(s->call) <= WATCH_STREAM_QUEUE_MAX / 2)
+			stream_send_overflow(s);
+		return;
+	}
+	ev = event_new(name, path, type, s->include_entry);
+	if (!ev) {
+		s->lost = true;
+		return;
+	}
+	stream_send_event(s, ev);
+	event_free(ev);
+}
+
+static void stream_on_writable(struct rpc_call *call)
+{
+	struct watch_stream *s = rpc_call_ud(call);
+	if (s->lost && rpc_call_queued(call) <= WATCH_STREAM_QUEUE_MAX / 2)
+		stream_send_overflow(s);
+}
+
+static void stream_on_cancel(struct rpc_call *call, enum rpc_code why)
+{
+	stream_free(rpc_call_ud(call));
+}
+
+static void stream_on_keepalive(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct watch_stream *s = t->data;
+	Filesystem__WatchDirResponse resp = FILESYSTEM__WATCH_DIR_RESPONSE__INIT;
+	Filesystem__WatchDirResponse__KeepAlive ka = FILESYSTEM__WATCH_DIR_RESPONSE__KEEP_ALIVE__INIT;
+
+	resp.event_case = FILESYSTEM__WATCH_DIR_RESPONSE__EVENT_KEEPALIVE;
+	resp.keepalive = &ka;
+	rpc_send(s->call, &resp.base);
+	ev_timer_again(loop, t);
+}
+
+static const struct rpc_call_hooks stream_hooks = {
+	.on_writable = stream_on_writable,
+	.on_cancel = stream_on_cancel,
+};
+
+static void fs_watch_dir(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Filesystem__WatchDirRequest *req = (const Filesystem__WatchDirRequest *)msg;
+	Filesystem__WatchDirResponse resp = FILESYSTEM__WATCH_DIR_RESPONSE__INIT;
+	Filesystem__WatchDirResponse__StartEvent start = FILESYSTEM__WATCH_DIR_RESPONSE__START_EVENT__INIT;
+	char path[PATH_MAX], err[ERRLEN];
+	struct watch_stream *s;
+	struct user u;
+	int rc;
+
+	if (call_path(call, req->path, &u, path, sizeof(path)))
+		return;
+	rc = fs_watch_check(path, req->allow_network_mounts, err, sizeof(err));
+	if (rc) {
+		rpc_fail(call, (enum rpc_code)rc, "%s", err);
+		return;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	s->call = call;
+	s->include_entry = req->include_entry;
+	rc = fs_watch_new(path, req->recursive, stream_on_event, s, &s->w, err, sizeof(err));
+	if (rc < 0) {
+		free(s);
+		rpc_fail(call, RPC_INTERNAL, "%s", err);
+		return;
+	}
+	ev_init(&s->keepalive, stream_on_keepalive);
+	s->keepalive.repeat = (ev_tstamp)rpc_call_keepalive_s(call);
+	s->keepalive.data = s;
+	ev_timer_again(envd_loop, &s->keepalive);
+	rpc_call_set_hooks(call, &stream_hooks, s);
+	resp.event_case = FILESYSTEM__WATCH_DIR_RESPONSE__EVENT_START;
+	resp.start = &start;
+	rpc_send(call, &resp.base);
+}
+
+/* --- CreateWatcher / GetWatcherEvents / RemoveWatcher --- */
+
+struct watcher {
+	char id[24];
+	struct fs_watch *w;
+	bool include_entry;
+	Filesystem__FilesystemEvent **events;
+	size_t n, cap;
+	bool overflowed; /* the buffer limit was hit; an overflow event is queued */
+};
+
+static struct watcher *watchers[WATCHERS_MAX];
+
+size_t fs_service_watcher_count(void)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < WATCHERS_MAX; i++)
+		n += watchers[i] != NULL;
+	return n;
+}
+
+static bool watcher_push(struct watcher *wt, Filesystem__FilesystemEvent *ev)
+{
+	if (wt->n == wt->cap) {
+		size_t nc = wt->cap ? wt->cap * 2 : 16;
+		Filesystem__FilesystemEvent **ne = realloc(wt->events, nc * sizeof(*ne));
+		if (!ne)
+			return false;
+		wt->events = ne;
+		wt->cap = nc;
+	}
+	wt->events[wt->n++] = ev;
+	return true;
+}
+
+static void watcher_on_event(void *ud, const char *name, const char *path, Filesystem__EventType type)
+{
+	struct watcher *wt = ud;
+	Filesystem__FilesystemEvent *ev;
+
+	if (wt->overflowed)
+		return;
+	if (wt->n >= WATCHER_EVENTS_MAX - 1)
+		type = FILESYSTEM__EVENT_TYPE__EVENT_TYPE_OVERFLOW;
+	if (type == FILESYSTEM__EVENT_TYPE__EVENT_TYPE_OVERFLOW) {
+		/* Everything after this point is lost until the client drains. */
+		name = ".";
+		wt->overflowed = true;
+	}
+	ev = event_new(name, path, type, wt->include_entry);
+	if (!ev || !watcher_push(wt, ev)) {
+		event_free(ev);
+		wt->overflowed = true;
+	}
+}
+
+static void watcher_free(struct watcher *wt)
+{
+	fs_watch_free(wt->w);
+	for (size_t i = 0; i < wt->n; i++)
+		event_free(wt->events[i]);
+	free(wt->events);
+	free(wt);
+}
+
+static int watcher_new_id(char id[24])
+{
+	static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	unsigned char rnd[20];
+	size_t got = 0;
+
+	while (got < sizeof(rnd)) {
+		ssize_t n = getrandom(rnd + got, sizeof(rnd) - got, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		got += (size_t)n;
+	}
+	id[0] = 'w';
+	for (int i = 0; i < 20; i++)
+		id[1 + i] = alphabet[rnd[i] % 36]; /* slight bias is harmless for ids */
+	id[21] = '\0';
+	return 0;
+}
+
+static struct watcher **watcher_find(const char *id)
+{
+	for (size_t i = 0; i < WATCHERS_MAX; i++)
+		if (watchers[i] && strcmp(watchers[i]->id, id) == 0)
+			return &watchers[i];
+	return NULL;
+}
+
+static void fs_create_watcher(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Filesystem__CreateWatcherRequest *req = (const Filesystem__CreateWatcherRequest *)msg;
+	Filesystem__CreateWatcherResponse resp = FILESYSTEM__CREATE_WATCHER_RESPONSE__INIT;
+	char path[PATH_MAX], err[ERRLEN];
+	struct watcher **slot = NULL, *wt;
+	struct user u;
+	int rc;
+
+	if (call_path(call, req->path, &u, path, sizeof(path)))
+		return;
+	rc = fs_watch_check(path, req->allow_network_mounts, err, sizeof(err));
+	if (rc) {
+		rpc_fail(call, (enum rpc_code)rc, "%s", err);
+		return;
+	}
+	for (size_t i = 0; i < WATCHERS_MAX && !slot; i++)
+		if (!watchers[i])
+			slot = &watchers[i];
+	if (!slot) {
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "too many watchers (at most %d); remove some first",
+			 WATCHERS_MAX);
+		return;
+	}
+	wt = calloc(1, sizeof(*wt));
+	if (!wt) {
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	wt->include_entry = req->include_entry;
+	do {
+		rc = watcher_new_id(wt->id);
+	} while (rc == 0 && watcher_find(wt->id));
+	if (rc < 0) {
+		free(wt);
+		rpc_fail(call, RPC_INTERNAL, "error creating watcher id: %s", go_strerror(-rc));
+		return;
+	}
+	rc = fs_watch_new(path, req->recursive, watcher_on_event, wt, &wt->w, err, sizeof(err));
+	if (rc < 0) {
+		free(wt);
+		rpc_fail(call, RPC_INTERNAL, "%s", err);
+		return;
+	}
+	*slot = wt;
+	resp.watcher_id = wt->id;
+	rpc_reply(call, &resp.base);
+}
+
+static void fs_get_watcher_events(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Filesystem__GetWatcherEventsRequest *req = (const Filesystem__GetWatcherEventsRequest *)msg;
+	Filesystem__GetWatcherEventsResponse resp = FILESYSTEM__GET_WATCHER_EVENTS_RESPONSE__INIT;
+	struct watcher **slot = watcher_find(req->watcher_id);
+	struct watcher *wt;
+
+	if (!slot) {
+		rpc_fail(call, RPC_NOT_FOUND, "watcher with id %s not found", req->watcher_id);
+		return;
+	}
+	wt = *slot;
+	/* Whatever the kernel has queued by now belongs in this answer: a
+	 * client polling right after a write must see it. */
+	fs_watch_drain(wt->w);
+	resp.events = wt->events;
+	resp.n_events = wt->n;
+	rpc_reply(call, &resp.base);
+	for (size_t i = 0; i < wt->n; i++)
+		event_free(wt->events[i]);
+	free(wt->events);
+	wt->events = NULL;
+	wt->n = wt->cap = 0;
+	wt->overflowed = false;
+}
+
+static void fs_remove_watcher(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Filesystem__RemoveWatcherRequest *req = (const Filesystem__RemoveWatcherRequest *)msg;
+	Filesystem__RemoveWatcherResponse resp = FILESYSTEM__REMOVE_WATCHER_RESPONSE__INIT;
+	struct watcher **slot = watcher_find(req->watcher_id);
+
+	if (!slot) {
+		rpc_fail(call, RPC_NOT_FOUND, "watcher with id %s not found", req->watcher_id);
+		return;
+	}
+	watcher_free(*slot);
+	*slot = NULL;
+	rpc_reply(call, &resp.base);
+}
+
+static const struct rpc_method_impl fs_methods[] = {
+	{ "Stat", RPC_UNARY, fs_stat },
+	{ "MakeDir", RPC_UNARY, fs_make_dir },
+	{ "Move", RPC_UNARY, fs_move },
+	{ "ListDir", RPC_UNARY, fs_list_dir },
+	{ "Remove", RPC_UNARY, fs_remove },
+	{ "WatchDir", RPC_SERVER_STREAM, fs_watch_dir },
+	{ "CreateWatcher", RPC_UNARY, fs_create_watcher },
+	{ "GetWatcherEvents", RPC_UNARY, fs_get_watcher_events },
+	{ "RemoveWatcher", RPC_UNARY, fs_remove_watcher },
+};
+
+const struct rpc_service fs_service = {
+	.desc = &filesystem__filesystem__descriptor,
+	.methods = fs_methods,
+	.n_methods = sizeof(fs_methods) / sizeof(fs_methods[0]),
+};

@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fs_service.h - the filesystem.Filesystem Connect service (spec §7).
+ * main registers it with rpc_register(&fs_service).
+ */
+#ifndef FS_FS_SERVICE_H
+#define FS_FS_SERVICE_H
+
+#include <stddef.h>
+
+#include "rpc.h"
+
+extern const struct rpc_service fs_service;
+
+/* Watchers created with CreateWatcher and not yet removed (tests, metrics). */
+size_t fs_service_watcher_count(void);
+
+#endif

@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * listdir.c - ListDir walk (pre-order, byte-wise sorted children, symlinks
+ * listed but not descended) and recursive remove. Blocking; run these on
+ * the worker pool.
+ */
+#include "listdir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "entry.h"
+#include "errstr.h"
+#include "rpc.h"
+#include "users.h"
+
+void fs_listing_free(struct fs_listing *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		fs_entry_free(l->entries[i]);
+	free(l->entries);
+	l->entries = NULL;
+	l->n = l->cap = 0;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted names of directory `dir`, without . and ..; -errno on failure. */
+static int read_names(const char *dir, char ***names_out, size_t *n_out)
+{
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return -errno;
+	errno = 0;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 32;
+			char **nn = realloc(names, nc * sizeof(*nn));
+			if (!nn)
+				goto nomem;
+			names = nn;
+			cap = nc;
+		}
+		if (!(names[n] = strdup(de->d_name)))
+			goto nomem;
+		n++;
+	}
+	closedir(d);
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_name);
+	*names_out = names;
+	*n_out = n;
+	return 0;
+nomem:
+	closedir(d);
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return -ENOMEM;
+}
+
+struct walk {
+	const char *req;   /* requested path R */
+	const char *real;  /* resolved path S */
+	uint32_t depth;
+	struct fs_listing *out;
+	char *err;
+	size_t errlen;
+};
+
+/* Walk S/rel at `level` (1 = children of S). */
+static int walk_dir(struct walk *w, const char *rel, uint32_t level)
+{
+	char dir[PATH_MAX], child_rel[PATH_MAX], child_real[PATH_MAX], tmp[PATH_MAX * 2],
+		cleaned[PATH_MAX * 2];
+	char **names = NULL;
+	size_t n = 0;
+	int rc;
+
+	fs_join(dir, sizeof(dir), w->real, rel);
+	rc = read_names(dir, &names, &n);
+	if (rc < 0) {
+		if (rc == -ENOENT && *rel)
+			return 0; /* vanished during the walk */
+		snprintf(w->err, w->errlen, "error reading directory %s: open %s: %s", w->real, dir,
+			 go_strerror(-rc));
+		return rc == -ENOMEM ? RPC_RESOURCE_EXHAUSTED : RPC_INTERNAL;
+	}
+	rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		Filesystem__EntryInfo *e;
+		char ebuf[PATH_MAX + 128];
+		struct stat st;
+
+		if (rc)
+			goto next;
+		if (*rel ? fs_join(child_rel, sizeof(child_rel), rel, names[i])
+			 : fs_join(child_rel, sizeof(child_rel), names[i], ""))
+			goto next; /* deeper than PATH_MAX: unreachable by path */
+		if (fs_join(child_real, sizeof(child_real), w->real, child_rel))
+			goto next;
+		int erc = fs_entry_info(child_real, &e, ebuf, sizeof(ebuf));
+		if (erc == -ENOENT)
+			goto next;
+		if (erc < 0) {
+			snprintf(w->err, w->errlen, "error reading directory %s: %s", w->real, ebuf);
+			rc = RPC_INTERNAL;
+			goto next;
+		}
+		fs_join(tmp, sizeof(tmp), w->req, child_rel);
+		path_clean(tmp, cleaned, sizeof(cleaned));
+		if (fs_entry_set_path(e, cleaned) < 0) {
+			fs_entry_free(e);
+			snprintf(w->err, w->errlen, "error reading directory %s: %s", w->real, go_strerror(ENOMEM));
+			rc = RPC_RESOURCE_EXHAUSTED;
+			goto next;
+		}
+		if (w->out->n == w->out->cap) {
+			size_t nc = w->out->cap ? w->out->cap * 2 : 64;
+			Filesystem__EntryInfo **ne = NULL;
+			if (w->out->n < FS_LISTDIR_MAX_ENTRIES)
+				ne = realloc(w->out->entries, nc * sizeof(*ne));
+			if (!ne) {
+				fs_entry_free(e);
+				snprintf(w->err, w->errlen, "error reading directory %s: too many entries", w->real);
+				rc = RPC_RESOURCE_EXHAUSTED;
+				goto next;
+			}
+			w->out->entries = ne;
+			w->out->cap = nc;
+		}
+		w->out->entries[w->out->n++] = e;
+		if (level < w->depth && lstat(child_real, &st) == 0 && S_ISDIR(st.st_mode))
+			rc = walk_dir(w, child_rel, level + 1);
+next:
+		free(names[i]);
+	}
+	free(names);
+	return rc;
+}
+
+/* "lstat <first missing prefix>" for the not-found message. */
+static void first_missing(const char *path, char *out, size_t outlen)
+{
+	char prefix[PATH_MAX];
+	size_t n = strlen(path), i = 0;
+	struct stat st;
+
+	snprintf(out, outlen, "%s", path);
+	if (n >= sizeof(prefix))
+		return;
+	while (i < n) {
+		while (i < n && path[i] == '/')
+			i++;
+		while (i < n && path[i] != '/')
+			i++;
+		memcpy(prefix, path, i);
+		prefix[i] = '\0';
+		if (lstat(prefix, &st) < 0 && errno == ENOENT) {
+			snprintf(out, outlen, "%s", prefix);
+			return;
+		}
+	}
+}
+
+int fs_listdir(const char *requested, uint32_t depth, struct fs_listing *out, char *err, size_t errlen)
+{
+	struct walk w = { .req = requested, .depth = depth ? depth : 1, .out = out, .err = err,
+			  .errlen = errlen };
+	struct stat st;
+	char *real;
+	int rc;
+
+	out->entries = NULL;
+	out->n = out->cap = 0;
+	real = realpath(requested, NULL);
+	if (!real) {
+		int e = errno;
+		char missing[PATH_MAX];
+		if (e == ENOENT) {
+			first_missing(requested, missing, sizeof(missing));
+			snprintf(err, errlen, "path not found: lstat %s: %s", missing, go_strerror(e));
+			return RPC_NOT_FOUND;
+		}
+		if (e == ELOOP) {
+			snprintf(err, errlen, "cyclic symlink or chain >255 links at \"%s\"", requested);
+			return RPC_FAILED_PRECONDITION;
+		}
+		if (e == ENOTDIR) {
+			snprintf(err, errlen, "path is not a directory: %s", requested);
+			return RPC_INVALID_ARGUMENT;
+		}
+		snprintf(err, errlen, "error resolving symlink: lstat %s: %s", requested, go_strerror(e));
+		return RPC_INTERNAL;
+	}
+	if (stat(real, &st) < 0) {
+		int e = errno;
+		snprintf(err, errlen, "%s: stat %s: %s", e == ENOENT ? "directory not found" : "error getting file info",
+			 real, go_strerror(e));
+		free(real);
+		return e == ENOENT ? RPC_NOT_FOUND : RPC_INTERNAL;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "path is not a directory: %s", real);
+		free(real);
+		return RPC_INVALID_ARGUMENT;
+	}
+	w.real = real;
+	rc = walk_dir(&w, "", 1);
+	free(real);
+	if (rc)
+		fs_listing_free(out);
+	return rc;
+}
+
+/* Remove everything inside the directory `dfd` (consumed), path for messages. */
+static int remove_contents(int dfd, const char *path, char *err, size_t errlen, int depth)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+	int rc = 0;
+
+	if (!d) {
+		rc = -errno;
+		close(dfd);
+		snprintf(err, errlen, "open %s: %s", path, go_strerror(-rc));
+		return rc;
+	}
+	/* Deleting while iterating can make readdir skip entries; loop until
+	 * a pass finds nothing left. */
+	for (bool again = true; again && !rc;) {
+		again = false;
+		rewinddir(d);
+		while (!rc && (de = readdir(d))) {
+			char child[PATH_MAX];
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			fs_join(child, sizeof(child), path, de->d_name);
+			if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
+				again = true;
+				continue;
+			}
+			if (errno == ENOENT)
+				continue;
+			if (errno != EISDIR && errno != EPERM) {
+				rc = -errno;
+				snprintf(err, errlen, "unlinkat %s: %s", child, go_strerror(-rc));
+				break;
+			}
+			if (depth > 4096) {
+				rc = -ELOOP;
+				snprintf(err, errlen, "unlinkat %s: %s", child, go_strerror(ELOOP));
+				break;
+			}
+			int cfd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (cfd < 0) {
+				if (errno == ENOENT)
+					continue;
+				rc = -errno;
+				snprintf(err, errlen, "unlinkat %s: %s", child, go_strerror(-rc));
+				break;
+			}
+			rc = remove_contents(cfd, child, err, errlen, depth + 1);
+			if (rc)
+				break;
+			if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT) {
+				rc = -errno;
+				snprintf(err, errlen, "unlinkat %s: %s", child, go_strerror(-rc));
+				break;
+			}
+			again = true;
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
+int fs_remove_all(const char *path, char *err, size_t errlen)
+{
+	char base[PATH_MAX];
+	struct stat st;
+	int rc;
+
+	path_base(path, base, sizeof(base));
+	if (strcmp(base, ".") == 0) {
+		snprintf(err, errlen, "RemoveAll %s: %s", path, go_strerror(EINVAL));
+		return -EINVAL;
+	}
+	if (lstat(path, &st) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		rc = -errno;
+		snprintf(err, errlen, "lstat %s: %s", path, go_strerror(-rc));
+		return rc;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		if (unlink(path) < 0 && errno != ENOENT) {
+			rc = -errno;
+			snprintf(err, errlen, "unlinkat %s: %s", path, go_strerror(-rc));
+			return rc;
+		}
+		return 0;
+	}
+	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "open %s: %s", path, go_strerror(-rc));
+		return rc;
+	}
+	rc = remove_contents(dfd, path, err, errlen, 0);
+	if (rc)
+		return rc;
+	if (rmdir(path) < 0 && errno != ENOENT) {
+		rc = -errno;
+		snprintf(err, errlen, "unlinkat %s: %s", path, go_strerror(-rc));
+		return rc;
+	}
+	return 0;
+}

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * listdir.h - the ListDir walk and the recursive remove (spec §7.3, §7.6),
+ * as blocking functions meant for the worker pool.
+ */
+#ifndef FS_LISTDIR_H
+#define FS_LISTDIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "filesystem.pb-c.h"
+
+/* Most entries one ListDir returns; more is resource_exhausted. */
+#define FS_LISTDIR_MAX_ENTRIES 1000000
+
+struct fs_listing {
+	Filesystem__EntryInfo **entries;
+	size_t n, cap;
+};
+
+/*
+ * List `requested` (a resolved path) to `depth` levels (0 means 1).
+ * Returns 0 with the entries in `out`, or an rpc code (RPC_NOT_FOUND,
+ * RPC_INVALID_ARGUMENT, RPC_FAILED_PRECONDITION, RPC_INTERNAL,
+ * RPC_RESOURCE_EXHAUSTED) with a message in err.
+ */
+int fs_listdir(const char *requested, uint32_t depth, struct fs_listing *out, char *err, size_t errlen);
+void fs_listing_free(struct fs_listing *l);
+
+/*
+ * rm -rf without following symlinks. A missing path is success. Returns 0
+ * or -errno with err "unlinkat <path>: <text>" (the failing call).
+ */
+int fs_remove_all(const char *path, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * watch.h - inotify directory watching on the event loop (spec §7.7).
+ *
+ * One struct fs_watch is one inotify instance watching a root directory
+ * (and, when recursive, every directory below it, including ones created
+ * later). Raw inotify events are turned into FilesystemEvent types and
+ * names relative to the root, and handed to a callback on the loop.
+ */
+#ifndef FS_WATCH_H
+#define FS_WATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "filesystem.pb-c.h"
+
+struct fs_watch;
+
+/*
+ * One event. `name` is relative to the root ("." for the root itself);
+ * `path` is root + "/" + name as the entry would be stat'ed. Both are
+ * valid only during the call. The callback must not free the watch.
+ * EVENT_TYPE_OVERFLOW (name ".") means the kernel queue overflowed and
+ * events were lost: the consumer should rescan.
+ */
+typedef void (*fs_watch_cb)(void *ud, const char *name, const char *path, Filesystem__EventType type);
+
+/*
+ * Validate `root` for watching (§7.7 steps 1-2). Returns 0, or an
+ * rpc_code-compatible value (RPC_NOT_FOUND 5, RPC_INVALID_ARGUMENT 3,
+ * RPC_INTERNAL 13) with the message in err.
+ */
+int fs_watch_check(const char *root, bool allow_network_mounts, char *err, size_t errlen);
+
+/*
+ * Start watching `root` (already checked). Returns 0 and *out, or
+ * -errno with err set ("error adding path <W> to watcher: ...").
+ */
+int fs_watch_new(const char *root, bool recursive, fs_watch_cb cb, void *ud, struct fs_watch **out,
+		 char *err, size_t errlen);
+
+/* Process every event the kernel has queued now (without waiting). */
+void fs_watch_drain(struct fs_watch *w);
+
+/* Stop and free. NULL is fine. */
+void fs_watch_free(struct fs_watch *w);
+
+/* Number of watched directories (tests). */
+size_t fs_watch_count(const struct fs_watch *w);
+
+/*
+ * Map an inotify mask to event types, in the order CREATE, RENAME, CHMOD,
+ * WRITE, REMOVE. Returns the number written to out (at most 5).
+ */
+size_t fs_watch_map(uint32_t mask, Filesystem__EventType out[5]);
+
+#endif

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * procenv.h - the environment a started process gets (spec §6.2.4).
+ *
+ * Layers, later ones winning for the same name: PATH, HOME, USER, LOGNAME;
+ * the env store; the request's envs. A name keeps the position of its
+ * first appearance and the value of its last.
+ */
+#ifndef PROCESS_PROCENV_H
+#define PROCESS_PROCENV_H
+
+#include <stddef.h>
+
+struct procenv_kv {
+	const char *key;
+	const char *value;
+};
+
+/*
+ * NULL-terminated "K=V" array in one heap block (free() it), or NULL when
+ * out of memory.
+ */
+char **procenv_build(const char *path, const char *home, const char *user,
+		     const struct procenv_kv *store, size_t n_store,
+		     const struct procenv_kv *req, size_t n_req);
+
+/* Value of `key` in envp, or NULL. */
+const char *procenv_get(char *const *envp, const char *key);
+
+#endif

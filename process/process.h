@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * process.h - one started command: its child, output ring, input, and the
+ * streams subscribed to it (spec §6.1-§6.12).
+ *
+ * Output path: the child's pipes (or PTY master) are read in >= 64 KiB
+ * chunks into one reused buffer and appended to the process's ring
+ * (ring.h); every subscriber is a cursor into that ring and is sent data
+ * while its RPC send queue is below HTTP_QUEUE_HIGH, resuming from
+ * on_writable. So:
+ *   - with no subscriber, output still goes into the ring (kept for replay);
+ *   - a slow subscriber never holds up a faster one or the child: when its
+ *     cursor is evicted from the ring it is ended with resource_exhausted
+ *     (or, if it asked for replay, told about the gap and moved on);
+ *   - the child is paced only while *every* subscriber is more than half a
+ *     ring behind (so a lone reader gets complete output, as with a plain
+ *     pipe); if none of them makes progress for PROCESS_STALL_S seconds
+ *     they are dropped and reading resumes, so a dead peer cannot wedge
+ *     the process.
+ *
+ * End: the end event is built once the child is reaped and its output
+ * reached EOF, or PROCESS_GRACE_S after the reap when a descendant still
+ * holds the output open (the process then stays listed until EOF). Each
+ * subscriber gets all data up to that point, then the end event. After EOF
+ * the process leaves the table and is retained PROCESS_RETAIN_S seconds
+ * for late Connects (with its ring).
+ *
+ * Everything runs on envd_loop.
+ */
+#ifndef PROCESS_PROCESS_H
+#define PROCESS_PROCESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "process.pb-c.h"
+#include "rpc.h"
+
+struct user;
+struct process;
+
+/* Per-process output ring budget in bytes (flag -output-buffer). */
+extern size_t process_ring_size;
+
+#define PROCESS_RETAIN_S 30.0
+#define PROCESS_GRACE_S 2.0
+#define PROCESS_STALL_S 10.0
+/* Unwritten SendInput bytes a process may hold before input is refused. */
+#define PROCESS_STDIN_MAX (4u * 1024 * 1024)
+
+struct process_spec {
+	const Process__ProcessConfig *config; /* copied */
+	const char *tag;                      /* NULL: none; copied */
+	bool pty;
+	unsigned cols, rows;
+	bool stdin_pipe;                      /* pipes mode: keep a stdin pipe */
+	const struct user *user;
+	bool set_ids;                         /* apply the user's uid/gids */
+	const char *cwd;                      /* resolved and checked */
+	char **envp;                          /* borrowed for the call */
+	int64_t timeout_ms;                   /* > 0: SIGKILL the group then */
+};
+
+/*
+ * Spawn, register and subscribe `call` (Start stream; start event sent).
+ * On failure nothing is registered, the call is untouched, and the
+ * return value is the RPC code with the message in err.
+ */
+enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call, char *err,
+			    size_t errlen);
+
+/* Lookups (§6.11): listed processes first; `retained_too` for Connect. */
+struct process *process_find_pid(uint32_t pid, bool retained_too);
+struct process *process_find_tag(const char *tag, bool retained_too);
+
+/* Listed processes in start order; NULL at the end. */
+struct process *process_first(void);
+struct process *process_next(const struct process *p);
+size_t process_count(void);
+
+uint32_t process_pid(const struct process *p);
+const char *process_tag(const struct process *p);
+const Process__ProcessConfig *process_config(const struct process *p);
+
+/*
+ * Attach a Connect stream: sends start{pid}, then data from `from`
+ * (when `replay`; clamped to the retained range with a gap event) or from
+ * now on, then end.
+ */
+void process_subscribe(struct process *p, struct rpc_call *call, bool replay, uint64_t from);
+
+/* The rest return RPC_OK or a code with the spec's message in err. */
+enum rpc_code process_signal(struct process *p, int sig, char *err, size_t errlen);
+enum rpc_code process_write_input(struct process *p, bool to_pty, const uint8_t *data, size_t n,
+				  char *err, size_t errlen);
+enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen);
+enum rpc_code process_resize(struct process *p, unsigned cols, unsigned rows, char *err,
+			     size_t errlen);
+
+#endif

@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "process_service.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "errstr.h"
+#include "procenv.h"
+#include "process.h"
+#include "process.pb-c.h"
+#include "state.h"
+#include "users.h"
+
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/*
+ * Selector lookup (§6.11). Fails the call and returns NULL when there is
+ * no such process.
+ */
+static struct process *select_or_fail(struct rpc_call *call, const Process__ProcessSelector *sel,
+				      bool retained_too)
+{
+	struct process *p;
+
+	if (!sel || sel->selector_case == PROCESS__PROCESS_SELECTOR__SELECTOR__NOT_SET) {
+		rpc_fail(call, RPC_UNIMPLEMENTED, "invalid input type *process.ProcessSelector");
+		return NULL;
+	}
+	if (sel->selector_case == PROCESS__PROCESS_SELECTOR__SELECTOR_PID) {
+		p = process_find_pid(sel->pid, retained_too);
+		if (!p)
+			rpc_fail(call, RPC_NOT_FOUND, "process with pid %u not found", sel->pid);
+		return p;
+	}
+	p = process_find_tag(sel->tag, retained_too);
+	if (!p)
+		rpc_fail(call, RPC_NOT_FOUND, "process with tag %s not found", sel->tag);
+	return p;
+}
+
+static void do_start(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Process__StartRequest *rq = (const Process__StartRequest *)msg;
+	static const Process__ProcessConfig empty = PROCESS__PROCESS_CONFIG__INIT;
+	const Process__ProcessConfig *c = rq->process ? rq->process : &empty;
+	struct process_spec spec = { 0 };
+	struct procenv_kv *store = NULL, *req = NULL;
+	size_t n_store = envstore_count();
+	char err[1024], cwd[PATH_MAX];
+	const char *path;
+	struct user *u;
+	struct stat st;
+	char **envp = NULL;
+	enum rpc_code code;
+	int rc;
+
+	/* struct user carries PATH_MAX bytes; keep it off the loop's stack. */
+	u = calloc(1, sizeof(*u));
+	if (!u) {
+		rpc_fail(call, RPC_INTERNAL, "error starting process: %s", go_strerror(ENOMEM));
+		return;
+	}
+	rc = rpc_call_user(call, u, err, sizeof(err));
+	if (rc != 0) {
+		rpc_fail(call, (enum rpc_code)rc, "%s", err);
+		goto out;
+	}
+	rc = path_resolve(u, rq->process && c->optional_cwd_case ? c->cwd : "",
+			  state_default_workdir(), cwd, sizeof(cwd), err, sizeof(err));
+	if (rc < 0) {
+		if (rc != -EINVAL)
+			snprintf(err, sizeof(err), "%s", go_strerror(-rc));
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
+		goto out;
+	}
+	if (stat(cwd, &st) < 0 && errno == ENOENT) {
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "cwd '%s' does not exist", cwd);
+		goto out;
+	}
+
+	store = calloc(n_store + 1, sizeof(*store));
+	req = calloc(c->n_envs + 1, sizeof(*req));
+	if (!store || !req) {
+		rpc_fail(call, RPC_INTERNAL, "error starting process: %s", go_strerror(ENOMEM));
+		goto out;
+	}
+	for (size_t i = 0; i < n_store; i++)
+		envstore_entry(i, &store[i].key, &store[i].value);
+	for (size_t i = 0; i < c->n_envs; i++) {
+		req[i].key = c->envs[i]->key;
+		req[i].value = c->envs[i]->value;
+	}
+	path = getenv("PATH");
+	envp = procenv_build(path && *path ? path : DEFAULT_PATH, u->home, u->name, store,
+			     n_store, req, c->n_envs);
+	if (!envp) {
+		rpc_fail(call, RPC_INTERNAL, "error starting process: %s", go_strerror(ENOMEM));
+		goto out;
+	}
+
+	spec.config = c;
+	spec.tag = rq->optional_tag_case ? rq->tag : NULL;
+	spec.pty = rq->optional_pty_case != PROCESS__START_REQUEST__OPTIONAL_PTY__NOT_SET;
+	if (spec.pty && rq->pty && rq->pty->size) {
+		spec.cols = rq->pty->size->cols;
+		spec.rows = rq->pty->size->rows;
+	}
+	/* musl defines stdin as "(stdin)", which breaks the member access. */
+#pragma push_macro("stdin")
+#undef stdin
+	spec.stdin_pipe = !rq->optional_stdin_case || rq->stdin;
+#pragma pop_macro("stdin")
+	spec.user = u;
+	/* Without root only our own identity is possible; anything else fails. */
+	spec.set_ids = geteuid() == 0 || u->uid != geteuid();
+	spec.cwd = cwd;
+	spec.envp = envp;
+	spec.timeout_ms = rpc_call_timeout_ms(call);
+	code = process_start(&spec, call, err, sizeof(err));
+	if (code != RPC_OK)
+		rpc_fail(call, code, "%s", err);
+out:
+	free(envp);
+	free(store);
+	free(req);
+	free(u);
+}
+
+static void do_connect(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Process__ConnectRequest *rq = (const Process__ConnectRequest *)msg;
+	struct process *p = select_or_fail(call, rq->process, true);
+
+	if (!p)
+		return;
+	process_subscribe(p, call, rq->optional_replay_from_case != 0, rq->replay_from);
+}
+
+static void do_list(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	Process__ListResponse resp = PROCESS__LIST_RESPONSE__INIT;
+	size_t n = process_count(), i = 0;
+	Process__ProcessInfo *infos = calloc(n + 1, sizeof(*infos));
+	Process__ProcessInfo **ptrs = calloc(n + 1, sizeof(*ptrs));
+
+	if (!infos || !ptrs) {
+		rpc_fail(call, RPC_INTERNAL, "error listing processes: %s", go_strerror(ENOMEM));
+		goto out;
+	}
+	for (struct process *p = process_first(); p && i < n; p = process_next(p), i++) {
+		process__process_info__init(&infos[i]);
+		/* Borrowed for the encode below; rpc_reply does not keep it. */
+		infos[i].config = (Process__ProcessConfig *)process_config(p);
+		infos[i].pid = process_pid(p);
+		if (process_tag(p)) {
+			infos[i].optional_tag_case = PROCESS__PROCESS_INFO__OPTIONAL_TAG_TAG;
+			infos[i].tag = (char *)process_tag(p);
+		}
+		ptrs[i] = &infos[i];
+	}
+	resp.n_processes = i;
+	resp.processes = ptrs;
+	rpc_reply(call, &resp.base);
+out:
+	free(infos);
+	free(ptrs);
+}
+
+static void do_send_input(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Process__SendInputRequest *rq = (const Process__SendInputRequest *)msg;
+	Process__SendInputResponse resp = PROCESS__SEND_INPUT_RESPONSE__INIT;
+	struct process *p = select_or_fail(call, rq->process, false);
+	const Process__ProcessInput *in = rq->input;
+	enum rpc_code code;
+	char err[512];
+
+	if (!p)
+		return;
+	if (!in || in->input_case == PROCESS__PROCESS_INPUT__INPUT__NOT_SET) {
+		rpc_fail(call, RPC_UNIMPLEMENTED, "invalid input type <nil>");
+		return;
+	}
+	/* stdin and pty are the same union slot type; .pty reads either. */
+	code = process_write_input(p, in->input_case == PROCESS__PROCESS_INPUT__INPUT_PTY,
+				   in->pty.data, in->pty.len, err, sizeof(err));
+	if (code != RPC_OK) {
+		rpc_fail(call, code, "%s", err);
+		return;
+	}
+	rpc_reply(call, &resp.base);
+}
+
+static const struct rpc_call_hooks si_hooks;
+
+/* StreamInput keeps the selected pid in the call's user data (0 = none). */
+static void si_message(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Process__StreamInputRequest *rq = (const Process__StreamInputRequest *)msg;
+	uintptr_t sel = (uintptr_t)rpc_call_ud(call);
+	const Process__ProcessInput *in;
+	struct process *p;
+	enum rpc_code code;
+	char err[512];
+
+	switch (rq->event_case) {
+	case PROCESS__STREAM_INPUT_REQUEST__EVENT_START:
+		p = select_or_fail(call, rq->start ? rq->start->process : NULL, false);
+		if (p)
+			rpc_call_set_hooks(call, &si_hooks, (void *)(uintptr_t)process_pid(p));
+		return;
+	case PROCESS__STREAM_INPUT_REQUEST__EVENT_DATA:
+		if (!sel) {
+			rpc_fail(call, RPC_FAILED_PRECONDITION,
+				 "error streaming input: a start event selecting the process must "
+				 "come before data");
+			return;
+		}
+		p = process_find_pid((uint32_t)sel, false);
+		if (!p) {
+			rpc_fail(call, RPC_NOT_FOUND, "process with pid %u not found", (unsigned)sel);
+			return;
+		}
+		in = rq->data ? rq->data->input : NULL;
+		if (!in || in->input_case == PROCESS__PROCESS_INPUT__INPUT__NOT_SET) {
+			rpc_fail(call, RPC_UNIMPLEMENTED, "invalid input type <nil>");
+			return;
+		}
+		code = process_write_input(p, in->input_case == PROCESS__PROCESS_INPUT__INPUT_PTY,
+					   in->pty.data, in->pty.len, err, sizeof(err));
+		if (code != RPC_OK)
+			rpc_fail(call, code, "%s", err);
+		return;
+	default:
+		return; /* keepalive */
+	}
+}
+
+static void si_end(struct rpc_call *call)
+{
+	Process__StreamInputResponse resp = PROCESS__STREAM_INPUT_RESPONSE__INIT;
+
+	rpc_reply(call, &resp.base);
+}
+
+static const struct rpc_call_hooks si_hooks = {
+	.on_message = si_message,
+	.on_input_end = si_end,
+};
+
+static void do_stream_input(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	rpc_call_set_hooks(call, &si_hooks, NULL);
+}
+
+static void do_send_signal(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Process__SendSignalRequest *rq = (const Process__SendSignalRequest *)msg;
+	Process__SendSignalResponse resp = PROCESS__SEND_SIGNAL_RESPONSE__INIT;
+	struct process *p = select_or_fail(call, rq->process, false);
+	const ProtobufCEnumValue *v;
+	enum rpc_code code;
+	char err[512];
+
+	if (!p)
+		return;
+	/* Every named value's number is the Linux signal number. */
+	v = protobuf_c_enum_descriptor_get_value(&process__signal__descriptor, (int)rq->signal);
+	if (!v || rq->signal == PROCESS__SIGNAL__SIGNAL_UNSPECIFIED) {
+		if (v)
+			rpc_fail(call, RPC_UNIMPLEMENTED, "invalid signal: %s", v->name);
+		else
+			rpc_fail(call, RPC_UNIMPLEMENTED, "invalid signal: %d", (int)rq->signal);
+		return;
+	}
+	code = process_signal(p, (int)rq->signal, err, sizeof(err));
+	if (code != RPC_OK) {
+		rpc_fail(call, code, "%s", err);
+		return;
+	}
+	rpc_reply(call, &resp.base);
+}
+
+static void do_close_stdin(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Process__CloseStdinRequest *rq = (const Process__CloseStdinRequest *)msg;
+	Process__CloseStdinResponse resp = PROCESS__CLOSE_STDIN_RESPONSE__INIT;
+	struct process *p = select_or_fail(call, rq->process, false);
+	enum rpc_code code;
+	char err[512];
+
+	if (!p)
+		return;
+	code = process_close_stdin(p, err, sizeof(err));
+	if (code != RPC_OK) {
+		rpc_fail(call, code, "%s", err);
+		return;
+	}
+	rpc_reply(call, &resp.base);
+}
+
+static void do_update(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Process__UpdateRequest *rq = (const Process__UpdateRequest *)msg;
+	Process__UpdateResponse resp = PROCESS__UPDATE_RESPONSE__INIT;
+	struct process *p = select_or_fail(call, rq->process, false);
+	enum rpc_code code;
+	char err[512];
+
+	if (!p)
+		return;
+	if (rq->optional_pty_case) {
+		unsigned cols = 0, rows = 0;
+
+		if (rq->pty && rq->pty->size) {
+			cols = rq->pty->size->cols;
+			rows = rq->pty->size->rows;
+		}
+		code = process_resize(p, cols, rows, err, sizeof(err));
+		if (code != RPC_OK) {
+			rpc_fail(call, code, "%s", err);
+			return;
+		}
+	}
+	rpc_reply(call, &resp.base);
+}
+
+static const struct rpc_method_impl methods[] = {
+	{ "List", RPC_UNARY, do_list },
+	{ "Connect", RPC_SERVER_STREAM, do_connect },
+	{ "Start", RPC_SERVER_STREAM, do_start },
+	{ "Update", RPC_UNARY, do_update },
+	{ "StreamInput", RPC_CLIENT_STREAM, do_stream_input },
+	{ "SendInput", RPC_UNARY, do_send_input },
+	{ "SendSignal", RPC_UNARY, do_send_signal },
+	{ "CloseStdin", RPC_UNARY, do_close_stdin },
+};
+
+const struct rpc_service process_service = {
+	.desc = &process__process__descriptor,
+	.methods = methods,
+	.n_methods = sizeof(methods) / sizeof(methods[0]),
+};

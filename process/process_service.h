@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * process_service.h - the process.Process Connect-RPC service (spec §6):
+ * Start, Connect, List, SendInput, StreamInput, CloseStdin, SendSignal,
+ * Update. Register with rpc_register(&process_service).
+ */
+#ifndef PROCESS_PROCESS_SERVICE_H
+#define PROCESS_PROCESS_SERVICE_H
+
+#include "rpc.h"
+
+extern const struct rpc_service process_service;
+
+#endif

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ptable.h - the process table and the retention cache (spec §6.1, §6.11).
+ *
+ * One intrusive list, in start order, of every process envd knows about.
+ * An entry is either `listed` (running, or exited with output not yet at
+ * EOF: what List shows and what SendInput/SendSignal/Update act on) or
+ * `retained` (finished; kept for a while so a late Connect still gets the
+ * end event). The entries are embedded in their owners; the table owns
+ * nothing.
+ */
+#ifndef PROCESS_PTABLE_H
+#define PROCESS_PTABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ptable_entry {
+	struct ptable_entry *prev, *next;
+	uint32_t pid;
+	const char *tag;  /* NULL when untagged; owned by the embedding object */
+	bool listed;
+	bool retained;
+};
+
+struct ptable {
+	struct ptable_entry *head, *tail;
+	size_t n;
+};
+
+/* Append (newest last). The entry's flags are left as set by the caller. */
+void ptable_add(struct ptable *t, struct ptable_entry *e);
+void ptable_remove(struct ptable *t, struct ptable_entry *e);
+
+/*
+ * Lookups return the oldest listed entry that matches; when
+ * `retained_too` and no listed entry matches, the oldest retained one.
+ * NULL when nothing matches.
+ */
+struct ptable_entry *ptable_find_pid(const struct ptable *t, uint32_t pid, bool retained_too);
+struct ptable_entry *ptable_find_tag(const struct ptable *t, const char *tag, bool retained_too);
+
+/* Number of listed entries. */
+size_t ptable_count_listed(const struct ptable *t);
+
+#endif

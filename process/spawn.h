@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * spawn.h - start a command the way envd starts processes (spec §6.2.2,
+ * §6.2.3): clone(CLONE_VM|CLONE_VFORK) + execve, never fork() of the
+ * daemon's heap, with set-up failures reported through a close-on-exec pipe
+ * (EOF = exec reached, a record = failed at that step).
+ *
+ * In the child: a new process group (or, for a PTY, a new session with the
+ * slave as controlling terminal), oom_score_adj 100, nice 0, ionice
+ * best-effort 4, the original RLIMIT_NOFILE, supplementary groups, gid,
+ * uid, cwd, default signal dispositions and an empty mask, only fds 0-2.
+ * `file` is looked up on the PATH of `envp`; when it cannot be executed
+ * the child writes a shell-style message on its stderr and exits 127 (not
+ * found) or 126, as the reference's /bin/sh wrapper does.
+ */
+#ifndef PROCESS_SPAWN_H
+#define PROCESS_SPAWN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct spawn_req {
+	const char *file;        /* command as requested */
+	char **argv;             /* argv[0] = file, NULL-terminated */
+	size_t argc;
+	char **envp;
+	const char *cwd;
+	bool set_ids;            /* apply uid/gid/groups */
+	uid_t uid;
+	gid_t gid;
+	const gid_t *groups;
+	int n_groups;
+	int fd_in, fd_out, fd_err; /* become 0, 1, 2 in the child */
+	bool pty;                /* setsid + TIOCSCTTY on fd_in */
+};
+
+/*
+ * Start the child. Returns its pid, or -errno with a Go-style message in
+ * err ("chdir /x: not a directory", "fork/exec /bin/bash: operation not
+ * permitted"). The child is reaped before an error is returned.
+ */
+pid_t spawn_start(const struct spawn_req *rq, char *err, size_t errlen);
+
+/* RLIMIT_NOFILE soft limit as envd started with (captured before main). */
+void spawn_original_nofile(unsigned long *cur, unsigned long *max);
+
+#endif

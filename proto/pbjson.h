@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pbjson.h - canonical proto3 JSON (protojson) for any protobuf-c message.
+ *
+ * The codec walks protobuf-c descriptors, so it serves every message type
+ * of every service without per-type code. Mapping (spec §5.9):
+ *   - field names in lowerCamelCase on output; lowerCamelCase or the
+ *     original proto name on input;
+ *   - implicit-presence fields are omitted when they hold their default;
+ *     oneof members (and so our proto3 `optional` fields, which are
+ *     single-member oneofs) are emitted whenever their case is set;
+ *   - 64-bit integers as strings, 32-bit integers as numbers, bytes as
+ *     padded standard base64, enums by value name, map<K,V> as an object,
+ *     google.protobuf.Timestamp as an RFC 3339 UTC string.
+ * Input is checked strictly where protojson is strict (types, ranges,
+ * duplicate oneof members) and leniently where it is lenient (unknown
+ * fields and unknown enum names are ignored, null means unset).
+ *
+ * Known limit: a uint64 given as a JSON *number* above 2^63-1 is rejected
+ * (the JSON parser stores integers as long long); as a string it works.
+ */
+#ifndef ENVD_PBJSON_H
+#define ENVD_PBJSON_H
+
+#include <stddef.h>
+#include <protobuf-c/protobuf-c.h>
+
+/* JSON nesting (objects plus arrays) accepted by pbjson_decode(). */
+#define PBJSON_MAX_DEPTH 64
+
+/*
+ * Encode as compact canonical proto3 JSON. Returns a malloc'd
+ * NUL-terminated buffer (the caller frees it) and its length, excluding the
+ * NUL, in *len; NULL on allocation failure or if messages nest deeper than
+ * PBJSON_MAX_DEPTH.
+ */
+char *pbjson_encode(const ProtobufCMessage *msg, size_t *len);
+
+/*
+ * Decode `len` bytes of JSON into a new message of type `desc`. The result
+ * is owned by the caller and freed with
+ * protobuf_c_message_free_unpacked(msg, NULL), like the result of
+ * protobuf_c_message_unpack(). The input need not be NUL-terminated; its
+ * size is bounded by the caller. On error returns NULL and writes a short
+ * message (no prefix, e.g. `invalid value for uint32 field pid: "x"`) into
+ * err (always NUL-terminated when errlen > 0).
+ */
+ProtobufCMessage *pbjson_decode(const ProtobufCMessageDescriptor *desc, const char *json,
+				size_t len, char *err, size_t errlen);
+
+#endif

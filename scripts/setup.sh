@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Install what building and testing envd needs on Debian 12, if missing:
+# build tools, the glibc -dev libraries (test and sanitizer builds), the
+# deb-src entries the static build's `apt-get source` needs, and the clients
+# the tests drive envd with. Idempotent and quiet when nothing is missing.
+set -euo pipefail
+
+pkgs=(gcc make cmake musl-tools dpkg-dev pkg-config protobuf-c-compiler
+      libcriterion-dev libnghttp2-dev libev-dev libprotobuf-c-dev libjansson-dev
+      libhttp-parser-dev zlib1g-dev curl nghttp2-client nghttp2-server
+      xz-utils bzip2 patch file procps iproute2 util-linux passwd)
+command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+src_list=/etc/apt/sources.list.d/envd-src.sources
+need_update=0
+if ! grep -rqs '^Types:.*deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+	cat > "$src_list" <<'SRC'
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb-src
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+	need_update=1
+fi
+
+if [ ${#missing[@]} -gt 0 ] || [ $need_update = 1 ]; then
+	echo "setup: installing ${missing[*]:-deb-src entries}" >&2
+	apt-get update -qq
+	if [ ${#missing[@]} -gt 0 ]; then
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	fi
+fi

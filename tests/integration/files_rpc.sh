@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# filesystem.Filesystem over Connect JSON with curl: error codes and
+# messages, the polling watcher API (CreateWatcher / GetWatcherEvents /
+# RemoveWatcher) and a WatchDir stream.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/lib.sh
+
+id user >/dev/null 2>&1 || useradd -m -s /bin/bash user >/dev/null 2>&1
+envd_start -default-user user || exit 1
+D=$(mktemp -d /tmp/envd-fsrpc.XXXXXX)
+trap 'rm -rf "$D"; _t_cleanup' EXIT
+rpc() { curl -s -X POST "$ENVD_URL/filesystem.Filesystem/$1" -H 'Content-Type: application/json' "${@:3}" -d "$2"; }
+code() { rpc "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("code",""))'; }
+field() { python3 -c 'import json,sys; d=json.load(sys.stdin); exec("print(" + sys.argv[1] + ")")' "$1"; }
+
+expect_eq "Stat missing -> not_found" not_found "$(code Stat "{\"path\":\"$D/nope\"}")"
+expect_eq "Stat message" "file not found: lstat $D/nope: no such file or directory" \
+	"$(rpc Stat "{\"path\":\"$D/nope\"}" | field 'd["message"]')"
+expect_eq "Stat ~other -> invalid_argument" invalid_argument "$(code Stat '{"path":"~root"}')"
+expect_eq "Stat empty path -> home" /home/user "$(rpc Stat '{"path":""}' | field 'd["entry"]["path"]')"
+expect_eq "Stat relative -> under home, cleaned" /home/user "$(rpc Stat '{"path":"a/../."}' | field 'd["entry"]["path"]')"
+expect_eq "unknown Basic user -> 401" 401 \
+	"$(curl -s -o /dev/null -w '%{http_code}' -X POST "$ENVD_URL/filesystem.Filesystem/Stat" -H 'Content-Type: application/json' -H "Authorization: Basic $(printf 'ghost:' | base64)" -d '{"path":"/"}')"
+expect_eq "Basic root user home" /root "$(rpc Stat '{"path":"~"}' -H "Authorization: Basic $(printf 'root:' | base64)" | field 'd["entry"]["path"]')"
+expect_eq "MakeDir" "$D/a/b" "$(rpc MakeDir "{\"path\":\"$D/a/b\"}" | field 'd["entry"]["path"]')"
+expect_eq "MakeDir owner" user "$(stat -c %U "$D/a")"
+expect_eq "MakeDir again -> already_exists" already_exists "$(code MakeDir "{\"path\":\"$D/a/b\"}")"
+touch "$D/file"
+expect_eq "MakeDir on file -> invalid_argument" invalid_argument "$(code MakeDir "{\"path\":\"$D/file\"}")"
+expect_eq "MakeDir below a file -> internal" internal "$(code MakeDir "{\"path\":\"$D/file/x\"}")"
+expect_eq "Move missing -> not_found" not_found "$(code Move "{\"source\":\"$D/nope\",\"destination\":\"$D/x\"}")"
+expect_eq "Move onto non-empty dir -> internal" internal "$(code Move "{\"source\":\"$D/a\",\"destination\":\"/tmp\"}")"
+expect_eq "ListDir missing -> not_found" not_found "$(code ListDir "{\"path\":\"$D/nope\"}")"
+expect_eq "ListDir file -> invalid_argument" invalid_argument "$(code ListDir "{\"path\":\"$D/file\"}")"
+ln -s "$D/loop" "$D/loop"
+expect_eq "ListDir loop -> failed_precondition" failed_precondition "$(code ListDir "{\"path\":\"$D/loop\"}")"
+mkdir -p "$D/empty"
+expect_eq "ListDir empty -> {}" "{}" "$(rpc ListDir "{\"path\":\"$D/empty\"}")"
+expect_eq "Remove missing -> {}" "{}" "$(rpc Remove "{\"path\":\"$D/nope\"}")"
+expect_eq "WatchDir file -> invalid_argument (unary form of the error)" invalid_argument \
+	"$(code CreateWatcher "{\"path\":\"$D/file\"}")"
+expect_eq "CreateWatcher missing -> not_found" not_found "$(code CreateWatcher "{\"path\":\"$D/nope\"}")"
+
+# polling watcher: events written just before the poll are in its answer
+mkdir -p "$D/w"
+wid=$(rpc CreateWatcher "{\"path\":\"$D/w\",\"recursive\":true}" | field 'd["watcherId"]')
+expect_match "watcher id shape" '^w[a-z0-9]{20}$' "$wid"
+expect_eq "no events yet" "{}" "$(rpc GetWatcherEvents "{\"watcherId\":\"$wid\"}")"
+mkdir "$D/w/sub"; echo hi >"$D/w/sub/f.txt"
+ev=$(rpc GetWatcherEvents "{\"watcherId\":\"$wid\"}" | field '" ".join(e["name"]+":"+e["type"] for e in d["events"])')
+expect_match "CREATE sub" "sub:EVENT_TYPE_CREATE" "$ev"
+expect_match "event in new subdir" "sub/f.txt:EVENT_TYPE_(CREATE|WRITE)" "$ev"
+expect_eq "drained" "{}" "$(rpc GetWatcherEvents "{\"watcherId\":\"$wid\"}")"
+w2=$(rpc CreateWatcher "{\"path\":\"$D/w\",\"includeEntry\":true}" | field 'd["watcherId"]')
+echo more >>"$D/w/top.txt"
+expect_eq "includeEntry path" "$D/w/top.txt" \
+	"$(rpc GetWatcherEvents "{\"watcherId\":\"$w2\"}" | field '[e for e in d["events"] if e["type"]=="EVENT_TYPE_WRITE"][0]["entry"]["path"]')"
+expect_eq "RemoveWatcher" "{}" "$(rpc RemoveWatcher "{\"watcherId\":\"$wid\"}")"
+expect_eq "RemoveWatcher 2" "{}" "$(rpc RemoveWatcher "{\"watcherId\":\"$w2\"}")"
+expect_eq "removed id -> not_found" not_found "$(code GetWatcherEvents "{\"watcherId\":\"$wid\"}")"
+expect_eq "unknown id message" "watcher with id wnope not found" \
+	"$(rpc RemoveWatcher '{"watcherId":"wnope"}' | field 'd["message"]')"
+
+# WatchDir stream over Connect (enveloped JSON); keepalive after 1 s
+out="$D/stream.out"
+python3 - "$D/w" >"$D/req.bin" <<'PY'
+import json, struct, sys
+b = json.dumps({"path": sys.argv[1]}).encode()
+sys.stdout.buffer.write(struct.pack(">BI", 0, len(b)) + b)
+PY
+curl -s -N -m 3 -X POST "$ENVD_URL/filesystem.Filesystem/WatchDir" -H 'Content-Type: application/connect+json' \
+	-H 'Keepalive-Ping-Interval: 1' --data-binary @"$D/req.bin" -o "$out" &
+cpid=$!
+sleep 0.5
+echo x >"$D/w/streamed.txt"
+wait $cpid
+msgs=$(python3 - "$out" <<'PY'
+import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+i, out = 0, []
+while i + 5 <= len(data):
+    flags, n = struct.unpack(">BI", data[i:i+5]); i += 5
+    out.append(json.dumps(json.loads(data[i:i+n]), separators=(",", ":"))); i += n
+print("\n".join(out))
+PY
+)
+expect_eq "stream starts with start{}" '{"start":{}}' "$(head -n1 <<<"$msgs")"
+expect_match "stream has the CREATE" '"name":"streamed.txt","type":"EVENT_TYPE_CREATE"' "$msgs"
+expect_match "stream has a keepalive" '\{"keepalive":\{\}\}' "$msgs"
+envd_alive && pass "envd still alive" || fail "envd still alive"
+finish

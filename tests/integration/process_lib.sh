@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Shared helpers for tests/integration/process_*.sh: start a private envd on a
+# free port, frame and decode Connect streams, count results.
+#
+# ENVD_BIN overrides the binary (default build/envd). Each script starts its
+# own envd so it can pass flags and watch its memory.
+
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ENVD_BIN=${ENVD_BIN:-$ROOT/build/envd}
+PASS=0
+FAIL=0
+TMP=$(mktemp -d /tmp/envd-proc-test.XXXXXX)
+ENVD_PID=
+PORT=
+
+cleanup() {
+	[ -n "$ENVD_PID" ] && kill "$ENVD_PID" 2>/dev/null && wait "$ENVD_PID" 2>/dev/null
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+ok() { PASS=$((PASS + 1)); echo "ok   - $1"; }
+nok() { FAIL=$((FAIL + 1)); echo "FAIL - $1${2:+: $2}"; }
+# check NAME EXPECTED ACTUAL
+check() { if [ "$2" = "$3" ]; then ok "$1"; else nok "$1" "expected [$2] got [$3]"; fi; }
+# check_re NAME REGEX ACTUAL
+check_re() { if [[ $3 =~ $2 ]]; then ok "$1"; else nok "$1" "[$3] !~ /$2/"; fi; }
+
+summary() {
+	echo "$PASS passed, $FAIL failed"
+	[ "$FAIL" -eq 0 ]
+}
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# start_envd [extra flags...]
+start_envd() {
+	PORT=$(free_port)
+	"$ENVD_BIN" -isnotfc -port "$PORT" "$@" >"$TMP/envd.log" 2>&1 &
+	ENVD_PID=$!
+	for _ in $(seq 100); do
+		curl -s -o /dev/null "http://127.0.0.1:$PORT/health" && return 0
+		sleep 0.05
+	done
+	echo "envd did not start: $(cat "$TMP/envd.log")" >&2
+	exit 1
+}
+
+url() { echo "http://127.0.0.1:$PORT/process.Process/$1"; }
+
+# frame JSON... : Connect envelopes (flag 0) for each argument.
+frame() {
+	python3 -c '
+import sys, struct
+for a in sys.argv[1:]:
+    b = a.encode()
+    sys.stdout.buffer.write(b"\0" + struct.pack(">I", len(b)) + b)' "$@"
+}
+
+# decode: Connect+JSON stream on stdin -> one line per envelope:
+#   "<flags> <json>" with data payloads base64-decoded to text.
+decode() {
+	python3 -c '
+import sys, struct, json, base64
+d = sys.stdin.buffer.read(); i = 0
+while i + 5 <= len(d):
+    f = d[i]; n = struct.unpack(">I", d[i+1:i+5])[0]
+    m = json.loads(d[i+5:i+5+n]); i += 5 + n
+    e = m.get("event", {})
+    if "data" in e:
+        for k in ("stdout", "stderr", "pty"):
+            if k in e["data"]:
+                e["data"][k] = base64.b64decode(e["data"][k]).decode("utf-8", "replace")
+    print(f, json.dumps(m, sort_keys=True))
+if i != len(d):
+    print("TRAILING", len(d) - i)'
+}
+
+# stream METHOD JSON [curl args...]: run a server-streaming call, decoded.
+stream() {
+	local m=$1 j=$2
+	shift 2
+	frame "$j" | curl -s -N -X POST "$(url "$m")" -H 'Content-Type: application/connect+json' \
+		-H 'Connect-Protocol-Version: 1' --data-binary @- "$@" | decode
+}
+
+# unary METHOD JSON: prints "<http status> <body>".
+unary() {
+	curl -s -X POST "$(url "$1")" -H 'Content-Type: application/json' -d "$2" \
+		-w ' %{http_code}' | awk '{code=$NF; $NF=""; sub(/ $/,""); print code, $0}'
+}
+
+# stdout_of DECODED: concatenated stdout text of a decoded stream.
+stdout_of() {
+	python3 -c '
+import sys, json
+out = []
+for line in sys.stdin:
+    f, j = line.split(" ", 1)
+    e = json.loads(j).get("event", {})
+    if "data" in e and "stdout" in e["data"]:
+        out.append(e["data"]["stdout"])
+sys.stdout.write("".join(out))'
+}
+
+# Resident set of the envd under test, KiB.
+envd_rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$ENVD_PID/status"; }

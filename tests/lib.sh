@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Shared helpers for integration tests: start envd on a free port, make
+# assertions, print the summary line the test runner reads.
+#
+#   . tests/lib.sh
+#   envd_start [extra envd flags]     # sets ENVD_PORT, ENVD_URL, ENVD_PID
+#   check "description" test-command...
+#   expect_eq "description" expected actual
+#   finish                            # prints "N passed, N failed", exits
+
+: "${ENVD_BIN:=build/envd}"
+T_PASS=0
+T_FAIL=0
+T_NAME=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
+ENVD_PIDS=()
+
+free_port() {
+	python3 - <<'PY' 2>/dev/null || echo $((20000 + RANDOM % 20000))
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()
+PY
+}
+
+# envd_start [flags...]: start envd, wait until /health answers.
+envd_start() {
+	ENVD_PORT=$(free_port)
+	ENVD_URL="http://127.0.0.1:$ENVD_PORT"
+	ENVD_LOG=$(mktemp /tmp/envd-test-log.XXXXXX)
+	"$ENVD_BIN" -isnotfc -port "$ENVD_PORT" "$@" >"$ENVD_LOG" 2>&1 &
+	ENVD_PID=$!
+	ENVD_PIDS+=("$ENVD_PID")
+	for _ in $(seq 1 200); do
+		if curl -s -o /dev/null "$ENVD_URL/health" 2>/dev/null; then
+			export ENVD_PORT ENVD_URL ENVD_PID
+			return 0
+		fi
+		kill -0 "$ENVD_PID" 2>/dev/null || break
+		sleep 0.02
+	done
+	echo "envd did not start; log:" >&2
+	cat "$ENVD_LOG" >&2
+	return 1
+}
+
+envd_stop() {
+	local pid=${1:-$ENVD_PID}
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	return 0
+}
+
+envd_alive() { kill -0 "${1:-$ENVD_PID}" 2>/dev/null; }
+
+_t_cleanup() {
+	for p in "${ENVD_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+}
+trap _t_cleanup EXIT
+
+pass() { T_PASS=$((T_PASS + 1)); echo "ok   - $1"; }
+fail() { T_FAIL=$((T_FAIL + 1)); echo "FAIL - $1${2:+: $2}"; }
+
+# check "desc" cmd...: passes when the command succeeds.
+check() {
+	local desc=$1
+	shift
+	if "$@" >/dev/null 2>&1; then pass "$desc"; else fail "$desc"; fi
+}
+
+# expect_eq "desc" expected actual
+expect_eq() {
+	if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "expected [$2] got [$3]"; fi
+}
+
+# expect_match "desc" regex actual
+expect_match() {
+	if [[ "$3" =~ $2 ]]; then pass "$1"; else fail "$1" "[$3] does not match /$2/"; fi
+}
+
+finish() {
+	echo "$T_NAME: $T_PASS passed, $T_FAIL failed"
+	[ "$T_FAIL" -eq 0 ]
+}

@@ -1,0 +1,325 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "entry.h"
+#include "listdir.h"
+#include "rpc.h"
+
+static char dir[64];
+
+static void mk(const char *rel, const char *content)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	if (!content) {
+		cr_assert_eq(mkdir(p, 0755), 0, "mkdir %s", p);
+		return;
+	}
+	FILE *f = fopen(p, "w");
+	cr_assert_not_null(f);
+	fputs(content, f);
+	fclose(f);
+}
+
+static void setup(void)
+{
+	strcpy(dir, "/tmp/fs_entry_test_XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	char err[512];
+	fs_remove_all(dir, err, sizeof(err));
+}
+
+TestSuite(fs_entry, .init = setup, .fini = teardown);
+
+Test(fs_entry, permission_strings)
+{
+	static const struct {
+		mode_t m;
+		const char *s;
+	} v[] = {
+		{ S_IFREG | 0644, "-rw-r--r--" },
+		{ S_IFDIR | 0755, "drwxr-xr-x" },
+		{ S_IFLNK | 0777, "Lrwxrwxrwx" },
+		{ S_IFDIR | S_ISVTX | 0777, "dtrwxrwxrwx" },
+		{ S_IFREG | S_ISUID | S_ISGID | 0755, "ugrwxr-xr-x" },
+		{ S_IFCHR | 0666, "Dcrw-rw-rw-" },
+		{ S_IFBLK | 0660, "Drw-rw----" },
+		{ S_IFIFO | 0600, "prw-------" },
+		{ S_IFSOCK | 0777, "Srwxrwxrwx" },
+		{ S_IFREG | S_ISUID | 0755, "urwxr-xr-x" },
+		{ S_IFREG, "----------" },
+	};
+	char buf[32];
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		fs_perm_string(v[i].m, buf, sizeof(buf));
+		cr_expect_str_eq(buf, v[i].s);
+	}
+}
+
+Test(fs_entry, entry_info_file_and_symlinks)
+{
+	char p[PATH_MAX], l[PATH_MAX], err[1024];
+	Filesystem__EntryInfo *e;
+
+	mk("f.txt", "12345");
+	snprintf(p, sizeof(p), "%s/f.txt", dir);
+	chmod(p, 0640);
+	cr_assert_eq(fs_entry_info(p, &e, err, sizeof(err)), 0);
+	cr_assert_str_eq(e->name, "f.txt");
+	cr_assert_str_eq(e->path, p);
+	cr_assert_eq(e->type, FILESYSTEM__FILE_TYPE__FILE_TYPE_FILE);
+	cr_assert_eq(e->size, 5);
+	cr_assert_eq(e->mode, 0640);
+	cr_assert_str_eq(e->permissions, "-rw-r-----");
+	cr_assert_not_null(e->modified_time);
+	cr_assert_eq(e->optional_symlink_target_case, FILESYSTEM__ENTRY_INFO__OPTIONAL_SYMLINK_TARGET__NOT_SET);
+	fs_entry_free(e);
+
+	snprintf(l, sizeof(l), "%s/link", dir);
+	cr_assert_eq(symlink("f.txt", l), 0);
+	cr_assert_eq(fs_entry_info(l, &e, err, sizeof(err)), 0);
+	cr_assert_eq(e->type, FILESYSTEM__FILE_TYPE__FILE_TYPE_FILE);
+	cr_assert_eq(e->size, 5); /* lstat size = length of "f.txt" */
+	cr_assert_eq(e->mode, 0640);
+	cr_assert_str_eq(e->permissions, "Lrwxrwxrwx");
+	cr_assert_str_eq(e->symlink_target, p);
+	fs_entry_free(e);
+
+	snprintf(l, sizeof(l), "%s/dangling", dir);
+	cr_assert_eq(symlink("/nonexistent/target", l), 0);
+	cr_assert_eq(fs_entry_info(l, &e, err, sizeof(err)), 0);
+	cr_assert_eq(e->type, FILESYSTEM__FILE_TYPE__FILE_TYPE_UNSPECIFIED);
+	cr_assert_eq(e->mode, 0);
+	cr_assert_str_eq(e->symlink_target, l);
+	fs_entry_free(e);
+
+	snprintf(p, sizeof(p), "%s/missing", dir);
+	cr_assert_eq(fs_entry_info(p, &e, err, sizeof(err)), -ENOENT);
+	char want[PATH_MAX + 100];
+	snprintf(want, sizeof(want), "file not found: lstat %s: no such file or directory", p);
+	cr_assert_str_eq(err, want);
+}
+
+Test(fs_entry, entry_info_trailing_slash_and_root)
+{
+	char p[PATH_MAX], err[1024];
+	Filesystem__EntryInfo *e;
+	mk("sub", NULL);
+	snprintf(p, sizeof(p), "%s/sub/", dir);
+	cr_assert_eq(fs_entry_info(p, &e, err, sizeof(err)), 0);
+	cr_assert_str_eq(e->name, "sub");
+	cr_assert_str_eq(e->path, p); /* not cleaned */
+	cr_assert_eq(e->type, FILESYSTEM__FILE_TYPE__FILE_TYPE_DIRECTORY);
+	fs_entry_free(e);
+	cr_assert_eq(fs_entry_info("/", &e, err, sizeof(err)), 0);
+	cr_assert_str_eq(e->name, "/");
+	fs_entry_free(e);
+}
+
+Test(fs_entry, metadata_read_filters_and_replace)
+{
+	char p[PATH_MAX];
+	struct fs_meta m = { 0 }, r;
+	mk("m.txt", "x");
+	snprintf(p, sizeof(p), "%s/m.txt", dir);
+	if (setxattr(p, "user.e2b.keep", "1", 1, 0) < 0 && (errno == ENOTSUP || errno == EOPNOTSUPP))
+		cr_skip_test("no user xattrs on /tmp");
+	cr_assert_eq(setxattr(p, "user.e2b.bad", "\xff\xfe", 2, 0), 0);
+	cr_assert_eq(setxattr(p, "user.other", "z", 1, 0), 0);
+	fs_meta_read(p, &r);
+	cr_assert_eq(r.n, 1);
+	cr_assert_str_eq(r.kv[0].key, "keep");
+	cr_assert_str_eq(r.kv[0].value, "1");
+	fs_meta_clear(&r);
+
+	cr_assert_eq(fs_meta_add(&m, "new", 3, "v", 1), 0);
+	cr_assert_eq(fs_meta_add(&m, "new", 3, "second", 6), 0); /* first wins */
+	int fd = open(p, O_RDONLY);
+	cr_assert_eq(fs_meta_replace_fd(fd, &m), 0);
+	close(fd);
+	fs_meta_read(p, &r);
+	cr_assert_eq(r.n, 1);
+	cr_assert_str_eq(r.kv[0].key, "new");
+	cr_assert_str_eq(r.kv[0].value, "v");
+	fs_meta_clear(&r);
+	char v[8];
+	cr_assert_eq(getxattr(p, "user.other", v, sizeof(v)), 1); /* untouched */
+	fs_meta_clear(&m);
+}
+
+Test(fs_entry, metadata_validation)
+{
+	struct fs_meta m = { 0 };
+	char err[512], key[300], val[5000];
+
+	cr_assert_eq(fs_meta_validate(&m, err, sizeof(err)), 0);
+	fs_meta_add(&m, "", 0, "v", 1);
+	cr_assert_eq(fs_meta_validate(&m, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "metadata key must not be empty");
+	fs_meta_clear(&m);
+
+	memset(key, 'k', 247);
+	fs_meta_add(&m, key, 247, "v", 1);
+	cr_assert_eq(fs_meta_validate(&m, err, sizeof(err)), -EINVAL);
+	cr_assert(strstr(err, "exceeds 246 bytes"));
+	fs_meta_clear(&m);
+
+	fs_meta_add(&m, "ok", 2, "a\tb", 3);
+	cr_assert_eq(fs_meta_validate(&m, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "metadata value for key \"ok\" contains non-printable-ASCII byte 0x09 at offset 1");
+	fs_meta_clear(&m);
+
+	fs_meta_add(&m, "k\x01", 2, "v", 1);
+	cr_assert_eq(fs_meta_validate(&m, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "metadata key contains non-printable-ASCII byte 0x01 at offset 1");
+	fs_meta_clear(&m);
+
+	memset(val, 'v', 4090);
+	fs_meta_add(&m, "k", 1, val, 4086); /* 9 + 1 + 4086 = 4096 */
+	cr_assert_eq(fs_meta_validate(&m, err, sizeof(err)), 0);
+	fs_meta_clear(&m);
+	fs_meta_add(&m, "k", 1, val, 4087);
+	cr_assert_eq(fs_meta_validate(&m, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "total metadata size 4097 exceeds 4096 bytes");
+	fs_meta_clear(&m);
+}
+
+Test(fs_entry, ensure_dirs)
+{
+	char p[PATH_MAX], err[1024];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/a//b/c/", dir);
+	cr_assert_eq(fs_ensure_dirs(p, 1234, 2345, err, sizeof(err)), 0, "%s", err);
+	snprintf(p, sizeof(p), "%s/a/b/c", dir);
+	cr_assert_eq(stat(p, &st), 0);
+	cr_assert(S_ISDIR(st.st_mode));
+	cr_assert_eq(st.st_uid, 1234);
+	cr_assert_eq(st.st_gid, 2345);
+	/* existing dirs are left alone */
+	cr_assert_eq(stat(dir, &st), 0);
+	cr_assert_neq(st.st_uid, 1234);
+	mk("file", "f");
+	snprintf(p, sizeof(p), "%s/file/x", dir);
+	cr_assert_eq(fs_ensure_dirs(p, 0, 0, err, sizeof(err)), -ENOTDIR);
+	char want[PATH_MAX + 32];
+	snprintf(want, sizeof(want), "path is a file: %s/file", dir);
+	cr_assert_str_eq(err, want);
+}
+
+Test(fs_entry, path_dir_and_join)
+{
+	char out[64];
+	fs_path_dir("/a/b/c", out, sizeof(out));
+	cr_assert_str_eq(out, "/a/b");
+	fs_path_dir("/a", out, sizeof(out));
+	cr_assert_str_eq(out, "/");
+	fs_path_dir("/a//b//", out, sizeof(out));
+	cr_assert_str_eq(out, "/a/b");
+	fs_path_dir("x", out, sizeof(out));
+	cr_assert_str_eq(out, ".");
+	cr_assert_eq(fs_join(out, sizeof(out), "/a", "b"), 0);
+	cr_assert_str_eq(out, "/a/b");
+	cr_assert_eq(fs_join(out, sizeof(out), "/a", ""), 0);
+	cr_assert_str_eq(out, "/a");
+	char big[100];
+	memset(big, 'x', 99);
+	big[99] = '\0';
+	cr_assert_eq(fs_join(out, sizeof(out), "/", big), -ENAMETOOLONG);
+	cr_assert(fs_utf8_valid("h\xc3\xa9", 3));
+	cr_assert_not(fs_utf8_valid("\xc3", 1));
+	cr_assert_not(fs_utf8_valid("\xed\xa0\x80", 3)); /* surrogate */
+	cr_assert_not(fs_utf8_valid("\xc0\xaf", 2));     /* overlong */
+}
+
+Test(fs_entry, listdir_order_depth_and_symlinks)
+{
+	struct fs_listing l;
+	char err[1024], p[PATH_MAX], ln[PATH_MAX];
+
+	mk("b", NULL);
+	mk("b/z.txt", "z");
+	mk("b/a", NULL);
+	mk("b/a/deep.txt", "d");
+	mk("a.txt", "a");
+	mk("B.txt", "B"); /* byte order: 'B' < 'a' */
+	mk("c", NULL);
+	mk("c/x", "x");
+	snprintf(p, sizeof(p), "%s/c", dir);
+	snprintf(ln, sizeof(ln), "%s/ln", dir);
+	cr_assert_eq(symlink(p, ln), 0);
+
+	cr_assert_eq(fs_listdir(dir, 0, &l, err, sizeof(err)), 0, "%s", err);
+	const char *d1[] = { "B.txt", "a.txt", "b", "c", "ln" };
+	cr_assert_eq(l.n, 5);
+	for (size_t i = 0; i < 5; i++)
+		cr_expect_str_eq(l.entries[i]->name, d1[i]);
+	fs_listing_free(&l);
+
+	cr_assert_eq(fs_listdir(dir, 2, &l, err, sizeof(err)), 0);
+	const char *d2[] = { "B.txt", "a.txt", "b", "b/a", "b/z.txt", "c", "c/x", "ln" };
+	cr_assert_eq(l.n, 8);
+	for (size_t i = 0; i < 8; i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, d2[i]);
+		cr_expect_str_eq(l.entries[i]->path, p);
+	}
+	fs_listing_free(&l);
+
+	/* The requested path is a symlink: its target is listed, paths stay under the link. */
+	cr_assert_eq(fs_listdir(ln, 5, &l, err, sizeof(err)), 0);
+	cr_assert_eq(l.n, 1);
+	snprintf(p, sizeof(p), "%s/ln/x", dir);
+	cr_assert_str_eq(l.entries[0]->path, p);
+	fs_listing_free(&l);
+
+	snprintf(p, sizeof(p), "%s/nope/deeper", dir);
+	cr_assert_eq(fs_listdir(p, 1, &l, err, sizeof(err)), RPC_NOT_FOUND);
+	char want[PATH_MAX + 100];
+	snprintf(want, sizeof(want), "path not found: lstat %s/nope: no such file or directory", dir);
+	cr_assert_str_eq(err, want);
+	snprintf(p, sizeof(p), "%s/a.txt", dir);
+	cr_assert_eq(fs_listdir(p, 1, &l, err, sizeof(err)), RPC_INVALID_ARGUMENT);
+	snprintf(p, sizeof(p), "%s/loop", dir);
+	cr_assert_eq(symlink(p, p), 0);
+	cr_assert_eq(fs_listdir(p, 1, &l, err, sizeof(err)), RPC_FAILED_PRECONDITION);
+}
+
+Test(fs_entry, remove_all)
+{
+	char p[PATH_MAX], err[1024], target[PATH_MAX];
+	struct stat st;
+
+	mk("t", NULL);
+	mk("t/a", NULL);
+	mk("t/a/f", "f");
+	mk("keep", "k");
+	snprintf(target, sizeof(target), "%s/keep", dir);
+	snprintf(p, sizeof(p), "%s/t/a/link", dir);
+	cr_assert_eq(symlink(target, p), 0);
+	for (int i = 0; i < 300; i++) {
+		char n[32];
+		snprintf(n, sizeof(n), "t/f%03d", i);
+		mk(n, "x");
+	}
+	snprintf(p, sizeof(p), "%s/t", dir);
+	cr_assert_eq(fs_remove_all(p, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(lstat(p, &st), -1);
+	cr_assert_eq(stat(target, &st), 0);
+	cr_assert_eq(fs_remove_all(p, err, sizeof(err)), 0); /* missing is fine */
+	cr_assert_eq(fs_remove_all(target, err, sizeof(err)), 0);
+	cr_assert_eq(stat(target, &st), -1);
+	snprintf(p, sizeof(p), "%s/.", dir);
+	cr_assert_eq(fs_remove_all(p, err, sizeof(err)), -EINVAL);
+}

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "entry.h"
+#include "listdir.h"
+#include "loop.h"
+#include "rpc.h"
+#include "watch.h"
+
+#define E(t) FILESYSTEM__EVENT_TYPE__EVENT_TYPE_##t
+
+Test(fs_watch, event_mapping)
+{
+	Filesystem__EventType out[5];
+	cr_assert_eq(fs_watch_map(IN_CREATE, out), 1);
+	cr_assert_eq(out[0], E(CREATE));
+	cr_assert_eq(fs_watch_map(IN_MOVED_TO, out), 1);
+	cr_assert_eq(out[0], E(CREATE));
+	cr_assert_eq(fs_watch_map(IN_MODIFY, out), 1);
+	cr_assert_eq(out[0], E(WRITE));
+	cr_assert_eq(fs_watch_map(IN_DELETE, out), 1);
+	cr_assert_eq(out[0], E(REMOVE));
+	cr_assert_eq(fs_watch_map(IN_DELETE_SELF, out), 1);
+	cr_assert_eq(out[0], E(REMOVE));
+	cr_assert_eq(fs_watch_map(IN_MOVED_FROM, out), 1);
+	cr_assert_eq(out[0], E(RENAME));
+	cr_assert_eq(fs_watch_map(IN_MOVE_SELF, out), 1);
+	cr_assert_eq(out[0], E(RENAME));
+	cr_assert_eq(fs_watch_map(IN_ATTRIB, out), 1);
+	cr_assert_eq(out[0], E(CHMOD));
+	cr_assert_eq(fs_watch_map(IN_ACCESS | IN_OPEN | IN_CLOSE_WRITE, out), 0);
+	/* Several operations in one raw event: CREATE, RENAME, CHMOD, WRITE, REMOVE. */
+	cr_assert_eq(fs_watch_map(IN_DELETE | IN_MODIFY | IN_ATTRIB | IN_MOVED_FROM | IN_CREATE, out), 5);
+	cr_assert_eq(out[0], E(CREATE));
+	cr_assert_eq(out[1], E(RENAME));
+	cr_assert_eq(out[2], E(CHMOD));
+	cr_assert_eq(out[3], E(WRITE));
+	cr_assert_eq(out[4], E(REMOVE));
+}
+
+struct rec {
+	char names[256][128];
+	int types[256];
+	int n;
+};
+
+static void on_ev(void *ud, const char *name, const char *path, Filesystem__EventType type)
+{
+	struct rec *r = ud;
+	if (r->n < 256) {
+		snprintf(r->names[r->n], sizeof(r->names[0]), "%s", name);
+		r->types[r->n] = type;
+		r->n++;
+	}
+}
+
+static bool has(const struct rec *r, const char *name, int type)
+{
+	for (int i = 0; i < r->n; i++)
+		if (!strcmp(r->names[i], name) && r->types[i] == type)
+			return true;
+	return false;
+}
+
+static char dir[64];
+
+static void setup(void)
+{
+	strcpy(dir, "/tmp/fs_watch_test_XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	char err[512];
+	fs_remove_all(dir, err, sizeof(err));
+}
+
+static void sh(const char *fmt, const char *arg)
+{
+	char cmd[PATH_MAX * 3];
+	snprintf(cmd, sizeof(cmd), fmt, arg, arg, arg);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+TestSuite(fs_watch_live, .init = setup, .fini = teardown);
+
+Test(fs_watch_live, check_errors)
+{
+	char err[1024], p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/missing", dir);
+	cr_assert_eq(fs_watch_check(p, false, err, sizeof(err)), RPC_NOT_FOUND);
+	sh("touch %s/file", dir);
+	snprintf(p, sizeof(p), "%s/file", dir);
+	cr_assert_eq(fs_watch_check(p, false, err, sizeof(err)), RPC_INVALID_ARGUMENT);
+	cr_assert_eq(fs_watch_check(dir, false, err, sizeof(err)), 0);
+}
+
+Test(fs_watch_live, non_recursive)
+{
+	struct rec *r = calloc(1, sizeof(*r));
+	struct fs_watch *w;
+	char err[1024];
+
+	sh("mkdir %s/sub", dir);
+	cr_assert_eq(fs_watch_new(dir, false, on_ev, r, &w, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(fs_watch_count(w), 1);
+	sh("echo hi > %s/a.txt && echo more >> %s/a.txt && chmod 600 %s/a.txt", dir);
+	sh("mv %s/a.txt %s/b.txt && touch %s/sub/inner", dir);
+	sh("rm %s/b.txt", dir);
+	fs_watch_drain(w);
+	cr_assert(has(r, "a.txt", E(CREATE)));
+	cr_assert(has(r, "a.txt", E(WRITE)));
+	cr_assert(has(r, "a.txt", E(CHMOD)));
+	cr_assert(has(r, "a.txt", E(RENAME)));
+	cr_assert(has(r, "b.txt", E(CREATE)));
+	cr_assert(has(r, "b.txt", E(REMOVE)));
+	for (int i = 0; i < r->n; i++)
+		cr_assert(strncmp(r->names[i], "sub/", 4) != 0, "non-recursive saw %s", r->names[i]);
+	fs_watch_free(w);
+	free(r);
+}
+
+Test(fs_watch_live, recursive_new_subdirs_and_renames)
+{
+	struct rec *r = calloc(1, sizeof(*r));
+	struct fs_watch *w;
+	char err[1024];
+
+	sh("mkdir -p %s/pre/old", dir);
+	cr_assert_eq(fs_watch_new(dir, true, on_ev, r, &w, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(fs_watch_count(w), 3);
+	cr_assert_eq(r->n, 0); /* nothing for pre-existing entries */
+	sh("touch %s/pre/old/f", dir);
+	sh("mkdir -p %s/x/y/z && touch %s/x/y/z/leaf", dir);
+	fs_watch_drain(w);
+	cr_assert(has(r, "pre/old/f", E(CREATE)));
+	cr_assert(has(r, "x", E(CREATE)));
+	cr_assert(has(r, "x/y", E(CREATE)));
+	cr_assert(has(r, "x/y/z", E(CREATE)));
+	cr_assert(has(r, "x/y/z/leaf", E(CREATE)));
+	cr_assert_eq(fs_watch_count(w), 6);
+
+	/* rename within the tree: the watch follows under the new name */
+	r->n = 0;
+	sh("mv %s/x %s/renamed", dir);
+	fs_watch_drain(w);
+	sh("touch %s/renamed/y/after", dir);
+	fs_watch_drain(w);
+	cr_assert(has(r, "x", E(RENAME)));
+	cr_assert(has(r, "renamed", E(CREATE)));
+	cr_assert(has(r, "renamed/y/after", E(CREATE)));
+
+	/* deleting a watched subdir reports it once, from the parent */
+	r->n = 0;
+	sh("rm -r %s/pre", dir);
+	fs_watch_drain(w);
+	int removes = 0;
+	for (int i = 0; i < r->n; i++)
+		removes += !strcmp(r->names[i], "pre") && r->types[i] == E(REMOVE);
+	cr_assert_eq(removes, 1);
+	cr_assert(has(r, "pre/old", E(REMOVE)));
+	fs_watch_drain(w);
+	cr_assert_eq(fs_watch_count(w), 4);
+	fs_watch_free(w);
+	free(r);
+}
+
+Test(fs_watch_live, root_removed_and_moved)
+{
+	struct rec *r = calloc(1, sizeof(*r));
+	struct fs_watch *w;
+	char err[1024], sub[PATH_MAX];
+
+	snprintf(sub, sizeof(sub), "%s/root", dir);
+	cr_assert_eq(mkdir(sub, 0755), 0);
+	cr_assert_eq(fs_watch_new(sub, false, on_ev, r, &w, err, sizeof(err)), 0);
+	cr_assert_eq(rmdir(sub), 0);
+	fs_watch_drain(w);
+	cr_assert(has(r, ".", E(REMOVE)));
+	fs_watch_free(w);
+
+	r->n = 0;
+	cr_assert_eq(mkdir(sub, 0755), 0);
+	cr_assert_eq(fs_watch_new(sub, true, on_ev, r, &w, err, sizeof(err)), 0);
+	sh("mv %s/root %s/moved", dir);
+	fs_watch_drain(w);
+	cr_assert(has(r, ".", E(RENAME)));
+	cr_assert_eq(fs_watch_count(w), 0);
+	fs_watch_free(w);
+	free(r);
+}
+
+struct count {
+	int total, overflow;
+};
+
+static void on_count(void *ud, const char *name, const char *path, Filesystem__EventType type)
+{
+	struct count *c = ud;
+	c->total++;
+	if (type == E(OVERFLOW)) {
+		c->overflow++;
+		cr_assert_str_eq(name, ".");
+	}
+}
+
+/* More events than the kernel queue holds: the loss is reported, not silent. */
+Test(fs_watch_live, queue_overflow_is_reported)
+{
+	struct count c = { 0 };
+	struct fs_watch *w;
+	char err[1024], p[128];
+	long max = 16384;
+	FILE *f = fopen("/proc/sys/fs/inotify/max_queued_events", "r");
+
+	if (f) {
+		if (fscanf(f, "%ld", &max) != 1)
+			max = 16384;
+		fclose(f);
+	}
+	cr_assert_lt(max, 200000, "max_queued_events too large for this test");
+	cr_assert_eq(fs_watch_new(dir, false, on_count, &c, &w, err, sizeof(err)), 0);
+	for (long i = 0; i < max + 100; i++) {
+		snprintf(p, sizeof(p), "%s/f%ld", dir, i);
+		int fd = open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+		cr_assert_geq(fd, 0);
+		close(fd);
+	}
+	fs_watch_drain(w);
+	cr_assert_eq(c.overflow, 1);
+	cr_assert_geq(c.total, max);
+	fs_watch_free(w);
+}

@@ -1,0 +1,1345 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "pbjson.h"
+#include "process.pb-c.h"
+#include "filesystem.pb-c.h"
+#include "google/protobuf/timestamp.pb-c.h"
+
+/* ---------------------------------------------------------------------- */
+/* Helpers                                                                 */
+
+static char *enc(const void *msg)
+{
+	size_t len = 0;
+	char *s = pbjson_encode(msg, &len);
+
+	cr_assert_not_null(s, "encode failed");
+	cr_assert_eq(strlen(s), len, "length/NUL mismatch");
+	return s;
+}
+
+static void expect_json(const void *msg, const char *want)
+{
+	char *got = enc(msg);
+
+	cr_assert_str_eq(got, want);
+	free(got);
+}
+
+static ProtobufCMessage *dec_ok(const ProtobufCMessageDescriptor *d, const char *json)
+{
+	char err[256];
+	ProtobufCMessage *m = pbjson_decode(d, json, strlen(json), err, sizeof(err));
+
+	cr_assert_not_null(m, "decode of %s failed: %s", json, err);
+	cr_assert(protobuf_c_message_check(m), "decoded message fails check: %s", json);
+	return m;
+}
+
+static void dec_err(const ProtobufCMessageDescriptor *d, const char *json, size_t len,
+		    const char *want_substr)
+{
+	char err[256];
+	ProtobufCMessage *m = pbjson_decode(d, json, len, err, sizeof(err));
+
+	if (m)
+		protobuf_c_message_free_unpacked(m, NULL);
+	cr_assert_null(m, "decode of %.*s should fail", (int)len, json);
+	cr_assert_neq(err[0], '\0', "no error message for %.*s", (int)len, json);
+	if (want_substr)
+		cr_assert(strstr(err, want_substr), "error for %.*s is \"%s\", want \"%s\"", (int)len,
+			  json, err, want_substr);
+}
+
+#define DEC_ERR(d, json, substr) dec_err(d, json, strlen(json), substr)
+
+/* Decoding `in` must give a message that re-encodes as `out`. */
+static void reencode(const ProtobufCMessageDescriptor *d, const char *in, const char *out)
+{
+	ProtobufCMessage *m = dec_ok(d, in);
+
+	expect_json(m, out);
+	protobuf_c_message_free_unpacked(m, NULL);
+}
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	cr_assert_not_null(p);
+	return p;
+}
+
+static char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+
+	cr_assert_not_null(p);
+	return p;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Round trips of every message type                                       */
+
+static const ProtobufCMessageDescriptor *const all_types[] = {
+	&filesystem__move_request__descriptor,
+	&filesystem__move_response__descriptor,
+	&filesystem__make_dir_request__descriptor,
+	&filesystem__make_dir_response__descriptor,
+	&filesystem__remove_request__descriptor,
+	&filesystem__remove_response__descriptor,
+	&filesystem__stat_request__descriptor,
+	&filesystem__stat_response__descriptor,
+	&filesystem__entry_info__descriptor,
+	&filesystem__entry_info__metadata_entry__descriptor,
+	&filesystem__list_dir_request__descriptor,
+	&filesystem__list_dir_response__descriptor,
+	&filesystem__watch_dir_request__descriptor,
+	&filesystem__filesystem_event__descriptor,
+	&filesystem__watch_dir_response__descriptor,
+	&filesystem__watch_dir_response__start_event__descriptor,
+	&filesystem__watch_dir_response__keep_alive__descriptor,
+	&filesystem__create_watcher_request__descriptor,
+	&filesystem__create_watcher_response__descriptor,
+	&filesystem__get_watcher_events_request__descriptor,
+	&filesystem__get_watcher_events_response__descriptor,
+	&filesystem__remove_watcher_request__descriptor,
+	&filesystem__remove_watcher_response__descriptor,
+	&process__pty__descriptor,
+	&process__pty__size__descriptor,
+	&process__process_config__descriptor,
+	&process__process_config__envs_entry__descriptor,
+	&process__list_request__descriptor,
+	&process__process_info__descriptor,
+	&process__list_response__descriptor,
+	&process__start_request__descriptor,
+	&process__update_request__descriptor,
+	&process__update_response__descriptor,
+	&process__process_event__descriptor,
+	&process__process_event__start_event__descriptor,
+	&process__process_event__data_event__descriptor,
+	&process__process_event__end_event__descriptor,
+	&process__process_event__keep_alive__descriptor,
+	&process__process_event__gap_event__descriptor,
+	&process__start_response__descriptor,
+	&process__connect_response__descriptor,
+	&process__send_input_request__descriptor,
+	&process__send_input_response__descriptor,
+	&process__process_input__descriptor,
+	&process__stream_input_request__descriptor,
+	&process__stream_input_request__start_event__descriptor,
+	&process__stream_input_request__data_event__descriptor,
+	&process__stream_input_request__keep_alive__descriptor,
+	&process__stream_input_response__descriptor,
+	&process__send_signal_request__descriptor,
+	&process__send_signal_response__descriptor,
+	&process__close_stdin_request__descriptor,
+	&process__close_stdin_response__descriptor,
+	&process__connect_request__descriptor,
+	&process__process_selector__descriptor,
+	&google__protobuf__timestamp__descriptor,
+};
+#define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
+
+static bool in_all_types(const ProtobufCMessageDescriptor *d)
+{
+	for (size_t i = 0; i < N_TYPES; i++)
+		if (all_types[i] == d)
+			return true;
+	return false;
+}
+
+static void check_reachable(const ProtobufCMessageDescriptor *d, int depth)
+{
+	cr_assert(in_all_types(d), "message type %s missing from all_types", d->name);
+	if (depth > 8)
+		return;
+	for (unsigned i = 0; i < d->n_fields; i++)
+		if (d->fields[i].type == PROTOBUF_C_TYPE_MESSAGE)
+			check_reachable(d->fields[i].descriptor, depth + 1);
+}
+
+/* The list above really is every message of both services. */
+Test(pbjson, type_list_is_complete)
+{
+	const ProtobufCServiceDescriptor *svcs[] = { &process__process__descriptor,
+						      &filesystem__filesystem__descriptor };
+
+	for (size_t s = 0; s < 2; s++)
+		for (unsigned m = 0; m < svcs[s]->n_methods; m++) {
+			check_reachable(svcs[s]->methods[m].input, 0);
+			check_reachable(svcs[s]->methods[m].output, 0);
+		}
+}
+
+enum variant { V_TYPICAL, V_EXTREME, V_ZERO, V_ALT, N_VARIANTS };
+
+static const char *const strings[N_VARIANTS] = {
+	"hello",
+	"\xc3\xbc" "n\xc3\xaf" "c\xc3\xb8" "d\xc3\xa9 \"q\" \\ / \n\t\b\f\r\x01\x1f\x7f "
+	"\xe6\x97\xa5 \xf0\x9f\x98\x80 \xe2\x80\xa8",
+	"",
+	"/home/user/a b.txt",
+};
+
+static ProtobufCMessage *fill(const ProtobufCMessageDescriptor *d, int v, int depth);
+
+static void fill_value(const ProtobufCFieldDescriptor *f, int v, int depth, void *p, int elem)
+{
+	switch (f->type) {
+	case PROTOBUF_C_TYPE_INT32:
+	case PROTOBUF_C_TYPE_SINT32:
+	case PROTOBUF_C_TYPE_SFIXED32: {
+		static const int32_t vals[] = { 7, INT32_MIN, 0, -1 };
+		*(int32_t *)p = vals[v] + (v == V_ZERO ? 0 : elem);
+		break;
+	}
+	case PROTOBUF_C_TYPE_UINT32:
+	case PROTOBUF_C_TYPE_FIXED32: {
+		static const uint32_t vals[] = { 412, UINT32_MAX, 0, 1 };
+		*(uint32_t *)p = vals[v] - (v == V_ZERO ? 0 : (uint32_t)elem);
+		break;
+	}
+	case PROTOBUF_C_TYPE_INT64:
+	case PROTOBUF_C_TYPE_SINT64:
+	case PROTOBUF_C_TYPE_SFIXED64: {
+		static const int64_t vals[] = { 4096, INT64_MIN, 0, INT64_MAX };
+		*(int64_t *)p = vals[v];
+		break;
+	}
+	case PROTOBUF_C_TYPE_UINT64:
+	case PROTOBUF_C_TYPE_FIXED64: {
+		static const uint64_t vals[] = { 5, UINT64_MAX, 0, UINT64_C(1) << 63 };
+		*(uint64_t *)p = vals[v];
+		break;
+	}
+	case PROTOBUF_C_TYPE_BOOL:
+		*(protobuf_c_boolean *)p = v != V_ZERO;
+		break;
+	case PROTOBUF_C_TYPE_ENUM: {
+		const ProtobufCEnumDescriptor *ed = f->descriptor;
+		int32_t vals[] = { ed->values[1 % ed->n_values].value,
+				   ed->values[ed->n_values - 1].value, 0, 77 };
+		*(int32_t *)p = vals[v];
+		break;
+	}
+	case PROTOBUF_C_TYPE_STRING:
+		*(char **)p = xstrdup(strings[v]);
+		break;
+	case PROTOBUF_C_TYPE_BYTES: {
+		ProtobufCBinaryData *bd = p;
+
+		if (v == V_TYPICAL) {
+			bd->len = 3;
+			bd->data = xmalloc(3);
+			memcpy(bd->data, "hi\n", 3);
+		} else if (v == V_EXTREME) {
+			bd->len = 256 + (size_t)elem;
+			bd->data = xmalloc(bd->len);
+			for (size_t i = 0; i < bd->len; i++)
+				bd->data[i] = (uint8_t)(255 - i);
+		} else if (v == V_ALT) {
+			bd->len = 1;
+			bd->data = xmalloc(1);
+			bd->data[0] = 0xff;
+		} else {
+			bd->len = 0;
+			bd->data = NULL;
+		}
+		break;
+	}
+	case PROTOBUF_C_TYPE_MESSAGE:
+		*(ProtobufCMessage **)p = fill(f->descriptor, v, depth + 1);
+		break;
+	default:
+		cr_assert_fail("unexpected field type %d", f->type);
+	}
+}
+
+/*
+ * Build a message of type d with every field set in a way that depends on
+ * the variant; variant v selects member v (mod size) of each oneof, so the
+ * variants together cover every oneof member of our schemas.
+ */
+static ProtobufCMessage *fill(const ProtobufCMessageDescriptor *d, int v, int depth)
+{
+	ProtobufCMessage *m = xmalloc(d->sizeof_message);
+	char *base = (char *)m;
+
+	protobuf_c_message_init(d, m);
+	cr_assert_lt(depth, 10, "schema recursion?");
+	if (strcmp(d->name, "google.protobuf.Timestamp") == 0) {
+		static const int64_t secs[] = { 1735787045, -1, 0, 253402300799 };
+		static const int32_t nanos[] = { 123456789, 1, 0, 999999999 };
+		Google__Protobuf__Timestamp *ts = (Google__Protobuf__Timestamp *)m;
+
+		ts->seconds = secs[v];
+		ts->nanos = nanos[v];
+		return m;
+	}
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+
+		if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+			unsigned members = 0, idx = 0;
+
+			for (unsigned j = 0; j < d->n_fields; j++) {
+				if (!(d->fields[j].flags & PROTOBUF_C_FIELD_FLAG_ONEOF) ||
+				    d->fields[j].quantifier_offset != f->quantifier_offset)
+					continue;
+				if (j == i)
+					idx = members;
+				members++;
+			}
+			if (idx != (unsigned)v % members)
+				continue;
+			fill_value(f, v, depth, base + f->offset, 0);
+			*(uint32_t *)(base + f->quantifier_offset) = f->id;
+		} else if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			size_t es;
+
+			switch (f->type) {
+			case PROTOBUF_C_TYPE_STRING: es = sizeof(char *); break;
+			case PROTOBUF_C_TYPE_MESSAGE: es = sizeof(void *); break;
+			case PROTOBUF_C_TYPE_BYTES: es = sizeof(ProtobufCBinaryData); break;
+			case PROTOBUF_C_TYPE_INT64: case PROTOBUF_C_TYPE_SINT64:
+			case PROTOBUF_C_TYPE_SFIXED64: case PROTOBUF_C_TYPE_UINT64:
+			case PROTOBUF_C_TYPE_FIXED64: case PROTOBUF_C_TYPE_DOUBLE: es = 8; break;
+			default: es = 4;
+			}
+			char *arr = calloc(2, es);
+			const ProtobufCMessageDescriptor *ed = f->descriptor;
+
+			cr_assert_not_null(arr);
+			for (int k = 0; k < 2; k++)
+				fill_value(f, v, depth, arr + (size_t)k * es, k);
+			/* Map keys must be distinct (and sorted, to compare the
+			   binary forms): overwrite the key of each entry. */
+			if (f->type == PROTOBUF_C_TYPE_MESSAGE && ed->n_fields == 2 &&
+			    strcmp(ed->fields[0].name, "key") == 0) {
+				static const char *const keys[N_VARIANTS][2] = {
+					{ "A", "B" }, { "LANG", "\xc3\xa9t\xc3\xa9" }, { "", "z" }, { "a_b", "a~b" },
+				};
+				for (int k = 0; k < 2; k++) {
+					ProtobufCMessage *e = ((ProtobufCMessage **)arr)[k];
+					char **key = (char **)((char *)e + ed->fields[0].offset);
+
+					free(*key);
+					*key = xstrdup(keys[v][k]);
+				}
+			}
+			*(size_t *)(base + f->quantifier_offset) = 2;
+			*(void **)(base + f->offset) = arr;
+		} else {
+			fill_value(f, v, depth, base + f->offset, 0);
+		}
+	}
+	return m;
+}
+
+static void round_trip(const ProtobufCMessageDescriptor *d, int v)
+{
+	ProtobufCMessage *orig = fill(d, v, 0), *back;
+	char *json, *json2, err[256];
+	size_t len, plen1, plen2;
+	uint8_t *p1, *p2;
+
+	json = pbjson_encode(orig, &len);
+	cr_assert_not_null(json);
+	back = pbjson_decode(d, json, len, err, sizeof(err));
+	cr_assert_not_null(back, "%s variant %d: decode of %s failed: %s", d->name, v, json, err);
+
+	plen1 = protobuf_c_message_get_packed_size(orig);
+	plen2 = protobuf_c_message_get_packed_size(back);
+	p1 = xmalloc(plen1);
+	p2 = xmalloc(plen2);
+	protobuf_c_message_pack(orig, p1);
+	protobuf_c_message_pack(back, p2);
+	cr_assert(plen1 == plen2 && memcmp(p1, p2, plen1) == 0,
+		  "%s variant %d: binary differs after JSON round trip via %s", d->name, v, json);
+
+	json2 = enc(back);
+	cr_assert_str_eq(json2, json, "%s variant %d: JSON not stable", d->name, v);
+
+	free(p1);
+	free(p2);
+	free(json);
+	free(json2);
+	protobuf_c_message_free_unpacked(orig, NULL);
+	protobuf_c_message_free_unpacked(back, NULL);
+}
+
+Test(pbjson, round_trip_every_message_type)
+{
+	for (size_t i = 0; i < N_TYPES; i++)
+		for (int v = 0; v < N_VARIANTS; v++)
+			round_trip(all_types[i], v);
+}
+
+Test(pbjson, round_trip_empty_messages)
+{
+	for (size_t i = 0; i < N_TYPES; i++) {
+		ProtobufCMessage *m = xmalloc(all_types[i]->sizeof_message), *back;
+		char *json;
+
+		protobuf_c_message_init(all_types[i], m);
+		json = enc(m);
+		if (strcmp(all_types[i]->name, "google.protobuf.Timestamp") == 0)
+			cr_assert_str_eq(json, "\"1970-01-01T00:00:00Z\"");
+		else
+			cr_assert_str_eq(json, "{}", "%s", all_types[i]->name);
+		back = dec_ok(all_types[i], json);
+		cr_assert_eq(protobuf_c_message_get_packed_size(back), 0);
+		free(json);
+		free(m);
+		protobuf_c_message_free_unpacked(back, NULL);
+	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Golden outputs (spec §10.6, sdk-expectations §3.1)                      */
+
+static void expect_event(Process__ProcessEvent *ev, const char *want)
+{
+	Process__StartResponse r = PROCESS__START_RESPONSE__INIT;
+
+	r.event = ev;
+	expect_json(&r, want);
+}
+
+Test(pbjson, golden_process_events)
+{
+	Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
+	Process__ProcessEvent__StartEvent st = PROCESS__PROCESS_EVENT__START_EVENT__INIT;
+	Process__ProcessEvent__DataEvent data;
+	Process__ProcessEvent__EndEvent end = PROCESS__PROCESS_EVENT__END_EVENT__INIT;
+	Process__ProcessEvent__KeepAlive ka = PROCESS__PROCESS_EVENT__KEEP_ALIVE__INIT;
+
+	/* The generated initializer macro trips -Wmissing-braces for
+	   messages with a oneof union; the init function does not. */
+	process__process_event__data_event__init(&data);
+	st.pid = 412;
+	ev.event_case = PROCESS__PROCESS_EVENT__EVENT_START;
+	ev.start = &st;
+	expect_event(&ev, "{\"event\":{\"start\":{\"pid\":412}}}");
+
+	data.output_case = PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDOUT;
+	data.stdout.data = (uint8_t *)"hi\n";
+	data.stdout.len = 3;
+	ev.event_case = PROCESS__PROCESS_EVENT__EVENT_DATA;
+	ev.data = &data;
+	expect_event(&ev, "{\"event\":{\"data\":{\"stdout\":\"aGkK\"}}}");
+	data.output_case = PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDERR;
+	expect_event(&ev, "{\"event\":{\"data\":{\"stderr\":\"aGkK\"}}}");
+	data.output_case = PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_PTY;
+	data.optional_offset_case = PROCESS__PROCESS_EVENT__DATA_EVENT__OPTIONAL_OFFSET_OFFSET;
+	data.offset = 0;
+	expect_event(&ev, "{\"event\":{\"data\":{\"pty\":\"aGkK\",\"offset\":\"0\"}}}");
+	/* A set oneof member is emitted even when empty. */
+	data.optional_offset_case = PROCESS__PROCESS_EVENT__DATA_EVENT__OPTIONAL_OFFSET__NOT_SET;
+	data.output_case = PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDOUT;
+	data.stdout.data = NULL;
+	data.stdout.len = 0;
+	expect_event(&ev, "{\"event\":{\"data\":{\"stdout\":\"\"}}}");
+
+	end.exited = 1;
+	end.status = "exit status 0";
+	ev.event_case = PROCESS__PROCESS_EVENT__EVENT_END;
+	ev.end = &end;
+	expect_event(&ev, "{\"event\":{\"end\":{\"exited\":true,\"status\":\"exit status 0\"}}}");
+	end.exit_code = -1;
+	end.status = "signal: killed";
+	end.optional_error_case = PROCESS__PROCESS_EVENT__END_EVENT__OPTIONAL_ERROR_ERROR;
+	end.error = "signal: killed";
+	expect_event(&ev, "{\"event\":{\"end\":{\"exitCode\":-1,\"exited\":true,"
+			  "\"status\":\"signal: killed\",\"error\":\"signal: killed\"}}}");
+	end.exit_code = 0;
+	end.exited = 0;
+	end.status = "";
+	end.error = "";
+	expect_event(&ev, "{\"event\":{\"end\":{\"error\":\"\"}}}");
+
+	ev.event_case = PROCESS__PROCESS_EVENT__EVENT_KEEPALIVE;
+	ev.keepalive = &ka;
+	expect_event(&ev, "{\"event\":{\"keepalive\":{}}}");
+
+	/* The sint32 -1 is one zig-zag byte on the wire, not ten. */
+	{
+		uint8_t buf[16];
+
+		end.exit_code = -1;
+		end.exited = 0;
+		end.status = "";
+		end.optional_error_case = PROCESS__PROCESS_EVENT__END_EVENT__OPTIONAL_ERROR__NOT_SET;
+		cr_assert_eq(protobuf_c_message_pack(&end.base, buf), 2);
+		cr_assert_eq(buf[0], 0x08);
+		cr_assert_eq(buf[1], 0x01);
+	}
+}
+
+Test(pbjson, golden_stat_response)
+{
+	Filesystem__StatResponse r = FILESYSTEM__STAT_RESPONSE__INIT;
+	Filesystem__EntryInfo e = FILESYSTEM__ENTRY_INFO__INIT;
+	Google__Protobuf__Timestamp ts = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
+
+	e.name = "a.txt";
+	e.type = FILESYSTEM__FILE_TYPE__FILE_TYPE_FILE;
+	e.path = "/home/user/a.txt";
+	e.size = 3;
+	e.mode = 0644;
+	e.permissions = "-rw-r--r--";
+	e.owner = "user";
+	e.group = "user";
+	ts.seconds = 1735787045; /* 2025-01-02T03:04:05Z */
+	ts.nanos = 123456789;
+	e.modified_time = &ts;
+	r.entry = &e;
+	expect_json(&r, "{\"entry\":{\"name\":\"a.txt\",\"type\":\"FILE_TYPE_FILE\",\"path\":\"/home/user/a.txt\","
+			"\"size\":\"3\",\"mode\":420,\"permissions\":\"-rw-r--r--\",\"owner\":\"user\","
+			"\"group\":\"user\",\"modifiedTime\":\"2025-01-02T03:04:05.123456789Z\"}}");
+
+	/* Optional symlink target and the metadata map. */
+	{
+		Filesystem__EntryInfo__MetadataEntry m1 = FILESYSTEM__ENTRY_INFO__METADATA_ENTRY__INIT;
+		Filesystem__EntryInfo__MetadataEntry m2 = FILESYSTEM__ENTRY_INFO__METADATA_ENTRY__INIT;
+		Filesystem__EntryInfo__MetadataEntry *md[] = { &m1, &m2 };
+		Filesystem__EntryInfo l = FILESYSTEM__ENTRY_INFO__INIT;
+
+		m1.key = "z";
+		m1.value = "2";
+		m2.key = "a";
+		m2.value = "1";
+		l.name = "l";
+		l.type = FILESYSTEM__FILE_TYPE__FILE_TYPE_DIRECTORY;
+		l.optional_symlink_target_case =
+			FILESYSTEM__ENTRY_INFO__OPTIONAL_SYMLINK_TARGET_SYMLINK_TARGET;
+		l.symlink_target = "";
+		l.n_metadata = 2;
+		l.metadata = md;
+		/* Map keys come out sorted, like protojson's. */
+		expect_json(&l, "{\"name\":\"l\",\"type\":\"FILE_TYPE_DIRECTORY\",\"symlinkTarget\":\"\","
+				"\"metadata\":{\"a\":\"1\",\"z\":\"2\"}}");
+	}
+}
+
+Test(pbjson, golden_watch_events)
+{
+	Filesystem__WatchDirResponse r = FILESYSTEM__WATCH_DIR_RESPONSE__INIT;
+	Filesystem__WatchDirResponse__StartEvent st = FILESYSTEM__WATCH_DIR_RESPONSE__START_EVENT__INIT;
+	Filesystem__WatchDirResponse__KeepAlive ka = FILESYSTEM__WATCH_DIR_RESPONSE__KEEP_ALIVE__INIT;
+	Filesystem__FilesystemEvent fe = FILESYSTEM__FILESYSTEM_EVENT__INIT;
+
+	expect_json(&r, "{}");
+	r.event_case = FILESYSTEM__WATCH_DIR_RESPONSE__EVENT_START;
+	r.start = &st;
+	expect_json(&r, "{\"start\":{}}");
+	fe.name = "a.txt";
+	fe.type = FILESYSTEM__EVENT_TYPE__EVENT_TYPE_CREATE;
+	r.event_case = FILESYSTEM__WATCH_DIR_RESPONSE__EVENT_FILESYSTEM;
+	r.filesystem = &fe;
+	expect_json(&r, "{\"filesystem\":{\"name\":\"a.txt\",\"type\":\"EVENT_TYPE_CREATE\"}}");
+	r.event_case = FILESYSTEM__WATCH_DIR_RESPONSE__EVENT_KEEPALIVE;
+	r.keepalive = &ka;
+	expect_json(&r, "{\"keepalive\":{}}");
+}
+
+Test(pbjson, golden_list_and_watcher)
+{
+	Process__ListResponse lr = PROCESS__LIST_RESPONSE__INIT;
+	Process__ProcessInfo pi = PROCESS__PROCESS_INFO__INIT, *pis[] = { &pi };
+	Process__ProcessConfig cfg = PROCESS__PROCESS_CONFIG__INIT;
+	char *args[] = { "-l", "-c", "echo hi" };
+	Filesystem__CreateWatcherResponse cw = FILESYSTEM__CREATE_WATCHER_RESPONSE__INIT;
+
+	cfg.cmd = "/bin/bash";
+	cfg.n_args = 3;
+	cfg.args = args;
+	pi.config = &cfg;
+	pi.pid = 7;
+	pi.optional_tag_case = PROCESS__PROCESS_INFO__OPTIONAL_TAG_TAG;
+	pi.tag = "";
+	lr.n_processes = 1;
+	lr.processes = pis;
+	expect_json(&lr, "{\"processes\":[{\"config\":{\"cmd\":\"/bin/bash\",\"args\":[\"-l\",\"-c\",\"echo hi\"]},"
+			 "\"pid\":7,\"tag\":\"\"}]}");
+	cw.watcher_id = "w1";
+	expect_json(&cw, "{\"watcherId\":\"w1\"}");
+}
+
+Test(pbjson, golden_requests_decode)
+{
+	const char *start = "{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-l\",\"-c\",\"echo hi\"],"
+			    "\"envs\":{\"A\":\"1\"},\"cwd\":\"/home/user\"},\"stdin\":false}";
+	const char *pty = "{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-i\",\"-l\"],\"envs\":"
+			  "{\"TERM\":\"xterm-256color\",\"LANG\":\"C.UTF-8\",\"LC_ALL\":\"C.UTF-8\"}},"
+			  "\"pty\":{\"size\":{\"cols\":80,\"rows\":24}}}";
+	Process__StartRequest *sr;
+	Process__SendInputRequest *si;
+	Process__SendSignalRequest *ss;
+
+	sr = (Process__StartRequest *)dec_ok(&process__start_request__descriptor, start);
+	cr_assert_str_eq(sr->process->cmd, "/bin/bash");
+	cr_assert_eq(sr->process->n_args, 3);
+	cr_assert_str_eq(sr->process->args[2], "echo hi");
+	cr_assert_eq(sr->process->n_envs, 1);
+	cr_assert_str_eq(sr->process->envs[0]->key, "A");
+	cr_assert_str_eq(sr->process->envs[0]->value, "1");
+	cr_assert_eq(sr->process->optional_cwd_case, PROCESS__PROCESS_CONFIG__OPTIONAL_CWD_CWD);
+	cr_assert_str_eq(sr->process->cwd, "/home/user");
+	/* stdin:false is present-and-false, not absent. */
+	cr_assert_eq(sr->optional_stdin_case, PROCESS__START_REQUEST__OPTIONAL_STDIN_STDIN);
+	cr_assert_eq(sr->stdin, 0);
+	cr_assert_eq(sr->optional_pty_case, PROCESS__START_REQUEST__OPTIONAL_PTY__NOT_SET);
+	expect_json(sr, start);
+	protobuf_c_message_free_unpacked(&sr->base, NULL);
+
+	sr = (Process__StartRequest *)dec_ok(&process__start_request__descriptor, pty);
+	cr_assert_eq(sr->optional_stdin_case, PROCESS__START_REQUEST__OPTIONAL_STDIN__NOT_SET);
+	cr_assert_eq(sr->optional_pty_case, PROCESS__START_REQUEST__OPTIONAL_PTY_PTY);
+	cr_assert_eq(sr->pty->size->cols, 80);
+	cr_assert_eq(sr->pty->size->rows, 24);
+	cr_assert_eq(sr->process->n_envs, 3);
+	cr_assert_eq(sr->process->optional_cwd_case, PROCESS__PROCESS_CONFIG__OPTIONAL_CWD__NOT_SET);
+	expect_json(sr, "{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-i\",\"-l\"],\"envs\":"
+			"{\"LANG\":\"C.UTF-8\",\"LC_ALL\":\"C.UTF-8\",\"TERM\":\"xterm-256color\"}},"
+			"\"pty\":{\"size\":{\"cols\":80,\"rows\":24}}}");
+	protobuf_c_message_free_unpacked(&sr->base, NULL);
+
+	si = (Process__SendInputRequest *)dec_ok(&process__send_input_request__descriptor,
+		"{\"process\":{\"pid\":412},\"input\":{\"stdin\":\"aGVsbG8K\"}}");
+	cr_assert_eq(si->process->selector_case, PROCESS__PROCESS_SELECTOR__SELECTOR_PID);
+	cr_assert_eq(si->process->pid, 412);
+	cr_assert_eq(si->input->input_case, PROCESS__PROCESS_INPUT__INPUT_STDIN);
+	cr_assert_eq(si->input->stdin.len, 6);
+	cr_assert(memcmp(si->input->stdin.data, "hello\n", 6) == 0);
+	protobuf_c_message_free_unpacked(&si->base, NULL);
+
+	/* Empty stdin from commands.sendStdin("") is a set, empty member. */
+	si = (Process__SendInputRequest *)dec_ok(&process__send_input_request__descriptor,
+		"{\"process\":{\"pid\":1},\"input\":{\"stdin\":\"\"}}");
+	cr_assert_eq(si->input->input_case, PROCESS__PROCESS_INPUT__INPUT_STDIN);
+	cr_assert_eq(si->input->stdin.len, 0);
+	protobuf_c_message_free_unpacked(&si->base, NULL);
+
+	ss = (Process__SendSignalRequest *)dec_ok(&process__send_signal_request__descriptor,
+		"{\"process\":{\"pid\":412},\"signal\":\"SIGNAL_SIGKILL\"}");
+	cr_assert_eq(ss->signal, PROCESS__SIGNAL__SIGNAL_SIGKILL);
+	expect_json(ss, "{\"process\":{\"pid\":412},\"signal\":\"SIGNAL_SIGKILL\"}");
+	protobuf_c_message_free_unpacked(&ss->base, NULL);
+
+	reencode(&process__list_request__descriptor, "{}", "{}");
+	reencode(&filesystem__list_dir_request__descriptor, "{\"path\":\"..\",\"depth\":1}",
+		 "{\"path\":\"..\",\"depth\":1}");
+	reencode(&filesystem__watch_dir_request__descriptor,
+		 "{\"path\":\"/a\",\"recursive\":true,\"includeEntry\":true,\"allowNetworkMounts\":true}",
+		 "{\"path\":\"/a\",\"recursive\":true,\"includeEntry\":true,\"allowNetworkMounts\":true}");
+	reencode(&process__update_request__descriptor,
+		 "{\"process\":{\"pid\":3},\"pty\":{\"size\":{\"cols\":100,\"rows\":30}}}",
+		 "{\"process\":{\"pid\":3},\"pty\":{\"size\":{\"cols\":100,\"rows\":30}}}");
+	reencode(&process__connect_request__descriptor, "{\"process\":{\"tag\":\"t\"},\"replayFrom\":\"0\"}",
+		 "{\"process\":{\"tag\":\"t\"},\"replayFrom\":\"0\"}");
+}
+
+/* ---------------------------------------------------------------------- */
+/* Numbers                                                                 */
+
+Test(pbjson, int64_as_strings)
+{
+	Filesystem__EntryInfo e = FILESYSTEM__ENTRY_INFO__INIT;
+	const ProtobufCMessageDescriptor *d = &filesystem__entry_info__descriptor;
+	Filesystem__EntryInfo *m;
+
+	e.size = 4096;
+	expect_json(&e, "{\"size\":\"4096\"}");
+	e.size = -5;
+	expect_json(&e, "{\"size\":\"-5\"}");
+	e.size = INT64_MIN;
+	expect_json(&e, "{\"size\":\"-9223372036854775808\"}");
+
+	reencode(d, "{\"size\":4096}", "{\"size\":\"4096\"}");
+	reencode(d, "{\"size\":\"4096\"}", "{\"size\":\"4096\"}");
+	reencode(d, "{\"size\":\"-4096\"}", "{\"size\":\"-4096\"}");
+	reencode(d, "{\"size\":\"1e3\"}", "{\"size\":\"1000\"}");
+	reencode(d, "{\"size\":1.5e2}", "{\"size\":\"150\"}");
+	reencode(d, "{\"size\":\"2.50e1\"}", "{\"size\":\"25\"}");
+	reencode(d, "{\"size\":\"1200e-2\"}", "{\"size\":\"12\"}");
+	reencode(d, "{\"size\":\"0\"}", "{}");
+	reencode(d, "{\"size\":-0}", "{}");
+	reencode(d, "{\"size\":9223372036854775807}", "{\"size\":\"9223372036854775807\"}");
+	reencode(d, "{\"size\":-9223372036854775808}", "{\"size\":\"-9223372036854775808\"}");
+	reencode(d, "{\"size\":\"-9223372036854775808\"}", "{\"size\":\"-9223372036854775808\"}");
+	m = (Filesystem__EntryInfo *)dec_ok(d, "{\"size\":\"9223372036854775807\"}");
+	cr_assert_eq(m->size, INT64_MAX);
+	protobuf_c_message_free_unpacked(&m->base, NULL);
+
+	DEC_ERR(d, "{\"size\":\"9223372036854775808\"}", "invalid value for int64 field size");
+	DEC_ERR(d, "{\"size\":\"-9223372036854775809\"}", "int64 field size");
+	DEC_ERR(d, "{\"size\":\"12a\"}", "int64 field size: \"12a\"");
+	DEC_ERR(d, "{\"size\":\" 12\"}", "int64 field size");
+	DEC_ERR(d, "{\"size\":\"12 \"}", "int64 field size");
+	DEC_ERR(d, "{\"size\":\"+12\"}", "int64 field size");
+	DEC_ERR(d, "{\"size\":\"012\"}", "int64 field size");
+	DEC_ERR(d, "{\"size\":\"\"}", "int64 field size");
+	DEC_ERR(d, "{\"size\":\"1.5\"}", "int64 field size");
+	DEC_ERR(d, "{\"size\":1.5}", "int64 field size: 1.5");
+	DEC_ERR(d, "{\"size\":\"1e-1\"}", "int64 field size");
+	DEC_ERR(d, "{\"size\":\"1e99999\"}", "int64 field size");
+	DEC_ERR(d, "{\"size\":true}", "int64 field size: true");
+	DEC_ERR(d, "{\"size\":[1]}", "int64 field size: [...]");
+}
+
+Test(pbjson, uint64_range)
+{
+	const ProtobufCMessageDescriptor *d = &process__process_event__gap_event__descriptor;
+
+	reencode(d, "{\"from\":\"18446744073709551615\",\"to\":9223372036854775807}",
+		 "{\"from\":\"18446744073709551615\",\"to\":\"9223372036854775807\"}");
+	DEC_ERR(d, "{\"from\":\"18446744073709551616\"}", "invalid value for uint64 field from");
+	DEC_ERR(d, "{\"from\":-1}", "uint64 field from: -1");
+	DEC_ERR(d, "{\"from\":\"-1\"}", "uint64 field from");
+	/* Known limit: above INT64_MAX only the string form is accepted. */
+	DEC_ERR(d, "{\"from\":18446744073709551615}", "syntax error");
+}
+
+Test(pbjson, int32_numbers)
+{
+	const ProtobufCMessageDescriptor *sel = &process__process_selector__descriptor;
+	const ProtobufCMessageDescriptor *end = &process__process_event__end_event__descriptor;
+
+	reencode(sel, "{\"pid\":412}", "{\"pid\":412}");
+	reencode(sel, "{\"pid\":\"412\"}", "{\"pid\":412}");
+	reencode(sel, "{\"pid\":4294967295}", "{\"pid\":4294967295}");
+	reencode(sel, "{\"pid\":1.0}", "{\"pid\":1}");
+	reencode(sel, "{\"pid\":1e2}", "{\"pid\":100}");
+	/* A set oneof member with value 0 stays set. */
+	reencode(sel, "{\"pid\":0}", "{\"pid\":0}");
+	DEC_ERR(sel, "{\"pid\":\"x\"}", "invalid value for uint32 field pid: \"x\"");
+	DEC_ERR(sel, "{\"pid\":4294967296}", "invalid value for uint32 field pid: 4294967296");
+	DEC_ERR(sel, "{\"pid\":-1}", "uint32 field pid: -1");
+	DEC_ERR(sel, "{\"pid\":1.5}", "uint32 field pid");
+	DEC_ERR(sel, "{\"pid\":true}", "uint32 field pid: true");
+	DEC_ERR(sel, "{\"pid\":{}}", "uint32 field pid: {...}");
+
+	reencode(end, "{\"exitCode\":-2147483648}", "{\"exitCode\":-2147483648}");
+	reencode(end, "{\"exit_code\":2147483647}", "{\"exitCode\":2147483647}");
+	reencode(end, "{\"exitCode\":\"-1\"}", "{\"exitCode\":-1}");
+	DEC_ERR(end, "{\"exitCode\":-2147483649}", "invalid value for sint32 field exitCode");
+	DEC_ERR(end, "{\"exitCode\":2147483648}", "sint32 field exitCode");
+}
+
+Test(pbjson, huge_numbers)
+{
+	const ProtobufCMessageDescriptor *d = &filesystem__list_dir_request__descriptor;
+
+	DEC_ERR(d, "{\"depth\":123456789012345678901234567890}", "syntax error");
+	DEC_ERR(d, "{\"depth\":1e400}", "syntax error");
+	DEC_ERR(d, "{\"depth\":1e300}", "uint32 field depth");
+	DEC_ERR(d, "{\"depth\":\"123456789012345678901234567890\"}", "uint32 field depth");
+	DEC_ERR(d, "{\"depth\":\"1e20\"}", "uint32 field depth");
+	DEC_ERR(d, "{\"depth\":\"100000000000000000000000000000000000000000000000000000000\"}",
+		"uint32 field depth");
+	/* Unknown fields may hold any valid number. */
+	reencode(d, "{\"x\":1e300,\"y\":-0.5,\"depth\":2}", "{\"depth\":2}");
+}
+
+/* ---------------------------------------------------------------------- */
+/* Bytes, enums, timestamps                                                */
+
+Test(pbjson, bytes_forms)
+{
+	const ProtobufCMessageDescriptor *d = &process__process_input__descriptor;
+	Process__ProcessInput *m;
+
+	reencode(d, "{\"stdin\":\"aGkK\"}", "{\"stdin\":\"aGkK\"}");
+	reencode(d, "{\"stdin\":\"aGk=\"}", "{\"stdin\":\"aGk=\"}");
+	reencode(d, "{\"stdin\":\"aGk\"}", "{\"stdin\":\"aGk=\"}");
+	reencode(d, "{\"stdin\":\"aA==\"}", "{\"stdin\":\"aA==\"}");
+	reencode(d, "{\"stdin\":\"aA\"}", "{\"stdin\":\"aA==\"}");
+	reencode(d, "{\"pty\":\"-_-_\"}", "{\"pty\":\"+/+/\"}");
+	reencode(d, "{\"pty\":\"-_-_-w\"}", "{\"pty\":\"+/+/+w==\"}");
+	reencode(d, "{\"pty\":\"-_-_-w==\"}", "{\"pty\":\"+/+/+w==\"}");
+	reencode(d, "{\"pty\":\"\"}", "{\"pty\":\"\"}");
+
+	m = (Process__ProcessInput *)dec_ok(d, "{\"stdin\":\"AP8=\"}");
+	cr_assert_eq(m->stdin.len, 2);
+	cr_assert_eq(m->stdin.data[0], 0x00);
+	cr_assert_eq(m->stdin.data[1], 0xff);
+	protobuf_c_message_free_unpacked(&m->base, NULL);
+
+	DEC_ERR(d, "{\"stdin\":\"a\"}", "invalid value for bytes field stdin: \"a\"");
+	DEC_ERR(d, "{\"stdin\":\"aGk==\"}", "bytes field stdin");
+	DEC_ERR(d, "{\"stdin\":\"aG=\"}", "bytes field stdin");
+	DEC_ERR(d, "{\"stdin\":\"+-AA\"}", "bytes field stdin");
+	DEC_ERR(d, "{\"stdin\":\"aG k\"}", "bytes field stdin");
+	DEC_ERR(d, "{\"stdin\":\"\\u00e9AAA\"}", "bytes field stdin");
+	DEC_ERR(d, "{\"stdin\":5}", "bytes field stdin: 5");
+	DEC_ERR(d, "{\"stdin\":[104,105]}", "bytes field stdin");
+}
+
+Test(pbjson, enums)
+{
+	const ProtobufCMessageDescriptor *d = &process__send_signal_request__descriptor;
+	Process__SendSignalRequest *m;
+	Process__SendSignalRequest out = PROCESS__SEND_SIGNAL_REQUEST__INIT;
+
+	reencode(d, "{\"signal\":\"SIGNAL_SIGTERM\"}", "{\"signal\":\"SIGNAL_SIGTERM\"}");
+	reencode(d, "{\"signal\":9}", "{\"signal\":\"SIGNAL_SIGKILL\"}");
+	reencode(d, "{\"signal\":9.0}", "{\"signal\":\"SIGNAL_SIGKILL\"}");
+	/* Unknown numbers are kept and written back as numbers. */
+	reencode(d, "{\"signal\":77}", "{\"signal\":77}");
+	reencode(d, "{\"signal\":-3}", "{\"signal\":-3}");
+	/* Unknown names are ignored like unknown fields. */
+	m = (Process__SendSignalRequest *)dec_ok(d, "{\"signal\":\"SIGNAL_NOPE\",\"process\":{\"pid\":1}}");
+	cr_assert_eq(m->signal, 0);
+	cr_assert_eq(m->process->pid, 1);
+	protobuf_c_message_free_unpacked(&m->base, NULL);
+	/* Enum names are case sensitive; a digit string is a (unknown) name. */
+	reencode(d, "{\"signal\":\"signal_sigkill\"}", "{}");
+	reencode(d, "{\"signal\":\"9\"}", "{}");
+	reencode(d, "{\"signal\":\"SIGNAL_UNSPECIFIED\"}", "{}");
+
+	DEC_ERR(d, "{\"signal\":true}", "invalid value for enum field signal: true");
+	DEC_ERR(d, "{\"signal\":9.5}", "enum field signal");
+	DEC_ERR(d, "{\"signal\":2147483648}", "enum field signal");
+	DEC_ERR(d, "{\"signal\":{}}", "enum field signal");
+
+	out.signal = 42;
+	expect_json(&out, "{\"signal\":42}");
+
+	/* Enum-typed field in filesystem messages, by name and number. */
+	reencode(&filesystem__filesystem_event__descriptor, "{\"name\":\"x\",\"type\":1000}",
+		 "{\"name\":\"x\",\"type\":\"EVENT_TYPE_OVERFLOW\"}");
+}
+
+static void expect_ts(int64_t secs, int32_t nanos, const char *want)
+{
+	Google__Protobuf__Timestamp ts = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
+	Filesystem__EntryInfo e = FILESYSTEM__ENTRY_INFO__INIT;
+	char buf[128];
+
+	ts.seconds = secs;
+	ts.nanos = nanos;
+	e.modified_time = &ts;
+	snprintf(buf, sizeof(buf), "{\"modifiedTime\":\"%s\"}", want);
+	expect_json(&e, buf);
+}
+
+static void expect_ts_dec(const char *in, int64_t secs, int32_t nanos)
+{
+	char buf[128];
+	Filesystem__EntryInfo *e;
+
+	snprintf(buf, sizeof(buf), "{\"modifiedTime\":\"%s\"}", in);
+	e = (Filesystem__EntryInfo *)dec_ok(&filesystem__entry_info__descriptor, buf);
+	cr_assert_not_null(e->modified_time);
+	cr_assert_eq(e->modified_time->seconds, secs, "%s: %" PRId64, in, e->modified_time->seconds);
+	cr_assert_eq(e->modified_time->nanos, nanos, "%s: %d", in, e->modified_time->nanos);
+	protobuf_c_message_free_unpacked(&e->base, NULL);
+}
+
+Test(pbjson, timestamps_encode)
+{
+	expect_ts(1735787045, 0, "2025-01-02T03:04:05Z");
+	expect_ts(1735787045, 120000000, "2025-01-02T03:04:05.120Z");
+	expect_ts(1735787045, 123456000, "2025-01-02T03:04:05.123456Z");
+	expect_ts(1735787045, 123456789, "2025-01-02T03:04:05.123456789Z");
+	expect_ts(1735787045, 1, "2025-01-02T03:04:05.000000001Z");
+	expect_ts(0, 0, "1970-01-01T00:00:00Z");
+	expect_ts(-1, 0, "1969-12-31T23:59:59Z");
+	expect_ts(951782400, 0, "2000-02-29T00:00:00Z");
+	expect_ts(-62135596800LL, 0, "0001-01-01T00:00:00Z");
+	expect_ts(253402300799LL, 999999999, "9999-12-31T23:59:59.999999999Z");
+	/* Unrepresentable values are clamped instead of producing junk. */
+	expect_ts(INT64_MAX, 0, "9999-12-31T23:59:59.999999999Z");
+	expect_ts(INT64_MIN, 0, "0001-01-01T00:00:00Z");
+	/* Nanos outside [0, 1e9) are normalised. */
+	expect_ts(10, -1, "1970-01-01T00:00:09.999999999Z");
+	expect_ts(10, 1500000000, "1970-01-01T00:00:11.500Z");
+}
+
+Test(pbjson, timestamps_decode)
+{
+	const ProtobufCMessageDescriptor *d = &filesystem__entry_info__descriptor;
+
+	expect_ts_dec("2025-01-02T03:04:05Z", 1735787045, 0);
+	expect_ts_dec("2025-01-02T03:04:05.1Z", 1735787045, 100000000);
+	expect_ts_dec("2025-01-02T03:04:05.120Z", 1735787045, 120000000);
+	expect_ts_dec("2025-01-02T03:04:05.123456789Z", 1735787045, 123456789);
+	expect_ts_dec("2025-01-02T05:04:05+02:00", 1735787045, 0);
+	expect_ts_dec("2025-01-01T21:34:05.5-05:30", 1735787045, 500000000);
+	expect_ts_dec("2025-01-02T03:04:05+00:00", 1735787045, 0);
+	expect_ts_dec("1969-12-31T23:59:59Z", -1, 0);
+	expect_ts_dec("2024-02-29T00:00:00Z", 1709164800, 0);
+	expect_ts_dec("0001-01-01T00:00:00Z", -62135596800LL, 0);
+	expect_ts_dec("9999-12-31T23:59:59.999999999Z", 253402300799LL, 999999999);
+	reencode(d, "{\"modifiedTime\":\"2025-01-02T05:04:05.100+02:00\"}",
+		 "{\"modifiedTime\":\"2025-01-02T03:04:05.100Z\"}");
+	reencode(d, "{\"modified_time\":null}", "{}");
+
+	static const char *const bad[] = {
+		"2025-01-02T03:04:05",           /* no zone */
+		"2025-01-02 03:04:05Z",          /* space */
+		"2025-01-02t03:04:05Z",
+		"2025-01-02T03:04:05z",
+		"2025-13-01T00:00:00Z",
+		"2025-00-01T00:00:00Z",
+		"2025-01-32T00:00:00Z",
+		"2025-02-29T00:00:00Z",          /* not a leap year */
+		"1900-02-29T00:00:00Z",
+		"2025-01-02T24:00:00Z",
+		"2025-01-02T03:60:00Z",
+		"2025-01-02T03:04:60Z",
+		"2025-01-02T03:04:05.Z",
+		"2025-01-02T03:04:05.1234567891Z", /* 10 digits */
+		"2025-01-02T03:04:05+2:00",
+		"2025-01-02T03:04:05+02:0",
+		"2025-01-02T03:04:05+0200",
+		"2025-01-02T03:04:05+24:00",
+		"2025-01-02T03:04:05Z ",
+		"25-01-02T03:04:05Z",
+		"+2025-01-02T03:04:05Z",
+		"2025-1-02T03:04:05Z",
+		"",
+		"0000-12-31T23:59:59Z",          /* before year 1 */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char buf[128];
+
+		snprintf(buf, sizeof(buf), "{\"modifiedTime\":\"%s\"}", bad[i]);
+		DEC_ERR(d, buf, "google.protobuf.Timestamp");
+	}
+	DEC_ERR(d, "{\"modifiedTime\":1735787045}", "google.protobuf.Timestamp field modifiedTime");
+	DEC_ERR(d, "{\"modifiedTime\":{\"seconds\":1}}", "google.protobuf.Timestamp");
+	DEC_ERR(d, "{\"modifiedTime\":\"0000-01-01T00:00:00Z\"}", "out of range");
+}
+
+/* ---------------------------------------------------------------------- */
+/* Field names, unknown fields, null, oneofs                               */
+
+Test(pbjson, snake_case_and_unknown_fields)
+{
+	reencode(&filesystem__get_watcher_events_request__descriptor, "{\"watcher_id\":\"w1\"}",
+		 "{\"watcherId\":\"w1\"}");
+	reencode(&filesystem__create_watcher_request__descriptor,
+		 "{\"path\":\"/p\",\"include_entry\":true,\"allow_network_mounts\":true}",
+		 "{\"path\":\"/p\",\"includeEntry\":true,\"allowNetworkMounts\":true}");
+	reencode(&filesystem__entry_info__descriptor,
+		 "{\"symlink_target\":\"/t\",\"modified_time\":\"2025-01-02T03:04:05Z\"}",
+		 "{\"modifiedTime\":\"2025-01-02T03:04:05Z\",\"symlinkTarget\":\"/t\"}");
+	reencode(&process__process_event__end_event__descriptor, "{\"exit_code\":3}", "{\"exitCode\":3}");
+	/* Unknown fields of every JSON type are skipped. */
+	reencode(&filesystem__stat_request__descriptor,
+		 "{\"foo\":{\"bar\":[1,2,{\"a\":null}],\"s\":\"x\"},\"path\":\"/x\",\"n\":1.5,\"t\":true,"
+		 "\"z\":null,\"Path\":\"case matters\",\"watcherId\":\"w\"}",
+		 "{\"path\":\"/x\"}");
+	/* Both spellings of one field: a duplicate. */
+	DEC_ERR(&filesystem__get_watcher_events_request__descriptor,
+		"{\"watcherId\":\"a\",\"watcher_id\":\"b\"}", "duplicate field");
+	DEC_ERR(&filesystem__stat_request__descriptor, "{\"path\":\"a\",\"path\":\"b\"}", "duplicate");
+}
+
+Test(pbjson, null_means_unset)
+{
+	Process__StartRequest *sr;
+
+	reencode(&filesystem__list_dir_request__descriptor, "{\"path\":null,\"depth\":null}", "{}");
+	sr = (Process__StartRequest *)dec_ok(&process__start_request__descriptor,
+		"{\"process\":null,\"pty\":null,\"tag\":null,\"stdin\":null}");
+	cr_assert_null(sr->process);
+	cr_assert_eq(sr->optional_pty_case, 0);
+	cr_assert_eq(sr->optional_tag_case, 0);
+	cr_assert_eq(sr->optional_stdin_case, 0);
+	protobuf_c_message_free_unpacked(&sr->base, NULL);
+	reencode(&process__process_config__descriptor, "{\"args\":null,\"envs\":null,\"cwd\":null}", "{}");
+	/* A null oneof member does not count as set. */
+	reencode(&process__process_event__data_event__descriptor, "{\"stdout\":null,\"stderr\":\"aGk=\"}",
+		 "{\"stderr\":\"aGk=\"}");
+	reencode(&process__process_event__descriptor, "{\"start\":null,\"keepalive\":{}}",
+		 "{\"keepalive\":{}}");
+	/* But null inside a list or as a map value is not a value. */
+	DEC_ERR(&process__process_config__descriptor, "{\"args\":[\"a\",null]}", "args");
+	DEC_ERR(&process__process_config__descriptor, "{\"envs\":{\"A\":null}}", "envs");
+}
+
+Test(pbjson, duplicate_oneof_members)
+{
+	DEC_ERR(&process__process_selector__descriptor, "{\"pid\":1,\"tag\":\"x\"}",
+		"oneof fields pid and tag are both set");
+	DEC_ERR(&process__process_selector__descriptor, "{\"pid\":0,\"tag\":\"\"}", "oneof");
+	DEC_ERR(&process__process_event__descriptor, "{\"start\":{},\"end\":{}}", "oneof");
+	DEC_ERR(&process__process_event__data_event__descriptor, "{\"stdout\":\"\",\"pty\":\"\"}",
+		"oneof");
+	DEC_ERR(&process__start_response__descriptor,
+		"{\"event\":{\"data\":{\"stdout\":\"aGk=\",\"stderr\":\"aGk=\"}}}", "oneof");
+	DEC_ERR(&filesystem__watch_dir_response__descriptor, "{\"keepalive\":{},\"start\":{}}", "oneof");
+	/* Members of different oneofs combine freely. */
+	reencode(&process__process_event__data_event__descriptor, "{\"stdout\":\"\",\"offset\":\"7\"}",
+		 "{\"stdout\":\"\",\"offset\":\"7\"}");
+}
+
+/* ---------------------------------------------------------------------- */
+/* Malformed input                                                         */
+
+Test(pbjson, malformed_json)
+{
+	const ProtobufCMessageDescriptor *d = &filesystem__stat_request__descriptor;
+	static const char nul_doc[] = "{\"path\":\"a\"}\0";
+	static const char nul_str[] = "{\"path\":\"a\0b\"}";
+
+	DEC_ERR(d, "", "syntax error");
+	DEC_ERR(d, "{", "syntax error at line 1");
+	DEC_ERR(d, "{\"path\":}", "syntax error at line 1 column");
+	DEC_ERR(d, "{\"path\":\"a\",}", "syntax error");
+	DEC_ERR(d, "{\"path\":'a'}", "syntax error");
+	DEC_ERR(d, "{path:\"a\"}", "syntax error");
+	DEC_ERR(d, "{\"path\":\"a\"} x", "syntax error");
+	DEC_ERR(d, "{\"path\":\"a\"}{}", "syntax error");
+	DEC_ERR(d, "{\"path\":\"\\x\"}", "syntax error");
+	DEC_ERR(d, "{\"path\":\"\\u12\"}", "syntax error");
+	DEC_ERR(d, "{\"path\":\"\\ud800\"}", "syntax error");
+	DEC_ERR(d, "{\"path\":\"\\u0000\"}", "syntax error");
+	DEC_ERR(d, "{\"path\":NaN}", "syntax error");
+	DEC_ERR(d, "{\"path\":01}", "syntax error");
+	DEC_ERR(d, "\xef\xbb\xbf{}", "syntax error");
+	dec_err(d, nul_doc, sizeof(nul_doc) - 1, "syntax error");
+	dec_err(d, nul_str, sizeof(nul_str) - 1, "syntax error");
+	/* A NULL buffer is an empty document. */
+	dec_err(d, NULL, 0, "syntax error");
+	/* Valid JSON that is not an object. */
+	DEC_ERR(d, "[]", "expected a JSON object, got [...]");
+	DEC_ERR(d, "[{\"path\":\"a\"}]", "expected a JSON object");
+	DEC_ERR(d, "5", "expected a JSON object, got 5");
+	DEC_ERR(d, "\"str\"", "expected a JSON object, got \"str\"");
+	DEC_ERR(d, "null", "expected a JSON object, got null");
+	DEC_ERR(d, "true", "expected a JSON object");
+	/* Surrounding whitespace is fine. */
+	reencode(d, " \n\t{ \"path\" : \"a\" }\r\n ", "{\"path\":\"a\"}");
+	/* Error buffer handling: tiny and zero-length buffers. */
+	{
+		char small[8];
+
+		cr_assert_null(pbjson_decode(d, "{", 1, small, sizeof(small)));
+		cr_assert_eq(strlen(small), sizeof(small) - 1);
+		cr_assert_null(pbjson_decode(d, "{", 1, NULL, 0));
+	}
+}
+
+Test(pbjson, wrong_types)
+{
+	const ProtobufCMessageDescriptor *cfg = &process__process_config__descriptor;
+
+	DEC_ERR(cfg, "{\"cmd\":5}", "invalid value for string field cmd: 5");
+	DEC_ERR(cfg, "{\"cmd\":{}}", "string field cmd");
+	DEC_ERR(cfg, "{\"cmd\":[\"a\"]}", "string field cmd");
+	DEC_ERR(cfg, "{\"cmd\":true}", "string field cmd");
+	DEC_ERR(cfg, "{\"args\":\"a\"}", "invalid value for repeated string field args: \"a\"");
+	DEC_ERR(cfg, "{\"args\":{}}", "repeated string field args");
+	DEC_ERR(cfg, "{\"args\":[1]}", "args");
+	DEC_ERR(cfg, "{\"envs\":[]}", "invalid value for map field envs: [...]");
+	DEC_ERR(cfg, "{\"envs\":\"A=1\"}", "map field envs");
+	DEC_ERR(cfg, "{\"envs\":{\"A\":1}}", "string field envs: 1");
+	DEC_ERR(cfg, "{\"cwd\":1}", "string field cwd");
+	DEC_ERR(&process__start_request__descriptor, "{\"process\":[]}",
+		"invalid value for message field process: [...]");
+	DEC_ERR(&process__start_request__descriptor, "{\"process\":\"x\"}", "message field process");
+	DEC_ERR(&process__start_request__descriptor, "{\"stdin\":\"false\"}",
+		"invalid value for bool field stdin: \"false\"");
+	DEC_ERR(&process__start_request__descriptor, "{\"stdin\":0}", "bool field stdin: 0");
+	DEC_ERR(&process__start_request__descriptor, "{\"pty\":{\"size\":{\"cols\":\"wide\"}}}",
+		"uint32 field cols");
+	DEC_ERR(&process__process_event__descriptor, "{\"keepalive\":[]}", "message field keepalive");
+	DEC_ERR(&filesystem__list_dir_response__descriptor, "{\"entries\":[{\"name\":1}]}",
+		"string field name");
+	DEC_ERR(&filesystem__list_dir_response__descriptor, "{\"entries\":[{}, 5]}", "entries");
+	DEC_ERR(&filesystem__entry_info__descriptor, "{\"metadata\":{\"k\":[\"v\"]}}", "metadata");
+	/* Long offending strings are cut in the message, which stays valid UTF-8. */
+	{
+		char err[256];
+		const char *j = "{\"cmd\":[\"\"],\"args\":\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+				"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+				"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"}";
+
+		cr_assert_null(pbjson_decode(cfg, j, strlen(j), err, sizeof(err)));
+		cr_assert(strstr(err, "...") || strstr(err, "string field cmd"), "%s", err);
+	}
+}
+
+Test(pbjson, deep_nesting)
+{
+	const ProtobufCMessageDescriptor *d = &filesystem__stat_request__descriptor;
+	size_t n = 200000;
+	char *buf = xmalloc(2 * n + 32);
+	size_t o = 0;
+
+	/* Exactly the limit (object + 63 nested arrays) is accepted. */
+	o = (size_t)sprintf(buf, "{\"x\":");
+	for (int i = 0; i < PBJSON_MAX_DEPTH - 1; i++)
+		buf[o++] = '[';
+	for (int i = 0; i < PBJSON_MAX_DEPTH - 1; i++)
+		buf[o++] = ']';
+	o += (size_t)sprintf(buf + o, ",\"path\":\"p\"}");
+	reencode(d, buf, "{\"path\":\"p\"}");
+
+	/* One more level is refused. */
+	o = (size_t)sprintf(buf, "{\"x\":");
+	for (int i = 0; i < PBJSON_MAX_DEPTH; i++)
+		buf[o++] = '[';
+	for (int i = 0; i < PBJSON_MAX_DEPTH; i++)
+		buf[o++] = ']';
+	o += (size_t)sprintf(buf + o, "}");
+	dec_err(d, buf, o, "nesting depth");
+
+	/* Brackets inside strings do not count. */
+	o = (size_t)sprintf(buf, "{\"path\":\"");
+	for (int i = 0; i < 1000; i++)
+		buf[o++] = i % 2 ? '{' : '[';
+	o += (size_t)sprintf(buf + o, "\\\"\"}");
+	{
+		Filesystem__StatRequest *m = (Filesystem__StatRequest *)dec_ok(d, buf);
+
+		cr_assert_eq(strlen(m->path), 1001);
+		protobuf_c_message_free_unpacked(&m->base, NULL);
+	}
+
+	/* A huge unbalanced prefix neither crashes nor recurses. */
+	memset(buf, '[', n);
+	dec_err(d, buf, n, "nesting depth");
+	memset(buf, '{', n);
+	dec_err(d, buf, n, "nesting depth");
+	free(buf);
+}
+
+Test(pbjson, utf8_handling)
+{
+	Filesystem__StatRequest r = FILESYSTEM__STAT_REQUEST__INIT;
+	const ProtobufCMessageDescriptor *d = &filesystem__stat_request__descriptor;
+	Filesystem__StatRequest *m;
+
+	r.path = "a\"b\\c/\b\f\n\r\t\x01\x1f\x7f";
+	expect_json(&r, "{\"path\":\"a\\\"b\\\\c/\\b\\f\\n\\r\\t\\u0001\\u001f\\u007f\"}");
+	r.path = "\xc3\xa9\xe6\x97\xa5\xf0\x9f\x98\x80\xe2\x80\xa8<>&";
+	expect_json(&r, "{\"path\":\"\xc3\xa9\xe6\x97\xa5\xf0\x9f\x98\x80\xe2\x80\xa8<>&\"}");
+	/* Invalid UTF-8 becomes U+FFFD, one per bad byte, as Go does. */
+	r.path = "a\xff" "b\xc3" "c\xe2\x82" "d\xed\xa0\x80" "e\xc0\xaf" "f\xf4\x90\x80\x80";
+	expect_json(&r, "{\"path\":\"a\xef\xbf\xbd" "b\xef\xbf\xbd" "c\xef\xbf\xbd\xef\xbf\xbd"
+			"d\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" "e\xef\xbf\xbd\xef\xbf\xbd"
+			"f\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"}");
+	r.path = "\xe2\x82";
+	expect_json(&r, "{\"path\":\"\xef\xbf\xbd\xef\xbf\xbd\"}");
+
+	/* Escapes are decoded; surrogate pairs combine. */
+	m = (Filesystem__StatRequest *)dec_ok(d, "{\"path\":\"\\u00e9\\ud83d\\ude00\\n\\/\"}");
+	cr_assert_str_eq(m->path, "\xc3\xa9\xf0\x9f\x98\x80\n/");
+	protobuf_c_message_free_unpacked(&m->base, NULL);
+
+	/* Invalid UTF-8 in the input is a syntax error, in values and keys. */
+	DEC_ERR(d, "{\"path\":\"a\xff\"}", "syntax error");
+	DEC_ERR(d, "{\"path\":\"a\xc3\"}", "syntax error");
+	DEC_ERR(d, "{\"path\":\"\xed\xa0\x80\"}", "syntax error");
+	DEC_ERR(d, "{\"p\xff\":1}", "syntax error");
+	DEC_ERR(d, "{\"path\":\"a\x01\"}", "syntax error");
+
+	/* Error messages are valid UTF-8 even when they quote bad input or
+	   are truncated in the middle of a character. */
+	{
+		static const char *const docs[] = {
+			"{\"path\":\"a\xff\xfe\"}", "{\"p\xc3\":1}", "\xff", "{\"path\":\xc3\xa9}",
+			"{\"cmd\":\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\",\"args\":7}",
+		};
+		for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++)
+			for (size_t errlen = 1; errlen < 120; errlen++) {
+				char err[128];
+				json_t *js;
+
+				cr_assert_null(pbjson_decode(&process__process_config__descriptor, docs[i],
+							     strlen(docs[i]), err, errlen));
+				js = json_string(err);
+				cr_assert_not_null(js, "error message is not UTF-8: %s", err);
+				json_decref(js);
+			}
+	}
+}
+
+/* Encoder never emits invalid JSON: every output parses back. */
+Test(pbjson, encoder_output_is_valid_json)
+{
+	Filesystem__StatRequest r = FILESYSTEM__STAT_REQUEST__INIT;
+	char s[64];
+	uint32_t seed = 99;
+
+	for (int it = 0; it < 5000; it++) {
+		size_t n = 1 + it % 40;
+		char *js;
+		Filesystem__StatRequest *back;
+		char err[128];
+
+		for (size_t i = 0; i < n; i++) {
+			seed = seed * 1664525u + 1013904223u;
+			s[i] = (char)((seed >> 24) | 1); /* no NUL */
+		}
+		s[n] = '\0';
+		r.path = s;
+		js = enc(&r);
+		back = (Filesystem__StatRequest *)pbjson_decode(&filesystem__stat_request__descriptor, js,
+								 strlen(js), err, sizeof(err));
+		cr_assert_not_null(back, "%s: %s", js, err);
+		protobuf_c_message_free_unpacked(&back->base, NULL);
+		free(js);
+	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Robustness: mutated documents never crash or leak                       */
+
+Test(pbjson, mutation_fuzz)
+{
+	static const struct {
+		const ProtobufCMessageDescriptor *d;
+		const char *json;
+	} seeds[] = {
+		{ &process__start_request__descriptor,
+		  "{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-l\",\"-c\",\"echo hi\"],\"envs\":{\"A\":\"1\","
+		  "\"B\":\"2\"},\"cwd\":\"/home/user\"},\"pty\":{\"size\":{\"cols\":80,\"rows\":24}},"
+		  "\"tag\":\"t\",\"stdin\":false}" },
+		{ &process__start_response__descriptor,
+		  "{\"event\":{\"end\":{\"exitCode\":-1,\"exited\":true,\"status\":\"signal: killed\","
+		  "\"error\":\"signal: killed\"}}}" },
+		{ &process__connect_response__descriptor,
+		  "{\"event\":{\"data\":{\"stdout\":\"aGVsbG8gd29ybGQK\",\"offset\":\"12\"}}}" },
+		{ &filesystem__list_dir_response__descriptor,
+		  "{\"entries\":[{\"name\":\"a.txt\",\"type\":\"FILE_TYPE_FILE\",\"path\":\"/a.txt\","
+		  "\"size\":\"3\",\"mode\":420,\"permissions\":\"-rw-r--r--\",\"owner\":\"user\","
+		  "\"group\":\"user\",\"modifiedTime\":\"2025-01-02T03:04:05.123Z\",\"symlinkTarget\":\"x\","
+		  "\"metadata\":{\"k\":\"v\"}},{\"name\":\"b\",\"type\":2}]}" },
+		{ &filesystem__get_watcher_events_response__descriptor,
+		  "{\"events\":[{\"name\":\"a\",\"type\":\"EVENT_TYPE_WRITE\",\"entry\":{\"name\":\"a\"}}]}" },
+		{ &process__stream_input_request__descriptor,
+		  "{\"data\":{\"input\":{\"pty\":\"-_8=\"}}}" },
+		{ &process__send_signal_request__descriptor,
+		  "{\"process\":{\"pid\":412},\"signal\":\"SIGNAL_SIGKILL\"}" },
+	};
+	static const char tokens[] = "{}[]\":,0123456789-+.eE\\tfnul \x00\xff\xc3\xa9";
+	uint32_t seed = 4242;
+	char buf[1024], err[256];
+	int accepted = 0;
+
+#define RND() (seed = seed * 1103515245u + 12345u, (seed >> 8) & 0xffffff)
+	for (int it = 0; it < 60000; it++) {
+		size_t si = RND() % (sizeof(seeds) / sizeof(seeds[0]));
+		size_t n = strlen(seeds[si].json);
+		int muts = 1 + (int)(RND() % 4);
+		ProtobufCMessage *m;
+
+		memcpy(buf, seeds[si].json, n);
+		for (int k = 0; k < muts && n > 0; k++) {
+			size_t pos = RND() % n;
+			char c = tokens[RND() % (sizeof(tokens) - 1)];
+
+			switch (RND() % 4) {
+			case 0: /* replace */
+				buf[pos] = c;
+				break;
+			case 1: /* insert */
+				if (n + 1 < sizeof(buf)) {
+					memmove(buf + pos + 1, buf + pos, n - pos);
+					buf[pos] = c;
+					n++;
+				}
+				break;
+			case 2: /* delete */
+				memmove(buf + pos, buf + pos + 1, n - pos - 1);
+				n--;
+				break;
+			default: /* truncate */
+				n = pos;
+			}
+		}
+		m = pbjson_decode(seeds[si].d, buf, n, err, sizeof(err));
+		if (m) {
+			char *js = enc(m);
+
+			accepted++;
+			protobuf_c_message_free_unpacked(m, NULL);
+			free(js);
+		} else {
+			cr_assert_neq(err[0], '\0');
+		}
+	}
+#undef RND
+	cr_log_info("mutation fuzz: %d of 60000 mutated documents accepted", accepted);
+	cr_assert_gt(accepted, 0);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Throughput (logged, not asserted)                                       */
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+Test(pbjson, data_event_encode_speed)
+{
+	enum { CHUNK = 64 * 1024, ITERS = 400 };
+	Process__StartResponse r = PROCESS__START_RESPONSE__INIT;
+	Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
+	Process__ProcessEvent__DataEvent data;
+	uint8_t *payload = xmalloc(CHUNK);
+	double t0, t1, t2;
+	size_t total = 0, len = 0;
+	char *js;
+	Process__StartResponse *back;
+	char err[128];
+
+	process__process_event__data_event__init(&data);
+	for (size_t i = 0; i < CHUNK; i++)
+		payload[i] = (uint8_t)(i * 31 + (i >> 7));
+	data.output_case = PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDOUT;
+	data.stdout.data = payload;
+	data.stdout.len = CHUNK;
+	ev.event_case = PROCESS__PROCESS_EVENT__EVENT_DATA;
+	ev.data = &data;
+	r.event = &ev;
+
+	t0 = now_s();
+	for (int i = 0; i < ITERS; i++) {
+		js = pbjson_encode(&r.base, &len);
+		cr_assert_not_null(js);
+		total += len;
+		free(js);
+	}
+	t1 = now_s();
+	cr_assert_eq(len, strlen("{\"event\":{\"data\":{\"stdout\":\"\"}}}") + (CHUNK + 2) / 3 * 4);
+
+	js = pbjson_encode(&r.base, &len);
+	for (int i = 0; i < ITERS / 4; i++) {
+		back = (Process__StartResponse *)pbjson_decode(&process__start_response__descriptor, js, len,
+							       err, sizeof(err));
+		cr_assert_not_null(back, "%s", err);
+		cr_assert_eq(back->event->data->stdout.len, CHUNK);
+		if (i == 0)
+			cr_assert(memcmp(back->event->data->stdout.data, payload, CHUNK) == 0);
+		protobuf_c_message_free_unpacked(&back->base, NULL);
+	}
+	t2 = now_s();
+	free(js);
+	cr_log_info("pbjson: encode 64 KiB DataEvent: %.1f us/msg, %.0f MB/s of raw output "
+		    "(%.0f MB/s of JSON); decode: %.1f us/msg",
+		    (t1 - t0) * 1e6 / ITERS, (double)CHUNK * ITERS / (t1 - t0) / 1e6,
+		    (double)total / (t1 - t0) / 1e6, (t2 - t1) * 1e6 / (ITERS / 4));
+	free(payload);
+}

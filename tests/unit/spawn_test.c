@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "spawn.h"
+
+struct run {
+	pid_t pid;
+	int status;
+	char out[4096];
+	char err[4096];
+	char msg[512];
+};
+
+static void slurp(int fd, char *buf, size_t len)
+{
+	size_t n = 0;
+	ssize_t r;
+
+	while (n + 1 < len && (r = read(fd, buf + n, len - 1 - n)) > 0)
+		n += (size_t)r;
+	buf[n] = '\0';
+}
+
+/* Run argv through spawn_start with stdout/stderr pipes and wait for it. */
+static void run(struct run *r, char **argv, const char *cwd, char **envp)
+{
+	int o[2], e[2], in;
+	struct spawn_req rq = { 0 };
+	size_t argc = 0;
+
+	while (argv[argc])
+		argc++;
+	cr_assert_eq(pipe2(o, O_CLOEXEC), 0);
+	cr_assert_eq(pipe2(e, O_CLOEXEC), 0);
+	in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	rq.file = argv[0];
+	rq.argv = argv;
+	rq.argc = argc;
+	rq.envp = envp;
+	rq.cwd = cwd;
+	rq.fd_in = in;
+	rq.fd_out = o[1];
+	rq.fd_err = e[1];
+	memset(r, 0, sizeof(*r));
+	r->pid = spawn_start(&rq, r->msg, sizeof(r->msg));
+	close(in);
+	close(o[1]);
+	close(e[1]);
+	if (r->pid > 0) {
+		slurp(o[0], r->out, sizeof(r->out));
+		slurp(e[0], r->err, sizeof(r->err));
+		cr_assert_eq(waitpid(r->pid, &r->status, 0), r->pid);
+	}
+	close(o[0]);
+	close(e[0]);
+}
+
+static char *env_path[] = { "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
+
+Test(spawn, runs_a_command_found_on_path)
+{
+	struct run r;
+	char *argv[] = { "echo", "hello", NULL };
+
+	run(&r, argv, "/", env_path);
+	cr_assert_gt(r.pid, 0, "%s", r.msg);
+	cr_expect(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
+	cr_expect_str_eq(r.out, "hello\n");
+}
+
+Test(spawn, missing_command_is_exit_127_with_message)
+{
+	struct run r;
+	char *argv[] = { "no-such-command-xyz", NULL };
+
+	run(&r, argv, "/", env_path);
+	cr_assert_gt(r.pid, 0, "not an RPC error: %s", r.msg);
+	cr_expect(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 127);
+	cr_expect_str_eq(r.err, "/bin/sh: 1: exec: no-such-command-xyz: not found\n");
+}
+
+Test(spawn, missing_absolute_path_is_exit_127)
+{
+	struct run r;
+	char *argv[] = { "/nonexistent/bin", NULL };
+
+	run(&r, argv, "/", env_path);
+	cr_assert_gt(r.pid, 0);
+	cr_expect(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 127);
+	cr_expect_str_eq(r.err, "/bin/sh: 1: exec: /nonexistent/bin: not found\n");
+}
+
+Test(spawn, bad_cwd_is_reported_by_the_status_pipe)
+{
+	struct run r;
+	char *argv[] = { "true", NULL };
+
+	run(&r, argv, "/etc/passwd", env_path);
+	cr_expect_eq(r.pid, -ENOTDIR);
+	cr_expect_str_eq(r.msg, "chdir /etc/passwd: not a directory");
+	/* The failed child was reaped by spawn_start. */
+	cr_expect_eq(waitpid(-1, NULL, WNOHANG), -1);
+}
+
+Test(spawn, script_without_shebang_runs_through_sh)
+{
+	struct run r;
+	char path[] = "/tmp/spawn-test-XXXXXX";
+	int fd = mkstemp(path);
+	char *argv[] = { path, "arg1", NULL };
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, "echo script:$1\n", 15), 15);
+	close(fd);
+	chmod(path, 0755);
+	run(&r, argv, "/", env_path);
+	unlink(path);
+	cr_assert_gt(r.pid, 0);
+	cr_expect(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
+	cr_expect_str_eq(r.out, "script:arg1\n");
+}
+
+/* Own group, oom_score_adj 100, nice 0, empty mask, only fds 0-2, env as given. */
+Test(spawn, child_hygiene)
+{
+	struct run r;
+	char *argv[] = { "/bin/sh", "-c",
+			 "echo pg=$(($(cut -d' ' -f5 /proc/self/stat) == $$)) "
+			 "oom=$(cat /proc/self/oom_score_adj) "
+			 "fds=$(ls /proc/self/fd | wc -l) "
+			 "sigblk=$(grep SigBlk /proc/self/status | cut -f2) "
+			 "sigign=$(grep SigIgn /proc/self/status | cut -f2) "
+			 "foo=$FOO pwd=$(pwd)",
+			 NULL };
+	char *envp[] = { "PATH=/usr/bin:/bin", "FOO=bar", NULL };
+	int dummy = open("/dev/null", O_RDONLY); /* not close-on-exec: must not leak */
+
+	signal(SIGUSR1, SIG_IGN);
+	run(&r, argv, "/tmp", envp);
+	close(dummy);
+	cr_assert_gt(r.pid, 0, "%s", r.msg);
+	cr_expect(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "%s", r.err);
+	/* `ls` of a subshell sees 0-2 plus its own directory fd. */
+	cr_expect_str_eq(r.out,
+			 "pg=1 oom=100 fds=4 sigblk=0000000000000000 "
+			 "sigign=0000000000000000 foo=bar pwd=/tmp\n",
+			 "got: %s", r.out);
+}
