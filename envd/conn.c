@@ -404,41 +404,46 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			close(fd);
 			continue;
 		}
-		struct conn *c = calloc(1, sizeof(*c));
-		uint8_t *buf = malloc(CONN_RBUF_SIZE);
-		if (!c || !buf) {
-			free(c);
-			free(buf);
-			close(fd);
-			continue;
-		}
+		char peer[64] = "";
+		if (ss.ss_family == AF_INET6)
+			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, peer, sizeof(peer));
+		else if (ss.ss_family == AF_INET)
+			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, peer, sizeof(peer));
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		c->fd = fd;
-		c->rbuf = buf;
-		c->rcap = CONN_RBUF_SIZE;
-		if (ss.ss_family == AF_INET6) {
-			struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-			inet_ntop(AF_INET6, &a->sin6_addr, c->peer, sizeof(c->peer));
-		} else if (ss.ss_family == AF_INET) {
-			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-			inet_ntop(AF_INET, &a->sin_addr, c->peer, sizeof(c->peer));
-		}
-		ev_io_init(&c->rio, conn_read_cb, fd, EV_READ);
-		ev_io_init(&c->wio, conn_write_cb, fd, EV_WRITE);
-		ev_init(&c->idle, conn_idle_cb);
-		ev_timer_init(&c->kick, conn_kick_cb, 0., 0.);
-		c->kick.data = c;
-		c->idle.repeat = server_idle_timeout_s;
-		c->rio.data = c->wio.data = c->idle.data = c;
-		c->next = conns;
-		if (conns)
-			conns->prev = c;
-		conns = c;
-		server_n_conns++;
-		ev_io_start(envd_loop, &c->rio);
-		ev_timer_again(envd_loop, &c->idle);
+		if (!conn_adopt(fd, peer))
+			close(fd);
 	}
+}
+
+struct conn *conn_adopt(int fd, const char *peer)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	uint8_t *buf = malloc(CONN_RBUF_SIZE);
+	if (!c || !buf) {
+		free(c);
+		free(buf);
+		return NULL;
+	}
+	c->fd = fd;
+	c->rbuf = buf;
+	c->rcap = CONN_RBUF_SIZE;
+	snprintf(c->peer, sizeof(c->peer), "%s", peer ? peer : "");
+	ev_io_init(&c->rio, conn_read_cb, fd, EV_READ);
+	ev_io_init(&c->wio, conn_write_cb, fd, EV_WRITE);
+	ev_init(&c->idle, conn_idle_cb);
+	ev_timer_init(&c->kick, conn_kick_cb, 0., 0.);
+	c->kick.data = c;
+	c->idle.repeat = server_idle_timeout_s;
+	c->rio.data = c->wio.data = c->idle.data = c;
+	c->next = conns;
+	if (conns)
+		conns->prev = c;
+	conns = c;
+	server_n_conns++;
+	ev_io_start(envd_loop, &c->rio);
+	ev_timer_again(envd_loop, &c->idle);
+	return c;
 }
 
 int server_listen(int port, const char *addr)

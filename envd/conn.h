@@ -78,6 +78,12 @@ void conn_abort(struct conn *c);
 /* Re-run input processing on already-buffered bytes (from the loop). */
 void conn_kick_input(struct conn *c);
 
+/*
+ * Serve an already-connected, non-blocking socket (accept path, tests).
+ * Returns the connection, or NULL (fd left open) on allocation failure.
+ */
+struct conn *conn_adopt(int fd, const char *peer);
+
 /* Listener: bind [::]:port (v6only off), falling back to 0.0.0.0. */
 int server_listen(int port, const char *addr);
 /* Number of open connections (for limits and tests). */

@@ -249,6 +249,14 @@ static void begin_stream_response(struct rpc_call *c)
 static int write_envelope(struct rpc_call *c, uint8_t flags, const uint8_t *p, size_t n)
 {
 	uint8_t hdr[5] = {flags, (uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
+	if (n <= 8192) {
+		/* One write: one HTTP/1.1 chunk / one DATA frame per message. */
+		uint8_t one[5 + 8192];
+		memcpy(one, hdr, 5);
+		if (n)
+			memcpy(one + 5, p, n);
+		return http_resp_write(c->r, one, 5 + n);
+	}
 	int rc = http_resp_write(c->r, hdr, 5);
 	if (rc == 0 && n)
 		rc = http_resp_write(c->r, p, n);
@@ -482,10 +490,11 @@ static void deadline_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (c->finished)
 		return;
 	c->refs++;
-	if (!c->http_gone)
-		send_end(c, RPC_DEADLINE_EXCEEDED, "context deadline exceeded");
+	/* The handler hears first, so it stops producing before the end. */
 	call_cancel(c, RPC_DEADLINE_EXCEEDED);
 	c->finished = true;
+	if (!c->http_gone)
+		send_end(c, RPC_DEADLINE_EXCEEDED, "context deadline exceeded");
 	call_unref(c);
 }
 

@@ -349,8 +349,8 @@ static int h1_begin(struct http_req *r, int status, const struct http_hdr *hs, s
 	q->no_body = r->method == HTTP_M_HEAD || status == 204 || status == 304 || status < 200;
 	/* A response that starts before the request body is in cannot leave
 	 * the connection reusable without reading that body; close instead. */
-	if (!r->body_done && q->expect_body)
-		q->keep_alive = false;
+	if (!r->body_done && q->expect_body && (r->content_length < 0 || r->content_length > 65536))
+		q->keep_alive = false; /* a small rest of body is read and dropped */
 	appendf(buf, sizeof(buf), &k, "HTTP/1.%d %d %s\r\nDate: %s\r\n",
 			      r->version == 10 ? 0 : 1, status, http_reason(status), date);
 	for (size_t i = 0; i < r->n_extra && k < sizeof(buf); i++)

@@ -195,6 +195,8 @@ static void dl_pump_gzip(struct http_req *r)
 	while (http_resp_queued(r) < HTTP_QUEUE_HIGH) {
 		if (d->zs.avail_in == 0 && !d->eof) {
 			ssize_t n = read(d->fd, d->in, CHUNK);
+			if (n < 0 && errno == EAGAIN)
+				n = 0; /* a FIFO or device with nothing to give: end here */
 			if (n < 0) {
 				if (errno == EINTR)
 					continue;
@@ -322,7 +324,9 @@ void files_get(struct http_req *r)
 		}
 		enc = FILES_ENC_IDENTITY;
 	}
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO must not park the whole event loop
+	 * waiting for a writer (it reads as empty instead). */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		respond_fmt(r, 500, "error opening file '%s': open %s: %s", path, path, go_strerror(errno));
 		return;
@@ -554,7 +558,9 @@ static int up_begin_file(struct upload *up)
 			return up_error(up, 400, "error resolving path: %s", go_strerror(ENAMETOOLONG));
 		up->fd = open(up->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
 	} else {
-		up->fd = open(up->target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+		/* O_NONBLOCK only matters for FIFOs: fail (ENXIO) instead of
+		 * blocking the loop until some reader shows up. */
+		up->fd = open(up->target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
 		up->created = !existed;
 	}
 	if (up->fd < 0) {

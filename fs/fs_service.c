@@ -397,44 +397,115 @@ static const struct rpc_call_hooks stream_hooks = {
 	.on_cancel = stream_on_cancel,
 };
 
-static void fs_watch_dir(struct rpc_call *call, const ProtobufCMessage *msg)
+/*
+ * Adding the watches of a recursive watch walks the whole tree, so it
+ * happens on the worker pool; the stream starts when that is done.
+ */
+struct watch_job {
+	struct rpc_call *call;  /* NULL once the client went away */
+	char path[PATH_MAX];
+	bool recursive;
+	bool include_entry;
+	struct fs_watch *w;
+	int rc;
+	char err[ERRLEN];
+	void (*ready)(struct watch_job *j);
+};
+
+static void watch_job_on_cancel(struct rpc_call *call, enum rpc_code why)
 {
-	const Filesystem__WatchDirRequest *req = (const Filesystem__WatchDirRequest *)msg;
-	Filesystem__WatchDirResponse resp = FILESYSTEM__WATCH_DIR_RESPONSE__INIT;
-	Filesystem__WatchDirResponse__StartEvent start = FILESYSTEM__WATCH_DIR_RESPONSE__START_EVENT__INIT;
-	char path[PATH_MAX], err[ERRLEN];
-	struct watch_stream *s;
+	struct watch_job *j = rpc_call_ud(call);
+	j->call = NULL;
+}
+
+static const struct rpc_call_hooks watch_job_hooks = { .on_cancel = watch_job_on_cancel };
+
+static void watch_job_work(void *arg)
+{
+	struct watch_job *j = arg;
+	j->rc = fs_watch_prepare(j->path, j->recursive, &j->w, j->err, sizeof(j->err));
+}
+
+static void watch_job_done(void *arg)
+{
+	struct watch_job *j = arg;
+
+	if (!j->call) {
+		fs_watch_free(j->w);
+	} else if (j->rc < 0) {
+		rpc_fail(j->call, RPC_INTERNAL, "%s", j->err);
+	} else {
+		j->ready(j); /* takes j->w */
+	}
+	free(j);
+}
+
+/* Resolve, validate and queue the watch setup; on failure the call is answered. */
+static void watch_submit(struct rpc_call *call, const char *req_path, bool recursive, bool include_entry,
+			 bool allow_network_mounts, void (*ready)(struct watch_job *))
+{
+	struct watch_job *j = calloc(1, sizeof(*j));
 	struct user u;
 	int rc;
 
-	if (call_path(call, req->path, &u, path, sizeof(path)))
-		return;
-	rc = fs_watch_check(path, req->allow_network_mounts, err, sizeof(err));
-	if (rc) {
-		rpc_fail(call, (enum rpc_code)rc, "%s", err);
-		return;
-	}
-	s = calloc(1, sizeof(*s));
-	if (!s) {
+	if (!j) {
 		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
-	s->call = call;
-	s->include_entry = req->include_entry;
-	rc = fs_watch_new(path, req->recursive, stream_on_event, s, &s->w, err, sizeof(err));
-	if (rc < 0) {
-		free(s);
-		rpc_fail(call, RPC_INTERNAL, "%s", err);
+	if (call_path(call, req_path, &u, j->path, sizeof(j->path))) {
+		free(j);
 		return;
 	}
+	rc = fs_watch_check(j->path, allow_network_mounts, j->err, sizeof(j->err));
+	if (rc) {
+		rpc_fail(call, (enum rpc_code)rc, "%s", j->err);
+		free(j);
+		return;
+	}
+	j->call = call;
+	j->recursive = recursive;
+	j->include_entry = include_entry;
+	j->ready = ready;
+	rpc_call_set_hooks(call, &watch_job_hooks, j);
+	rc = worker_submit(watch_job_work, watch_job_done, j);
+	if (rc < 0) {
+		free(j);
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s",
+			 go_strerror(-rc));
+	}
+}
+
+static void watch_stream_ready(struct watch_job *j)
+{
+	Filesystem__WatchDirResponse resp = FILESYSTEM__WATCH_DIR_RESPONSE__INIT;
+	Filesystem__WatchDirResponse__StartEvent start = FILESYSTEM__WATCH_DIR_RESPONSE__START_EVENT__INIT;
+	struct watch_stream *s = calloc(1, sizeof(*s));
+
+	if (!s) {
+		fs_watch_free(j->w);
+		rpc_fail(j->call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	s->call = j->call;
+	s->include_entry = j->include_entry;
+	s->w = j->w;
+	fs_watch_start(s->w, stream_on_event, s);
 	ev_init(&s->keepalive, stream_on_keepalive);
-	s->keepalive.repeat = (ev_tstamp)rpc_call_keepalive_s(call);
+	s->keepalive.repeat = (ev_tstamp)rpc_call_keepalive_s(s->call);
 	s->keepalive.data = s;
 	ev_timer_again(envd_loop, &s->keepalive);
-	rpc_call_set_hooks(call, &stream_hooks, s);
+	rpc_call_set_hooks(s->call, &stream_hooks, s);
 	resp.event_case = FILESYSTEM__WATCH_DIR_RESPONSE__EVENT_START;
 	resp.start = &start;
-	rpc_send(call, &resp.base);
+	rpc_send(s->call, &resp.base);
+}
+
+static void fs_watch_dir(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Filesystem__WatchDirRequest *req = (const Filesystem__WatchDirRequest *)msg;
+
+	watch_submit(call, req->path, req->recursive, req->include_entry, req->allow_network_mounts,
+		     watch_stream_ready);
 }
 
 /* --- CreateWatcher / GetWatcherEvents / RemoveWatcher --- */
@@ -532,53 +603,49 @@ static struct watcher **watcher_find(const char *id)
 	return NULL;
 }
 
-static void fs_create_watcher(struct rpc_call *call, const ProtobufCMessage *msg)
+static void watcher_ready(struct watch_job *j)
 {
-	const Filesystem__CreateWatcherRequest *req = (const Filesystem__CreateWatcherRequest *)msg;
 	Filesystem__CreateWatcherResponse resp = FILESYSTEM__CREATE_WATCHER_RESPONSE__INIT;
-	char path[PATH_MAX], err[ERRLEN];
 	struct watcher **slot = NULL, *wt;
-	struct user u;
 	int rc;
 
-	if (call_path(call, req->path, &u, path, sizeof(path)))
-		return;
-	rc = fs_watch_check(path, req->allow_network_mounts, err, sizeof(err));
-	if (rc) {
-		rpc_fail(call, (enum rpc_code)rc, "%s", err);
-		return;
-	}
 	for (size_t i = 0; i < WATCHERS_MAX && !slot; i++)
 		if (!watchers[i])
 			slot = &watchers[i];
 	if (!slot) {
-		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "too many watchers (at most %d); remove some first",
+		fs_watch_free(j->w);
+		rpc_fail(j->call, RPC_RESOURCE_EXHAUSTED, "too many watchers (at most %d); remove some first",
 			 WATCHERS_MAX);
 		return;
 	}
 	wt = calloc(1, sizeof(*wt));
 	if (!wt) {
-		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		fs_watch_free(j->w);
+		rpc_fail(j->call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
-	wt->include_entry = req->include_entry;
+	wt->include_entry = j->include_entry;
 	do {
 		rc = watcher_new_id(wt->id);
 	} while (rc == 0 && watcher_find(wt->id));
 	if (rc < 0) {
+		fs_watch_free(j->w);
 		free(wt);
-		rpc_fail(call, RPC_INTERNAL, "error creating watcher id: %s", go_strerror(-rc));
+		rpc_fail(j->call, RPC_INTERNAL, "error creating watcher id: %s", go_strerror(-rc));
 		return;
 	}
-	rc = fs_watch_new(path, req->recursive, watcher_on_event, wt, &wt->w, err, sizeof(err));
-	if (rc < 0) {
-		free(wt);
-		rpc_fail(call, RPC_INTERNAL, "%s", err);
-		return;
-	}
+	wt->w = j->w;
+	fs_watch_start(wt->w, watcher_on_event, wt);
 	*slot = wt;
 	resp.watcher_id = wt->id;
-	rpc_reply(call, &resp.base);
+	rpc_reply(j->call, &resp.base);
+}
+
+static void fs_create_watcher(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Filesystem__CreateWatcherRequest *req = (const Filesystem__CreateWatcherRequest *)msg;
+
+	watch_submit(call, req->path, req->recursive, req->include_entry, req->allow_network_mounts, watcher_ready);
 }
 
 static void fs_get_watcher_events(struct rpc_call *call, const ProtobufCMessage *msg)

@@ -368,8 +368,7 @@ static void on_io(struct ev_loop *loop, ev_io *io, int revents)
 	fs_watch_drain(io->data);
 }
 
-int fs_watch_new(const char *root, bool recursive, fs_watch_cb cb, void *ud, struct fs_watch **out,
-		 char *err, size_t errlen)
+int fs_watch_prepare(const char *root, bool recursive, struct fs_watch **out, char *err, size_t errlen)
 {
 	struct fs_watch *w = calloc(1, sizeof(*w));
 	int rc;
@@ -381,8 +380,6 @@ int fs_watch_new(const char *root, bool recursive, fs_watch_cb cb, void *ud, str
 		return -ENOMEM;
 	}
 	w->recursive = recursive;
-	w->cb = cb;
-	w->ud = ud;
 	w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (w->fd < 0) {
 		rc = -errno;
@@ -399,11 +396,27 @@ int fs_watch_new(const char *root, bool recursive, fs_watch_cb cb, void *ud, str
 	}
 	if (recursive)
 		walk_add(w, "", false, 0);
+	*out = w;
+	return 0;
+}
+
+void fs_watch_start(struct fs_watch *w, fs_watch_cb cb, void *ud)
+{
+	w->cb = cb;
+	w->ud = ud;
 	ev_io_init(&w->io, on_io, w->fd, EV_READ);
 	w->io.data = w;
 	ev_io_start(envd_loop, &w->io);
-	*out = w;
-	return 0;
+}
+
+int fs_watch_new(const char *root, bool recursive, fs_watch_cb cb, void *ud, struct fs_watch **out,
+		 char *err, size_t errlen)
+{
+	int rc = fs_watch_prepare(root, recursive, out, err, errlen);
+
+	if (rc == 0)
+		fs_watch_start(*out, cb, ud);
+	return rc;
 }
 
 void fs_watch_free(struct fs_watch *w)

@@ -35,9 +35,18 @@ typedef void (*fs_watch_cb)(void *ud, const char *name, const char *path, Filesy
 int fs_watch_check(const char *root, bool allow_network_mounts, char *err, size_t errlen);
 
 /*
- * Start watching `root` (already checked). Returns 0 and *out, or
- * -errno with err set ("error adding path <W> to watcher: ...").
+ * Create the inotify instance and add the watches (for a recursive watch
+ * this walks the whole tree, so it may take long): blocking, touches no
+ * loop state, safe on a worker thread. Events that happen meanwhile wait
+ * in the kernel queue. Returns 0 and *out, or -errno with err set
+ * ("error adding path <W> to watcher: ...").
  */
+int fs_watch_prepare(const char *root, bool recursive, struct fs_watch **out, char *err, size_t errlen);
+
+/* Start delivering events to cb on the loop. Loop thread only. */
+void fs_watch_start(struct fs_watch *w, fs_watch_cb cb, void *ud);
+
+/* fs_watch_prepare + fs_watch_start. */
 int fs_watch_new(const char *root, bool recursive, fs_watch_cb cb, void *ud, struct fs_watch **out,
 		 char *err, size_t errlen);
 

@@ -21,7 +21,8 @@ trap 'rm -rf "$D"; _t_cleanup' EXIT
 U="$ENVD_URL/files"
 hwm() { awk '/VmHWM/ {print $2}' "/proc/$ENVD_PID/status"; }
 now() { date +%s.%N; }
-rate() { python3 -c "import sys; print(f'{$SIZE_MB / max(float(sys.argv[1]), 1e-9):.0f} MiB/s')" "$1"; }
+# rate T0 T1: MiB/s for SIZE_MB moved between the two timestamps
+rate() { python3 -c "import sys; print(f'{$SIZE_MB / max(float(sys.argv[2]) - float(sys.argv[1]), 1e-9):.0f} MiB/s')" "$1" "$2"; }
 
 head -c $((SIZE_MB * 1024 * 1024)) /dev/urandom >"$D/src.bin"
 want=$(sha256sum <"$D/src.bin" | cut -d' ' -f1)
@@ -29,34 +30,40 @@ sync
 base_hwm=$(hwm)
 echo "envd peak RSS after start: ${base_hwm} kB"
 
-t0=$(now); cat "$D/src.bin" >"$D/cat.bin"; sync; t1=$(now)
-echo "reference: cat of ${SIZE_MB} MiB: $(rate "$(echo "$t1 - $t0" | bc)")"
-t0=$(now); dd if="$D/src.bin" of="$D/dd.bin" bs=1M status=none; sync; t1=$(now)
-echo "reference: dd bs=1M of ${SIZE_MB} MiB: $(rate "$(echo "$t1 - $t0" | bc)")"
+sync; t0=$(now); cat "$D/src.bin" >"$D/cat.bin"; sync; t1=$(now)
+echo "reference: cat of ${SIZE_MB} MiB: $(rate "$t0" "$t1")"
+sync; t0=$(now); dd if="$D/src.bin" of="$D/dd.bin" bs=1M status=none; sync; t1=$(now)
+echo "reference: dd bs=1M of ${SIZE_MB} MiB: $(rate "$t0" "$t1")"
 rm -f "$D/cat.bin" "$D/dd.bin"
+sync
 
 t0=$(now)
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/octet-stream' \
 	-T "$D/src.bin" "$U?path=$D/up.bin")
 sync; t1=$(now)
 expect_eq "raw upload ${SIZE_MB} MiB" 200 "$code"
-echo "envd raw upload: $(rate "$(echo "$t1 - $t0" | bc)"), peak RSS $(hwm) kB"
+echo "envd raw upload: $(rate "$t0" "$t1"), peak RSS $(hwm) kB"
 expect_eq "raw upload sha256" "$want" "$(sha256sum <"$D/up.bin" | cut -d' ' -f1)"
 rm -f "$D/up.bin"
+sync
 
 t0=$(now)
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -F "file=@$D/src.bin;filename=$D/mp.bin" "$U")
 sync; t1=$(now)
 expect_eq "multipart upload ${SIZE_MB} MiB" 200 "$code"
-echo "envd multipart upload: $(rate "$(echo "$t1 - $t0" | bc)"), peak RSS $(hwm) kB"
+echo "envd multipart upload: $(rate "$t0" "$t1"), peak RSS $(hwm) kB"
 expect_eq "multipart upload sha256" "$want" "$(sha256sum <"$D/mp.bin" | cut -d' ' -f1)"
 rm -f "$D/mp.bin"
 
+t0=$(now); cat "$D/src.bin" >/dev/null; t1=$(now)
+echo "reference: cat ${SIZE_MB} MiB to /dev/null: $(rate "$t0" "$t1")"
 t0=$(now)
-got=$(curl -s "$U?path=$D/src.bin" | sha256sum | cut -d' ' -f1)
+code=$(curl -s -o /dev/null -w '%{http_code}' "$U?path=$D/src.bin")
 t1=$(now)
+expect_eq "identity download ${SIZE_MB} MiB" 200 "$code"
+echo "envd identity download to /dev/null: $(rate "$t0" "$t1"), peak RSS $(hwm) kB"
+got=$(curl -s "$U?path=$D/src.bin" | sha256sum | cut -d' ' -f1)
 expect_eq "identity download sha256" "$want" "$got"
-echo "envd identity download: $(rate "$(echo "$t1 - $t0" | bc)"), peak RSS $(hwm) kB"
 
 # gzip streams through zlib; a quarter of the data keeps the run short.
 head -c $((SIZE_MB * 256 * 1024)) "$D/src.bin" >"$D/q.bin"

@@ -74,11 +74,7 @@ check "h2c end-stream" "2 {}" "$(tail -1 <<<"$h2")"
 # --- StreamInput as a chunked HTTP/1.1 client stream ---
 stream Start '{"process":{"cmd":"cat"},"tag":"cat-in"}' >"$TMP/cat.out" &
 spid=$!
-for _ in $(seq 50); do
-	pid=$(head -1 "$TMP/cat.out" 2>/dev/null | grep -o '"pid": [0-9]*' | grep -o '[0-9]*')
-	[ -n "$pid" ] && break
-	sleep 0.05
-done
+pid=$(pid_in "$TMP/cat.out") || exit 1
 frame "{\"start\":{\"process\":{\"pid\":$pid}}}" \
 	'{"data":{"input":{"stdin":"aGVsbG8g"}}}' '{"keepalive":{}}' \
 	'{"data":{"input":{"stdin":"d29ybGQK"}}}' >"$TMP/si"
@@ -103,11 +99,7 @@ check_re "StreamInput data before start is failed_precondition" '^2 .*"failed_pr
 
 # --- unary errors (§6.13) ---
 stream Start '{"process":{"cmd":"sleep","args":["30"]},"stdin":false}' >"$TMP/sl.out" &
-for _ in $(seq 50); do
-	spid2=$(head -1 "$TMP/sl.out" 2>/dev/null | grep -o '"pid": [0-9]*' | grep -o '[0-9]*')
-	[ -n "$spid2" ] && break
-	sleep 0.05
-done
+spid2=$(pid_in "$TMP/sl.out") || exit 1
 check_re "SendInput with stdin:false" '^500 .*error writing to stdin: stdin not enabled or closed' \
 	"$(unary SendInput "{\"process\":{\"pid\":$spid2},\"input\":{\"stdin\":\"eA==\"}}")"
 check_re "SendInput pty bytes to a pipe process" '^500 .*tty not assigned to process' \

@@ -64,34 +64,51 @@ for a in sys.argv[1:]:
 # decode: Connect+JSON stream on stdin -> one line per envelope:
 #   "<flags> <json>" with data payloads base64-decoded to text.
 decode() {
-	python3 -c '
+	python3 -u -c '
 import sys, struct, json, base64
-d = sys.stdin.buffer.read(); i = 0
-while i + 5 <= len(d):
-    f = d[i]; n = struct.unpack(">I", d[i+1:i+5])[0]
-    m = json.loads(d[i+5:i+5+n]); i += 5 + n
+r = sys.stdin.buffer
+while True:
+    h = r.read(5)
+    if len(h) < 5:
+        if h:
+            print("TRAILING", len(h))
+        break
+    f = h[0]; n = struct.unpack(">I", h[1:5])[0]
+    p = r.read(n)
+    m = json.loads(p)
     e = m.get("event", {})
     if "data" in e:
         for k in ("stdout", "stderr", "pty"):
             if k in e["data"]:
                 e["data"][k] = base64.b64decode(e["data"][k]).decode("utf-8", "replace")
-    print(f, json.dumps(m, sort_keys=True))
-if i != len(d):
-    print("TRAILING", len(d) - i)'
+    print(f, json.dumps(m, sort_keys=True), flush=True)'
 }
 
 # stream METHOD JSON [curl args...]: run a server-streaming call, decoded.
 stream() {
 	local m=$1 j=$2
 	shift 2
-	frame "$j" | curl -s -N -X POST "$(url "$m")" -H 'Content-Type: application/connect+json' \
+	frame "$j" | curl -s -N --max-time "${MAXTIME:-60}" -X POST "$(url "$m")" \
+		-H 'Content-Type: application/connect+json' \
 		-H 'Connect-Protocol-Version: 1' --data-binary @- "$@" | decode
 }
 
 # unary METHOD JSON: prints "<http status> <body>".
 unary() {
-	curl -s -X POST "$(url "$1")" -H 'Content-Type: application/json' -d "$2" \
+	curl -s --max-time 30 -X POST "$(url "$1")" -H 'Content-Type: application/json' -d "$2" \
 		-w ' %{http_code}' | awk '{code=$NF; $NF=""; sub(/ $/,""); print code, $0}'
+}
+
+# pid_in FILE: wait (up to 5 s) for the start event in a decoded stream file.
+pid_in() {
+	local p
+	for _ in $(seq 100); do
+		p=$(head -1 "$1" 2>/dev/null | grep -o '"pid": [0-9]*' | grep -o '[0-9]*$')
+		[ -n "$p" ] && { echo "$p"; return 0; }
+		sleep 0.05
+	done
+	echo "no start event in $1" >&2
+	return 1
 }
 
 # stdout_of DECODED: concatenated stdout text of a decoded stream.

@@ -7,6 +7,7 @@ import { execFileSync, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, readFileSync, statSync, existsSync, symlinkSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import path from 'node:path'
+import { fileURLToPath } from 'node:url'
 import {
   Sandbox,
   FileNotFoundError,
@@ -317,12 +318,17 @@ function freePort() {
 }
 
 test('signed upload/download URLs with an access token set by /init', async () => {
-  const bin = process.env.ENVD_BIN ?? path.resolve(process.cwd(), '../../build/envd')
+  // ENVD_BIN may be relative to the repository root (scripts/run-tests.sh).
+  const root = fileURLToPath(new URL('../..', import.meta.url))
+  const bin = path.resolve(root, process.env.ENVD_BIN ?? 'build/envd')
   const port = await freePort()
   const url = `http://127.0.0.1:${port}`
   const child = spawn(bin, ['-isnotfc', '-port', String(port), '-default-user', 'user'], { stdio: 'ignore' })
+  let spawnError
+  child.on('error', (e) => (spawnError = e))
   try {
-    assert.ok(await until(async () => (await fetch(`${url}/health`).catch(() => null))?.ok ?? false))
+    assert.ok(await until(async () => spawnError !== undefined || ((await fetch(`${url}/health`).catch(() => null))?.ok ?? false)))
+    assert.equal(spawnError, undefined, `cannot start ${bin}`)
     const token = 'secret-access-token-for-tests'
     const init = await fetch(`${url}/init`, {
       method: 'POST',
