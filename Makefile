@@ -21,7 +21,7 @@ LIB_SRCS  := $(filter-out envd/main.c,$(SRCS))
 UNIT_SRCS := $(sort $(wildcard tests/unit/*_test.c))
 INIT_SRCS := $(sort $(wildcard init/*.c))
 
-INCS     := -Ienvd -Iproto -Iprocess -Ipty -Ifs -I$(GEN)
+INCS     := -iquote envd -iquote proto -iquote process -iquote pty -iquote fs -iquote $(GEN)
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-missing-braces
 DEFS     := -D_GNU_SOURCE -DENVD_VERSION=\"$(VERSION)\" -DENVD_COMMIT=\"$(COMMIT)\"
 LIBS     := -lnghttp2 -lev -lprotobuf-c -ljansson -lhttp_parser -lz -lm -lpthread

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -20,6 +21,9 @@
 
 #include "control.h"
 #include "log.h"
+#include "mmds.h"
+#include "nfs.h"
+#include "sha2.h"
 #include "state.h"
 
 #ifndef ENVD_VERSION
@@ -123,7 +127,7 @@ void control_metrics_init(void)
 void control_metrics(struct http_req *r)
 {
 	struct cpu_sample now;
-	unsigned long long mt, ma, mc;
+	unsigned long long mt = 0, ma = 0, mc = 0;
 	struct statfs sf;
 	static const struct http_hdr ct = {"Content-Type", "application/json"};
 
@@ -200,11 +204,21 @@ void control_envs(struct http_req *r)
 /* ---- /init ---- */
 
 struct init_req {
-	struct http_req *r;
+	struct http_req *r;      /* NULL once the client went away */
 	char *body;
 	size_t len, cap;
 	bool too_big;
+	json_t *root;            /* parsed body (NULL for an empty body) */
+	struct mmds_fetch *fetch;
+	int mmds_tries;
+	struct init_req *next;   /* waiting for the init lock */
+	bool waiting, running;
+	bool nfs_pending;
 };
+
+/* One /init at a time (§3.4.2 step 3): the rest wait in arrival order. */
+static struct init_req *init_head, *init_tail;
+static struct init_req *init_current;
 
 /*
  * RFC 3339 with optional fraction and any offset -> ns since the epoch.
@@ -397,119 +411,251 @@ static void update_hosts(const char *ip)
 	envstore_set_internal("E2B_EVENTS_ADDRESS", addr);
 }
 
-static void init_apply(struct http_req *r, const char *body, size_t len)
+static void init_free(struct init_req *ir)
 {
-	json_t *root = NULL;
-	json_error_t jerr;
+	if (ir->fetch)
+		mmds_cancel(ir->fetch);
+	json_decref(ir->root);
+	free(ir->body);
+	free(ir);
+}
 
-	if (len > 0) {
-		root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
-		if (!root || !json_is_object(root) || token_has_escape(body, len))
-			goto bad;
-	}
-	json_t *tok = root ? json_object_get(root, "accessToken") : NULL;
-	json_t *envv = root ? json_object_get(root, "envVars") : NULL;
-	json_t *ts = root ? json_object_get(root, "timestamp") : NULL;
-	json_t *du = root ? json_object_get(root, "defaultUser") : NULL;
-	json_t *dw = root ? json_object_get(root, "defaultWorkdir") : NULL;
-	json_t *ca = root ? json_object_get(root, "caBundle") : NULL;
-	json_t *hl = root ? json_object_get(root, "hyperloopIP") : NULL;
-	json_t *vm = root ? json_object_get(root, "volumeMounts") : NULL;
-	json_t *lc = root ? json_object_get(root, "lifecycleID") : NULL;
+static void init_run_next(void);
+static void init_complete(struct init_req *ir);
+static void init_finish(struct init_req *ir, int status, const char *text);
 
-	if (tok && json_is_null(tok))
-		tok = NULL;
-	if (tok && (!json_is_string(tok) || json_string_length(tok) == 0))
-		goto bad;
-	if (envv && !json_is_null(envv)) {
-		if (!json_is_object(envv))
-			goto bad;
-		const char *k;
-		json_t *v;
-		json_object_foreach(envv, k, v) if (!json_is_string(v)) goto bad;
-	}
-	int64_t ts_ns = 0;
-	if (ts && !json_is_null(ts)) {
-		if (!json_is_string(ts) || control_parse_rfc3339(json_string_value(ts), &ts_ns) < 0)
-			goto bad;
-	} else {
-		ts = NULL;
-	}
-	json_t *strs[] = {du, dw, ca, hl, lc};
-	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
-		if (strs[i] && !json_is_null(strs[i]) && !json_is_string(strs[i]))
-			goto bad;
-	if (vm && !json_is_null(vm) && !json_is_array(vm))
-		goto bad;
-
-	/* Authorise (§3.4.2 step 4). Without MMDS (not Firecracker) the hash
-	 * check cannot succeed: first-time set-up or the current token only. */
-	const char *tv = tok ? json_string_value(tok) : NULL;
-	bool ok = false;
-	if (state_token_is_set() && tv && state_token_equals(tv, strlen(tv)))
-		ok = true;
-	else if (!state_token_is_set())
-		ok = true;
-	if (!ok) {
-		init_fail(r, 401, tv ? "access token validation failed" : "access token reset not authorized");
-		json_decref(root);
+static void init_nfs_done(void *ud, const char *err)
+{
+	struct init_req *ir = ud;
+	ir->nfs_pending = false;
+	if (err) {
+		init_finish(ir, 400, err);
 		return;
 	}
+	init_complete(ir);
+}
 
+/* The current /init is over: answer (if still possible), free, go on. */
+static void init_finish(struct init_req *ir, int status, const char *text)
+{
+	if (ir->r) {
+		struct http_req *r = ir->r;
+		ir->r->ud = NULL;
+		ir->r = NULL;
+		if (status == 204) {
+			struct http_hdr h[2] = {{"X-Envd-Version", ENVD_VERSION}, no_store};
+			http_respond(r, 204, NULL, NULL, 0, h, 2);
+		} else {
+			init_fail(r, status, text);
+		}
+	}
+	if (init_current == ir)
+		init_current = NULL;
+	init_free(ir);
+	init_run_next();
+}
+
+/* Validate the body's shape (§3.4.1); false means 400. */
+static bool init_parse(struct init_req *ir)
+{
+	json_error_t jerr;
+	if (ir->len == 0)
+		return true;
+	ir->root = json_loadb(ir->body, ir->len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+	if (!ir->root || !json_is_object(ir->root) || token_has_escape(ir->body, ir->len))
+		return false;
+	json_t *tok = json_object_get(ir->root, "accessToken");
+	if (tok && !json_is_null(tok) && (!json_is_string(tok) || json_string_length(tok) == 0))
+		return false;
+	json_t *envv = json_object_get(ir->root, "envVars");
+	if (envv && !json_is_null(envv)) {
+		if (!json_is_object(envv))
+			return false;
+		const char *k;
+		json_t *v;
+		json_object_foreach(envv, k, v) if (!json_is_string(v)) return false;
+	}
+	json_t *ts = json_object_get(ir->root, "timestamp");
+	int64_t ns;
+	if (ts && !json_is_null(ts) && (!json_is_string(ts) || control_parse_rfc3339(json_string_value(ts), &ns) < 0))
+		return false;
+	static const char *const strs[] = {"defaultUser", "defaultWorkdir", "caBundle", "hyperloopIP", "lifecycleID"};
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		json_t *v = json_object_get(ir->root, strs[i]);
+		if (v && !json_is_null(v) && !json_is_string(v))
+			return false;
+	}
+	json_t *vm = json_object_get(ir->root, "volumeMounts");
+	if (vm && !json_is_null(vm)) {
+		if (!json_is_array(vm))
+			return false;
+		size_t i;
+		json_t *e;
+		json_array_foreach(vm, i, e) {
+			if (!json_is_object(e))
+				return false;
+			json_t *t = json_object_get(e, "nfs_target"), *p = json_object_get(e, "path");
+			if ((t && !json_is_string(t)) || (p && !json_is_string(p)))
+				return false;
+		}
+	}
+	return true;
+}
+
+static const char *init_str(struct init_req *ir, const char *key)
+{
+	json_t *v = ir->root ? json_object_get(ir->root, key) : NULL;
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* Authorised: apply the data (§3.4.2 steps 7-12). */
+static void init_apply(struct init_req *ir)
+{
+	const char *tv = init_str(ir, "accessToken");
+	const char *ts = init_str(ir, "timestamp");
+	int64_t ts_ns = 0;
+
+	if (ts)
+		control_parse_rfc3339(ts, &ts_ns);
 	/* Replay guard: only data at least as new as what was applied. */
-	if (!ts || ts_ns >= state_last_init_ns) {
-		if (ts) {
-			state_last_init_ns = ts_ns;
-			set_clock(ts_ns);
-		}
-		if (envv && json_is_object(envv)) {
-			size_t n = json_object_size(envv), i = 0;
-			const char **keys = calloc(n + 1, sizeof(*keys));
-			const char **vals = calloc(n + 1, sizeof(*vals));
-			if (keys && vals) {
-				const char *k;
-				json_t *v;
-				json_object_foreach(envv, k, v) {
-					keys[i] = k;
-					vals[i++] = json_string_value(v);
-				}
-				envstore_replace_user(keys, vals, i);
+	if (ts && ts_ns < state_last_init_ns) {
+		initialised = true;
+		init_finish(ir, 204, NULL);
+		return;
+	}
+	if (ts) {
+		state_last_init_ns = ts_ns;
+		set_clock(ts_ns);
+	}
+	json_t *envv = ir->root ? json_object_get(ir->root, "envVars") : NULL;
+	if (json_is_object(envv)) {
+		size_t n = json_object_size(envv), i = 0;
+		const char **keys = calloc(n + 1, sizeof(*keys));
+		const char **vals = calloc(n + 1, sizeof(*vals));
+		if (keys && vals) {
+			const char *k;
+			json_t *v;
+			json_object_foreach(envv, k, v) {
+				keys[i] = k;
+				vals[i++] = json_string_value(v);
 			}
-			free(keys);
-			free(vals);
+			envstore_replace_user(keys, vals, i);
 		}
-		if (tv)
-			state_token_set(tv, strlen(tv));
-		else if (state_token_is_set())
-			state_token_clear();
-		if (hl && json_is_string(hl) && json_string_length(hl) > 0)
-			update_hosts(json_string_value(hl));
-		if (du && json_is_string(du) && json_string_length(du) > 0)
-			state_set_default_user(json_string_value(du));
-		if (dw && json_is_string(dw) && json_string_length(dw) > 0)
-			state_set_default_workdir(json_string_value(dw));
-		if (ca && json_is_string(ca) && json_string_length(ca) > 0) {
-			char err[512];
-			if (install_ca(json_string_value(ca), err, sizeof(err)) != 0) {
-				init_fail(r, 400, err);
-				json_decref(root);
-				return;
-			}
-		}
-		if (vm && json_is_array(vm) && json_array_size(vm) > 0) {
-			init_fail(r, 400, "failed to setup NFS volumes: NFS volume mounts are not supported by this envd");
-			json_decref(root);
+		free(keys);
+		free(vals);
+	}
+	if (tv)
+		state_token_set(tv, strlen(tv));
+	else if (state_token_is_set())
+		state_token_clear();
+	const char *hl = init_str(ir, "hyperloopIP");
+	if (hl && *hl)
+		update_hosts(hl);
+	const char *du = init_str(ir, "defaultUser"), *dw = init_str(ir, "defaultWorkdir");
+	if (du && *du)
+		state_set_default_user(du);
+	if (dw && *dw)
+		state_set_default_workdir(dw);
+	const char *ca = init_str(ir, "caBundle");
+	if (ca && *ca) {
+		char err[512];
+		if (install_ca(ca, err, sizeof(err)) != 0) {
+			init_finish(ir, 400, err);
 			return;
 		}
 	}
-	json_decref(root);
+	json_t *vm = ir->root ? json_object_get(ir->root, "volumeMounts") : NULL;
+	if (json_is_array(vm) && json_array_size(vm) > 0) {
+		struct nfs_volume vols[32];
+		size_t n = 0, i;
+		json_t *e;
+		json_array_foreach(vm, i, e) {
+			if (n == 32)
+				break;
+			vols[n].target = (char *)json_string_value(json_object_get(e, "nfs_target"));
+			vols[n].path = (char *)json_string_value(json_object_get(e, "path"));
+			n++;
+		}
+		if (nfs_mount_async(vols, n, init_str(ir, "lifecycleID"), init_nfs_done, ir) < 0) {
+			init_finish(ir, 400, "failed to setup NFS volumes: cannot queue the mount job");
+			return;
+		}
+		ir->nfs_pending = true;
+		return;
+	}
+	init_complete(ir);
+}
+
+static void init_complete(struct init_req *ir)
+{
 	initialised = true;
-	struct http_hdr h[2] = {{"X-Envd-Version", ENVD_VERSION}, no_store};
-	http_respond(r, 204, NULL, NULL, 0, h, 2);
-	return;
-bad:
-	json_decref(root);
-	init_fail(r, 400, NULL);
+	/* Refresh the sandbox ids for a while (the VM may be a resumed copy). */
+	if (!control_not_fc)
+		mmds_poll_ids(60.);
+	init_finish(ir, 204, NULL);
+}
+
+/* §3.4.2 step 4, after MMDS answered (or could not). */
+static void init_decide(struct init_req *ir, bool mmds_exists, const char *hash)
+{
+	const char *tv = init_str(ir, "accessToken");
+	bool matches = false;
+	if (mmds_exists) {
+		uint8_t d[SHA512_DIGEST_LEN];
+		char hex[SHA512_DIGEST_LEN * 2 + 1];
+		/* No token in the request matches only the explicit "reset
+		 * allowed" marker: the hash of the empty string. */
+		sha512(tv ? tv : "", tv ? strlen(tv) : 0, d);
+		sha2_hex(d, sizeof(d), hex);
+		matches = strcasecmp(hex, hash) == 0;
+	}
+	if (matches || (!state_token_is_set() && !mmds_exists)) {
+		init_apply(ir);
+		return;
+	}
+	init_finish(ir, 401, tv ? "access token validation failed" : "access token reset not authorized");
+}
+
+static void init_mmds_done(void *ud, int rc, const struct mmds_meta *m)
+{
+	struct init_req *ir = ud;
+	ir->fetch = NULL;
+	if (rc < 0 && ++ir->mmds_tries < 2) {
+		ir->fetch = mmds_fetch(init_mmds_done, ir);
+		if (ir->fetch)
+			return;
+	}
+	init_decide(ir, rc == 0 && m->token_hash[0], rc == 0 ? m->token_hash : "");
+}
+
+static void init_run(struct init_req *ir)
+{
+	const char *tv = init_str(ir, "accessToken");
+	init_current = ir;
+	ir->running = true;
+	if (state_token_is_set() && tv && state_token_equals(tv, strlen(tv))) {
+		init_apply(ir);
+		return;
+	}
+	if (control_not_fc) {
+		init_decide(ir, false, "");
+		return;
+	}
+	ir->fetch = mmds_fetch(init_mmds_done, ir);
+	if (!ir->fetch)
+		init_decide(ir, false, "");
+}
+
+static void init_run_next(void)
+{
+	while (!init_current && init_head) {
+		struct init_req *ir = init_head;
+		init_head = ir->next;
+		if (!init_head)
+			init_tail = NULL;
+		ir->waiting = false;
+		init_run(ir);
+	}
 }
 
 static void init_body(struct http_req *r, const uint8_t *p, size_t n)
@@ -541,17 +687,43 @@ static void init_body(struct http_req *r, const uint8_t *p, size_t n)
 static void init_body_end(struct http_req *r)
 {
 	struct init_req *ir = r->ud;
-	if (ir->too_big)
+	if (ir->too_big || !init_parse(ir)) {
+		r->ud = NULL;
 		init_fail(r, 400, NULL);
+		init_free(ir);
+		return;
+	}
+	ir->waiting = true;
+	if (init_tail)
+		init_tail->next = ir;
 	else
-		init_apply(r, ir->body ? ir->body : "", ir->len);
+		init_head = ir;
+	init_tail = ir;
+	init_run_next();
 }
 
 static void init_close(struct http_req *r, bool completed)
 {
 	struct init_req *ir = r->ud;
-	free(ir->body);
-	free(ir);
+	if (!ir)
+		return;
+	ir->r = NULL;
+	if (ir->waiting) {
+		/* Left while waiting for the lock: drop it from the queue. */
+		struct init_req **pp = &init_head, *prev = NULL;
+		while (*pp && *pp != ir) {
+			prev = *pp;
+			pp = &(*pp)->next;
+		}
+		if (*pp)
+			*pp = ir->next;
+		if (init_tail == ir)
+			init_tail = prev;
+		init_free(ir);
+	} else if (!ir->running) {
+		init_free(ir);
+	}
+	/* A running /init completes on its own and is freed then. */
 }
 
 void control_init(struct http_req *r)

@@ -23,6 +23,7 @@
 #include "fs_service.h"
 #include "log.h"
 #include "loop.h"
+#include "mmds.h"
 #include "process.h"
 #include "process_service.h"
 #include "rpc.h"
@@ -66,6 +67,8 @@ static struct flag flags[] = {
 	{"max-conns", F_INT, "maximum open connections", "20000", {.i = 20000}},
 	{"max-message", F_INT, "maximum RPC message size in bytes", "16777216", {.i = 16777216}},
 	{"max-header-bytes", F_INT, "maximum HTTP/1.1 request head size in bytes", "65536", {.i = 65536}},
+	{"mmds-addr", F_STR, "metadata service address (Firecracker mode)", "169.254.169.254:80",
+	 {.s = "169.254.169.254:80"}},
 	{"output-buffer", F_INT, "bytes of recent output kept per process for reconnect", "1048576", {.i = 1048576}},
 };
 #define N_FLAGS (sizeof(flags) / sizeof(flags[0]))
@@ -198,6 +201,7 @@ int main(int argc, char **argv)
 	rpc_max_message = (size_t)flag_get("max-message")->v.i;
 	h1_max_header_bytes = (size_t)flag_get("max-header-bytes")->v.i;
 	process_ring_size = (size_t)flag_get("output-buffer")->v.i;
+	snprintf(mmds_addr, sizeof(mmds_addr), "%s", flag_get("mmds-addr")->v.s);
 	state_set_default_user(flag_get("default-user")->v.s);
 
 	/* A write to a vanished client must fail the write, not kill envd.
@@ -211,6 +215,8 @@ int main(int argc, char **argv)
 	write_run_file(".E2B_SANDBOX", sandbox, 0444);
 
 	control_metrics_init();
+	if (!control_not_fc)
+		mmds_poll_ids(0);
 	rpc_register(&process_service);
 	rpc_register(&fs_service);
 

@@ -112,21 +112,6 @@ static bool token_excluded(const struct http_req *r)
 	return false;
 }
 
-/* TEMP-WEAK: until fs/ provides the /files handlers. */
-#pragma weak files_get
-#pragma weak files_post
-#pragma weak files_compose
-static void route_files(struct http_req *r)
-{
-	void (*fn)(struct http_req *) = strcmp(r->path, "/files/compose") == 0 ? files_compose
-					: r->method == HTTP_M_GET ? files_get : files_post;
-	if (!fn) {
-		http_respond_json_error(r, 501, "not implemented");
-		return;
-	}
-	fn(r);
-}
-
 struct route {
 	const char *path;
 	enum http_verb method;
@@ -144,9 +129,9 @@ static const struct route routes[] = {
 	{"/fsfreeze", HTTP_M_POST, control_fsfreeze},
 	{"/fsthaw", HTTP_M_POST, control_fsthaw},
 	{"/upgrade", HTTP_M_POST, control_upgrade},
-	{"/files", HTTP_M_GET, route_files},
-	{"/files", HTTP_M_POST, route_files},
-	{"/files/compose", HTTP_M_POST, route_files},
+	{"/files", HTTP_M_GET, files_get},
+	{"/files", HTTP_M_POST, files_post},
+	{"/files/compose", HTTP_M_POST, files_compose},
 };
 
 void router_dispatch(struct http_req *r)

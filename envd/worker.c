@@ -90,7 +90,8 @@ static int worker_start(void)
 	ev_unref(envd_loop);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
+	/* Directory walks recurse; the stack is only reserved, not resident. */
+	pthread_attr_setstacksize(&attr, 8 * 1024 * 1024);
 	/* Signals are the loop's business (signalfd/ev_signal): keep them
 	 * blocked in the workers. */
 	sigfillset(&all);
