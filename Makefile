@@ -93,7 +93,7 @@ unit: setup $(UNIT_BINS)
 run: all
 	exec $(BUILD)/envd -isnotfc -port 49983
 
-test: all asan $(UNIT_BINS)
+test: all asan $(UNIT_BINS) fuzz-build
 	@bash scripts/run-tests.sh all
 
 clean:
@@ -102,3 +102,26 @@ distclean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD)/musl $(BUILD)/asan -name '*.d' 2>/dev/null)
+
+# --- fuzzing (libFuzzer, clang, ASan+UBSan) ---
+FUZZ_CC      := clang
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS  := -std=gnu11 -g -O1 -fno-omit-frame-pointer $(FUZZ_SAN) -Wno-unused-parameter $(DEFS) $(INCS) -iquote fuzz
+FUZZ_OBJ     := $(BUILD)/fuzz
+FUZZ_TARGETS := $(filter-out fuzz/fuzz_server.c,$(sort $(wildcard fuzz/fuzz_*.c)))
+FUZZ_BINS    := $(patsubst fuzz/%.c,$(FUZZ_OBJ)/%,$(FUZZ_TARGETS))
+FUZZ_SECONDS ?= 60
+fuzz_objs = $(patsubst %.c,$(FUZZ_OBJ)/obj/%.o,$(1))
+
+$(FUZZ_OBJ)/obj/%.o: %.c $(GEN)/.done
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(FUZZ_OBJ)/fuzz_%: $(FUZZ_OBJ)/obj/fuzz/fuzz_%.o $(call fuzz_objs,fuzz/fuzz_server.c $(LIB_SRCS) $(GEN_SRCS))
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(LIBS)
+
+.PHONY: fuzz fuzz-build
+fuzz-build: setup $(FUZZ_BINS)
+# make fuzz FUZZ_SECONDS=300: run every target that long on its corpus.
+fuzz: fuzz-build
+	@bash scripts/fuzz.sh $(FUZZ_SECONDS)

@@ -88,6 +88,22 @@ run_sdk() {
 	fi
 }
 
+run_fuzz() {
+	# A few seconds per libFuzzer target on its seed corpus; `make fuzz`
+	# runs the long version.
+	ls build/fuzz/fuzz_* >/dev/null 2>&1 || return 0
+	local log="$logdir/fuzz.log"
+	bash scripts/fuzz.sh "${FUZZ_TEST_SECONDS:-5}" >"$log" 2>&1
+	local line p f
+	line=$(grep -a -E '^fuzz: [0-9]+ passed' "$log" | tail -n1)
+	p=$(sed -n 's/^fuzz: \([0-9]*\) passed.*/\1/p' <<<"$line")
+	f=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
+	p=${p:-0}; f=${f:-1}
+	add "$p" "$f"
+	grep -a '^fuzz fuzz_' "$log"
+	[ "$f" -ne 0 ] && failures+=("fuzz")
+}
+
 case $mode in
 unit) run_unit ;;
 all)
@@ -95,6 +111,7 @@ all)
 	run_scripts build/envd static
 	run_scripts build/asan/envd asan
 	run_sdk
+	run_fuzz
 	;;
 *) echo "usage: $0 unit|all" >&2; exit 2 ;;
 esac
