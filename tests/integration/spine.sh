@@ -84,6 +84,16 @@ expect_match "gzip request body is accepted" '"name":"/".* 200$' "$r"
 r=$(printf 'notgzip' | curl -s -w ' %{http_code}' -X POST -H 'content-type: application/json' -H 'Content-Encoding: gzip' --data-binary @- $U/filesystem.Filesystem/Stat)
 expect_match "bad gzip body is invalid_argument" 'invalid_argument.* 400$' "$r"
 
+# gRPC-Web over HTTP/1.1: message then a trailer frame (flag 0x80)
+printf '\0\0\0\0\0' > /tmp/spine-gw.$$
+r=$(curl -s -X POST -H 'content-type: application/grpc-web+proto' --data-binary @/tmp/spine-gw.$$ $U/process.Process/List | od -An -c | tr -s ' \n' ' ')
+expect_match "gRPC-Web unary: trailer frame with grpc-status 0" '200 \\0 \\0 \\0 .*g r p c - s t a t u s : 0' "$r"
+printf '\0\0\0\0\4\n\2\10\11' > /tmp/spine-gw.$$
+r=$(curl -s -D - -o /dev/null -X POST -H 'content-type: application/grpc' --http2-prior-knowledge --data-binary @/tmp/spine-gw.$$ \
+	$U/process.Process/SendSignal | tr -d '\r')
+expect_match "gRPC over h2c: trailers-only not_found (5)" 'grpc-status: 5' "$r"
+rm -f /tmp/spine-gw.$$
+
 # stream error: HTTP 200 and an end-stream envelope
 env_stat() { python3 -c 'import sys,struct; d=sys.argv[1].encode(); sys.stdout.buffer.write(struct.pack(">BI",0,len(d))+d)' "$1"; }
 env_stat '{"path":"/definitely/missing"}' > /tmp/spine-env.$$
@@ -123,6 +133,24 @@ r=$(curl -s -w ' %{http_code}' -X POST -d '{}' $U/init)
 expect_eq "/init without token cannot reset" "access token reset not authorized 401" "$r"
 expect_eq "/init bad JSON is 400" 400 "$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{"accessToken":5}' $U/init)"
 expect_eq "/init escaped token is 400" 400 "$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{"accessToken":"a\\u0041"}' $U/init)"
+# Every route that needs the token refuses without it; excluded ones do not.
+for rt in "GET /metrics" "GET /envs" "POST /freeze" "POST /unfreeze" "POST /collapse" "POST /fsfreeze" \
+	"POST /fsthaw" "POST /upgrade" "POST /files/compose" "POST /process.Process/List" \
+	"POST /process.Process/Start" "POST /filesystem.Filesystem/Stat" "GET /files/" "GET //files" \
+	"HEAD /health" "PUT /files" "GET /nope"; do
+	set -- $rt
+	if [ "$1" = HEAD ]; then
+		code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -I $U$2)
+	else
+		code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -X "$1" -H 'content-type: application/json' $U$2)
+	fi
+	expect_eq "token required: $rt" 401 "$code"
+done
+expect_eq "token not required: GET /files (checks signature itself)" 401 \
+	"$(curl -s -o /dev/null -w '%{http_code}' "$U/files?path=/etc/hostname")"
+r=$(curl -s "$U/files?path=/etc/hostname")
+expect_match "GET /files without signature says so" 'missing signature query parameter' "$r"
+
 m=$(curl -s -H 'X-Access-Token: tok1' $U/metrics)
 expect_match "/metrics has every key in order" \
 	'^\{"ts":[0-9]+,"cpu_count":[0-9]+,"cpu_used_pct":[0-9.]+,"mem_total_mib":[0-9]+,"mem_used_mib":[0-9]+,"mem_total":[0-9]+,"mem_used":[0-9]+,"mem_cache":[0-9]+,"disk_used":[0-9]+,"disk_total":[0-9]+\}$' "$m"
