@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,24 @@ int outq_append(struct outq *q, const void *p, size_t n)
 	q->bytes += n;
 	seg_link(q, t);
 	return 0;
+}
+
+static void close_dup(void *arg)
+{
+	close((int)(intptr_t)arg);
+}
+
+int outq_append_file_dup(struct outq *q, int fd, off_t off, size_t len)
+{
+	/* The queue owns a duplicate, so the handler may close its fd (or
+	 * finish) while the bytes are still waiting for the socket. */
+	int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (d < 0)
+		return -errno;
+	int rc = outq_append_file(q, d, off, len, close_dup, (void *)(intptr_t)d);
+	if (rc < 0)
+		close(d);
+	return rc;
 }
 
 int outq_append_file(struct outq *q, int fd, off_t off, size_t len, void (*on_sent)(void *),
@@ -409,8 +428,19 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, peer, sizeof(peer));
 		else if (ss.ss_family == AF_INET)
 			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, peer, sizeof(peer));
-		int one = 1;
+		int one = 1, idle = 30, intvl = 10, cnt = 3;
+		unsigned int user_timeout = 60000;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		/* A peer that vanished without a FIN (a snapshot restored
+		 * elsewhere, a dropped proxy) must not hold a subscriber forever:
+		 * keep-alive probes find idle dead peers, and unacknowledged
+		 * output fails the socket after a minute instead of the kernel's
+		 * default of about fifteen. */
+		setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
 		if (!conn_adopt(fd, peer))
 			close(fd);
 	}

@@ -64,6 +64,8 @@ int outq_append(struct outq *q, const void *p, size_t n);
 /* Append a file range; on_sent(arg) runs when it has gone out or is dropped. */
 int outq_append_file(struct outq *q, int fd, off_t off, size_t len, void (*on_sent)(void *),
 		     void *arg);
+/* Append a file range from a private duplicate of fd (closed when sent). */
+int outq_append_file_dup(struct outq *q, int fd, off_t off, size_t len);
 /* Run every callback and free everything. */
 void outq_clear(struct outq *q);
 

@@ -415,7 +415,7 @@ static int h1_write_file(struct http_req *r, int fd, off_t off, size_t len)
 		if (outq_append(o, hdr, (size_t)k) < 0)
 			return -ENOMEM;
 	}
-	if (outq_append_file(o, fd, off, len, NULL, NULL) < 0 ||
+	if (outq_append_file_dup(o, fd, off, len) < 0 ||
 	    (q->chunked && outq_append(o, "\r\n", 2) < 0))
 		return -ENOMEM;
 	conn_want_write(q->h->c);

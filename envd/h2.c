@@ -439,7 +439,7 @@ static int h2_write_file(struct http_req *r, int fd, off_t off, size_t len)
 	struct h2_stream *st = r->transport;
 	if (st->eof)
 		return 0;
-	if (outq_append_file(&st->out, fd, off, len, NULL, NULL) < 0)
+	if (outq_append_file_dup(&st->out, fd, off, len) < 0)
 		return -ENOMEM;
 	stream_resume(st);
 	return 0;

@@ -111,8 +111,9 @@ int http_resp_begin(struct http_req *r, int status, const struct http_hdr *h, si
 int http_resp_write(struct http_req *r, const void *p, size_t n);
 
 /*
- * Queue `len` bytes of `fd` from `off`; HTTP/1.1 uses sendfile. The fd is
- * borrowed: keep it open until on_writable or on_close.
+ * Queue `len` bytes of `fd` from `off`; HTTP/1.1 uses sendfile. The
+ * transport keeps its own duplicate of the fd, so the caller may close
+ * its descriptor as soon as this returns.
  */
 int http_resp_write_file(struct http_req *r, int fd, off_t off, size_t len);
 

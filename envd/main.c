@@ -20,9 +20,11 @@
 
 #include "conn.h"
 #include "control.h"
+#include "errstr.h"
 #include "fs_service.h"
 #include "log.h"
 #include "loop.h"
+#include "portfwd.h"
 #include "mmds.h"
 #include "process.h"
 #include "process_service.h"
@@ -70,6 +72,9 @@ static struct flag flags[] = {
 	{"mmds-addr", F_STR, "metadata service address (Firecracker mode)", "169.254.169.254:80",
 	 {.s = "169.254.169.254:80"}},
 	{"output-buffer", F_INT, "bytes of recent output kept per process for reconnect", "1048576", {.i = 1048576}},
+	{"sandbox-addr", F_STR, "address on which loopback-only listeners are made reachable", "169.254.0.21",
+	 {.s = "169.254.0.21"}},
+	{"no-port-forward", F_BOOL, "do not forward loopback listeners to the sandbox address", "false", {.b = false}},
 };
 #define N_FLAGS (sizeof(flags) / sizeof(flags[0]))
 
@@ -222,10 +227,12 @@ int main(int argc, char **argv)
 
 	int rc = server_listen((int)port, flag_get("addr")->v.s);
 	if (rc < 0) {
-		fprintf(stderr, "server stopped: listen tcp 0.0.0.0:%lld: bind: %s\n", port, strerror(-rc));
+		fprintf(stderr, "server stopped: listen tcp 0.0.0.0:%lld: bind: %s\n", port, go_strerror(-rc));
 		return 1;
 	}
 	log_info("envd", "listening on port %lld, version %s", port, ENVD_VERSION);
+	if (!flag_get("no-port-forward")->v.b && portfwd_start(flag_get("sandbox-addr")->v.s, (int)port) < 0)
+		fprintf(stderr, "port forwarding disabled: bad -sandbox-addr %s\n", flag_get("sandbox-addr")->v.s);
 	ev_run(envd_loop, 0);
 	return 0;
 }

@@ -6,8 +6,25 @@
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib.sh
 
+# --- command line (Go flag syntax) ---
+expect_eq "-version prints the version" "0.7.0" "$("$ENVD_BIN" -version)"
+expect_eq "--version works too" "0.7.0" "$("$ENVD_BIN" --version)"
+expect_eq "-version=true works" "0.7.0" "$("$ENVD_BIN" -version=true)"
+"$ENVD_BIN" -nosuchflag >/dev/null 2>/tmp/spine-usage.$$
+expect_eq "unknown flag exits 2" 2 $?
+expect_match "unknown flag prints usage on stderr" 'flag provided but not defined: -nosuchflag.*Usage of envd' "$(tr '\n' ' ' </tmp/spine-usage.$$)"
+"$ENVD_BIN" -port notanumber >/dev/null 2>&1
+expect_eq "bad int value exits 2" 2 $?
+"$ENVD_BIN" -h >/dev/null 2>&1
+expect_eq "-h exits 0" 0 $?
+rm -f /tmp/spine-usage.$$
+
 envd_start || exit 1
 U=$ENVD_URL
+"$ENVD_BIN" -isnotfc -port "$ENVD_PORT" >/dev/null 2>/tmp/spine-busy.$$
+expect_eq "port in use exits 1" 1 $?
+expect_match "port in use says server stopped" '^server stopped: listen tcp .*address already in use' "$(cat /tmp/spine-busy.$$)"
+rm -f /tmp/spine-busy.$$
 
 # --- one port, two protocols ---
 expect_eq "HTTP/1.1 /health is 204" 204 "$(curl -s -o /dev/null -w '%{http_code}' $U/health)"

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Hostile input against the spine, short versions (make soak runs long
+# ones): slow clients, floods of pipelined requests, decompression bombs,
+# deep JSON, huge declared lengths, clients that vanish. After each, the
+# daemon must still answer, and fds and memory must come back down.
+cd "$(dirname "$0")/../.." || exit 1
+. tests/lib.sh
+
+envd_start || exit 1
+U=$ENVD_URL
+P=$ENVD_PORT
+fds() { ls /proc/$ENVD_PID/fd | wc -l; }
+rss_kb() { awk '/^VmRSS/ {print $2}' /proc/$ENVD_PID/status; }
+healthy() { [ "$(curl -s -m 5 -o /dev/null -w '%{http_code}' $U/health)" = 204 ]; }
+
+fd0=$(fds)
+rss0=$(rss_kb)
+
+# Slowloris: 200 connections dribbling a header byte at a time; others
+# are served meanwhile.
+python3 - "$P" <<'PY' &
+import socket, sys, time
+port = int(sys.argv[1])
+socks = []
+for _ in range(200):
+    s = socket.create_connection(("127.0.0.1", port)); s.sendall(b"GET /health HTTP/1.1\r\nX-Slow: "); socks.append(s)
+end = time.time() + 3
+while time.time() < end:
+    for s in socks: s.send(b"a")
+    time.sleep(0.2)
+for s in socks: s.close()
+PY
+slow=$!
+sleep 0.5
+t0=$(date +%s%N)
+check "served while 200 slow clients dribble" healthy
+t1=$(date +%s%N)
+expect_eq "a slow client does not delay others (<200 ms)" 1 $(( (t1 - t0) < 200000000 ))
+wait $slow
+
+# 20 000 pipelined tiny requests on one connection: all answered, in order.
+n=$(python3 - "$P" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+N = 20000
+s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" * (N - 1) + b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+d = b""
+while True:
+    b = s.recv(1 << 20)
+    if not b: break
+    d += b
+print(d.count(b"HTTP/1.1 204 No Content\r\n"))
+PY
+)
+expect_eq "20000 pipelined requests answered" 20000 "$n"
+
+# Decompression bomb: 1 GiB of zeros gzipped (~1 MiB) as a unary body.
+python3 -c 'import gzip,sys; sys.stdout.buffer.write(gzip.compress(b"\0" * (64 << 20), 9))' > /tmp/hostile-bomb.$$
+r=$(curl -s -w ' %{http_code}' -X POST -H 'content-type: application/json' -H 'Content-Encoding: gzip' \
+	--data-binary @/tmp/hostile-bomb.$$ $U/process.Process/List)
+expect_match "decompression bomb refused with resource_exhausted" 'resource_exhausted.* 429$' "$r"
+rm -f /tmp/hostile-bomb.$$
+
+# Deeply nested JSON.
+deep=$(python3 -c 'print("{\"process\":" * 5000 + "{}" + "}" * 5000)')
+r=$(curl -s -w ' %{http_code}' -X POST -H 'content-type: application/json' -d "$deep" $U/process.Process/List)
+expect_match "deeply nested JSON is invalid_argument" 'invalid_argument.* 400$' "$r"
+r=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d "$(python3 -c 'print("[" * 100000)')" $U/init)
+expect_eq "deeply nested /init body is 400" 400 "$r"
+
+# A huge declared length, then the client goes away.
+python3 - "$P" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"POST /process.Process/List HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 1000000000000\r\n\r\n{")
+s.settimeout(2)
+try: print(s.recv(4096).split(b"\r\n")[0].decode())
+except Exception: print("no answer")
+s.close()
+PY
+r=$(python3 - "$P" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"POST /process.Process/List HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 99999999999\r\n\r\n")
+s.sendall(b"x" * (17 << 20))
+s.settimeout(3)
+try: print(s.recv(4096).split(b"\r\n")[0].decode())
+except Exception as e: print("no answer", e)
+PY
+)
+expect_match "oversized unary body is refused (429), not buffered" '^HTTP/1.1 429' "$r"
+
+# Clients that vanish mid-request and mid-stream, 300 times.
+python3 - "$P" <<'PY'
+import socket, sys, random
+port = int(sys.argv[1])
+reqs = [b"POST /process.Process/List HTTP/1.1\r\nContent-Length: 100\r\n\r\n{",
+        b"GET /heal", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00",
+        b"POST /process.Process/List HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab"]
+for i in range(300):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(random.choice(reqs))
+    if i % 2: s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    s.close()
+PY
+sleep 0.5
+check "healthy after 300 vanishing clients" healthy
+
+# 5000 connections opened and closed, h1 and h2.
+h2load -n 5000 -c 50 -m 1 $U/health >/dev/null 2>&1
+h2load --h1 -n 5000 -c 50 $U/health >/dev/null 2>&1
+sleep 0.5
+fd1=$(fds)
+rss1=$(rss_kb)
+expect_eq "no fd leaked (before $fd0, after $fd1)" "$fd0" "$fd1"
+expect_eq "RSS back under 8 MiB after the storm (was ${rss0} kB, now ${rss1} kB)" 1 $(( rss1 < 8192 ))
+echo "figures: fds $fd0 -> $fd1, RSS ${rss0} kB -> ${rss1} kB"
+check "daemon alive at the end" envd_alive
+finish
