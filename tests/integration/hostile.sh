@@ -114,7 +114,11 @@ sleep 0.5
 fd1=$(fds)
 rss1=$(rss_kb)
 expect_eq "no fd leaked (before $fd0, after $fd1)" "$fd0" "$fd1"
-expect_eq "RSS back under 8 MiB after the storm (was ${rss0} kB, now ${rss1} kB)" 1 $(( rss1 < 8192 ))
+# The sanitizer build keeps freed memory in quarantine on purpose, so the
+# memory bound is asserted on the product build only.
+if file -b "$ENVD_BIN" | grep -q 'statically linked'; then
+	expect_eq "RSS back under 8 MiB after the storm (was ${rss0} kB, now ${rss1} kB)" 1 $(( rss1 < 8192 ))
+fi
 echo "figures: fds $fd0 -> $fd1, RSS ${rss0} kB -> ${rss1} kB"
 check "daemon alive at the end" envd_alive
 finish
