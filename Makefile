@@ -125,3 +125,35 @@ fuzz-build: setup $(FUZZ_BINS)
 # make fuzz FUZZ_SECONDS=300: run every target that long on its corpus.
 fuzz: fuzz-build
 	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# --- benchmarks (bench/, scripts/bench*.sh) ---
+#   make bench        the whole suite (< 10 min on 2 cores); bench/results/latest.json
+#   make bench-quick  every measurement, small (< 1 min); same JSON shape
+BENCH_BIN    := $(BUILD)/bench/envdbench
+BENCH_CFLAGS := -std=gnu11 -O2 $(WARN) -iquote $(GEN)
+
+$(BENCH_BIN): bench/envdbench.c $(GEN)/process.pb-c.c $(GEN)/.done
+	@mkdir -p $(dir $@)
+	gcc $(BENCH_CFLAGS) bench/envdbench.c $(GEN)/process.pb-c.c -o $@ -lnghttp2 -lprotobuf-c
+
+.PHONY: bench bench-quick bench-setup
+bench-setup: setup
+	@bash scripts/bench-setup.sh
+bench: all bench-setup $(BENCH_BIN)
+	bash scripts/bench.sh
+bench-quick: all bench-setup $(BENCH_BIN)
+	bash scripts/bench.sh --quick
+
+# --- sandbox image: rootfs, container test, install ---
+#   make rootfs                 Debian 12 rootfs with envd baked in (build/rootfs, cached)
+#   make container-test         boot it under our init in namespaces and run the SDK tests
+#   make install DESTDIR=/path  install envd, init and the service files into a root
+.PHONY: rootfs container-test install
+rootfs: all
+	bash scripts/rootfs.sh
+container-test: all
+	bash scripts/container-test.sh
+install: all
+	@mkdir -p $(or $(DESTDIR),/)
+	bash rootfs-overlay/install.sh --envd $(BUILD)/envd --init $(BUILD)/init $(if $(INSTALL_USER),--user $(INSTALL_USER)) $(or $(DESTDIR),/)
+.SECONDARY:

@@ -242,6 +242,15 @@ static void conn_touch(struct conn *c)
 	ev_timer_again(envd_loop, &c->idle);
 }
 
+static void conn_release_rbuf(struct conn *c)
+{
+	if (c->rlen == 0 && c->rbuf && !c->dead &&
+	    ((c->proto == CONN_H1 && h1_idle(c)) || (c->proto == CONN_H2 && h2_idle(c)))) {
+		free(c->rbuf);
+		c->rbuf = NULL;
+	}
+}
+
 /* Feed buffered input to the protocol; returns false if c was freed. */
 static bool conn_process_input(struct conn *c)
 {
@@ -263,6 +272,7 @@ static bool conn_process_input(struct conn *c)
 	rc = c->proto == CONN_H2 ? h2_on_input(c) : h1_on_input(c);
 	if (rc < 0)
 		conn_abort(c);
+	conn_release_rbuf(c);
 	return !c->dead;
 }
 
@@ -277,6 +287,15 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		 * until it consumes. */
 		conn_pause_read(c, true);
 		return;
+	}
+	if (!c->rbuf) {
+		/* Allocated when bytes arrive and dropped again between
+		 * requests, so an idle connection costs a few hundred bytes. */
+		c->rbuf = malloc(CONN_RBUF_SIZE);
+		if (!c->rbuf) {
+			conn_abort(c);
+			return;
+		}
 	}
 	ssize_t n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
 	if (n < 0) {
@@ -449,14 +468,9 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 struct conn *conn_adopt(int fd, const char *peer)
 {
 	struct conn *c = calloc(1, sizeof(*c));
-	uint8_t *buf = malloc(CONN_RBUF_SIZE);
-	if (!c || !buf) {
-		free(c);
-		free(buf);
+	if (!c)
 		return NULL;
-	}
 	c->fd = fd;
-	c->rbuf = buf;
 	c->rcap = CONN_RBUF_SIZE;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer ? peer : "");
 	ev_io_init(&c->rio, conn_read_cb, fd, EV_READ);

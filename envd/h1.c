@@ -488,12 +488,10 @@ static void h1_req_maybe_done(struct h1_req *q)
 		return;
 	h->cur = NULL;
 	h->head_len = 0;
-	if (h->head_cap > 16384) {
-		/* One large head must not pin its buffer for the connection's life. */
-		free(h->head);
-		h->head = NULL;
-		h->head_cap = 0;
-	}
+	/* An idle keep-alive connection holds no head buffer. */
+	free(h->head);
+	h->head = NULL;
+	h->head_cap = 0;
 	if (q->r.on_close)
 		q->r.on_close(&q->r, true);
 	bool keep = q->keep_alive;
