@@ -8,7 +8,9 @@
  *   - gzip downloads read and deflate 64 KiB at a time while the output
  *     queue is below HTTP_QUEUE_HIGH;
  *   - uploads are inflated (if gzip) and parsed (if multipart) as they
- *     arrive and written straight to the target file.
+ *     arrive and written straight to the target file. That work runs on
+ *     the worker pool, one job per upload at a time; the loop only
+ *     collects body bytes and pauses the client while a job is behind.
  *
  * Lifetime: a handler's context lives in r->ud from the first callback
  * registration until on_close, which frees it. http_resp_end() may call
@@ -134,6 +136,30 @@ static void respond_fmt(struct http_req *r, int status, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	http_respond_json_error(r, status, msg);
+}
+
+static void random_bytes(unsigned char *b, size_t n)
+{
+	if (getrandom(b, n, GRND_NONBLOCK) != (ssize_t)n) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		for (size_t i = 0; i < n; i++)
+			b[i] = (unsigned char)(ts.tv_nsec >> (i % 4 * 8)) ^ (unsigned char)(i * 131);
+	}
+}
+
+/* n random lower-case hex characters + NUL into out (n + 1 bytes). */
+static void random_hex(char *out, size_t n)
+{
+	static const char hx[] = "0123456789abcdef";
+	unsigned char b[64];
+
+	if (n > 2 * sizeof(b))
+		n = 2 * sizeof(b);
+	random_bytes(b, (n + 1) / 2);
+	for (size_t i = 0; i < n; i++)
+		out[i] = hx[(b[i / 2] >> (i % 2 ? 0 : 4)) & 15];
+	out[n] = '\0';
 }
 
 /* ======================= GET /files ======================= */
@@ -273,6 +299,62 @@ static int check_conditions(struct http_req *r, time_t mtime, bool *range_ok)
 	return 0;
 }
 
+#define MAX_RANGES 32
+
+/*
+ * 206 multipart/byteranges (Go's ServeContent layout): part headers are
+ * small memory writes, part bodies are file segments, all queued at once
+ * (bounded by MAX_RANGES). h[] may contain a NULL-named slot to drop.
+ */
+static void serve_byteranges(struct http_req *r, struct download *d, const struct http_hdr *h, size_t nh,
+			     const struct files_range *rg, size_t n, int64_t size, const char *ctype)
+{
+	char boundary[40], ctbuf[96], (*ph)[256] = malloc(MAX_RANGES * sizeof(*ph));
+	int phl[MAX_RANGES];
+	struct http_hdr hh[12];
+	size_t k = 0;
+	int64_t total = 0;
+
+	if (!ph) {
+		dl_free(d);
+		http_respond_json_error(r, 500, "out of memory");
+		return;
+	}
+	random_hex(boundary, 30);
+	for (size_t i = 0; i < n; i++) {
+		phl[i] = snprintf(ph[i], sizeof(ph[i]), "%s--%s\r\nContent-Range: bytes %lld-%lld/%lld\r\nContent-Type: %s\r\n\r\n",
+				  i ? "\r\n" : "", boundary, (long long)rg[i].start,
+				  (long long)(rg[i].start + rg[i].len - 1), (long long)size, ctype);
+		total += phl[i] + rg[i].len;
+	}
+	char tail[64];
+	int tl = snprintf(tail, sizeof(tail), "\r\n--%s--\r\n", boundary);
+	total += tl;
+	for (size_t i = 0; i < nh && k < 10; i++)
+		if (h[i].name)
+			hh[k++] = h[i];
+	snprintf(ctbuf, sizeof(ctbuf), "multipart/byteranges; boundary=%s", boundary);
+	hh[k++] = (struct http_hdr){ "content-type", ctbuf };
+	d->off = d->end = 0;
+	r->ud = d;
+	r->on_writable = dl_on_writable;
+	r->on_close = dl_on_close;
+	if (http_resp_begin(r, 206, hh, k, total) < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		if (http_resp_write(r, ph[i], (size_t)phl[i]) < 0 ||
+		    http_resp_write_file(r, d->fd, (off_t)rg[i].start, (size_t)rg[i].len) < 0)
+			goto out;
+	}
+	if (http_resp_write(r, tail, (size_t)tl) < 0)
+		goto out;
+	free(ph);
+	dl_pump_identity(r); /* ends once everything is handed over */
+	return;
+out:
+	free(ph);
+}
+
 void files_get(struct http_req *r)
 {
 	char uname[256], qpath[PATH_MAX], path[PATH_MAX], err[MSGLEN], base[PATH_MAX];
@@ -389,8 +471,13 @@ void files_get(struct http_req *r)
 	h[nh++] = (struct http_hdr){ "accept-ranges", "bytes" };
 	int status = 200;
 	int64_t start = 0, len = size;
+	struct files_range rg[MAX_RANGES];
 	if (range && range_ok) {
-		int rr = files_parse_range(range, size, &start, &len);
+		int rr = files_parse_ranges(range, size, rg, MAX_RANGES);
+		/* Go ignores an unsatisfiable range on an empty file (clients
+		 * that always send Range get a 200, not a 416). */
+		if (rr == -1 && size == 0)
+			rr = 0;
 		if (rr < 0) {
 			snprintf(crange, sizeof(crange), "bytes */%lld", (long long)size);
 			dl_free(d);
@@ -400,7 +487,21 @@ void files_get(struct http_req *r)
 			http_respond(r, 416, "text/plain; charset=utf-8", msg, sizeof(msg) - 1, eh, 2);
 			return;
 		}
+		if (rr > 1) {
+			int64_t sum = 0;
+			for (int i = 0; i < rr; i++)
+				sum += rg[i].len;
+			/* Go serves the whole file when the parts add up to more. */
+			if (sum <= size) {
+				h[nh - 2].name = NULL; /* the part headers carry the type */
+				serve_byteranges(r, d, h, nh, rg, (size_t)rr, size, ctype);
+				return;
+			}
+			rr = 0;
+		}
 		if (rr == 1) {
+			start = rg[0].start;
+			len = rg[0].len;
 			status = 206;
 			snprintf(crange, sizeof(crange), "bytes %lld-%lld/%lld", (long long)start,
 				 (long long)(start + len - 1), (long long)size);
@@ -456,9 +557,38 @@ struct upload {
 	json_t *results;
 	char **written;
 	size_t n_written;
+	char workdir[PATH_MAX];     /* default workdir at request time */
+
+	/*
+	 * Hand-off to the worker pool. Body bytes collect in `in` on the
+	 * loop; a job takes them (swapped into `work`) and does the
+	 * inflating, parsing and writing. While `busy`, the state above
+	 * belongs to the job and the loop touches only `in`.
+	 */
+	uint8_t *in, *work;
+	size_t in_len, work_len;
+	bool busy;
+	bool paused;
+	bool body_ended;
+	bool finishing;     /* the queued job ends the upload */
+	bool aborted;       /* the exchange ended while busy: done frees */
+	bool overrun;       /* body bytes arrived beyond UP_IN_MAX */
+
+	/* outcome, set by jobs, sent by the loop */
+	bool failed;
+	int err_status;
+	char err_msg[MSGLEN];
+	char *resp_body;
 
 	bool done;          /* response sent (success or error) */
 };
+
+/* Bytes worth a job of their own (less waits for more, or the end). */
+#define UP_KICK (128 * 1024)
+/* Body bytes buffered while a job runs before the client is paused. */
+#define UP_IN_HIGH (1024 * 1024)
+/* Hard cap for what a transport may still deliver after the pause. */
+#define UP_IN_MAX (4 * 1024 * 1024)
 
 static void up_discard_current(struct upload *up)
 {
@@ -486,44 +616,51 @@ static void up_free(struct upload *up)
 	for (size_t i = 0; i < up->n_written; i++)
 		free(up->written[i]);
 	free(up->written);
+	free(up->in);
+	free(up->work);
+	free(up->resp_body);
 	free(up);
 }
 
 static void up_on_close(struct http_req *r, bool completed)
 {
 	struct upload *up = r->ud;
-	if (up)
-		up_free(up);
+
 	r->ud = NULL;
+	if (!up)
+		return;
+	if (up->busy) {
+		/* A job still owns the state: its completion frees it. */
+		up->aborted = true;
+		up->r = NULL;
+		return;
+	}
+	up_free(up);
 }
 
-/* Send an error once; the rest of the body is drained and ignored. */
+/*
+ * Record the upload's error (the first one wins) and drop the file in
+ * progress. Runs on whichever thread owns the upload; the loop sends it.
+ */
 static int up_error(struct upload *up, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int up_error(struct upload *up, int status, const char *fmt, ...)
 {
-	char msg[MSGLEN];
 	va_list ap;
 
 	up_discard_current(up);
-	if (up->done)
+	if (up->failed)
 		return -ECANCELED;
-	up->done = true;
+	up->failed = true;
+	up->err_status = status;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(up->err_msg, sizeof(up->err_msg), fmt, ap);
 	va_end(ap);
-	http_respond_json_error(up->r, status, msg); /* on_close may not run yet: body pending */
 	return -ECANCELED;
 }
 
 static void random_suffix(char *out, size_t len)
 {
-	unsigned char b[8];
-	if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		memcpy(b, &ts.tv_nsec, sizeof(b) < sizeof(ts.tv_nsec) ? sizeof(b) : sizeof(ts.tv_nsec));
-	}
-	snprintf(out, len, "%02x%02x%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]);
+	random_hex(out, len > 17 ? 16 : len - 1);
 }
 
 /* "Process file" steps 1-3 (§4.3) for up->target. */
@@ -682,7 +819,8 @@ static int up_part_begin(void *ud, const struct mp_part *part)
 			return up_error(up, 400, "error resolving path: %s", go_strerror(ENAMETOOLONG));
 		name = part->filename;
 	}
-	if (path_resolve(&up->u, name, state_default_workdir(), up->target, sizeof(up->target), err, sizeof(err)) < 0)
+	if (path_resolve(&up->u, name, up->workdir[0] ? up->workdir : NULL, up->target, sizeof(up->target), err,
+			 sizeof(err)) < 0)
 		return up_error(up, 400, "error resolving path: %s", err);
 	for (size_t i = 0; i < up->n_written; i++) {
 		if (strcmp(up->written[i], up->target) != 0)
@@ -781,25 +919,9 @@ static int up_inflate(struct upload *up, const uint8_t *p, size_t n)
 	return 0;
 }
 
-static void up_on_body(struct http_req *r, const uint8_t *p, size_t n)
+/* Worker side: the last step once the whole body went through. */
+static void up_finalize(struct upload *up)
 {
-	struct upload *up = r->ud;
-
-	if (!up || up->done)
-		return;
-	if (up->gzip)
-		up_inflate(up, p, n);
-	else
-		up_sink(up, p, n);
-}
-
-static void up_on_body_end(struct http_req *r)
-{
-	struct upload *up = r->ud;
-	int rc;
-
-	if (!up || up->done)
-		return;
 	if (up->gzip) {
 		if (!up->got_input) {
 			up_error(up, 400, "error decompressing request body: failed to create gzip reader: EOF");
@@ -822,17 +944,132 @@ static void up_on_body_end(struct http_req *r)
 			if (up_begin_file(up))
 				return;
 		}
-		if ((rc = up_finish_file(up)))
+		if (up_finish_file(up))
 			return;
 	}
-	up->done = true;
-	char *body = json_dumps(up->results, JSON_COMPACT);
-	if (!body) {
-		http_respond_json_error(r, 500, "out of memory");
+	up->resp_body = json_dumps(up->results, JSON_COMPACT);
+	if (!up->resp_body)
+		up_error(up, 500, "out of memory");
+}
+
+/* Worker: consume `work`, and finish when asked. Blocking file I/O lives here. */
+static void up_job(void *arg)
+{
+	struct upload *up = arg;
+
+	if (!up->failed && up->work_len) {
+		if (up->gzip)
+			up_inflate(up, up->work, up->work_len);
+		else
+			up_sink(up, up->work, up->work_len);
+	}
+	up->work_len = 0;
+	if (up->finishing && !up->failed)
+		up_finalize(up);
+}
+
+static void up_job_done(void *arg);
+
+/* Loop: hand the buffered bytes (or the final step) to the worker. */
+static void up_kick(struct upload *up)
+{
+	uint8_t *t;
+	int rc;
+
+	if (up->busy || up->done)
+		return;
+	/* Batch small deliveries: one thread hand-off per UP_KICK bytes. */
+	if (!up->body_ended && up->in_len < UP_KICK)
+		return;
+	t = up->work;
+	up->work = up->in;
+	up->work_len = up->in_len;
+	up->in = t;
+	up->in_len = 0;
+	up->finishing = up->body_ended;
+	up->busy = true;
+	rc = worker_submit(up_job, up_job_done, up);
+	if (rc < 0) {
+		up->busy = false;
+		up_error(up, 503, "filesystem worker queue is full, retry later");
+		up->done = true;
+		http_req_pause_body(up->r, false);
+		http_respond_json_error(up->r, 503, up->err_msg); /* may free up */
+	}
+}
+
+static void up_job_done(void *arg)
+{
+	struct upload *up = arg;
+	struct http_req *r = up->r;
+
+	up->busy = false;
+	if (up->aborted) {
+		up_free(up); /* discards a half-written new file */
 		return;
 	}
-	http_respond(r, 200, "application/json", body, strlen(body), NULL, 0); /* may free up */
-	free(body);
+	if (up->overrun)
+		up_error(up, 500, "error reading request body: too much data buffered");
+	if (up->failed) {
+		up->done = true;
+		/* Let the rest of the body drain (ignored) so the connection lives on. */
+		if (up->paused) {
+			up->paused = false;
+			http_req_pause_body(r, false);
+		}
+		http_respond_json_error(r, up->err_status, up->err_msg); /* may free up */
+		return;
+	}
+	if (up->finishing) {
+		up->done = true;
+		http_respond(r, 200, "application/json", up->resp_body, strlen(up->resp_body), NULL, 0); /* may free up */
+		return;
+	}
+	if (up->in_len >= UP_KICK || up->body_ended) {
+		up_kick(up);
+		return;
+	}
+	if (up->paused) {
+		up->paused = false;
+		http_req_pause_body(r, false);
+	}
+}
+
+static void up_on_body(struct http_req *r, const uint8_t *p, size_t n)
+{
+	struct upload *up = r->ud;
+
+	/* `failed` belongs to a running job; look at it only when idle. */
+	if (!up || up->done || (!up->busy && up->failed))
+		return; /* drained and ignored after an error */
+	if (up->in_len + n > UP_IN_MAX) {
+		/* The transport kept delivering far past the pause: fail rather
+		 * than lose bytes or buffer without bound. */
+		up->overrun = true;
+		if (!up->busy) {
+			up_error(up, 500, "error reading request body: too much data buffered");
+			up->done = true;
+			http_respond_json_error(r, 500, up->err_msg); /* may free up */
+		}
+		return;
+	}
+	memcpy(up->in + up->in_len, p, n);
+	up->in_len += n;
+	if (up->busy && up->in_len >= UP_IN_HIGH && !up->paused) {
+		up->paused = true;
+		http_req_pause_body(r, true);
+	}
+	up_kick(up);
+}
+
+static void up_on_body_end(struct http_req *r)
+{
+	struct upload *up = r->ud;
+
+	if (!up || up->done || (!up->busy && up->failed))
+		return;
+	up->body_ended = true;
+	up_kick(up);
 }
 
 /* Go's textproto canonical-header + TrimSpace behaviour for X-Metadata-*. */
@@ -940,8 +1177,12 @@ void files_post(struct http_req *r)
 		goto fail;
 	}
 	up->results = json_array();
-	if (!up->results)
+	up->in = malloc(UP_IN_MAX);
+	up->work = malloc(UP_IN_MAX);
+	if (!up->results || !up->in || !up->work)
 		goto nomem;
+	if (state_default_workdir())
+		snprintf(up->workdir, sizeof(up->workdir), "%s", state_default_workdir());
 	if (gzip) {
 		up->zout = malloc(CHUNK);
 		if (!up->zout || inflateInit2(&up->zs, 16 + MAX_WBITS) != Z_OK)

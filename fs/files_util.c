@@ -345,11 +345,10 @@ const char *files_sniff(const uint8_t *p, size_t n)
 	return "text/plain; charset=utf-8";
 }
 
-int files_parse_range(const char *hdr, int64_t size, int64_t *start, int64_t *len)
+int files_parse_ranges(const char *hdr, int64_t size, struct files_range *out, size_t max)
 {
 	const char *s;
-	bool any_ok = false;
-	int count = 0;
+	size_t count = 0;
 
 	if (!hdr || !*hdr)
 		return 0;
@@ -379,7 +378,7 @@ int files_parse_range(const char *hdr, int64_t size, int64_t *start, int64_t *le
 		char *b = dash + 1, *ep;
 		int64_t st, ln;
 		if (!*a) {
-			/* suffix range: last N bytes */
+			/* suffix range: the last N bytes */
 			if (!*b)
 				return -2;
 			errno = 0;
@@ -391,14 +390,14 @@ int files_parse_range(const char *hdr, int64_t size, int64_t *start, int64_t *le
 			st = size - nlast;
 			ln = nlast;
 			if (nlast == 0)
-				continue; /* unsatisfiable alone */
+				continue; /* unsatisfiable on its own */
 		} else {
 			errno = 0;
 			long long i = strtoll(a, &ep, 10);
 			if (*ep || errno || i < 0)
 				return -2;
 			if (i >= size)
-				continue; /* this one is unsatisfiable */
+				continue; /* this one does not overlap */
 			st = i;
 			if (!*b) {
 				ln = size - st;
@@ -411,16 +410,30 @@ int files_parse_range(const char *hdr, int64_t size, int64_t *start, int64_t *le
 				ln = j - i + 1;
 			}
 		}
-		count++;
-		if (!any_ok) {
-			*start = st;
-			*len = ln;
-			any_ok = true;
+		if (count < max) {
+			out[count].start = st;
+			out[count].len = ln;
 		}
+		count++;
 	}
-	if (!any_ok)
+	if (!count)
 		return -1;
-	return count == 1 ? 1 : 0;
+	if (count > max)
+		return 0; /* too many to bother: serve the whole file */
+	return (int)count;
+}
+
+int files_parse_range(const char *hdr, int64_t size, int64_t *start, int64_t *len)
+{
+	struct files_range r[2];
+	int n = files_parse_ranges(hdr, size, r, 2);
+
+	if (n == 1) {
+		*start = r[0].start;
+		*len = r[0].len;
+		return 1;
+	}
+	return n > 1 ? 0 : n;
 }
 
 static const char *const wdays[] = { "Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat" };

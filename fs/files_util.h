@@ -52,6 +52,18 @@ const char *files_sniff(const uint8_t *p, size_t n);
  */
 int files_parse_range(const char *hdr, int64_t size, int64_t *start, int64_t *len);
 
+struct files_range {
+	int64_t start, len;
+};
+
+/*
+ * All ranges of a Range header that overlap [0, size), clipped. Returns
+ * their number (1..max); 0 when the header should be ignored (absent, or
+ * more than max ranges); -1 when none is satisfiable (416); -2 when
+ * malformed (416 too).
+ */
+int files_parse_ranges(const char *hdr, int64_t size, struct files_range *out, size_t max);
+
 /* Parse an HTTP date (IMF-fixdate, RFC 850, asctime). -1 if invalid. */
 time_t files_parse_http_date(const char *s);
 /* IMF-fixdate of t into buf (>= 30 bytes). */

@@ -87,35 +87,51 @@ struct walk {
 /* Walk S/rel at `level` (1 = children of S). */
 static int walk_dir(struct walk *w, const char *rel, uint32_t level)
 {
-	char dir[PATH_MAX], child_rel[PATH_MAX], child_real[PATH_MAX], tmp[PATH_MAX * 2],
-		cleaned[PATH_MAX * 2];
+	/* Path buffers live on the heap: the walk recurses once per level. */
+	struct bufs {
+		char dir[PATH_MAX], child_rel[PATH_MAX], child_real[PATH_MAX], tmp[PATH_MAX * 2],
+			cleaned[PATH_MAX * 2], ebuf[PATH_MAX + 128];
+	} *b = malloc(sizeof(*b));
+	char *dir, *child_rel, *child_real, *tmp, *cleaned;
 	char **names = NULL;
 	size_t n = 0;
 	int rc;
 
-	fs_join(dir, sizeof(dir), w->real, rel);
+	if (!b) {
+		snprintf(w->err, w->errlen, "error reading directory %s: %s", w->real, go_strerror(ENOMEM));
+		return RPC_RESOURCE_EXHAUSTED;
+	}
+	dir = b->dir;
+	child_rel = b->child_rel;
+	child_real = b->child_real;
+	tmp = b->tmp;
+	cleaned = b->cleaned;
+	fs_join(dir, PATH_MAX, w->real, rel);
 	rc = read_names(dir, &names, &n);
 	if (rc < 0) {
-		if (rc == -ENOENT && *rel)
+		if (rc == -ENOENT && *rel) {
+			free(b);
 			return 0; /* vanished during the walk */
+		}
 		snprintf(w->err, w->errlen, "error reading directory %s: open %s: %s", w->real, dir,
 			 go_strerror(-rc));
+		free(b);
 		return rc == -ENOMEM ? RPC_RESOURCE_EXHAUSTED : RPC_INTERNAL;
 	}
 	rc = 0;
 	for (size_t i = 0; i < n; i++) {
 		Filesystem__EntryInfo *e;
-		char ebuf[PATH_MAX + 128];
+		char *ebuf = b->ebuf;
 		struct stat st;
 
 		if (rc)
 			goto next;
-		if (*rel ? fs_join(child_rel, sizeof(child_rel), rel, names[i])
-			 : fs_join(child_rel, sizeof(child_rel), names[i], ""))
+		if (*rel ? fs_join(child_rel, PATH_MAX, rel, names[i])
+			 : fs_join(child_rel, PATH_MAX, names[i], ""))
 			goto next; /* deeper than PATH_MAX: unreachable by path */
-		if (fs_join(child_real, sizeof(child_real), w->real, child_rel))
+		if (fs_join(child_real, PATH_MAX, w->real, child_rel))
 			goto next;
-		int erc = fs_entry_info(child_real, &e, ebuf, sizeof(ebuf));
+		int erc = fs_entry_info(child_real, &e, ebuf, sizeof(b->ebuf));
 		if (erc == -ENOENT)
 			goto next;
 		if (erc < 0) {
@@ -123,8 +139,8 @@ static int walk_dir(struct walk *w, const char *rel, uint32_t level)
 			rc = RPC_INTERNAL;
 			goto next;
 		}
-		fs_join(tmp, sizeof(tmp), w->req, child_rel);
-		path_clean(tmp, cleaned, sizeof(cleaned));
+		fs_join(tmp, sizeof(b->tmp), w->req, child_rel);
+		path_clean(tmp, cleaned, sizeof(b->cleaned));
 		if (fs_entry_set_path(e, cleaned) < 0) {
 			fs_entry_free(e);
 			snprintf(w->err, w->errlen, "error reading directory %s: %s", w->real, go_strerror(ENOMEM));
@@ -152,6 +168,7 @@ next:
 		free(names[i]);
 	}
 	free(names);
+	free(b);
 	return rc;
 }
 
@@ -235,10 +252,16 @@ static int remove_contents(int dfd, const char *path, char *err, size_t errlen, 
 	DIR *d = fdopendir(dfd);
 	struct dirent *de;
 	int rc = 0;
+	/* Heap, not stack: this recurses once per directory level. */
+	char *child = malloc(PATH_MAX);
 
-	if (!d) {
-		rc = -errno;
-		close(dfd);
+	if (!d || !child) {
+		rc = d ? -ENOMEM : -errno;
+		if (d)
+			closedir(d);
+		else
+			close(dfd);
+		free(child);
 		snprintf(err, errlen, "open %s: %s", path, go_strerror(-rc));
 		return rc;
 	}
@@ -248,10 +271,9 @@ static int remove_contents(int dfd, const char *path, char *err, size_t errlen, 
 		again = false;
 		rewinddir(d);
 		while (!rc && (de = readdir(d))) {
-			char child[PATH_MAX];
 			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 				continue;
-			fs_join(child, sizeof(child), path, de->d_name);
+			fs_join(child, PATH_MAX, path, de->d_name);
 			if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
 				again = true;
 				continue;
@@ -288,6 +310,7 @@ static int remove_contents(int dfd, const char *path, char *err, size_t errlen, 
 		}
 	}
 	closedir(d);
+	free(child);
 	return rc;
 }
 

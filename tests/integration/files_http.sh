@@ -32,6 +32,13 @@ h=$(curl -s -D - -o /dev/null -H 'Range: bytes=6-10' "$U?path=$(enc "$D/r.txt")"
 expect_match "range Content-Range" "Content-Range: bytes 6-10/17" "$h"
 expect_match "range status 206" "^HTTP/1.1 206" "$h"
 expect_eq "suffix range" "world" "$(body "$U?path=$(enc "$D/r.txt")" -H 'Range: bytes=-5')"
+h=$(curl -s -D - -o "$D/mr.out" -H 'Range: bytes=0-1,6-10' "$U?path=$(enc "$D/r.txt")" | tr -d '\r')
+expect_match "multi-range 206 multipart/byteranges" "Content-Type: multipart/byteranges; boundary=" "$h"
+b=$(sed -n 's/^Content-Type: multipart\/byteranges; boundary=//p' <<<"$h")
+expect_eq "multi-range body" "--$b|Content-Range: bytes 0-1/17|Content-Type: text/plain; charset=utf-8||he|--$b|Content-Range: bytes 6-10/17|Content-Type: text/plain; charset=utf-8||range|--$b--|" \
+	"$(tr -d '\r' <"$D/mr.out" | tr '\n' '|')"
+expect_eq "overlapping ranges larger than the file -> 200" "200" \
+	"$(status "$U?path=$(enc "$D/r.txt")" -H 'Range: bytes=0-15,1-16')"
 expect_eq "unsatisfiable range 416" "416" "$(status "$U?path=$(enc "$D/r.txt")" -H 'Range: bytes=100-')"
 h=$(curl -s -D - -o /dev/null -H 'Range: bytes=100-' "$U?path=$(enc "$D/r.txt")" | tr -d '\r')
 expect_match "416 Content-Range" "Content-Range: bytes \*/17" "$h"
@@ -56,6 +63,7 @@ expect_match "content-disposition quoted" 'Content-Disposition: inline; filename
 h=$(curl -s -D - -o "$D/empty.out" "$U?path=$(enc "$D/empty")" | tr -d '\r')
 expect_match "empty file Content-Length 0" "Content-Length: 0" "$h"
 check "empty file body" test ! -s "$D/empty.out"
+expect_eq "range on an empty file is ignored" "200" "$(status "$U?path=$(enc "$D/empty")" -H 'Range: bytes=0-10')"
 expect_eq "missing file 404" "404" "$(status "$U?path=$(enc "$D/nope")")"
 expect_match "404 message" "path '$D/nope' does not exist" "$(body "$U?path=$(enc "$D/nope")")"
 expect_eq "directory 400" "400" "$(status "$U?path=$(enc "$D")")"
@@ -176,6 +184,19 @@ if mount -t tmpfs -o size=512k,nr_inodes=64 tmpfs "$MNT" 2>/dev/null; then
 	umount "$MNT" && MNT=""
 else
 	echo "note: cannot mount tmpfs here; the 507 checks did not run"
+fi
+
+# --- HTTP/2 (h2c prior knowledge): upload with flow control, download ---
+if command -v nghttp >/dev/null; then
+	head -c 20000000 /dev/urandom >"$D/h2.src"
+	r=$(nghttp -d "$D/h2.src" -H 'content-type: application/octet-stream' "$U?path=$(enc "$D/h2.up")")
+	expect_match "h2 upload response" "\"path\":\"$D/h2.up\"" "$r"
+	expect_eq "h2 upload content" "$(sha256sum <"$D/h2.src")" "$(sha256sum <"$D/h2.up")"
+	expect_eq "h2 download" "$(sha256sum <"$D/h2.src")" "$(nghttp "$U?path=$(enc "$D/h2.up")" | sha256sum)"
+	expect_eq "h2 range" "range" "$(nghttp -H 'range: bytes=6-10' "$U?path=$(enc "$D/r.txt")")"
+	rm -f "$D/h2.src" "$D/h2.up"
+else
+	echo "note: nghttp not installed; HTTP/2 checks did not run"
 fi
 
 # --- compose ---

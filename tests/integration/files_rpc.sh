@@ -89,5 +89,48 @@ PY
 expect_eq "stream starts with start{}" '{"start":{}}' "$(head -n1 <<<"$msgs")"
 expect_match "stream has the CREATE" '"name":"streamed.txt","type":"EVENT_TYPE_CREATE"' "$msgs"
 expect_match "stream has a keepalive" '\{"keepalive":\{\}\}' "$msgs"
+# A watcher that does not read: envd's queue for it stays bounded, events
+# beyond it are dropped and an explicit overflow event tells it to rescan.
+mkdir -p "$D/flood"
+res=$(python3 - "$ENVD_PORT" "$D/flood" "$ENVD_PID" <<'PY'
+import json, os, socket, struct, sys, time
+port, d, pid = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+def rss():
+    for l in open(f"/proc/{pid}/status"):
+        if l.startswith("VmRSS"):
+            return int(l.split()[1])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.connect(("127.0.0.1", port))
+body = json.dumps({"path": d}).encode()
+env = struct.pack(">BI", 0, len(body)) + body
+s.sendall(b"POST /filesystem.Filesystem/WatchDir HTTP/1.1\r\nHost: x\r\n"
+          b"Content-Type: application/connect+json\r\nContent-Length: %d\r\n\r\n" % len(env) + env)
+time.sleep(0.3)
+before = rss()
+for i in range(40000):
+    open(os.path.join(d, "f%05d-%s" % (i, "x" * 40)), "w").close()
+time.sleep(1.0)
+during = rss()
+s.settimeout(2.0)
+data = b""
+try:
+    while True:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            break
+        data += chunk
+except socket.timeout:
+    pass
+print(("OVERFLOW" if b"EVENT_TYPE_OVERFLOW" in data else "no-overflow"), during - before)
+PY
+)
+expect_match "slow watcher gets an overflow event" "^OVERFLOW" "$res"
+growth=${res#* }
+# The sanitizer build's allocator quarantines freed memory; bound it loosely.
+case "${ENVD_BIN:-build/envd}" in *asan*) lim=$((384 * 1024)) ;; *) lim=$((16 * 1024)) ;; esac
+check "slow watcher: envd RSS growth ${growth} kB < ${lim} kB" test "${growth:-999999}" -lt "$lim"
+expect_eq "other requests still served" "{}" "$(rpc Remove "{\"path\":\"$D/flood\"}")"
+
 envd_alive && pass "envd still alive" || fail "envd still alive"
 finish

@@ -323,3 +323,26 @@ Test(fs_entry, remove_all)
 	snprintf(p, sizeof(p), "%s/.", dir);
 	cr_assert_eq(fs_remove_all(p, err, sizeof(err)), -EINVAL);
 }
+
+/* A 1500-level tree: the walk and the remove must not run out of stack. */
+Test(fs_entry, deep_tree)
+{
+	char p[PATH_MAX], err[1024];
+	struct fs_listing l;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY);
+
+	for (int i = 0; i < 1500; i++) {
+		cr_assert_eq(mkdirat(fd, "d", 0755), 0);
+		int nfd = openat(fd, "d", O_RDONLY | O_DIRECTORY);
+		close(fd);
+		fd = nfd;
+	}
+	close(fd);
+	cr_assert_eq(fs_listdir(dir, 100000, &l, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(l.n, 1500);
+	fs_listing_free(&l);
+	snprintf(p, sizeof(p), "%s/d", dir);
+	cr_assert_eq(fs_remove_all(p, err, sizeof(err)), 0, "%s", err);
+	struct stat st;
+	cr_assert_eq(lstat(p, &st), -1);
+}

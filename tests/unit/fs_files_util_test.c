@@ -130,6 +130,24 @@ Test(files_util, ranges)
 	cr_assert_eq(files_parse_range("bytes=0-0", 0, &s, &l), -1);
 }
 
+Test(files_util, multi_ranges)
+{
+	struct files_range r[4];
+	cr_assert_eq(files_parse_ranges("bytes=0-1, 5-6,-3", 100, r, 4), 3);
+	cr_assert_eq(r[0].start, 0);
+	cr_assert_eq(r[0].len, 2);
+	cr_assert_eq(r[1].start, 5);
+	cr_assert_eq(r[1].len, 2);
+	cr_assert_eq(r[2].start, 97);
+	cr_assert_eq(r[2].len, 3);
+	/* non-overlapping members are dropped, the rest kept */
+	cr_assert_eq(files_parse_ranges("bytes=200-300,0-0", 100, r, 4), 1);
+	cr_assert_eq(r[0].len, 1);
+	/* more than the caller's limit: serve everything */
+	cr_assert_eq(files_parse_ranges("bytes=0-0,1-1,2-2,3-3,4-4", 100, r, 4), 0);
+	cr_assert_eq(files_parse_ranges("bytes=200-300", 100, r, 4), -1);
+}
+
 Test(files_util, http_dates)
 {
 	char buf[40];

@@ -227,3 +227,89 @@ Test(multipart, header_params)
 	cr_assert_eq(mp_content_type_boundary("multipart/form-data", out, sizeof(out)), 0);
 	cr_assert_eq(mp_content_type_boundary("multipart/mixed; boundary=x", out, sizeof(out)), -1);
 }
+
+/* Random bodies full of CR, LF and boundary look-alikes, fed in random
+ * chunk sizes, must come out byte-exact. */
+struct collect {
+	uint8_t *buf[6];
+	size_t len[6];
+	int n;
+};
+
+static int c_begin(void *ud, const struct mp_part *p)
+{
+	struct collect *c = ud;
+	c->buf[c->n] = malloc(1 << 16);
+	c->len[c->n] = 0;
+	return 0;
+}
+
+static int c_data(void *ud, const uint8_t *d, size_t n)
+{
+	struct collect *c = ud;
+	cr_assert_leq(c->len[c->n] + n, 1 << 16);
+	memcpy(c->buf[c->n] + c->len[c->n], d, n);
+	c->len[c->n] += n;
+	return 0;
+}
+
+static int c_end(void *ud)
+{
+	struct collect *c = ud;
+	c->n++;
+	return 0;
+}
+
+Test(multipart, randomized_roundtrip)
+{
+	static const struct mp_callbacks ccb = { c_begin, c_data, c_end };
+	static const char alphabet[] = "\r\n-Bbx";
+	const char *boundary = "Bb-Bb";
+	unsigned seed = 12345;
+	uint8_t *body = malloc(1 << 19);
+	uint8_t *parts[6];
+	size_t plen[6];
+
+	for (int round = 0; round < 300; round++) {
+		size_t k = 0;
+		int np = 1 + (int)(rand_r(&seed) % 5);
+		for (int i = 0; i < np; i++) {
+			plen[i] = (size_t)(rand_r(&seed) % 3000);
+			parts[i] = malloc(plen[i] + 1);
+			for (size_t j = 0; j < plen[i]; j++)
+				parts[i][j] = (uint8_t)alphabet[rand_r(&seed) % 6];
+			/* the part must not contain the real delimiter */
+			for (size_t j = 0; j + 9 <= plen[i]; j++)
+				if (!memcmp(parts[i] + j, "\r\n--Bb-Bb", 9))
+					parts[i][j] = 'x';
+			k += (size_t)sprintf((char *)body + k,
+					     "--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f%d\"\r\n\r\n",
+					     boundary, i);
+			memcpy(body + k, parts[i], plen[i]);
+			k += plen[i];
+			memcpy(body + k, "\r\n", 2);
+			k += 2;
+		}
+		k += (size_t)sprintf((char *)body + k, "--%s--\r\n", boundary);
+
+		struct mp_parser p;
+		struct collect c = { 0 };
+		cr_assert_eq(mp_init(&p, boundary, &ccb, &c), 0);
+		for (size_t off = 0; off < k;) {
+			size_t step = 1 + (size_t)(rand_r(&seed) % 40);
+			if (step > k - off)
+				step = k - off;
+			cr_assert_eq(mp_feed(&p, body + off, step), 0, "round %d", round);
+			off += step;
+		}
+		cr_assert_eq(mp_finish(&p), 0);
+		cr_assert_eq(c.n, np, "round %d", round);
+		for (int i = 0; i < np; i++) {
+			cr_assert_eq(c.len[i], plen[i], "round %d part %d", round, i);
+			cr_assert(!memcmp(c.buf[i], parts[i], plen[i]), "round %d part %d", round, i);
+			free(c.buf[i]);
+			free(parts[i]);
+		}
+	}
+	free(body);
+}
