@@ -312,8 +312,8 @@ static struct {
 	struct portfwd_sock socks[PORTFWD_MAX_SOCKS];
 	struct portfwd_want wants[PORTFWD_MAX_FORWARDS];
 	uint64_t ours[1024];
-	char buf[32768];
-} pf = {.nl = -1};
+	char buf[32768] __attribute__((aligned(8))); /* netlink messages are read in place */
+} pf; /* zero-initialised (.bss): nl is set by portfwd_start */
 
 size_t portfwd_active_forwards(void)
 {
@@ -738,13 +738,14 @@ static int scan(size_t *n)
 		int rc = scan_diag_family(AF_INET, n);
 		if (rc == 0)
 			rc = scan_diag_family(AF_INET6, n);
-		if (rc == 0 || rc == -EAGAIN || rc == -EINTR) {
-			if (rc < 0) {
-				/* Drop whatever is left of the dump with the socket. */
-				close(pf.nl);
-				int fd = nl_open();
-				pf.nl = fd;
-			}
+		if (rc == 0)
+			return 0;
+		if (rc == -EAGAIN || rc == -EINTR || rc == -ENOBUFS || rc == -EPROTO || rc == -EBUSY) {
+			/* Transient: this scan is void. Drop whatever is left of
+			 * the dump together with the socket. */
+			close(pf.nl);
+			int fd = nl_open();
+			pf.nl = fd >= 0 ? fd : -1;
 			return rc;
 		}
 		log_warn(LOGGER, "sock_diag failed (%s); scanning /proc/net/tcp instead", strerror(-rc));

@@ -1,0 +1,565 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * init.c - a small PID 1 for sandbox images without systemd.
+ *
+ *   init [--grace SECONDS] [--no-mount] [--hostname NAME] [-- COMMAND [ARG...]]
+ *
+ * It mounts the API filesystems that are missing, sets the hostname, and
+ * supervises one command (default /usr/bin/envd): the command is restarted
+ * with back-off when it dies, and its children survive that, because
+ * orphans are re-parented to init (PID 1, or a child subreaper when init
+ * is not PID 1), which reaps every zombie. SIGTERM, SIGINT and SIGHUP are
+ * forwarded to the command. SIGTERM and SIGPWR shut down in order: TERM to
+ * everything, a grace period, KILL, sync, unmount what init mounted. init
+ * then exits with the command's status (128+N when a signal killed it) or,
+ * as the real PID 1 of a machine, powers off.
+ *
+ * Everything is driven by one signalfd and one timerfd; fatal exits happen
+ * only before the loop starts. Unknown arguments are ignored, because the
+ * kernel hands boot parameters it does not know to init.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/reboot.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define DEFAULT_CMD "/usr/bin/envd"
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+/* Restart back-off: 100 ms doubling to 5 s; a run of 10 s resets it, so a
+ * crash loop costs little CPU and a one-off crash restarts at once. */
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+#define STABLE_MS 10000
+#define MAX_MOUNTS 16
+
+enum state { RUNNING, WAIT_RESTART, STOPPING, KILLING };
+
+static struct {
+	enum state state;
+	char **cmd;
+	pid_t child;          /* the supervised command, 0 when not running */
+	int child_status;     /* its last wait status */
+	bool child_exited;    /* child_status is valid */
+	long long started_ms; /* when the command last started */
+	int backoff_ms;
+	double grace_s;
+	bool pid1;
+	int sfd, tfd;
+	char *mounted[MAX_MOUNTS];
+	int n_mounted;
+} in = {.grace_s = 5.0, .sfd = -1, .tfd = -1};
+
+static void reap(void);
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	dprintf(2, "init: %s\n", buf);
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void timer_arm(long long ms)
+{
+	struct itimerspec it = {0};
+	it.it_value.tv_sec = ms / 1000;
+	it.it_value.tv_nsec = (ms % 1000) * 1000000;
+	if (ms <= 0)
+		it.it_value.tv_nsec = 1; /* 0 would disarm */
+	timerfd_settime(in.tfd, 0, &it, NULL);
+}
+
+/* ---- mounts ---- */
+
+/* True when path is a mount point, from /proc/self/mountinfo (st_dev
+ * comparisons miss bind mounts of the same filesystem). */
+static bool is_mountpoint(const char *path)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096];
+	bool found = false;
+
+	if (!f) {
+		/* No /proc yet: fall back to comparing devices with the parent. */
+		struct stat a, b;
+		char parent[PATH_MAX];
+		snprintf(parent, sizeof(parent), "%s/..", path);
+		return stat(path, &a) == 0 && stat(parent, &b) == 0 && a.st_dev != b.st_dev;
+	}
+	while (!found && fgets(line, sizeof(line), f)) {
+		/* "id parent maj:min root mountpoint ..." */
+		char *p = line;
+		for (int i = 0; i < 4 && p; i++) {
+			p = strchr(p, ' ');
+			if (p)
+				p++;
+		}
+		if (!p)
+			continue;
+		char *e = strchr(p, ' ');
+		if (e)
+			*e = '\0';
+		found = strcmp(p, path) == 0;
+	}
+	fclose(f);
+	return found;
+}
+
+static void mount_if_missing(const char *src, const char *dir, const char *type, unsigned long flags,
+			     const char *data, mode_t mode)
+{
+	if (is_mountpoint(dir))
+		return;
+	if (mkdir(dir, mode) < 0 && errno != EEXIST) {
+		say("mkdir %s: %s", dir, strerror(errno));
+		return;
+	}
+	if (mount(src, dir, type, flags, data) < 0) {
+		say("mount %s on %s: %s", type, dir, strerror(errno));
+		return;
+	}
+	if (in.n_mounted < MAX_MOUNTS)
+		in.mounted[in.n_mounted++] = strdup(dir);
+}
+
+static void ensure_symlink(const char *target, const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0 && symlink(target, path) < 0 && errno != EEXIST)
+		say("symlink %s: %s", path, strerror(errno));
+}
+
+static void mount_api_filesystems(void)
+{
+	const unsigned long nosuid = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+	struct statvfs sv;
+
+	mount_if_missing("proc", "/proc", "proc", nosuid, NULL, 0555);
+	mount_if_missing("sysfs", "/sys", "sysfs", nosuid, NULL, 0555);
+	mount_if_missing("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755", 0755);
+	mount_if_missing("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+			 "newinstance,ptmxmode=0666,mode=0620,gid=5", 0755);
+	mount_if_missing("shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", 01777);
+	mount_if_missing("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755", 0755);
+	/* A private devpts needs /dev/ptmx to be its ptmx, or openpty() hands
+	 * out terminals of another instance. */
+	struct stat st;
+	if (lstat("/dev/ptmx", &st) == 0 && !S_ISLNK(st.st_mode) && is_mountpoint("/dev/pts") &&
+	    access("/dev/pts/ptmx", F_OK) == 0) {
+		if (mount("/dev/pts/ptmx", "/dev/ptmx", NULL, MS_BIND, NULL) == 0 &&
+		    in.n_mounted < MAX_MOUNTS)
+			in.mounted[in.n_mounted++] = strdup("/dev/ptmx");
+	}
+	ensure_symlink("/proc/self/fd", "/dev/fd");
+	ensure_symlink("/proc/self/fd/0", "/dev/stdin");
+	ensure_symlink("/proc/self/fd/1", "/dev/stdout");
+	ensure_symlink("/proc/self/fd/2", "/dev/stderr");
+	/* /tmp stays on the root filesystem when it is writable (it then
+	 * survives snapshots and costs no RAM); a read-only root gets a tmpfs. */
+	if (statvfs("/", &sv) == 0 && (sv.f_flag & ST_RDONLY))
+		mount_if_missing("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", 01777);
+	else if (mkdir("/tmp", 01777) == 0)
+		chmod("/tmp", 01777);
+}
+
+static void unmount_all(void)
+{
+	for (int i = in.n_mounted - 1; i >= 0; i--) {
+		if (umount2(in.mounted[i], MNT_DETACH) < 0)
+			say("umount %s: %s", in.mounted[i], strerror(errno));
+		free(in.mounted[i]);
+	}
+	in.n_mounted = 0;
+}
+
+static void set_hostname(const char *name)
+{
+	char buf[HOST_NAME_MAX + 2] = {0};
+
+	if (!name) {
+		int fd = open("/etc/hostname", O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return;
+		ssize_t k = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (k <= 0)
+			return;
+		buf[k] = '\0';
+		buf[strcspn(buf, " \t\r\n")] = '\0';
+		name = buf;
+	}
+	if (*name && sethostname(name, strlen(name)) < 0)
+		say("sethostname %s: %s", name, strerror(errno));
+}
+
+/* ---- the supervised command ---- */
+
+static int spawn_cmd(void)
+{
+	posix_spawnattr_t attr;
+	sigset_t none, all;
+	pid_t pid;
+
+	/* The command gets default dispositions and an empty mask: init's
+	 * blocked set must not leak into envd and from there into user
+	 * processes. Its own process group keeps a terminal's ^C from us. */
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
+	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+	int rc = posix_spawn(&pid, in.cmd[0], NULL, &attr, in.cmd, environ);
+	posix_spawnattr_destroy(&attr);
+	if (rc != 0) {
+		say("cannot start %s: %s", in.cmd[0], strerror(rc));
+		return -rc;
+	}
+	in.child = pid;
+	in.child_exited = false;
+	in.started_ms = now_ms();
+	return 0;
+}
+
+static void schedule_restart(void)
+{
+	long long ran = now_ms() - in.started_ms;
+	if (ran >= STABLE_MS)
+		in.backoff_ms = 0;
+	in.backoff_ms = in.backoff_ms ? in.backoff_ms * 2 : BACKOFF_MIN_MS;
+	if (in.backoff_ms > BACKOFF_MAX_MS)
+		in.backoff_ms = BACKOFF_MAX_MS;
+	in.state = WAIT_RESTART;
+	timer_arm(in.backoff_ms);
+}
+
+static void start_or_retry(void)
+{
+	in.state = RUNNING;
+	if (spawn_cmd() < 0) {
+		in.started_ms = now_ms();
+		schedule_restart();
+	}
+}
+
+/* ---- shutdown ---- */
+
+/* Signal every process init is responsible for: the whole PID namespace
+ * as PID 1; otherwise its direct children (orphans come to us as they are
+ * re-parented, and the loop signals them on the next pass). */
+static int signal_all(int sig)
+{
+	if (in.pid1)
+		return kill(-1, sig) == 0 ? 1 : 0;
+	int n = 0;
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	pid_t me = getpid();
+	if (!d) {
+		if (in.child > 0 && kill(in.child, sig) == 0)
+			n++;
+		return n;
+	}
+	while ((e = readdir(d))) {
+		char path[64], buf[512];
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/stat", atoi(e->d_name));
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t k = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (k <= 0)
+			continue;
+		buf[k] = '\0';
+		/* "pid (comm) S ppid ...": comm may contain spaces and ')' */
+		char *p = strrchr(buf, ')');
+		int ppid;
+		char st;
+		if (!p || sscanf(p + 1, " %c %d", &st, &ppid) != 2 || ppid != me)
+			continue;
+		if (kill((pid_t)atoi(e->d_name), sig) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static void begin_shutdown(int why)
+{
+	if (in.state == STOPPING || in.state == KILLING)
+		return;
+	say("shutting down (signal %d)", why);
+	in.state = STOPPING;
+	if (in.child > 0)
+		kill(in.child, SIGTERM);
+	signal_all(SIGTERM);
+	timer_arm((long long)(in.grace_s * 1000));
+	reap(); /* with no children at all there will be no SIGCHLD */
+}
+
+static int exit_code(void)
+{
+	if (!in.child_exited)
+		return 0;
+	if (WIFEXITED(in.child_status))
+		return WEXITSTATUS(in.child_status);
+	if (WIFSIGNALED(in.child_status))
+		return 128 + WTERMSIG(in.child_status);
+	return 1;
+}
+
+static bool is_initial_pidns(void)
+{
+	/* The machine's own PID 1: NSpid has one level and PID 2 is kthreadd.
+	 * A container's init sees two NSpid levels through the host's /proc,
+	 * or a user process as PID 2 through its own. */
+	char buf[2048];
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t k = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (k <= 0)
+		return false;
+	buf[k] = '\0';
+	char *p = strstr(buf, "\nNSpid:");
+	if (!p)
+		return false;
+	int levels = 0;
+	for (p += 7; *p && *p != '\n';) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p >= '0' && *p <= '9')
+			levels++;
+		while (*p >= '0' && *p <= '9')
+			p++;
+		if (*p != ' ' && *p != '\t')
+			break;
+	}
+	if (levels != 1)
+		return false;
+	char comm[32] = {0};
+	fd = open("/proc/2/comm", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	k = read(fd, comm, sizeof(comm) - 1);
+	close(fd);
+	return k > 0 && strncmp(comm, "kthreadd", 8) == 0;
+}
+
+static void finish(void)
+{
+	int code = exit_code();
+	sync();
+	unmount_all();
+	say("stopped, exit status %d", code);
+	if (in.pid1 && is_initial_pidns()) {
+		/* PID 1 of a machine must not exit (the kernel would panic). */
+		reboot(RB_POWER_OFF);
+	}
+	exit(code);
+}
+
+/* ---- events ---- */
+
+static void reap(void)
+{
+	for (;;) {
+		int st;
+		pid_t pid = waitpid(-1, &st, WNOHANG);
+		if (pid <= 0) {
+			if (pid < 0 && errno == ECHILD && in.state != RUNNING && in.state != WAIT_RESTART)
+				finish(); /* everyone is gone: no need to wait out the grace */
+			return;
+		}
+		if (pid != in.child)
+			continue; /* an orphan: reaping it is all there is to do */
+		in.child = 0;
+		in.child_status = st;
+		in.child_exited = true;
+		if (in.state == RUNNING) {
+			if (WIFSIGNALED(st))
+				say("%s killed by signal %d; restarting", in.cmd[0], WTERMSIG(st));
+			else
+				say("%s exited with status %d; restarting", in.cmd[0], WEXITSTATUS(st));
+			schedule_restart();
+		}
+	}
+}
+
+static void on_timer(void)
+{
+	uint64_t ticks;
+	if (read(in.tfd, &ticks, sizeof(ticks)) < 0)
+		return;
+	switch (in.state) {
+	case WAIT_RESTART:
+		start_or_retry();
+		break;
+	case STOPPING:
+		say("grace period over; killing what is left");
+		in.state = KILLING;
+		if (in.child > 0)
+			kill(in.child, SIGKILL);
+		signal_all(SIGKILL);
+		timer_arm(2000); /* KILL cannot be refused; D-state stragglers get 2 s */
+		reap();
+		break;
+	case KILLING:
+		finish();
+		break;
+	case RUNNING:
+		break;
+	}
+}
+
+static void on_signal(const struct signalfd_siginfo *si)
+{
+	int sig = (int)si->ssi_signo;
+
+	switch (sig) {
+	case SIGCHLD:
+		reap();
+		break;
+	case SIGTERM: /* forwarded to the command by the shutdown itself */
+	case SIGPWR:
+		begin_shutdown(sig);
+		break;
+	case SIGINT:
+	case SIGHUP:
+		if (in.child > 0)
+			kill(in.child, sig);
+		break;
+	default:
+		break;
+	}
+}
+
+static void usage(void)
+{
+	dprintf(2, "usage: init [--grace SECONDS] [--no-mount] [--hostname NAME] [-- COMMAND [ARG...]]\n");
+}
+
+int main(int argc, char **argv)
+{
+	static char *default_cmd[] = {DEFAULT_CMD, NULL};
+	const char *hostname = NULL;
+	bool do_mount = true;
+	sigset_t set;
+
+	in.cmd = default_cmd;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--") == 0) {
+			if (i + 1 < argc)
+				in.cmd = &argv[i + 1];
+			break;
+		} else if ((strcmp(a, "--grace") == 0 || strcmp(a, "-grace") == 0) && i + 1 < argc) {
+			char *end;
+			in.grace_s = strtod(argv[++i], &end);
+			if (*end || in.grace_s < 0 || in.grace_s > 3600) {
+				usage();
+				return 2;
+			}
+		} else if (strcmp(a, "--no-mount") == 0 || strcmp(a, "-no-mount") == 0) {
+			do_mount = false;
+		} else if ((strcmp(a, "--hostname") == 0 || strcmp(a, "-hostname") == 0) && i + 1 < argc) {
+			hostname = argv[++i];
+		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			usage();
+			return 0;
+		} else {
+			say("ignoring argument %s", a);
+		}
+	}
+
+	/* fds 0-2 must exist, or the first files we open would become them. */
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0)
+			open("/dev/null", O_RDWR);
+
+	in.pid1 = getpid() == 1;
+	if (in.pid1) {
+		if (do_mount)
+			mount_api_filesystems();
+		set_hostname(hostname);
+	} else {
+		/* Not PID 1: adopt orphans ourselves so they are still reaped. */
+		if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+			say("cannot become a subreaper: %s", strerror(errno));
+		if (hostname)
+			set_hostname(hostname);
+	}
+	if (!getenv("PATH"))
+		setenv("PATH", DEFAULT_PATH, 1);
+
+	sigfillset(&set);
+	/* Faults must still kill us with a core rather than loop. */
+	sigdelset(&set, SIGSEGV);
+	sigdelset(&set, SIGBUS);
+	sigdelset(&set, SIGILL);
+	sigdelset(&set, SIGFPE);
+	sigdelset(&set, SIGABRT);
+	sigdelset(&set, SIGTRAP);
+	sigdelset(&set, SIGSYS);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0) {
+		say("sigprocmask: %s", strerror(errno));
+		return 1;
+	}
+	in.sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	in.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	if (in.sfd < 0 || in.tfd < 0) {
+		say("signalfd/timerfd: %s", strerror(errno));
+		return 1;
+	}
+
+	start_or_retry();
+	for (;;) {
+		struct pollfd p[2] = {{.fd = in.sfd, .events = POLLIN}, {.fd = in.tfd, .events = POLLIN}};
+		if (poll(p, 2, -1) < 0) {
+			if (errno != EINTR)
+				say("poll: %s", strerror(errno));
+			continue;
+		}
+		if (p[0].revents & POLLIN) {
+			struct signalfd_siginfo si[16];
+			ssize_t k = read(in.sfd, si, sizeof(si));
+			for (ssize_t j = 0; k > 0 && j < k / (ssize_t)sizeof(si[0]); j++)
+				on_signal(&si[j]);
+		}
+		if (p[1].revents & POLLIN)
+			on_timer();
+	}
+}

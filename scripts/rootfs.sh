@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Build the sandbox root filesystem used by the container test: Debian 12
+# (bookworm) from debootstrap with the tools SDK users expect, user `user`
+# with passwordless sudo, and the envd overlay installed.
+#
+#   scripts/rootfs.sh [ROOT]        default ROOT: build/rootfs
+#
+# The debootstrap stage is cached: it runs once and leaves ROOT/.base-done.
+# The overlay stage (envd, init, units) runs every time, so the image always
+# carries the binaries just built. Downloaded .debs are kept in apt's own
+# cache directory so a fresh clone on the same machine rebuilds quickly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROOT=${1:-build/rootfs}
+SUITE=bookworm
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# Bump when the package list changes so cached roots are rebuilt.
+BASE_STAMP="v2"
+PKGS=bash,libstdc++6,coreutils,git,python3,python-is-python3,sudo,ncurses-bin,ncurses-base,ca-certificates,curl,procps,iproute2,passwd,login,findutils,less,netbase
+
+log() { echo "rootfs: $*" >&2; }
+
+# Undo any mount debootstrap left inside DIR (it mounts proc/sys itself and
+# can leave them behind when it fails half-way).
+umount_under() {
+	local dir
+	dir=$(readlink -f "$1" 2>/dev/null) || return 0
+	findmnt -rn -o TARGET | awk -v d="$dir" 'index($0, d "/") == 1 || $0 == d' | sort -r |
+		while read -r m; do umount -l "$m" 2>/dev/null || true; done
+}
+
+build_base() {
+	local tmp="$ROOT.tmp"
+	command -v debootstrap >/dev/null 2>&1 || {
+		log "installing debootstrap"
+		apt-get install -y -qq debootstrap >/dev/null 2>&1 ||
+			{ apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null; }
+	}
+	trap 'umount_under "$ROOT.tmp"' EXIT
+	local cache=/var/cache/apt/archives
+	mkdir -p "$cache"
+	local try
+	for try in 1 2; do
+		umount_under "$tmp"
+		rm -rf "$tmp"
+		mkdir -p "$tmp"
+		log "debootstrap $SUITE into $tmp (attempt $try)"
+		if debootstrap --variant=minbase --cache-dir="$cache" --include="$PKGS" \
+			"$SUITE" "$tmp" "$MIRROR" >"$tmp.log" 2>&1; then
+			break
+		fi
+		log "debootstrap failed; last lines:"
+		tail -n 15 "$tmp.log" >&2
+		[ "$try" = 2 ] && return 1
+		sleep 5
+	done
+	umount_under "$tmp"
+
+	# Same conventions as the reference debug image: user `user`, home
+	# /home/user (mode 777 there; 755 is enough here since envd acts as the
+	# user), passwordless sudo.
+	chroot "$tmp" /usr/sbin/groupadd -f user
+	chroot "$tmp" /usr/sbin/useradd -m -s /bin/bash -g user user 2>/dev/null || true
+	echo 'user ALL=(ALL:ALL) NOPASSWD: ALL' >"$tmp/etc/sudoers.d/user"
+	chmod 0440 "$tmp/etc/sudoers.d/user"
+	echo sandbox >"$tmp/etc/hostname"
+	printf '127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$tmp/etc/hosts"
+	# No network in the sandbox test; keep apt and resolvers quiet.
+	: >"$tmp/etc/resolv.conf"
+	rm -rf "$tmp/var/cache/apt/archives/"*.deb "$tmp/var/lib/apt/lists/"* 2>/dev/null || true
+	echo "$BASE_STAMP" >"$tmp/.base-done"
+	rm -rf "$ROOT"
+	mv "$tmp" "$ROOT"
+	rm -f "$tmp.log"
+	trap - EXIT
+}
+
+if [ "$(id -u)" != 0 ]; then
+	log "must run as root (debootstrap, chroot)"
+	exit 1
+fi
+if [ "$(cat "$ROOT/.base-done" 2>/dev/null)" != "$BASE_STAMP" ]; then
+	build_base
+else
+	log "reusing cached base in $ROOT"
+fi
+for b in build/envd build/init; do
+	[ -x "$b" ] || { log "$b is missing: run make first"; exit 1; }
+done
+bash rootfs-overlay/install.sh --envd build/envd --init build/init --user user "$ROOT"
+log "ready: $ROOT"

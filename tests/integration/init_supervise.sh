@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# build/init as PID 1 of a new PID namespace, supervising a stand-in for
+# envd: restart with back-off, children surviving a restart, zombie
+# reaping, signal forwarding, ordered shutdown and exit status; and as a
+# subreaper when it is not PID 1.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/lib.sh
+T_NAME=init_supervise
+
+INIT=${INIT_BIN:-build/init}
+if [ ! -x "$INIT" ]; then
+	fail "build/init exists" "run make"
+	finish
+	exit 1
+fi
+if ! unshare --pid --fork --mount --uts --propagation private true 2>/dev/null; then
+	echo "SKIP: cannot create PID/mount/UTS namespaces here"
+	echo "init_supervise: 0 passed, 0 failed"
+	exit 0
+fi
+
+mkdir -p build
+W=$(mktemp -d "$PWD/build/init-test.XXXXXX")
+UPIDS=()
+cleanup() {
+	for p in "${UPIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	rm -rf "$W"
+}
+trap cleanup EXIT
+# A private copy: a rebuild of build/init must not pull it away mid-test.
+cp "$INIT" "$W/init"
+INIT=$W/init
+
+# The stand-in: records each start and each signal it gets; MODE picks
+# what it does.
+cat >"$W/fake.sh" <<'EOF'
+#!/bin/bash
+D=$1
+trap 'echo HUP >>"$D/sigs"' HUP
+trap 'echo INT >>"$D/sigs"' INT
+trap 'echo TERM >>"$D/sigs"; exit ${TERM_EXIT:-0}' TERM
+[ "${MODE:-}" = killed ] && trap - TERM
+# recorded once the traps are in place: the test signals right after
+echo $$ >>"$D/starts"
+n=$(wc -l <"$D/starts")
+case ${MODE:-} in
+crash) exit 3 ;;
+orphan)
+	if [ "$n" = 1 ]; then
+		setsid sleep 300 </dev/null >/dev/null 2>&1 &
+		echo $! >"$D/orphan"
+		# a grandchild that exits at once: a zombie unless init reaps it
+		(sleep 0.2 &)
+		exit 1
+	fi ;;
+stubborn) setsid bash -c 'trap "" TERM; while :; do sleep 0.05; done' </dev/null >/dev/null 2>&1 & ;;
+esac
+while :; do sleep 0.05; done
+EOF
+
+# start_init DIR [init flags...]: run init as PID 1; sets UPID, IPID (host pid of init).
+start_init() {
+	local d=$1
+	shift
+	mkdir -p "$d"
+	unshare --pid --fork --mount --uts --propagation private "$INIT" --no-mount "$@" -- /bin/bash "$W/fake.sh" "$d" \
+		>"$d/log" 2>&1 &
+	UPID=$!
+	UPIDS+=("$UPID")
+	IPID=
+	for _ in $(seq 1 500); do
+		IPID=$(pgrep -P "$UPID" | head -n1)
+		[ -n "$IPID" ] && [ -s "$d/starts" ] && return 0
+		sleep 0.02
+	done
+	echo "init did not start; its output:"
+	cat "$d/log"
+	return 1
+}
+
+wait_exit() { # wait_exit PID SECONDS: sets ST to its exit status, or "timeout"
+	local t
+	(sleep "$2"; kill -KILL "$1" 2>/dev/null; touch "$W/timeout.$1") &
+	t=$!
+	wait "$1" 2>/dev/null
+	ST=$?
+	kill "$t" 2>/dev/null
+	wait "$t" 2>/dev/null
+	[ -e "$W/timeout.$1" ] && ST=timeout
+	return 0
+}
+
+lines() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
+
+zombies_of() { # count zombie children of host pid $1
+	local n=0 f st pp
+	for f in /proc/[0-9]*/stat; do
+		read -r st pp < <(sed 's/.*) \(.\) \([0-9]*\).*/\1 \2/' "$f" 2>/dev/null) || continue
+		[ "$pp" = "$1" ] && [ "$st" = Z ] && n=$((n + 1))
+	done
+	echo $n
+}
+
+# 1. crash loop: restarted with growing delays
+D=$W/crash
+MODE=crash start_init "$D" --grace 1 || fail "init starts (crash)"
+sleep 1.6
+n=$(lines "$D/starts")
+# back-off 100, 200, 400, 800 ms: 4-6 starts in 1.6 s, not hundreds
+if [ "$n" -ge 2 ] && [ "$n" -le 8 ]; then pass "crashing command restarted with back-off ($n starts in 1.6 s)"; else fail "restart back-off" "$n starts"; fi
+grep -q 'exited with status 3; restarting' "$D/log" && pass "restart is logged with the exit status" || fail "restart log"
+kill -TERM "$IPID"
+wait_exit "$UPID" 5; st=$ST
+[ "$st" != timeout ] && pass "SIGTERM stops init while it waits to restart (status $st)" || fail "stop during back-off"
+
+# 2. children of the command survive its restart and are reaped by init
+D=$W/orphan
+MODE=orphan start_init "$D" --grace 1 || fail "init starts (orphan)"
+for _ in $(seq 1 500); do [ "$(lines "$D/starts")" -ge 2 ] && break; sleep 0.02; done
+expect_eq "command restarted after exiting" 2 "$(lines "$D/starts")"
+sleep 0.4
+opid=$(cat "$D/orphan")
+hostpid=$(pgrep -f '^sleep 300$' -P "$IPID" | head -n1)
+[ -n "$hostpid" ] && pass "the old command's child survives, re-parented to init" || fail "orphan survives"
+expect_eq "no zombies under init" 0 "$(zombies_of "$IPID")"
+[ -n "$hostpid" ] && kill -KILL "$hostpid"
+sleep 0.2
+expect_eq "a killed orphan is reaped" 0 "$(zombies_of "$IPID")"
+[ -n "$opid" ] && pass "orphan pid recorded ($opid inside the namespace)" || fail "orphan pid"
+
+# 3. signal forwarding
+kill -HUP "$IPID"
+sleep 0.3
+kill -INT "$IPID"
+sleep 0.3
+grep -q HUP "$D/sigs" 2>/dev/null && pass "SIGHUP forwarded to the command" || fail "SIGHUP forwarded"
+grep -q INT "$D/sigs" 2>/dev/null && pass "SIGINT forwarded to the command" || fail "SIGINT forwarded"
+expect_eq "forwarded signals do not restart a command that handles them" 2 "$(lines "$D/starts")"
+
+# 4. ordered shutdown: TERM reaches the command, its exit status is init's
+kill -TERM "$IPID"
+wait_exit "$UPID" 5; st=$ST
+expect_eq "SIGTERM: init exits with the command's status" 0 "$st"
+grep -q TERM "$D/sigs" && pass "the command got SIGTERM" || fail "command got SIGTERM"
+
+D=$W/status
+MODE=killed start_init "$D" --grace 1 || fail "init starts (killed)"
+kill -TERM "$IPID"
+wait_exit "$UPID" 5; st=$ST
+expect_eq "command killed by SIGTERM: init exits 128+15" 143 "$st"
+
+D=$W/exitcode
+TERM_EXIT=7 start_init "$D" --grace 1 || fail "init starts (exit 7)"
+kill -PWR "$IPID"
+wait_exit "$UPID" 5; st=$ST
+expect_eq "SIGPWR shuts down too; exit status passed through" 7 "$st"
+
+# 5. a process that ignores SIGTERM is killed after the grace period
+D=$W/stubborn
+MODE=stubborn start_init "$D" --grace 1 || fail "init starts (stubborn)"
+sleep 0.3
+t0=$(date +%s%N)
+kill -TERM "$IPID"
+wait_exit "$UPID" 6; st=$ST
+ms=$((($(date +%s%N) - t0) / 1000000))
+expect_eq "shutdown completes with a TERM-ignoring process" 0 "$st"
+if [ "$ms" -ge 900 ] && [ "$ms" -le 4000 ]; then pass "KILL after the 1 s grace ($ms ms)"; else fail "grace period" "$ms ms"; fi
+grep -q 'grace period over' "$D/log" && pass "grace expiry logged" || fail "grace log"
+
+# 6. quick shutdown when everything exits on TERM
+D=$W/quick
+start_init "$D" --grace 10 || fail "init starts (quick)"
+t0=$(date +%s%N)
+kill -TERM "$IPID"
+wait_exit "$UPID" 6; st=$ST
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$ms" -lt 2000 ] && pass "no waiting out the grace when all exit ($ms ms)" || fail "quick shutdown" "$ms ms"
+
+# 7. hostname in its own UTS namespace
+D=$W/host
+mkdir -p "$D"
+cat >"$W/host.sh" <<'EOF'
+#!/bin/bash
+hostname >"$1/hostname"
+exit 0
+EOF
+unshare --pid --fork --mount --uts --propagation private "$INIT" --no-mount --hostname sbx-test --grace 1 \
+	-- /bin/bash "$W/host.sh" "$D" >"$D/log" 2>&1 &
+UPID=$!
+UPIDS+=("$UPID")
+sleep 0.3
+expect_eq "--hostname sets the hostname" sbx-test "$(cat "$D/hostname" 2>/dev/null)"
+for _ in $(seq 1 250); do IPID=$(pgrep -P "$UPID" | head -n1); [ -n "$IPID" ] && break; sleep 0.02; done
+kill -TERM "$IPID" 2>/dev/null
+wait_exit "$UPID" 5
+
+# 8. not PID 1: a subreaper that still reaps and restarts
+D=$W/subreaper
+mkdir -p "$D"
+MODE=orphan "$INIT" --grace 1 -- /bin/bash "$W/fake.sh" "$D" >"$D/log" 2>&1 &
+SPID=$!
+UPIDS+=("$SPID")
+for _ in $(seq 1 500); do [ "$(lines "$D/starts")" -ge 2 ] && break; sleep 0.02; done
+expect_eq "subreaper mode restarts the command" 2 "$(lines "$D/starts")"
+sleep 0.3
+orphan=$(cat "$D/orphan" 2>/dev/null)
+pp=$(awk '{print $4}' /proc/"$orphan"/stat 2>/dev/null)
+expect_eq "orphans are re-parented to the subreaper" "$SPID" "$pp"
+kill -TERM "$SPID"
+wait_exit "$SPID" 5; st=$ST
+expect_eq "subreaper shutdown exit status" 0 "$st"
+kill -0 "$orphan" 2>/dev/null && fail "subreaper shutdown terminates adopted orphans" || pass "subreaper shutdown terminates adopted orphans"
+
+finish
