@@ -383,7 +383,11 @@ static int h1_begin(struct http_req *r, int status, const struct http_hdr *hs, s
 	return 0;
 }
 
-static int h1_write(struct http_req *r, const void *p, size_t n)
+/*
+ * Queue one piece of body: memory (p) or a file range (fd >= 0), framed as
+ * a chunk when the response is chunked.
+ */
+static int h1_queue_body(struct http_req *r, const void *p, int fd, off_t off, size_t n)
 {
 	struct h1_req *q = r->transport;
 	struct outq *o = &q->h->c->out;
@@ -396,30 +400,21 @@ static int h1_write(struct http_req *r, const void *p, size_t n)
 		if (outq_append(o, hdr, (size_t)k) < 0)
 			return -ENOMEM;
 	}
-	if (outq_append(o, p, n) < 0 || (q->chunked && outq_append(o, "\r\n", 2) < 0))
+	int rc = fd >= 0 ? outq_append_file_dup(o, fd, off, n) : outq_append(o, p, n);
+	if (rc < 0 || (q->chunked && outq_append(o, "\r\n", 2) < 0))
 		return -ENOMEM;
 	conn_want_write(q->h->c);
 	return 0;
 }
 
+static int h1_write(struct http_req *r, const void *p, size_t n)
+{
+	return h1_queue_body(r, p, -1, 0, n);
+}
+
 static int h1_write_file(struct http_req *r, int fd, off_t off, size_t len)
 {
-	struct h1_req *q = r->transport;
-	struct outq *o = &q->h->c->out;
-	char hdr[24];
-
-	if (q->no_body)
-		return 0;
-	if (q->chunked) {
-		int k = snprintf(hdr, sizeof(hdr), "%zx\r\n", len);
-		if (outq_append(o, hdr, (size_t)k) < 0)
-			return -ENOMEM;
-	}
-	if (outq_append_file_dup(o, fd, off, len) < 0 ||
-	    (q->chunked && outq_append(o, "\r\n", 2) < 0))
-		return -ENOMEM;
-	conn_want_write(q->h->c);
-	return 0;
+	return h1_queue_body(r, NULL, fd, off, len);
 }
 
 static int h1_end(struct http_req *r, const struct http_hdr *tr, size_t n)
