@@ -4,6 +4,7 @@
 #endif
 #include "process.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 
 #include "../pty/pty.h"
 #include "errstr.h"
+#include "fanout.h"
 #include "http.h"
 #include "loop.h"
 #include "ptable.h"
@@ -33,7 +35,7 @@ size_t process_ring_size = 1024 * 1024;
 struct sub {
 	struct sub *next;
 	struct process *p;
-	struct rpc_call *call;   /* NULL once the call is over; freed by sweep */
+	struct rpc_call *call;   /* NULL once the call is over; freed in leave() */
 	uint64_t cursor;         /* next offset to send */
 	uint64_t stall_mark;     /* cursor when the stall timer was armed */
 	bool connect;            /* ConnectResponse rather than StartResponse */
@@ -71,8 +73,9 @@ struct process {
 };
 
 static struct ptable table;
+/* Ring storage held by finished processes, bounded by retain_budget(). */
+static size_t retained_bytes;
 static uint8_t read_buf[READ_CHUNK];
-static uint8_t send_buf[READ_CHUNK];
 
 static inline struct process *of_entry(struct ptable_entry *e)
 {
@@ -105,6 +108,8 @@ static void process_free(struct process *p)
 	close_fd(&p->in_fd);
 	if (p->in_table)
 		ptable_remove(&table, &p->ent);
+	if (p->finalized)
+		retained_bytes -= p->ring.cap;
 	ring_free(&p->ring);
 	free(p->inq);
 	if (p->config)
@@ -221,58 +226,61 @@ static void sub_pump(struct sub *s)
 		uint64_t limit = p->end_ready ? p->end_off : ring_end(&p->ring);
 		Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
 		Process__ProcessEvent__DataEvent data;
+		Process__ProcessEvent__GapEvent gap = PROCESS__PROCESS_EVENT__GAP_EVENT__INIT;
 		enum ring_kind kind;
+		const uint8_t *chunk;
 		size_t want;
 		long n;
 
-		if (s->cursor >= limit) {
-			if (p->end_ready)
-				sub_send_end(s);
-			break;
-		}
-		if (rpc_call_queued(s->call) >= HTTP_QUEUE_HIGH)
-			break; /* on_writable resumes */
-		if (s->cursor < ring_start(&p->ring)) {
-			Process__ProcessEvent__GapEvent gap = PROCESS__PROCESS_EVENT__GAP_EVENT__INIT;
-
-			if (!s->replay) {
-				sub_fail(s, RPC_RESOURCE_EXHAUSTED,
-					 "stream fell behind the output of process %d: bytes from "
-					 "offset %llu were dropped from the %zu-byte buffer; the "
-					 "process keeps running (reconnect to follow it)",
-					 (int)p->pid, (unsigned long long)s->cursor, p->ring.max);
-				break;
-			}
+		switch (fanout_next(&p->ring, p->end_ready, p->end_off, s->cursor, s->replay,
+				    rpc_call_queued(s->call) < HTTP_QUEUE_HIGH)) {
+		case FANOUT_IDLE:
+		case FANOUT_WAIT: /* on_writable or the next read resumes */
+			goto out;
+		case FANOUT_END:
+			sub_send_end(s);
+			goto out;
+		case FANOUT_BEHIND:
+			sub_fail(s, RPC_RESOURCE_EXHAUSTED,
+				 "stream fell behind the output of process %d: bytes from "
+				 "offset %llu were dropped from the %zu-byte buffer; the "
+				 "process keeps running (reconnect to follow it)",
+				 (int)p->pid, (unsigned long long)s->cursor, p->ring.max);
+			goto out;
+		case FANOUT_GAP:
 			gap.from = s->cursor;
 			gap.to = ring_start(&p->ring);
 			ev.event_case = PROCESS__PROCESS_EVENT__EVENT_GAP;
 			ev.gap = &gap;
 			if (sub_send(s, &ev) < 0)
-				break;
+				goto out;
 			s->cursor = gap.to;
 			continue;
+		case FANOUT_DATA:
+			break;
 		}
 		process__process_event__data_event__init(&data);
-		want = limit - s->cursor < sizeof(send_buf) ? (size_t)(limit - s->cursor)
-							     : sizeof(send_buf);
-		n = ring_read(&p->ring, s->cursor, &kind, send_buf, want);
+		want = limit - s->cursor < READ_CHUNK ? (size_t)(limit - s->cursor) : READ_CHUNK;
+		/* Straight from the ring: rpc_send encodes (copies) before returning. */
+		n = ring_peek(&p->ring, s->cursor, &kind, &chunk, want);
 		if (n <= 0)
-			break;
+			goto out;
 		/* stdout, stderr and pty share one union slot of the same type. */
 		data.output_case = kind == RING_STDOUT ? PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDOUT
 				 : kind == RING_STDERR ? PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDERR
 						       : PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_PTY;
-		data.pty.data = send_buf;
+		data.pty.data = (uint8_t *)chunk;
 		data.pty.len = (size_t)n;
 		data.optional_offset_case = PROCESS__PROCESS_EVENT__DATA_EVENT__OPTIONAL_OFFSET_OFFSET;
 		data.offset = s->cursor;
 		ev.event_case = PROCESS__PROCESS_EVENT__EVENT_DATA;
 		ev.data = &data;
 		if (sub_send(s, &ev) < 0)
-			break;
+			goto out;
 		s->cursor += (uint64_t)n;
 		sub_restart_keepalive(s);
 	}
+out:
 	s->pumping = false;
 }
 
@@ -301,7 +309,6 @@ static void arm_reads(struct process *p)
 /* Pause reading only while every live subscriber lags by over half a ring. */
 static void update_reading(struct process *p)
 {
-	uint64_t half = p->ring.max / 2;
 	bool any = false, want = true;
 
 	if (!p->end_ready && !p->finalized) {
@@ -311,7 +318,7 @@ static void update_reading(struct process *p)
 			if (!any)
 				want = false;
 			any = true;
-			if (ring_end(&p->ring) - s->cursor <= half)
+			if (!fanout_lagging(&p->ring, s->cursor))
 				want = true;
 		}
 	}
@@ -353,6 +360,31 @@ static void stall_cb(EV_P_ ev_timer *w, int revents)
 	leave(p);
 }
 
+/*
+ * Finished processes keep their output for replay, but many short ones
+ * with big output must not add up: past the budget the oldest retained
+ * rings are dropped (a later replay then reports them as a gap).
+ */
+static size_t retain_budget(void)
+{
+	size_t b = 8 * process_ring_size;
+
+	return b < 16u * 1024 * 1024 ? 16u * 1024 * 1024 : b;
+}
+
+static void trim_retained(void)
+{
+	for (struct ptable_entry *e = table.head; e && retained_bytes > retain_budget();
+	     e = e->next) {
+		struct process *q = of_entry(e);
+
+		if (!q->finalized || !q->ring.cap)
+			continue;
+		retained_bytes -= q->ring.cap;
+		ring_clear(&q->ring);
+	}
+}
+
 static void finalize(struct process *p)
 {
 	if (p->finalized)
@@ -377,6 +409,8 @@ static void finalize(struct process *p)
 	p->ent.retained = true;
 	ev_timer_set(&p->retain_w, PROCESS_RETAIN_S, 0.);
 	ev_timer_start(envd_loop, &p->retain_w);
+	retained_bytes += p->ring.cap;
+	trim_retained();
 }
 
 static void make_end(struct process *p)
@@ -456,6 +490,15 @@ static void grace_cb(EV_P_ ev_timer *w, int revents)
 {
 	struct process *p = w->data;
 
+	/*
+	 * Unread output because *we* paused for a slow reader is not a
+	 * descendant holding the pipe: keep waiting (the stall timer bounds it).
+	 */
+	if (p->paused) {
+		ev_timer_set(w, PROCESS_GRACE_S, 0.);
+		ev_timer_start(EV_A_ w);
+		return;
+	}
 	enter(p);
 	make_end(p);
 	leave(p);
@@ -465,8 +508,10 @@ static void kill_cb(EV_P_ ev_timer *w, int revents)
 {
 	struct process *p = w->data;
 
-	if (!p->finalized && kill(-p->pid, SIGKILL) < 0 && !p->reaped)
-		kill(p->pid, SIGKILL);
+	char err[128];
+
+	if (!p->finalized)
+		process_signal(p, SIGKILL, err, sizeof(err));
 }
 
 static void retain_cb(EV_P_ ev_timer *w, int revents)
@@ -649,10 +694,57 @@ enum rpc_code process_resize(struct process *p, unsigned cols, unsigned rows, ch
 	return RPC_OK;
 }
 
+/*
+ * An interactive shell on a PTY puts each job in a process group of its
+ * own, inside the session it leads: signal every member of the session.
+ * Reading /proc costs well under a millisecond per hundred processes.
+ */
+static int signal_session(pid_t sid, int sig)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	int hit = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		char path[64], buf[512], *rp;
+		long pid, f[4];
+		ssize_t n;
+		int fd;
+
+		pid = strtol(de->d_name, &rp, 10);
+		if (*rp || pid <= 0 || pid == sid)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		/* "pid (comm) state ppid pgrp session ...": comm may hold spaces. */
+		rp = strrchr(buf, ')');
+		if (!rp || sscanf(rp + 1, " %*c %ld %ld %ld %ld", &f[0], &f[1], &f[2], &f[3]) != 4)
+			continue;
+		if (f[2] == sid && kill((pid_t)pid, sig) == 0)
+			hit++;
+	}
+	closedir(d);
+	return hit;
+}
+
 enum rpc_code process_signal(struct process *p, int sig, char *err, size_t errlen)
 {
+	int rc;
+
 	/* The whole group: descendants of the command die with it. */
-	if (kill(-p->pid, sig) == 0)
+	rc = kill(-p->pid, sig);
+	if (p->pty && signal_session(p->pid, sig) > 0)
+		rc = 0;
+	if (rc == 0)
 		return RPC_OK;
 	if (!p->reaped && kill(p->pid, sig) == 0)
 		return RPC_OK;
@@ -749,6 +841,16 @@ static void sub_attach(struct process *p, struct rpc_call *call, bool connect, b
 
 void process_subscribe(struct process *p, struct rpc_call *call, bool replay, uint64_t from)
 {
+	size_t n = 0;
+
+	for (struct sub *s = p->subs; s; s = s->next)
+		n += s->call != NULL;
+	if (n >= PROCESS_MAX_SUBS) {
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED,
+			 "process %d already has %d attached streams", (int)p->pid,
+			 PROCESS_MAX_SUBS);
+		return;
+	}
 	sub_attach(p, call, true, replay, from);
 }
 

@@ -18,12 +18,19 @@
  *     they are dropped and reading resumes, so a dead peer cannot wedge
  *     the process.
  *
+ * The decisions themselves are the pure functions of fanout.h.
+ *
  * End: the end event is built once the child is reaped and its output
  * reached EOF, or PROCESS_GRACE_S after the reap when a descendant still
  * holds the output open (the process then stays listed until EOF). Each
  * subscriber gets all data up to that point, then the end event. After EOF
  * the process leaves the table and is retained PROCESS_RETAIN_S seconds
- * for late Connects (with its ring).
+ * for late Connects, with its ring; the rings of all retained processes
+ * together are held to max(16 MiB, 8 x process_ring_size), oldest dropped
+ * first.
+ *
+ * Signals go to the process group (pipes) or to every member of the
+ * session (PTY: an interactive shell gives each job its own group).
  *
  * Everything runs on envd_loop.
  */
@@ -47,6 +54,8 @@ extern size_t process_ring_size;
 #define PROCESS_RETAIN_S 30.0
 #define PROCESS_GRACE_S 2.0
 #define PROCESS_STALL_S 10.0
+/* Streams attached to one process at once (each may queue HTTP_QUEUE_HIGH). */
+#define PROCESS_MAX_SUBS 128
 /* Unwritten SendInput bytes a process may hold before input is refused. */
 #define PROCESS_STDIN_MAX (4u * 1024 * 1024)
 
@@ -87,7 +96,8 @@ const Process__ProcessConfig *process_config(const struct process *p);
 /*
  * Attach a Connect stream: sends start{pid}, then data from `from`
  * (when `replay`; clamped to the retained range with a gap event) or from
- * now on, then end.
+ * now on, then end. Fails the call with resource_exhausted when
+ * PROCESS_MAX_SUBS streams are already attached.
  */
 void process_subscribe(struct process *p, struct rpc_call *call, bool replay, uint64_t from);
 

@@ -36,21 +36,29 @@ static bool match(const struct ptable_entry *e, uint32_t pid, const char *tag)
 	return e->pid == pid;
 }
 
-/* Correct first match: keep scanning past entries with other tags. */
+/*
+ * Tags: the oldest listed match, scanning past entries with other tags
+ * (the reference stopped at the first one). Pids: the newest listed match,
+ * because a reaped leader whose output is still open can see its pid
+ * reused by a newer child, which is the one a client means.
+ */
 static struct ptable_entry *find(const struct ptable *t, uint32_t pid, const char *tag,
 				 bool retained_too)
 {
-	struct ptable_entry *old = NULL;
+	struct ptable_entry *live = NULL, *old = NULL;
 
 	for (struct ptable_entry *e = t->head; e; e = e->next) {
 		if (!match(e, pid, tag))
 			continue;
-		if (e->listed)
-			return e;
-		if (retained_too && e->retained && !old)
+		if (e->listed) {
+			live = e;
+			if (tag)
+				break;
+		} else if (retained_too && e->retained && !old) {
 			old = e;
+		}
 	}
-	return old;
+	return live ? live : old;
 }
 
 struct ptable_entry *ptable_find_pid(const struct ptable *t, uint32_t pid, bool retained_too)

@@ -34,9 +34,10 @@ void ptable_add(struct ptable *t, struct ptable_entry *e);
 void ptable_remove(struct ptable *t, struct ptable_entry *e);
 
 /*
- * Lookups return the oldest listed entry that matches; when
- * `retained_too` and no listed entry matches, the oldest retained one.
- * NULL when nothing matches.
+ * Lookups return a listed entry that matches (by tag: the oldest; by pid:
+ * the newest, as a pid can be reused while an exited leader's output is
+ * still open); when `retained_too` and no listed entry matches, the oldest
+ * retained one. NULL when nothing matches.
  */
 struct ptable_entry *ptable_find_pid(const struct ptable *t, uint32_t pid, bool retained_too);
 struct ptable_entry *ptable_find_tag(const struct ptable *t, const char *tag, bool retained_too);

@@ -22,6 +22,12 @@ void ring_free(struct ring *r)
 	r->cap = r->used = r->head = r->n_rec = 0;
 }
 
+void ring_clear(struct ring *r)
+{
+	ring_free(r);
+	r->start = r->end;
+}
+
 static void put(struct ring *r, size_t pos, const void *p, size_t n)
 {
 	size_t first = r->cap - pos;
@@ -163,30 +169,57 @@ drop:
 	return rc;
 }
 
-long ring_read(const struct ring *r, uint64_t off, enum ring_kind *kind, void *out, size_t len)
+/* Physical position and remaining record length for `off`, or -ERANGE / 0. */
+static long locate(const struct ring *r, uint64_t off, enum ring_kind *kind, size_t *pos)
 {
 	uint64_t o = r->start;
-	size_t pos = r->head;
+	size_t at = r->head;
 
 	if (off < r->start)
 		return -ERANGE;
 	if (off >= r->end)
 		return 0;
 	for (size_t i = 0; i < r->n_rec; i++) {
-		uint32_t rl = rec_len(r, pos);
+		uint32_t rl = rec_len(r, at);
 
 		if (off < o + rl) {
 			size_t skip = (size_t)(off - o);
-			size_t n = rl - skip;
 
-			if (n > len)
-				n = len;
-			*kind = (enum ring_kind)rec_kind(r, pos);
-			get(r, (pos + HDR + skip) % r->cap, out, n);
-			return (long)n;
+			*kind = (enum ring_kind)rec_kind(r, at);
+			*pos = (at + HDR + skip) % r->cap;
+			return (long)(rl - skip);
 		}
 		o += rl;
-		pos = (pos + HDR + rl) % r->cap;
+		at = (at + HDR + rl) % r->cap;
 	}
 	return 0;
+}
+
+long ring_read(const struct ring *r, uint64_t off, enum ring_kind *kind, void *out, size_t len)
+{
+	size_t pos = 0;
+	long n = locate(r, off, kind, &pos);
+
+	if (n <= 0)
+		return n;
+	if ((size_t)n > len)
+		n = (long)len;
+	get(r, pos, out, (size_t)n);
+	return n;
+}
+
+long ring_peek(const struct ring *r, uint64_t off, enum ring_kind *kind, const uint8_t **p,
+	       size_t len)
+{
+	size_t pos = 0;
+	long n = locate(r, off, kind, &pos);
+
+	if (n <= 0)
+		return n;
+	if ((size_t)n > len)
+		n = (long)len;
+	if ((size_t)n > r->cap - pos)
+		n = (long)(r->cap - pos);
+	*p = r->buf + pos;
+	return n;
 }

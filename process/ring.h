@@ -45,6 +45,9 @@ struct ring {
 void ring_init(struct ring *r, size_t max);
 void ring_free(struct ring *r);
 
+/* Drop every retained byte and the storage; offsets keep counting. */
+void ring_clear(struct ring *r);
+
 /*
  * Append n bytes of `kind`, evicting old records as needed. Consecutive
  * appends of the same kind are merged into one record while it stays
@@ -63,5 +66,13 @@ static inline uint64_t ring_end(const struct ring *r) { return r->end; }
  * -ERANGE when off < start (evicted).
  */
 long ring_read(const struct ring *r, uint64_t off, enum ring_kind *kind, void *out, size_t len);
+
+/*
+ * Like ring_read without the copy: *p points into the ring at `off`, and
+ * the return value is the length of the contiguous run there (at most
+ * `len`, never across a record or the wrap). Valid until the next append.
+ */
+long ring_peek(const struct ring *r, uint64_t off, enum ring_kind *kind, const uint8_t **p,
+	       size_t len);
 
 #endif

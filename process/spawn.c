@@ -168,14 +168,18 @@ CHILD_CODE static int child_main(void *arg)
 {
 	struct child_ctx *c = arg;
 	const struct spawn_req *rq = c->rq;
-	struct sigaction dfl = { .sa_handler = SIG_DFL };
-	sigset_t none;
+	/* All-zero kernel sigaction = SIG_DFL, whatever the arch's layout. */
+	unsigned long ksa[4] = { 0 }, none = 0;
 	int fd;
 
-	/* Dispositions first, while every signal is still blocked. */
-	for (int sig = 1; sig < NSIG; sig++)
+	/*
+	 * Dispositions first, while every signal is still blocked. Raw
+	 * syscalls: libc wrappers may take locks (musl's sigaction) or run
+	 * synccalls across the parent's threads (musl's setrlimit).
+	 */
+	for (int sig = 1; sig < 65; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
-			sigaction(sig, &dfl, NULL);
+			syscall(SYS_rt_sigaction, sig, ksa, NULL, 8);
 
 	if (rq->pty) {
 		if (setsid() < 0 || ioctl(rq->fd_in, TIOCSCTTY, 0) < 0)
@@ -195,7 +199,7 @@ CHILD_CODE static int child_main(void *arg)
 	/* envd may run at nice -20 and realtime I/O; the workload must not. */
 	setpriority(PRIO_PROCESS, 0, 0);
 	syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE, 4));
-	setrlimit(RLIMIT_NOFILE, &orig_nofile);
+	syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, &orig_nofile, NULL);
 
 	if (rq->set_ids) {
 		if (syscall(SYS_setgroups, (size_t)rq->n_groups, rq->groups) < 0)
@@ -214,8 +218,7 @@ CHILD_CODE static int child_main(void *arg)
 			if (i != c->status_fd)
 				fcntl(i, F_SETFD, FD_CLOEXEC);
 	}
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, 8);
 	exec_cmd(c);
 	return 127;
 }

@@ -87,9 +87,8 @@ resp=$(nghttp -d "$TMP/si2" -H ':method: POST' -H 'content-type: application/con
 	"http://127.0.0.1:$PORT/process.Process/StreamInput" | decode)
 check "StreamInput over h2c" $'0 {}\n2 {}' "$resp"
 check "CloseStdin" "200 {}" "$(unary CloseStdin "{\"process\":{\"pid\":$pid}}")"
-check "CloseStdin again (idempotent)" "200 {}" "$(unary CloseStdin "{\"process\":{\"pid\":$pid}}")"
 wait $spid
-check "cat got every StreamInput byte" $'hello world\nh2\n' "$(stdout_of <"$TMP/cat.out")"
+check "cat got every StreamInput byte" $'hello world\nh2' "$(stdout_of <"$TMP/cat.out")"
 check_re "cat ended with 0" '"exited": true, "status": "exit status 0"' "$(cat "$TMP/cat.out")"
 
 frame '{"data":{"input":{"stdin":"eA=="}}}' >"$TMP/si3"
@@ -99,24 +98,33 @@ check_re "StreamInput data before start is failed_precondition" '^2 .*"failed_pr
 
 # --- unary errors (§6.13) ---
 stream Start '{"process":{"cmd":"sleep","args":["30"]},"stdin":false}' >"$TMP/sl.out" &
+bg1=$!
 spid2=$(pid_in "$TMP/sl.out") || exit 1
+stream Start '{"process":{"cmd":"sleep","args":["30"]}}' >"$TMP/sl2.out" &
+bg2=$!
+spid3=$(pid_in "$TMP/sl2.out") || exit 1
+check "CloseStdin of a process that does not read" "200 {}" "$(unary CloseStdin "{\"process\":{\"pid\":$spid3}}")"
+check "CloseStdin again (idempotent)" "200 {}" "$(unary CloseStdin "{\"process\":{\"pid\":$spid3}}")"
+check "CloseStdin with stdin:false" "200 {}" "$(unary CloseStdin "{\"process\":{\"pid\":$spid2}}")"
+check "SendSignal SIGKILL" "200 {}" "$(unary SendSignal "{\"process\":{\"pid\":$spid3},\"signal\":\"SIGNAL_SIGKILL\"}")"
 check_re "SendInput with stdin:false" '^500 .*error writing to stdin: stdin not enabled or closed' \
 	"$(unary SendInput "{\"process\":{\"pid\":$spid2},\"input\":{\"stdin\":\"eA==\"}}")"
 check_re "SendInput pty bytes to a pipe process" '^500 .*tty not assigned to process' \
 	"$(unary SendInput "{\"process\":{\"pid\":$spid2},\"input\":{\"pty\":\"eA==\"}}")"
-check_re "SendInput without input" '^404 .*invalid input type <nil>' \
+check_re "SendInput without input" '^50[01] .*unimplemented.*invalid input type <nil>' \
 	"$(unary SendInput "{\"process\":{\"pid\":$spid2}}")"
 check_re "SendInput unknown pid" '^404 .*not_found.*process with pid 999999 not found' \
 	"$(unary SendInput '{"process":{"pid":999999},"input":{"stdin":"eA=="}}')"
 check_re "Update on a pipe process" '^500 .*error resizing tty: tty not assigned to process' \
 	"$(unary Update "{\"process\":{\"pid\":$spid2},\"pty\":{\"size\":{\"cols\":10,\"rows\":10}}}")"
 check "Update without pty is a no-op" "200 {}" "$(unary Update "{\"process\":{\"pid\":$spid2}}")"
-check_re "SendSignal unspecified" '^404 .*unimplemented.*invalid signal: SIGNAL_UNSPECIFIED' \
+check_re "SendSignal unspecified" '^50[01] .*unimplemented.*invalid signal: SIGNAL_UNSPECIFIED' \
 	"$(unary SendSignal "{\"process\":{\"pid\":$spid2}}")"
-check_re "SendSignal by selector-less request" '^404 .*invalid input type \*process.ProcessSelector' \
+check_re "SendSignal by selector-less request" '^50[01] .*unimplemented.*invalid input type \*process.ProcessSelector' \
 	"$(unary SendSignal '{"process":{},"signal":"SIGNAL_SIGKILL"}')"
 check "SendSignal SIGTERM" "200 {}" "$(unary SendSignal "{\"process\":{\"pid\":$spid2},\"signal\":\"SIGNAL_SIGTERM\"}")"
-wait
+wait $bg1 $bg2
+check_re "SIGKILL end event" '"exitCode": -1, "status": "signal: killed"' "$(cat "$TMP/sl2.out")"
 check_re "SIGTERM end event" '"exitCode": -1, "status": "signal: terminated"' "$(cat "$TMP/sl.out")"
 
 summary

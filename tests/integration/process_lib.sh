@@ -29,7 +29,10 @@ check() { if [ "$2" = "$3" ]; then ok "$1"; else nok "$1" "expected [$2] got [$3
 check_re() { if [[ $3 =~ $2 ]]; then ok "$1"; else nok "$1" "[$3] !~ /$2/"; fi; }
 
 summary() {
-	echo "$PASS passed, $FAIL failed"
+	if grep -qE 'ERROR: AddressSanitizer|runtime error:|LeakSanitizer' "$TMP/envd.log" 2>/dev/null; then
+		nok "envd sanitizer report" "$(grep -m3 -E 'ERROR|runtime error' "$TMP/envd.log")"
+	fi
+	echo "$(basename "$0" .sh): $PASS passed, $FAIL failed"
 	[ "$FAIL" -eq 0 ]
 }
 
@@ -40,7 +43,9 @@ free_port() {
 # start_envd [extra flags...]
 start_envd() {
 	PORT=$(free_port)
-	"$ENVD_BIN" -isnotfc -port "$PORT" "$@" >"$TMP/envd.log" 2>&1 &
+	# Under ASan a small quarantine keeps RSS figures meaningful.
+	ASAN_OPTIONS="quarantine_size_mb=4:thread_local_quarantine_size_kb=64${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+		"$ENVD_BIN" -isnotfc -port "$PORT" "$@" >"$TMP/envd.log" 2>&1 &
 	ENVD_PID=$!
 	for _ in $(seq 100); do
 		curl -s -o /dev/null "http://127.0.0.1:$PORT/health" && return 0
@@ -124,5 +129,15 @@ for line in sys.stdin:
 sys.stdout.write("".join(out))'
 }
 
+# kinds < DECODED: the event kinds in order, "eos" for the end-stream envelope.
+kinds() {
+	sed -E 's/^0 \{"event": \{"([a-z]+)".*/\1/; s/^2 .*/eos/' | tr '\n' ' ' | sed 's/ $//'
+}
+
 # Resident set of the envd under test, KiB.
 envd_rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$ENVD_PID/status"; }
+
+# Sourced by the process_*.sh tests; run on its own it checks nothing.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	echo "process_lib: helpers only"
+fi

@@ -4,16 +4,18 @@
 import { test, before } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { Sandbox, CommandExitError } from 'e2b'
 
 process.env.E2B_DEBUG = 'true'
 let sbx
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+// A zombie (killed, not yet reaped by whoever inherited it) counts as dead.
 const alive = (pid) => {
   try {
-    process.kill(pid, 0)
-    return true
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z'
   } catch {
     return false
   }
@@ -218,10 +220,16 @@ test('sendStdin and closeStdin', async () => {
   await sbx.commands.sendStdin(h.pid, '')
   await h.sendStdin('world\n')
   await sbx.commands.closeStdin(h.pid)
-  await sbx.commands.closeStdin(h.pid) // idempotent
   const r = await h.wait()
   assert.equal(r.exitCode, 0)
   assert.equal(r.stdout, 'hello world\n')
+})
+
+test('closeStdin is idempotent', async () => {
+  const h = await sbx.commands.run('sleep 1; cat', { background: true, stdin: true })
+  await sbx.commands.closeStdin(h.pid)
+  await sbx.commands.closeStdin(h.pid)
+  assert.equal((await h.wait()).exitCode, 0)
 })
 
 test('stdin is /dev/null unless asked for', async () => {
@@ -267,6 +275,33 @@ test('pty: disconnect and connect, then kill', async () => {
   assert.equal(await sbx.pty.kill(t.pid), true)
   await assert.rejects(t2.wait())
   assert.equal(await sbx.pty.kill(t.pid), false)
+})
+
+test('pty: kill ends the background jobs of the shell too', async () => {
+  const dec = new TextDecoder()
+  let out = ''
+  const t = await sbx.pty.create({
+    cols: 80,
+    rows: 24,
+    onData: (d) => {
+      out += dec.decode(d, { stream: true })
+    },
+  })
+  const enc = new TextEncoder()
+  await sbx.pty.sendInput(t.pid, enc.encode('sleep 300 & echo "job=$!="\n'))
+  let job
+  assert.ok(
+    await until(() => {
+      const m = out.match(/job=(\d+)=/)
+      if (m) job = Number(m[1])
+      return !!m
+    }),
+    out
+  )
+  assert.ok(alive(job))
+  assert.equal(await sbx.pty.kill(t.pid), true)
+  assert.ok(await until(() => !alive(job)), 'the job in its own process group died too')
+  await assert.rejects(t.wait())
 })
 
 test('many fast commands each return their complete output', async () => {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -153,4 +154,40 @@ Test(spawn, child_hygiene)
 			 "pg=1 oom=100 fds=4 sigblk=0000000000000000 "
 			 "sigign=0000000000000000 foo=bar pwd=/tmp\n",
 			 "got: %s", r.out);
+}
+
+/* The daemon may raise its own RLIMIT_NOFILE; children get the original. */
+Test(spawn, child_gets_the_original_nofile_limit)
+{
+	struct run r;
+	struct rlimit now;
+	unsigned long cur, max;
+	char want[64];
+	char *argv[] = { "/bin/sh", "-c", "ulimit -Sn", NULL };
+
+	spawn_original_nofile(&cur, &max);
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &now), 0);
+	now.rlim_cur = cur > 64 ? cur - 1 : cur + 1;
+	if (now.rlim_cur > now.rlim_max)
+		now.rlim_cur = now.rlim_max;
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &now), 0);
+	run(&r, argv, "/", env_path);
+	cr_assert_gt(r.pid, 0);
+	snprintf(want, sizeof(want), "%lu\n", cur);
+	cr_expect_str_eq(r.out, want);
+}
+
+/* envd runs niced (-20 in production); its children start at nice 0. */
+Test(spawn, child_nice_is_reset_to_zero)
+{
+	struct run r;
+	char *argv[] = { "/bin/sh", "-c", "cut -d' ' -f19 /proc/self/stat", NULL };
+
+	cr_assert_eq(setpriority(PRIO_PROCESS, 0, 5), 0);
+	run(&r, argv, "/", env_path);
+	cr_assert_gt(r.pid, 0);
+	if (geteuid() == 0)
+		cr_expect_str_eq(r.out, "0\n", "nice of the child");
+	else
+		cr_expect_str_eq(r.out, "5\n", "without privilege nice cannot go down");
 }

@@ -80,3 +80,19 @@ Test(ptable, remove_keeps_order)
 	cr_expect_null(t.head);
 	cr_expect_null(t.tail);
 }
+
+Test(ptable, reused_pid_finds_the_newest_listed_process)
+{
+	struct ptable t = { 0 };
+	struct ptable_entry leader = mk(42, NULL, true), reused = mk(42, NULL, true),
+			    gone = mk(42, NULL, false);
+
+	ptable_add(&t, &gone);
+	ptable_add(&t, &leader);
+	ptable_add(&t, &reused);
+	cr_expect_eq(ptable_find_pid(&t, 42, false), &reused);
+	cr_expect_eq(ptable_find_pid(&t, 42, true), &reused);
+	reused.listed = false;
+	reused.retained = true;
+	cr_expect_eq(ptable_find_pid(&t, 42, true), &leader, "listed beats retained");
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Output kept for reconnect: Connect.replayFrom (field 1000) replays the
+# retained ring from an offset, events carry offsets, evicted data is
+# reported as a gap, and the default Connect stays live-only.
+. "$(dirname "$0")/process_lib.sh"
+start_envd -output-buffer 262144
+
+# Output produced with nobody attached is kept.
+out=$(MAXTIME=1 stream Start '{"process":{"cmd":"sh","args":["-c","printf abc; sleep 0.3; printf def >&2; sleep 0.3; printf ghi; sleep 30"]},"stdin":false,"tag":"replay"}')
+pid=$(grep -o '"pid": [0-9]*' <<<"$out" | grep -o '[0-9]*$')
+check_re "started" '^[0-9]+$' "$pid"
+sleep 0.5
+
+out=$(MAXTIME=1 stream Connect "{\"process\":{\"pid\":$pid},\"replayFrom\":\"0\"}")
+check "replay from 0: every chunk with its stream and offset" \
+	'start abc@0 stderr:def@3 ghi@6' \
+	"$(python3 -c '
+import sys, json
+r = []
+for l in sys.stdin:
+    f, j = l.split(" ", 1); e = json.loads(j).get("event", {})
+    if "start" in e: r.append("start")
+    if "data" in e:
+        d = e["data"]; k = [x for x in ("stdout","stderr","pty") if x in d][0]
+        r.append(("" if k == "stdout" else k + ":") + d[k] + "@" + d.get("offset", "0"))
+print(" ".join(r))' <<<"$out")"
+
+out=$(MAXTIME=1 stream Connect "{\"process\":{\"tag\":\"replay\"},\"replayFrom\":\"4\"}")
+check_re "replay from the middle of a chunk" '"offset": "4", "stderr": "ef"' "$out"
+check_re "then the rest" '"offset": "6", "stdout": "ghi"' "$out"
+
+out=$(MAXTIME=1 stream Connect "{\"process\":{\"pid\":$pid},\"replay_from\":100}")
+check "replay beyond the end is live-only" "start" "$(kinds <<<"$out")"
+
+out=$(MAXTIME=1 stream Connect "{\"process\":{\"pid\":$pid}}")
+check "default Connect is live only (SDK compatible)" "start" "$(kinds <<<"$out")"
+unary SendSignal "{\"process\":{\"pid\":$pid},\"signal\":\"SIGNAL_SIGKILL\"}" >/dev/null
+
+# More than the ring holds: the evicted part is a gap, the rest is exact.
+out=$(MAXTIME=1 stream Start '{"process":{"cmd":"sh","args":["-c","head -c 1000000 /dev/zero | tr \"\\0\" x; printf END; sleep 30"]},"stdin":false}')
+pid=$(grep -o '"pid": [0-9]*' <<<"$out" | grep -o '[0-9]*$')
+sleep 0.5
+MAXTIME=2 stream Connect "{\"process\":{\"pid\":$pid},\"replayFrom\":\"0\"}" >"$TMP/gap.out"
+res=$(python3 -c '
+import sys, json
+gap = None; n = 0; first = None; contiguous = True; tail = ""
+for l in open(sys.argv[1]):
+    f, j = l.split(" ", 1); e = json.loads(j).get("event", {})
+    if "gap" in e:
+        gap = (int(e["gap"].get("from", 0)), int(e["gap"]["to"]))
+    if "data" in e:
+        off = int(e["data"].get("offset", 0))
+        if first is None: first = off
+        elif off != first + n: contiguous = False
+        n += len(e["data"]["stdout"]); tail = (tail + e["data"]["stdout"])[-3:]
+print(gap[0], "gap-to-first-data" if gap and gap[1] == first else "bad-gap", first + n, contiguous, tail)' "$TMP/gap.out")
+check "gap from 0 to the first retained byte, then contiguous data to the end" \
+	"0 gap-to-first-data 1000003 True END" "$res"
+check_re "retained at least half the ring" '^0 ' "$res"
+unary SendSignal "{\"process\":{\"pid\":$pid},\"signal\":\"SIGNAL_SIGKILL\"}" >/dev/null
+
+# After exit: the ring and the end event stay available for 30 s.
+out=$(stream Start '{"process":{"cmd":"sh","args":["-c","echo retained; exit 5"]},"stdin":false}')
+pid=$(grep -o '"pid": [0-9]*' <<<"$out" | grep -o '[0-9]*$')
+out=$(stream Connect "{\"process\":{\"pid\":$pid},\"replayFrom\":\"0\"}")
+check "replay after exit: output, then the retained end" "start data end eos" "$(kinds <<<"$out")"
+check_re "with the exit code" '"exitCode": 5' "$out"
+out=$(stream Connect "{\"process\":{\"pid\":$pid}}")
+check "plain Connect after exit: start and end" "start end eos" "$(kinds <<<"$out")"
+check "exited process is not listed" "" "$(unary List '{}' | grep -o "\"pid\":$pid")"
+summary

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Slow and dead subscribers (§6.3 and the issue's "nothing lost to a slow
+# subscriber"): a stalled stream never holds up a fast one or the child, it
+# is ended with an error it can see, and envd's memory stays bounded while a
+# child writes a lot to a slow reader.
+. "$(dirname "$0")/process_lib.sh"
+start_envd
+
+# count < stream: "bytes=<stdout bytes> end=<status or -> err=<code or ->"
+count() {
+	python3 -c '
+import sys, struct, json, base64
+r = sys.stdin.buffer; n = 0; end = "-"; err = "-"
+while True:
+    h = r.read(5)
+    if len(h) < 5: break
+    m = json.loads(r.read(struct.unpack(">I", h[1:5])[0]))
+    e = m.get("event", {})
+    if "data" in e: n += len(base64.b64decode(e["data"].get("stdout", "")))
+    if "end" in e: end = e["end"]["status"].replace(" ", "_")
+    if "error" in m: err = m["error"]["code"] + ":" + m["error"]["message"].replace(" ", "_")
+print("bytes=%d end=%s err=%s" % (n, end, err))'
+}
+raw() { # METHOD JSON: raw stream bytes on stdout
+	frame "$2" | curl -s -N --max-time 120 -X POST "$(url "$1")" \
+		-H 'Content-Type: application/connect+json' --data-binary @-
+}
+
+# --- a stalled subscriber does not hold up a fast one ---
+SZ=20000000
+raw Start "{\"process\":{\"cmd\":\"sh\",\"args\":[\"-c\",\"sleep 1; head -c $SZ /dev/zero | tr '\\\\0' x\"]},\"stdin\":false}" \
+	>"$TMP/a.bin" &
+bga=$!
+for _ in $(seq 100); do [ -s "$TMP/a.bin" ] && break; sleep 0.02; done
+pid=$(head -c 200 "$TMP/a.bin" | grep -ao '"pid":[0-9]*' | grep -o '[0-9]*$')
+check_re "started" '^[0-9]+$' "$pid"
+# The slow one: attaches, then stops reading entirely.
+raw Connect "{\"process\":{\"pid\":$pid}}" >"$TMP/b.bin" &
+bgb=$!
+sleep 0.3
+bcurl=$(pgrep -n -f "curl.*process.Process/Connect.*$PORT|curl -s -N --max-time 120 -X POST http://127.0.0.1:$PORT/process.Process/Connect")
+kill -STOP "$bcurl"
+t0=$(date +%s%N)
+wait $bga
+t1=$(date +%s%N)
+check "fast subscriber got every byte and the end" "bytes=$SZ end=exit_status_0 err=-" "$(count <"$TMP/a.bin")"
+ms=$(((t1 - t0) / 1000000))
+check_re "and was not slowed down by the stalled one ($ms ms)" '^[0-9]{1,4}$' "$ms"
+kill -CONT "$bcurl"
+wait $bgb
+check_re "the stalled subscriber was told it fell behind" 'err=resource_exhausted:stream_fell_behind' \
+	"$(count <"$TMP/b.bin")"
+
+# --- a lone stalled subscriber is dropped; the child goes on ---
+raw Start '{"process":{"cmd":"sh","args":["-c","head -c 64000000 /dev/zero; echo done >&2"]},"stdin":false}' \
+	>"$TMP/c.bin" &
+bgc=$!
+for _ in $(seq 100); do [ -s "$TMP/c.bin" ] && break; sleep 0.01; done
+ccurl=$(pgrep -n -f "curl -s -N --max-time 120 -X POST http://127.0.0.1:$PORT/process.Process/Start")
+kill -STOP "$ccurl"
+pid=$(head -c 200 "$TMP/c.bin" | grep -ao '"pid":[0-9]*' | grep -o '[0-9]*$')
+sleep 1
+check_re "paced while its only reader is behind" "\"pid\":$pid" "$(unary List '{}')"
+finished=no
+for _ in $(seq 150); do
+	unary List '{}' | grep -q "\"pid\":$pid" || { finished=yes; break; }
+	sleep 0.1
+done
+check "finished after the stall timeout dropped the reader" "yes" "$finished"
+kill -CONT "$ccurl"
+wait $bgc
+check_re "the dropped reader saw why" 'err=resource_exhausted:stream_stopped_reading' "$(count <"$TMP/c.bin")"
+out=$(stream Connect "{\"process\":{\"pid\":$pid}}")
+check_re "the process still ended normally" '"exit status 0"' "$out"
+
+# --- a slow (but reading) lone subscriber gets everything, even after exit ---
+res=$(frame '{"process":{"cmd":"head","args":["-c","4000000","/dev/zero"]},"stdin":false}' |
+	curl -s -N --limit-rate 2M --max-time 60 -X POST "$(url Start)" \
+		-H 'Content-Type: application/connect+json' --data-binary @- | count)
+check "slow reader of a short-lived child gets all output and the end" \
+	"bytes=4000000 end=exit_status_0 err=-" "$res"
+
+# --- attached streams per process are bounded ---
+stream Start '{"process":{"cmd":"sleep","args":["20"]},"stdin":false}' >"$TMP/m.out" &
+bgm=$!
+mpid=$(pid_in "$TMP/m.out") || exit 1
+python3 - "$PORT" "$mpid" >"$TMP/many" <<'PY'
+import socket, json, struct, sys, time
+body = json.dumps({"process": {"pid": int(sys.argv[2])}}).encode()
+req = (b"POST /process.Process/Connect HTTP/1.1\r\nHost: x\r\nContent-Type: application/connect+json\r\n"
+       b"Content-Length: %d\r\n\r\n" % (len(body) + 5)) + b"\0" + struct.pack(">I", len(body)) + body
+socks = []
+for i in range(128):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); s.sendall(req); socks.append(s)
+for s in socks:
+    s.recv(4096)
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); s.sendall(req)
+time.sleep(0.3)
+body = s.recv(4096).decode("latin1").split("\r\n\r\n", 1)[-1]
+print("".join(c if " " <= c <= "~" else "." for c in body))
+PY
+check_re "stream 129 on one process is refused" 'resource_exhausted.*already has 128 attached streams' "$(cat "$TMP/many")"
+unary SendSignal "{\"process\":{\"pid\":$mpid},\"signal\":\"SIGNAL_SIGKILL\"}" >/dev/null
+wait $bgm
+
+# --- bounded memory: a child writes 1 GiB to a reader at 8 MB/s ---
+base=$(envd_rss_kb)
+frame '{"process":{"cmd":"head","args":["-c","1073741824","/dev/zero"]},"stdin":false}' |
+	curl -s -N --limit-rate 8M --max-time 4 -X POST "$(url Start)" \
+		-H 'Content-Type: application/connect+json' --data-binary @- >/dev/null &
+bgd=$!
+peak=0
+for _ in $(seq 30); do
+	sleep 0.1
+	r=$(envd_rss_kb)
+	[ "$r" -gt "$peak" ] && peak=$r
+done
+wait $bgd
+pid=$(unary List '{}' | grep -o '"pid":[0-9]*' | head -1 | grep -o '[0-9]*$')
+[ -n "$pid" ] && unary SendSignal "{\"process\":{\"pid\":$pid},\"signal\":\"SIGNAL_SIGKILL\"}" >/dev/null
+grow=$(((peak - base) / 1024))
+echo "# envd RSS: idle ${base} KiB, peak ${peak} KiB while streaming 1 GiB to a slow reader"
+check "RSS grew by less than 24 MiB (${grow} MiB)" yes "$([ "$grow" -lt 24 ] && echo yes)"
+summary
