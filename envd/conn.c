@@ -40,15 +40,53 @@ static struct conn *conns;
 
 /* ---- output queue ---- */
 
+/*
+ * Freed memory segments are kept (up to SEG_CACHE_BYTES in all) for the
+ * next large write: a stream of 64 KiB messages then reuses the same few
+ * blocks instead of allocating, and faulting in, fresh memory each time.
+ */
+#define SEG_CACHE_BYTES (512 * 1024)
+static struct outseg *seg_cache;
+static size_t seg_cache_bytes;
+
 static struct outseg *seg_new(size_t cap)
 {
-	struct outseg *s = malloc(sizeof(*s) + cap);
+	struct outseg *s;
+
+	if (cap > SEG_MIN)
+		cap = (cap + SEG_MIN - 1) / SEG_MIN * SEG_MIN;
+	for (struct outseg **pp = &seg_cache; *pp; pp = &(*pp)->next) {
+		s = *pp;
+		if (s->cap >= cap && s->cap <= 2 * cap) {
+			*pp = s->next;
+			seg_cache_bytes -= s->cap;
+			size_t c = s->cap;
+			memset(s, 0, sizeof(*s));
+			s->fd = -1;
+			s->cap = c;
+			return s;
+		}
+	}
+	s = malloc(sizeof(*s) + cap);
 	if (!s)
 		return NULL;
 	memset(s, 0, sizeof(*s));
 	s->fd = -1;
 	s->cap = cap;
 	return s;
+}
+
+void outseg_free(struct outseg *s)
+{
+	if (s->on_sent)
+		s->on_sent(s->arg);
+	if (s->fd < 0 && s->cap >= SEG_MIN && seg_cache_bytes + s->cap <= SEG_CACHE_BYTES) {
+		s->next = seg_cache;
+		seg_cache = s;
+		seg_cache_bytes += s->cap;
+		return;
+	}
+	free(s);
 }
 
 static void seg_link(struct outq *q, struct outseg *s)
@@ -131,9 +169,7 @@ static void seg_pop(struct outq *q)
 	if (!q->head)
 		q->tail = NULL;
 	q->bytes -= s->len;
-	if (s->on_sent)
-		s->on_sent(s->arg);
-	free(s);
+	outseg_free(s);
 }
 
 void outq_clear(struct outq *q)

@@ -66,6 +66,8 @@ int outq_append_file(struct outq *q, int fd, off_t off, size_t len, void (*on_se
 		     void *arg);
 /* Append a file range from a private duplicate of fd (closed when sent). */
 int outq_append_file_dup(struct outq *q, int fd, off_t off, size_t len);
+/* Release a segment taken off a queue: runs on_sent, recycles memory. */
+void outseg_free(struct outseg *s);
 /* Run every callback and free everything. */
 void outq_clear(struct outq *q);
 

@@ -343,9 +343,7 @@ static ssize_t data_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
 			q->head = sg->next;
 			if (!q->head)
 				q->tail = NULL;
-			if (sg->on_sent)
-				sg->on_sent(sg->arg);
-			free(sg);
+			outseg_free(sg);
 		}
 	}
 	if (st->r.on_writable && !st->eof && q->bytes < HTTP_QUEUE_HIGH / 2)

@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -807,6 +808,25 @@ static void enc_message(struct jbuf *b, const ProtobufCMessage *m, int depth)
 		enc_value(b, f, base + f->offset, depth);
 	}
 	jb_putc(b, '}');
+}
+
+int pbjson_encode_into(const ProtobufCMessage *msg, char **buf, size_t *cap, size_t off, size_t *len)
+{
+	struct jbuf b = {.p = *buf, .len = 0, .cap = *cap};
+
+	if (!jb_reserve(&b, off)) {
+		*buf = b.p;
+		*cap = b.cap;
+		return -ENOMEM;
+	}
+	b.len = off;
+	enc_message(&b, msg, 1);
+	*buf = b.p;
+	*cap = b.cap;
+	if (b.failed)
+		return -ENOMEM;
+	*len = b.len - off;
+	return 0;
 }
 
 char *pbjson_encode(const ProtobufCMessage *msg, size_t *len)

@@ -45,6 +45,15 @@ char *pbjson_encode(const ProtobufCMessage *msg, size_t *len);
  * message (no prefix, e.g. `invalid value for uint32 field pid: "x"`) into
  * err (always NUL-terminated when errlen > 0).
  */
+/*
+ * Encode into a caller-owned, growable buffer (*buf of *cap bytes, may be
+ * NULL/0; realloc'd as needed and left to the caller to free), starting
+ * at byte `off` (room for a frame header). On success *len is the JSON
+ * length and 0 is returned; -ENOMEM on allocation failure. Reusing one
+ * buffer avoids an allocation (and its page faults) per message.
+ */
+int pbjson_encode_into(const ProtobufCMessage *msg, char **buf, size_t *cap, size_t off, size_t *len);
+
 ProtobufCMessage *pbjson_decode(const ProtobufCMessageDescriptor *desc, const char *json,
 				size_t len, char *err, size_t errlen);
 
