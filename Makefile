@@ -157,3 +157,8 @@ install: all
 	@mkdir -p $(or $(DESTDIR),/)
 	bash rootfs-overlay/install.sh --envd $(BUILD)/envd --init $(BUILD)/init $(if $(INSTALL_USER),--user $(INSTALL_USER)) $(or $(DESTDIR),/)
 .SECONDARY:
+
+# --- soak: long load and fault runs (tests/integration/load.sh etc. with big numbers) ---
+.PHONY: soak
+soak: all
+	bash scripts/soak.sh

@@ -209,6 +209,14 @@ int main(int argc, char **argv)
 	snprintf(mmds_addr, sizeof(mmds_addr), "%s", flag_get("mmds-addr")->v.s);
 	state_set_default_user(flag_get("default-user")->v.s);
 
+	/* As the reference: the soft fd limit is raised to the hard one for
+	 * envd itself; children get the original back (process/spawn.c). */
+	struct rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+	}
+
 	/* A write to a vanished client must fail the write, not kill envd.
 	 * Children get default dispositions back before exec. */
 	signal(SIGPIPE, SIG_IGN);
