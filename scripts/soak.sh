@@ -7,7 +7,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 rc=0
-LOAD_PROCS=1000 LOAD_IDLE=10000 LOAD_SECS=60 LOAD_REQS=100000 bash tests/integration/load.sh || rc=1
+LOAD_PROCS=1000 LOAD_IDLE=10000 LOAD_SECS=60 LOAD_REQS=100000 LOAD_EVERY=1 bash tests/integration/load.sh || rc=1
 bash tests/integration/hostile.sh || rc=1
 PAUSE_S=30 bash tests/integration/pause.sh || rc=1
 exit $rc

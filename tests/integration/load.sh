@@ -8,6 +8,7 @@
 #   LOAD_IDLE    idle connections held open       (default 1000; soak: 10000)
 #   LOAD_SECS    how long the load is held        (default 5; soak: 60)
 #   LOAD_REQS    requests in the mixed run        (default 20000; soak: 100000)
+#   LOAD_EVERY   seconds between output lines     (default 0.05; soak: 1)
 # asan: skip
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib.sh
@@ -16,6 +17,7 @@ PROCS=${LOAD_PROCS:-100}
 IDLE=${LOAD_IDLE:-1000}
 SECS=${LOAD_SECS:-5}
 REQS=${LOAD_REQS:-20000}
+EVERY=${LOAD_EVERY:-0.05}
 
 envd_start -max-conns $((IDLE + PROCS + 1000)) || exit 1
 fds() { ls /proc/$ENVD_PID/fd | wc -l; }
@@ -23,9 +25,10 @@ rss_kb() { awk '/^VmRSS/ {print $2}' /proc/$ENVD_PID/status; }
 fd0=$(fds)
 rss0=$(rss_kb)
 
-out=$(python3 - "$ENVD_PORT" "$PROCS" "$IDLE" "$SECS" "$ENVD_PID" <<'PY'
+out=$(python3 - "$ENVD_PORT" "$PROCS" "$IDLE" "$SECS" "$ENVD_PID" "$EVERY" <<'PY'
 import socket, struct, sys, time, json, selectors
-port, procs, idle, secs, pid = map(int, sys.argv[1:])
+port, procs, idle, secs, pid = map(int, sys.argv[1:6])
+every = float(sys.argv[6])
 def rss():
     for l in open(f"/proc/{pid}/status"):
         if l.startswith("VmRSS"): return int(l.split()[1])
@@ -39,7 +42,8 @@ bad = 0
 for s in idles:
     if not s.recv(4096).startswith(b"HTTP/1.1 204"): bad += 1
 # Streaming processes: each prints a line every 50 ms for the duration.
-body = json.dumps({"process": {"cmd": "sh", "args": ["-c", f"i=0; while [ $i -lt {secs * 20} ]; do echo line $i; i=$((i+1)); sleep 0.05; done"]}, "stdin": False}).encode()
+n_lines = max(1, int(secs / every))
+body = json.dumps({"process": {"cmd": "sh", "args": ["-c", f"i=0; while [ $i -lt {n_lines} ]; do echo line $i; i=$((i+1)); sleep {every}; done"]}, "stdin": False}).encode()
 req = (b"POST /process.Process/Start HTTP/1.1\r\nHost: x\r\nContent-Type: application/connect+json\r\n"
        b"Content-Length: %d\r\n\r\n" % (len(body) + 5)) + b"\0" + struct.pack(">I", len(body)) + body
 sel = selectors.DefaultSelector()
@@ -47,7 +51,7 @@ streams = {}
 for i in range(procs):
     s = socket.create_connection(("127.0.0.1", port)); s.setblocking(False)
     s.sendall(req); streams[s] = b""; sel.register(s, selectors.EVENT_READ)
-peak = rss(); done = 0; deadline = time.time() + secs + 30
+peak = rss(); done = 0; deadline = time.time() + secs * 2 + 60
 while done < procs and time.time() < deadline:
     for key, _ in sel.select(timeout=1):
         s = key.fileobj
