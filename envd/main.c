@@ -184,6 +184,11 @@ static void write_run_file(const char *name, const char *value, mode_t mode)
 	close(fd);
 }
 
+static void on_stop_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	ev_break(loop, EVBREAK_ALL);
+}
+
 int main(int argc, char **argv)
 {
 	parse_flags(argc, argv);
@@ -241,6 +246,17 @@ int main(int argc, char **argv)
 	log_info("envd", "listening on port %lld, version %s", port, ENVD_VERSION);
 	if (!flag_get("no-port-forward")->v.b && portfwd_start(flag_get("sandbox-addr")->v.s, (int)port) < 0)
 		fprintf(stderr, "port forwarding disabled: bad -sandbox-addr %s\n", flag_get("sandbox-addr")->v.s);
+	/* SIGTERM/SIGINT end the loop and main returns: children live on in
+	 * their own process groups, and sanitizer builds get their exit-time
+	 * leak check. */
+	static ev_signal sigterm, sigint;
+	ev_signal_init(&sigterm, on_stop_signal, SIGTERM);
+	ev_signal_init(&sigint, on_stop_signal, SIGINT);
+	ev_signal_start(envd_loop, &sigterm);
+	ev_signal_start(envd_loop, &sigint);
+	ev_unref(envd_loop);
+	ev_unref(envd_loop);
 	ev_run(envd_loop, 0);
+	log_info("envd", "stopped");
 	return 0;
 }

@@ -14,6 +14,7 @@ T_PASS=0
 T_FAIL=0
 T_NAME=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
 ENVD_PIDS=()
+ENVD_LOGS=()
 
 free_port() {
 	python3 - <<'PY' 2>/dev/null || echo $((20000 + RANDOM % 20000))
@@ -30,6 +31,7 @@ envd_start() {
 	ENVD_PORT=$(free_port)
 	ENVD_URL="http://127.0.0.1:$ENVD_PORT"
 	ENVD_LOG=$(mktemp /tmp/envd-test-log.XXXXXX)
+	ENVD_LOGS+=("$ENVD_LOG")
 	"$ENVD_BIN" -isnotfc -port "$ENVD_PORT" "$@" >"$ENVD_LOG" 2>&1 &
 	ENVD_PID=$!
 	ENVD_PIDS+=("$ENVD_PID")
@@ -57,6 +59,7 @@ envd_alive() { kill -0 "${1:-$ENVD_PID}" 2>/dev/null; }
 
 _t_cleanup() {
 	for p in "${ENVD_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for l in "${ENVD_LOGS[@]}"; do rm -f "$l"; done
 }
 trap _t_cleanup EXIT
 
@@ -81,6 +84,17 @@ expect_match() {
 }
 
 finish() {
+	# Stop every envd this script started (SIGTERM: a clean exit, so the
+	# sanitizer build runs its leak check), then read their logs.
+	for p in "${ENVD_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${ENVD_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	local bad=""
+	for l in "${ENVD_LOGS[@]}"; do
+		if grep -qE 'ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:' "$l" 2>/dev/null; then
+			bad+="$(grep -m3 -E 'ERROR|runtime error|SUMMARY' "$l") "
+		fi
+	done
+	if [ -n "$bad" ]; then fail "no sanitizer reports" "$bad"; else pass "no sanitizer reports"; fi
 	echo "$T_NAME: $T_PASS passed, $T_FAIL failed"
 	[ "$T_FAIL" -eq 0 ]
 }

@@ -29,7 +29,12 @@ check() { if [ "$2" = "$3" ]; then ok "$1"; else nok "$1" "expected [$2] got [$3
 check_re() { if [[ $3 =~ $2 ]]; then ok "$1"; else nok "$1" "[$3] !~ /$2/"; fi; }
 
 summary() {
-	if grep -qE 'ERROR: AddressSanitizer|runtime error:|LeakSanitizer' "$TMP/envd.log" 2>/dev/null; then
+	# A clean SIGTERM exit first, so the sanitizer build reports leaks too.
+	if [ -n "$ENVD_PID" ]; then
+		kill "$ENVD_PID" 2>/dev/null && wait "$ENVD_PID" 2>/dev/null
+		ENVD_PID=
+	fi
+	if grep -qE 'ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer' "$TMP/envd.log" 2>/dev/null; then
 		nok "envd sanitizer report" "$(grep -m3 -E 'ERROR|runtime error' "$TMP/envd.log")"
 	fi
 	echo "$(basename "$0" .sh): $PASS passed, $FAIL failed"
