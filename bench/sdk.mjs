@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+// SDK-level benchmarks with the official e2b npm package (debug mode,
+// E2B_SANDBOX_URL pointing at the envd under test), each measured against
+// the same work done locally by node in the same run. Prints one JSON line.
+//
+//   node bench/sdk.mjs rtt N          commands.run('true') vs spawn of bash -l -c true,
+//                                     interleaved one after the other, N each
+//   node bench/sdk.mjs concurrent N   N concurrent commands.run('true') vs N concurrent
+//                                     local spawns of bash -l -c true
+import { createRequire } from 'node:module'
+import { spawn } from 'node:child_process'
+
+const require = createRequire(new URL('../tests/sdk/package.json', import.meta.url))
+const { Sandbox } = require('e2b')
+
+const [mode, nArg] = process.argv.slice(2)
+const n = Number(nArg)
+if (!['rtt', 'concurrent'].includes(mode) || !(n > 0)) {
+  console.error('usage: node bench/sdk.mjs rtt|concurrent N')
+  process.exit(2)
+}
+
+const now = () => Number(process.hrtime.bigint()) / 1e3 // microseconds
+
+// The local anchor runs bash as the sandbox user with the environment envd
+// gives its children, so both sides read the same login profile.
+const uid = Number(process.env.BENCH_UID ?? process.getuid())
+const gid = Number(process.env.BENCH_GID ?? process.getgid())
+const home = process.env.BENCH_HOME ?? process.env.HOME
+const childEnv = {
+  PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+  HOME: home,
+  USER: process.env.BENCH_USER ?? 'root',
+  LOGNAME: process.env.BENCH_USER ?? 'root',
+}
+
+function localBash() {
+  return new Promise((resolve, reject) => {
+    const c = spawn('/bin/bash', ['-l', '-c', 'true'], { stdio: 'ignore', uid, gid, cwd: home, env: childEnv })
+    c.on('error', reject)
+    c.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`exit ${code}`))))
+  })
+}
+
+function stats(lat, errors, wallUs) {
+  lat.sort((a, b) => a - b)
+  const at = (p) => (lat.length ? lat[Math.min(lat.length - 1, Math.max(0, Math.ceil((p / 100) * lat.length) - 1))] : 0)
+  const mean = lat.length ? lat.reduce((a, b) => a + b, 0) / lat.length : 0
+  const r = (x) => Math.round(x * 10) / 10
+  const out = { n: lat.length + errors, errors, p50_us: r(at(50)), p99_us: r(at(99)), mean_us: r(mean) }
+  if (wallUs) {
+    out.seconds = Math.round(wallUs / 1e3) / 1e3
+    out.rps = r(((lat.length + errors) / wallUs) * 1e6)
+  }
+  return out
+}
+
+async function timed(fn, lat) {
+  const t0 = now()
+  try {
+    await fn()
+    lat.push(now() - t0)
+    return 0
+  } catch (e) {
+    if (process.env.BENCH_VERBOSE) console.error(e)
+    return 1
+  }
+}
+
+const sbx = await Sandbox.create({ debug: true })
+const run = async () => {
+  const r = await sbx.commands.run('true')
+  if (r.exitCode !== 0) throw new Error(`exit ${r.exitCode}`)
+}
+
+if (mode === 'rtt') {
+  const warm = Math.min(20, Math.ceil(n / 10))
+  for (let i = 0; i < warm; i++) {
+    await run()
+    await localBash()
+  }
+  const sdkLat = []
+  const bashLat = []
+  let sdkErr = 0
+  let bashErr = 0
+  for (let i = 0; i < n; i++) {
+    sdkErr += await timed(run, sdkLat)
+    bashErr += await timed(localBash, bashLat)
+  }
+  console.log(JSON.stringify({ sdk: stats(sdkLat, sdkErr), bash: stats(bashLat, bashErr) }))
+} else {
+  const batch = async (fn) => {
+    const lat = []
+    const t0 = now()
+    const errs = await Promise.all(Array.from({ length: n }, () => timed(fn, lat)))
+    return stats(lat, errs.reduce((a, b) => a + b, 0), now() - t0)
+  }
+  await run()
+  const sdk = await batch(run)
+  const bash = await batch(localBash)
+  console.log(JSON.stringify({ sdk, bash }))
+}
+process.exit(0)

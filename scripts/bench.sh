@@ -1,0 +1,353 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The benchmark suite: envd and, in the same run, the floor or the best
+# existing server for the same work. Loopback only; every loop is bounded;
+# every process started here is killed and every temp file removed on exit.
+#
+#   scripts/bench.sh [--quick] [--only ID,ID...] [--out FILE]
+#
+# IDs: rtt sdk_rtt unary stream files footprint idle busy sdk_concurrent conns
+# Writes FILE (default bench/results/latest.json) and prints a table. Each
+# figure carries the command that reproduces it: `scripts/bench.sh --only ID`
+# (add --quick for the small variant), and the raw client command it ran.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+QUICK=0
+ONLY=""
+OUT=bench/results/latest.json
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) QUICK=1 ;;
+	--only) ONLY=$2; shift ;;
+	--out) OUT=$2; shift ;;
+	*) echo "usage: $0 [--quick] [--only ID,...] [--out FILE]" >&2; exit 2 ;;
+	esac
+	shift
+done
+
+if [ $QUICK = 1 ]; then
+	N_RTT=100 N_SDK=30 N_SDK_CONC=50 N_UNARY=2000 STREAM_BYTES=$((16 << 20))
+	FILE_MB=16 N_IDLE=50 N_BUSY=10 BUSY_BYTES=$((1 << 20)) N_CONNS=200 N_EXEC=5
+else
+	N_RTT=1000 N_SDK=1000 N_SDK_CONC=1000 N_UNARY=100000 STREAM_BYTES=$((1 << 30))
+	FILE_MB=1024 N_IDLE=1000 N_BUSY=100 BUSY_BYTES=$((16 << 20)) N_CONNS=10000 N_EXEC=20
+fi
+MODE_FLAG=$([ $QUICK = 1 ] && echo " --quick" || true)
+
+ENVD=$ROOT/build/envd
+BENCH=$ROOT/build/bench/envdbench
+[ -x "$ENVD" ] && [ -x "$BENCH" ] || { echo "bench: build/envd and build/bench/envdbench are needed (make bench)" >&2; exit 1; }
+
+# Both servers and clients need more than the default 1024 descriptors for
+# the 10 000-connection test.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+mkdir -p build/bench
+TMP=$(mktemp -d "$ROOT/build/bench/run.XXXXXX")
+RAW=$TMP/raw.jsonl
+: >"$RAW"
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+want() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
+log() { echo "bench: $*" >&2; }
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# wait_port PORT: until something accepts on it (bounded: 5 s).
+wait_port() {
+	for _ in $(seq 1 500); do
+		(exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0
+		sleep 0.01
+	done
+	return 1
+}
+
+# start_envd [flags]: sets EPORT, EPID.
+start_envd() {
+	EPORT=$(free_port)
+	"$ENVD" -isnotfc -port "$EPORT" "$@" >>"$TMP/envd.log" 2>&1 &
+	EPID=$!
+	PIDS+=("$EPID")
+	wait_port "$EPORT" || { log "envd did not start"; cat "$TMP/envd.log" >&2; return 1; }
+	curl -s -o /dev/null "http://127.0.0.1:$EPORT/health"
+}
+# stop_pid PID: a server that died before we stopped it is an error worth a
+# figure of its own, with its log kept for a look.
+stop_pid() {
+	if ! kill -0 "$1" 2>/dev/null; then
+		log "process $1 died during the run; logs in build/bench/last-run-logs"
+		record died "{\"errors\":1,\"pid\":$1}" "see build/bench/last-run-logs"
+		mkdir -p build/bench/last-run-logs && cp "$TMP"/*.log build/bench/last-run-logs/ 2>/dev/null
+	fi
+	kill "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	return 0
+}
+
+WWW=$TMP/www
+mkdir -p "$WWW"
+printf 'ok\n' >"$WWW/tiny"
+printf 'ok\n' >"$WWW/health"
+
+# start_nghttpd: sets NPORT, NPID (h2c, serves $WWW).
+start_nghttpd() {
+	NPORT=$(free_port)
+	nghttpd --no-tls -d "$WWW" "$NPORT" >/dev/null 2>&1 &
+	NPID=$!
+	PIDS+=("$NPID")
+	wait_port "$NPORT"
+}
+
+# start_nginx: sets XPORT, XPID (HTTP/1.1, one worker process like envd's one
+# event loop; gzip at zlib's default level 6, the level envd uses).
+start_nginx() {
+	XPORT=$(free_port)
+	local d=$TMP/nginx
+	mkdir -p "$d/logs" "$d/tmp"
+	cat >"$d/nginx.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+worker_rlimit_nofile 20000;
+pid $d/nginx.pid;
+error_log $d/logs/error.log;
+events { worker_connections 20000; }
+http {
+	access_log off;
+	sendfile on;
+	tcp_nopush on;
+	keepalive_requests 10000000;
+	client_body_temp_path $d/tmp/body;
+	proxy_temp_path $d/tmp/proxy;
+	fastcgi_temp_path $d/tmp/fcgi;
+	uwsgi_temp_path $d/tmp/uwsgi;
+	scgi_temp_path $d/tmp/scgi;
+	default_type application/octet-stream;
+	gzip on;
+	gzip_comp_level 6;
+	gzip_types *;
+	gzip_min_length 0;
+	server { listen 127.0.0.1:$XPORT; root $WWW; }
+}
+EOF
+	nginx -p "$d" -c "$d/nginx.conf" -e "$d/logs/error.log" >/dev/null 2>&1 &
+	XPID=$!
+	PIDS+=("$XPID")
+	wait_port "$XPORT"
+}
+
+# record ID JSON CMD: one raw result line.
+record() {
+	python3 -c 'import json,sys; print(json.dumps({"id":sys.argv[1],"result":json.loads(sys.argv[2]),"cmd":sys.argv[3]}))' \
+		"$1" "$2" "$3" >>"$RAW" || log "$1: unparsable result: $2"
+}
+
+# run_json ID CMD...: run a client that prints one JSON line, record it.
+run_json() {
+	local id=$1
+	shift
+	local out
+	out=$("$@" 2>>"$TMP/client.log" | tail -n1)
+	[ -n "$out" ] || out='{"errors":1}'
+	record "$id" "$out" "$(printf '%q ' "$@" | sed "s#$ROOT/##g")"
+}
+
+# h2load_json ARGS...: run h2load, print its figures as JSON.
+h2load_json() {
+	h2load "$@" 2>&1 | python3 "$ROOT/bench/report.py" h2load
+}
+
+# curl_json ARGS...: one transfer, its figures as JSON.
+curl_json() {
+	local out rc
+	out=$(curl -s -o /dev/null -w '"seconds":%{time_total},"down":%{size_download},"up":%{size_upload},"status":%{http_code}' "$@")
+	rc=$?
+	echo "{${out/\"status\":000/\"status\":0},\"errors\":$((rc != 0))}"
+}
+
+# timed_json CMD...: wall time of a shell pipeline as JSON.
+timed_json() {
+	local t0 t1
+	t0=$(date +%s.%N)
+	bash -c "$1" >/dev/null 2>&1
+	local rc=$?
+	t1=$(date +%s.%N)
+	python3 -c 'import sys; print("{\"seconds\":%.4f,\"errors\":%d}" % (float(sys.argv[2])-float(sys.argv[1]), int(sys.argv[3])!=0))' "$t0" "$t1" "$rc"
+}
+
+START=$(date +%s)
+
+# 1. Command round trip ------------------------------------------------------
+if want rtt; then
+	log "command round trip ($N_RTT runs each, interleaved)"
+	start_envd
+	run_json rtt "$BENCH" rtt "$EPORT" "$N_RTT"
+	stop_pid "$EPID"
+fi
+
+SDK_OK=0
+[ -d tests/sdk/node_modules/e2b ] && command -v node >/dev/null && SDK_OK=1
+sdk_env() {
+	id user >/dev/null 2>&1 || useradd -m -s /bin/bash user >/dev/null 2>&1
+	export E2B_DEBUG=true E2B_SANDBOX_URL="http://127.0.0.1:$EPORT"
+	export BENCH_USER=user BENCH_UID=$(id -u user) BENCH_GID=$(id -g user) BENCH_HOME=$(getent passwd user | cut -d: -f6)
+}
+if want sdk_rtt && [ $SDK_OK = 1 ]; then
+	log "SDK commands.run('true') vs bash -l -c true ($N_SDK each)"
+	start_envd -default-user user
+	sdk_env
+	run_json sdk_rtt node bench/sdk.mjs rtt "$N_SDK"
+	stop_pid "$EPID"
+fi
+
+# 2. Unary RPC: filesystem.Filesystem/Stat vs a tiny static file -------------
+if want unary; then
+	log "unary Stat: h2load, $N_UNARY requests per run"
+	printf '\n\004/tmp' >"$TMP/stat.bin" # StatRequest{path:"/tmp"}
+	start_envd
+	start_nghttpd
+	start_nginx
+	H2=(-n "$N_UNARY" -c 4 -m 32 -t 1)
+	H1=(-n "$N_UNARY" -c 32 -t 1 --h1)
+	SH=(-d "$TMP/stat.bin" -H 'content-type: application/proto' -H 'connect-protocol-version: 1')
+	for round in 1 2; do
+		record unary_h2_envd "$(h2load_json "${H2[@]}" "${SH[@]}" "http://127.0.0.1:$EPORT/filesystem.Filesystem/Stat")" \
+			"h2load ${H2[*]} -d stat.bin -H 'content-type: application/proto' -H 'connect-protocol-version: 1' http://127.0.0.1:PORT/filesystem.Filesystem/Stat"
+		record unary_h2_nghttpd "$(h2load_json "${H2[@]}" "http://127.0.0.1:$NPORT/tiny")" \
+			"h2load ${H2[*]} http://127.0.0.1:NGHTTPD_PORT/tiny"
+		record unary_h1_envd "$(h2load_json "${H1[@]}" "${SH[@]}" "http://127.0.0.1:$EPORT/filesystem.Filesystem/Stat")" \
+			"h2load ${H1[*]} -d stat.bin -H 'content-type: application/proto' -H 'connect-protocol-version: 1' http://127.0.0.1:PORT/filesystem.Filesystem/Stat"
+		record unary_h1_nginx "$(h2load_json "${H1[@]}" "http://127.0.0.1:$XPORT/tiny")" \
+			"h2load ${H1[*]} http://127.0.0.1:NGINX_PORT/tiny"
+	done
+	stop_pid "$EPID"; stop_pid "$NPID"; stop_pid "$XPID"
+fi
+
+# 3. Output streaming ----------------------------------------------------------
+if want stream; then
+	log "output streaming: $STREAM_BYTES bytes"
+	start_envd
+	for round in 1 2; do
+		run_json stream_pipe "$BENCH" pipe "$STREAM_BYTES"
+		run_json stream_h2 "$BENCH" stream-h2 "$EPORT" "$STREAM_BYTES"
+		run_json stream_h1 "$BENCH" stream-h1 "$EPORT" "$STREAM_BYTES"
+	done
+	stop_pid "$EPID"
+fi
+
+# 4. File transfer ---------------------------------------------------------------
+if want files; then
+	log "file transfer: ${FILE_MB} MiB"
+	F=$WWW/big.bin
+	head -c "$((FILE_MB << 20))" /dev/urandom >"$F"
+	gzip -1 -c "$F" >"$TMP/big.bin.gz"
+	start_envd
+	start_nghttpd
+	start_nginx
+	U="http://127.0.0.1:$EPORT/files?path=$F"
+	for round in 1 2; do
+		record dl_h1_envd "$(curl_json "$U")" "curl -o /dev/null 'http://127.0.0.1:PORT/files?path=FILE'"
+		record dl_h1_nginx "$(curl_json "http://127.0.0.1:$XPORT/big.bin")" "curl -o /dev/null http://127.0.0.1:NGINX_PORT/big.bin"
+		record dl_h2_envd "$(h2load_json -n 1 -c 1 "$U")" "h2load -n 1 -c 1 'http://127.0.0.1:PORT/files?path=FILE'"
+		record dl_h2_nghttpd "$(h2load_json -n 1 -c 1 "http://127.0.0.1:$NPORT/big.bin")" "h2load -n 1 -c 1 http://127.0.0.1:NGHTTPD_PORT/big.bin"
+		record dl_cat "$(timed_json "cat '$F' >/dev/null")" "cat FILE >/dev/null"
+	done
+	record dl_gzip_envd "$(curl_json -H 'Accept-Encoding: gzip' "$U")" "curl -H 'Accept-Encoding: gzip' -o /dev/null 'http://127.0.0.1:PORT/files?path=FILE'"
+	record dl_gzip_nginx "$(curl_json -H 'Accept-Encoding: gzip' "http://127.0.0.1:$XPORT/big.bin")" "curl -H 'Accept-Encoding: gzip' -o /dev/null http://127.0.0.1:NGINX_PORT/big.bin"
+	record dl_gzip_floor "$(timed_json "gzip -6 -c '$F' >/dev/null")" "gzip -6 -c FILE >/dev/null"
+	for round in 1 2; do
+		record ul_envd "$(curl_json -X POST -T "$F" -H 'Content-Type: application/octet-stream' "http://127.0.0.1:$EPORT/files?path=$TMP/up.bin")" \
+			"curl -X POST -T FILE -H 'Content-Type: application/octet-stream' 'http://127.0.0.1:PORT/files?path=DIR/up.bin'"
+		rm -f "$TMP/up.bin"
+		record ul_dd "$(timed_json "dd if='$F' of='$TMP/up.bin' bs=1M")" "dd if=FILE of=DIR/up.bin bs=1M"
+		rm -f "$TMP/up.bin"
+	done
+	record ul_gzip_envd "$(curl_json -X POST -T "$TMP/big.bin.gz" -H 'Content-Type: application/octet-stream' -H 'Content-Encoding: gzip' "http://127.0.0.1:$EPORT/files?path=$TMP/up.bin")" \
+		"curl -X POST -T FILE.gz -H 'Content-Type: application/octet-stream' -H 'Content-Encoding: gzip' 'http://127.0.0.1:PORT/files?path=DIR/up.bin'"
+	cmp -s "$F" "$TMP/up.bin" || record ul_gzip_check '{"errors":1}' "cmp FILE DIR/up.bin"
+	rm -f "$TMP/up.bin"
+	record ul_gzip_floor "$(timed_json "gzip -dc '$TMP/big.bin.gz' >'$TMP/up.bin'")" "gzip -dc FILE.gz >DIR/up.bin"
+	rm -f "$TMP/up.bin" "$F" "$TMP/big.bin.gz"
+	stop_pid "$EPID"; stop_pid "$NPID"; stop_pid "$XPID"
+fi
+
+# 5. Footprint ---------------------------------------------------------------
+# pages_touched PID CMD: distinct pages the process referenced while CMD ran.
+pages_touched() {
+	local pid=$1
+	shift
+	sleep 0.2
+	echo 1 >"/proc/$pid/clear_refs" || { echo -1; return; }
+	"$@" >/dev/null 2>&1
+	awk '/^Referenced:/ {k += $2} END {print k / 4}' "/proc/$pid/smaps"
+}
+if want footprint; then
+	log "footprint"
+	size=$(stat -c %s "$ENVD")
+	record binary "{\"bytes\":$size,\"stripped\":$(file "$ENVD" | grep -q 'not stripped' && echo false || echo true),\"static\":$(file "$ENVD" | grep -q 'statically linked\|static-pie' && echo true || echo false)}" "stat -c %s build/envd"
+	start_envd
+	start_nghttpd
+	start_nginx
+	sleep 0.3
+	erss=$(awk '/^VmRSS/ {print $2}' "/proc/$EPID/status")
+	nrss=$(awk '/^VmRSS/ {print $2}' "/proc/$NPID/status")
+	xrss=$(awk '/^VmRSS/ {print $2}' "/proc/$XPID/status")
+	record rss_idle "{\"envd_kib\":$erss,\"nghttpd_kib\":$nrss,\"nginx_kib\":$xrss}" "grep VmRSS /proc/PID/status (after start and one /health)"
+	python3 -c 'import sys; m=b"{\"process\":{\"cmd\":\"/bin/true\"},\"stdin\":false}"; sys.stdout.buffer.write(b"\0"+len(m).to_bytes(4,"big")+m)' >"$TMP/start.json"
+	ep=$(pages_touched "$EPID" curl -s --data-binary @"$TMP/start.json" -H 'content-type: application/connect+json' "http://127.0.0.1:$EPORT/process.Process/Start")
+	np=$(pages_touched "$NPID" nghttp "http://127.0.0.1:$NPORT/tiny")
+	xp=$(pages_touched "$XPID" curl -s "http://127.0.0.1:$XPORT/tiny")
+	record pages_first "{\"envd_pages\":$ep,\"nghttpd_pages\":$np,\"nginx_pages\":$xp}" \
+		"echo 1 >/proc/PID/clear_refs; curl --data-binary @start.json -H 'content-type: application/connect+json' .../process.Process/Start; sum Referenced in /proc/PID/smaps"
+	stop_pid "$EPID"; stop_pid "$NPID"; stop_pid "$XPID"
+	run_json exec_health_envd "$BENCH" exec-health h1 "$N_EXEC" "$ENVD" -isnotfc -port "{PORT}"
+	run_json exec_health_nghttpd "$BENCH" exec-health h2 "$N_EXEC" /usr/sbin/nghttpd --no-tls -d "$WWW" "{PORT}"
+fi
+
+if want idle; then
+	log "RSS with $N_IDLE idle Connect streams"
+	start_envd
+	run_json idle "$BENCH" idle "$EPORT" "$EPID" "$N_IDLE"
+	stop_pid "$EPID"
+fi
+
+if want busy; then
+	log "RSS with $N_BUSY processes streaming $BUSY_BYTES bytes each"
+	start_envd
+	run_json busy "$BENCH" busy "$EPORT" "$EPID" "$N_BUSY" "$BUSY_BYTES"
+	stop_pid "$EPID"
+fi
+
+# 6. Concurrency -------------------------------------------------------------
+if want sdk_concurrent && [ $SDK_OK = 1 ]; then
+	log "$N_SDK_CONC concurrent commands.run from the SDK"
+	start_envd -default-user user
+	sdk_env
+	run_json sdk_concurrent node bench/sdk.mjs concurrent "$N_SDK_CONC"
+	stop_pid "$EPID"
+fi
+
+if want conns; then
+	log "$N_CONNS open connections"
+	start_envd
+	run_json conns_envd "$BENCH" conns "$EPORT" "$EPID" "$N_CONNS" /health
+	stop_pid "$EPID"
+	start_nginx
+	run_json conns_nginx "$BENCH" conns "$XPORT" "$XPID" "$N_CONNS" /health
+	stop_pid "$XPID"
+fi
+
+ELAPSED=$(($(date +%s) - START))
+mkdir -p "$(dirname "$OUT")"
+python3 bench/report.py report "$RAW" "$OUT" --quick "$QUICK" --elapsed "$ELAPSED" --mode-flag "$MODE_FLAG" --envd "$ENVD"
