@@ -284,6 +284,7 @@ static void conn_release_rbuf(struct conn *c)
 	    ((c->proto == CONN_H1 && h1_idle(c)) || (c->proto == CONN_H2 && h2_idle(c)))) {
 		free(c->rbuf);
 		c->rbuf = NULL;
+		c->rcap = 0;
 	}
 }
 
@@ -318,7 +319,7 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 	if (c->dead)
 		return;
-	if (c->rlen == c->rcap) {
+	if (c->rbuf && c->rlen == c->rcap) {
 		/* The protocol left the buffer full (paused body): stop reading
 		 * until it consumes. */
 		conn_pause_read(c, true);
@@ -326,14 +327,26 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 	if (!c->rbuf) {
 		/* Allocated when bytes arrive and dropped again between
-		 * requests, so an idle connection costs a few hundred bytes. */
-		c->rbuf = malloc(CONN_RBUF_SIZE);
+		 * requests, so an idle connection costs a few hundred bytes.
+		 * Small first: a typical request fits, and small blocks come
+		 * from the allocator's pools instead of a fresh mapping. */
+		c->rcap = CONN_RBUF_SMALL;
+		c->rbuf = malloc(c->rcap);
 		if (!c->rbuf) {
 			conn_abort(c);
 			return;
 		}
 	}
-	ssize_t n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
+	size_t room = c->rcap - c->rlen;
+	ssize_t n = read(c->fd, c->rbuf + c->rlen, room);
+	if (n > 0 && (size_t)n == room && c->rcap < CONN_RBUF_SIZE) {
+		/* A full read: a body is streaming in; read in large pieces. */
+		uint8_t *b = realloc(c->rbuf, CONN_RBUF_SIZE);
+		if (b) {
+			c->rbuf = b;
+			c->rcap = CONN_RBUF_SIZE;
+		}
+	}
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EINTR)
 			return;
@@ -507,7 +520,7 @@ struct conn *conn_adopt(int fd, const char *peer)
 	if (!c)
 		return NULL;
 	c->fd = fd;
-	c->rcap = CONN_RBUF_SIZE;
+	c->rcap = 0;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer ? peer : "");
 	ev_io_init(&c->rio, conn_read_cb, fd, EV_READ);
 	ev_io_init(&c->wio, conn_write_cb, fd, EV_WRITE);

@@ -58,6 +58,7 @@ struct conn {
 /* Bytes of output a connection may queue before producers wait. */
 #define CONN_OUT_HIGH (512 * 1024)
 #define CONN_RBUF_SIZE (64 * 1024)
+#define CONN_RBUF_SMALL 4096
 
 /* Append a copy of p[0..n) to the queue. Returns 0 or -ENOMEM. */
 int outq_append(struct outq *q, const void *p, size_t n);

@@ -201,6 +201,25 @@ static void encbuf_trim(void)
 	}
 }
 
+/*
+ * protobuf-c's pack() writes each sub-message after a one-byte length
+ * guess and moves it when the length needs more bytes: for a 64 KiB
+ * DataEvent nested three deep that is three memmoves of the payload.
+ * pack_to_buffer() sizes every sub-message first and copies bytes once.
+ */
+struct encsink {
+	ProtobufCBuffer base;
+	uint8_t *p;
+	size_t len;
+};
+
+static void encsink_append(ProtobufCBuffer *b, size_t n, const uint8_t *data)
+{
+	struct encsink *s = (struct encsink *)b;
+	memcpy(s->p + s->len, data, n);
+	s->len += n;
+}
+
 /* Serialize msg with the call's codec into encbuf + ENV_HDR. */
 static int encode_msg(struct rpc_call *c, const ProtobufCMessage *msg, uint8_t **out, size_t *len)
 {
@@ -216,8 +235,9 @@ static int encode_msg(struct rpc_call *c, const ProtobufCMessage *msg, uint8_t *
 			encbuf = b;
 			enccap = n + ENV_HDR;
 		}
-		protobuf_c_message_pack(msg, (uint8_t *)encbuf + ENV_HDR);
-		*len = n;
+		struct encsink sink = {{encsink_append}, (uint8_t *)encbuf + ENV_HDR, 0};
+		protobuf_c_message_pack_to_buffer(msg, &sink.base);
+		*len = sink.len;
 	}
 	*out = (uint8_t *)encbuf + ENV_HDR;
 	if (*len > rpc_max_message) {

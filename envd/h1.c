@@ -607,7 +607,7 @@ int h1_on_input(struct conn *c)
 		}
 	}
 	/* Input stays buffered while paused; stop reading once it is full. */
-	if (c->rlen == c->rcap)
+	if (c->rbuf && c->rlen == c->rcap)
 		conn_pause_read(c, true);
 	return 0;
 }

@@ -119,6 +119,8 @@ static void process_free(struct process *p)
 }
 
 static void update_reading(struct process *p);
+static void trim_retained(void);
+static size_t retain_budget(void);
 
 /*
  * Callbacks bracket their work with enter/leave so that subscribers
@@ -148,8 +150,14 @@ static void leave(struct process *p)
 		free(s);
 	}
 	update_reading(p);
-	if (p->expired && !p->subs)
+	if (p->expired && !p->subs) {
 		process_free(p);
+		return;
+	}
+	/* The last reader of a finished process is gone: its ring may now
+	 * count against the retention budget. */
+	if (p->finalized && !p->subs && retained_bytes > retain_budget())
+		trim_retained();
 }
 
 /* ---- sending to subscribers --------------------------------------------- */
@@ -378,7 +386,11 @@ static void trim_retained(void)
 	     e = e->next) {
 		struct process *q = of_entry(e);
 
-		if (!q->finalized || !q->ring.cap)
+		/* A ring someone is still reading is not spare: dropping it would
+		 * cut a live stream short (lost output). It is trimmed on a later
+		 * pass, once its readers are done; until then the overshoot is
+		 * bounded by one ring per attached stream. */
+		if (!q->finalized || !q->ring.cap || q->subs)
 			continue;
 		retained_bytes -= q->ring.cap;
 		ring_clear(&q->ring);
