@@ -40,11 +40,12 @@ struct h2_stream {
 	/* head strings: offsets into mem until dispatch */
 	char *mem;
 	size_t mem_len, mem_cap;
-	size_t name_off[H2_MAX_HEADERS], value_off[H2_MAX_HEADERS];
+	/* 32-bit offsets: the head is bounded by H2_MAX_HEAD_BYTES. */
+	uint32_t name_off[H2_MAX_HEADERS], value_off[H2_MAX_HEADERS];
 	int n_fields;
 	size_t method_off, path_off;
 	bool has_method, has_path;
-	struct http_hdr hdrs[H2_MAX_HEADERS];
+	struct http_hdr *hdrs;   /* built at dispatch, exactly n_fields long */
 	/* response */
 	struct outq out;
 	bool eof;
@@ -134,6 +135,7 @@ static void stream_free(struct h2_stream *st)
 	h->n_streams--;
 	outq_clear(&st->out);
 	free(st->mem);
+	free(st->hdrs);
 	free(st->pending);
 	free(st->trailer_mem);
 	free(st);
@@ -158,6 +160,12 @@ static void stream_dispatch(struct h2_stream *st)
 	struct http_req *r = &st->r;
 
 	st->dispatched = true;
+	st->hdrs = calloc((size_t)st->n_fields + 1, sizeof(*st->hdrs));
+	if (!st->hdrs) {
+		nghttp2_submit_rst_stream(st->h->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+		st->n_fields = 0;
+		return;
+	}
 	for (int i = 0; i < st->n_fields; i++) {
 		st->hdrs[i].name = mem + st->name_off[i];
 		st->hdrs[i].value = mem + st->value_off[i];
@@ -235,8 +243,8 @@ static int cb_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
 			/* Expose as Host, as HTTP/1.1 would. */
 			if (st->n_fields < H2_MAX_HEADERS && mem_add(st, (const uint8_t *)"host", 4, &no) == 0 &&
 			    mem_add(st, value, valuelen, &vo) == 0) {
-				st->name_off[st->n_fields] = no;
-				st->value_off[st->n_fields++] = vo;
+				st->name_off[st->n_fields] = (uint32_t)no;
+				st->value_off[st->n_fields++] = (uint32_t)vo;
 			}
 		}
 		return 0;
@@ -244,8 +252,8 @@ static int cb_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
 	if (st->n_fields == H2_MAX_HEADERS || mem_add(st, name, namelen, &no) < 0 ||
 	    mem_add(st, value, valuelen, &vo) < 0)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM this one only */
-	st->name_off[st->n_fields] = no;
-	st->value_off[st->n_fields++] = vo;
+	st->name_off[st->n_fields] = (uint32_t)no;
+	st->value_off[st->n_fields++] = (uint32_t)vo;
 	return 0;
 }
 
@@ -629,9 +637,9 @@ int h2_attach_upgrade(struct conn *c, const uint8_t *settings, size_t settings_l
 		if (!strcmp(n, "connection") || !strcmp(n, "upgrade") || !strcmp(n, "http2-settings"))
 			continue;
 		mem_add(st, (const uint8_t *)n, strlen(n), &off);
-		st->name_off[st->n_fields] = off;
+		st->name_off[st->n_fields] = (uint32_t)off;
 		mem_add(st, (const uint8_t *)r->hdrs[i].value, strlen(r->hdrs[i].value), &off);
-		st->value_off[st->n_fields++] = off;
+		st->value_off[st->n_fields++] = (uint32_t)off;
 	}
 	stream_dispatch(st);
 	stream_body_end(st);

@@ -46,6 +46,7 @@ run_scripts() { # run_scripts BIN LABEL
 	local bin=$1 label=$2
 	for t in tests/integration/*.sh; do
 		[ -f "$t" ] || continue
+		case $t in *_lib.sh) continue ;; esac # sourced helpers, not tests
 		# Scripts that only make sense for the static product (a rootfs,
 		# multi-GiB transfers) say so with a "# asan: skip" line.
 		if [ "$label" = asan ] && grep -q '^# asan: skip' "$t"; then

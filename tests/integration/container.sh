@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# asan: skip (the container runs the static product inside the rootfs)
 # The container test (scripts/container-test.sh) as part of the integration
 # suite. The image needs the static build, so it runs in the pass that
 # tests build/envd and reports nothing in the sanitizer pass.
