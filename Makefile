@@ -93,7 +93,7 @@ unit: setup $(UNIT_BINS)
 run: all
 	exec $(BUILD)/envd -isnotfc -port 49983
 
-test: all asan $(UNIT_BINS) fuzz-build
+test: all asan $(UNIT_BINS) fuzz-build bench-setup build/bench/envdbench
 	@bash scripts/run-tests.sh all
 
 clean:

@@ -110,6 +110,23 @@ run_fuzz() {
 	[ "$f" -ne 0 ] && failures+=("fuzz")
 }
 
+run_bench() {
+	# The quick benchmark run checks that the benchmark itself still
+	# works (it asserts nothing about speed; make bench is the real one).
+	[ -x build/bench/envdbench ] || return 0
+	local log="$logdir/bench-quick.log"
+	timeout 300 bash scripts/bench.sh --quick >"$log" 2>&1
+	local rc=$?
+	if [ $rc -eq 0 ] && [ -s bench/results/latest.json ]; then
+		add 1 0
+		echo "bench quick run: 1 passed, 0 failed ($(tail -n1 "$log"))"
+	else
+		add 0 1
+		failures+=("bench")
+		echo "bench quick run: 0 passed, 1 failed (exit $rc, see $log)"
+	fi
+}
+
 case $mode in
 unit) run_unit ;;
 all)
@@ -118,6 +135,7 @@ all)
 	run_scripts build/asan/envd asan
 	run_sdk
 	run_fuzz
+	run_bench
 	;;
 *) echo "usage: $0 unit|all" >&2; exit 2 ;;
 esac
