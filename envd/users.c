@@ -244,16 +244,16 @@ out:
 	return found;
 }
 
+static void name_of_cached(bool group, unsigned long id, char *buf, size_t len);
+
 void user_name_of(uid_t uid, char *buf, size_t len)
 {
-	if (!users_name_by_id(users_passwd_path, (unsigned long)uid, buf, len))
-		snprintf(buf, len, "%lu", (unsigned long)uid);
+	name_of_cached(false, (unsigned long)uid, buf, len);
 }
 
 void group_name_of(gid_t gid, char *buf, size_t len)
 {
-	if (!users_name_by_id(users_group_path, (unsigned long)gid, buf, len))
-		snprintf(buf, len, "%lu", (unsigned long)gid);
+	name_of_cached(true, (unsigned long)gid, buf, len);
 }
 
 /*
@@ -488,4 +488,59 @@ int user_lookup(const char *name, struct user *out, char *err, size_t errlen)
 		pthread_mutex_unlock(&ucache.lock);
 	}
 	return rc;
+}
+
+/*
+ * id -> name, cached like user_lookup(): every EntryInfo names its owner
+ * and group, and a ListDir of a thousand entries must not read /etc/passwd
+ * two thousand times.
+ */
+#define NAME_CACHE_SLOTS 32
+
+static struct {
+	pthread_mutex_t lock;
+	struct file_id id;
+	const char *path;
+	struct {
+		unsigned long id;
+		char name[64];
+	} e[NAME_CACHE_SLOTS];
+	int n, next;
+} ncache[2] = {{.lock = PTHREAD_MUTEX_INITIALIZER}, {.lock = PTHREAD_MUTEX_INITIALIZER}};
+
+static void name_of_cached(bool group, unsigned long id, char *buf, size_t len)
+{
+	const char *path = group ? users_group_path : users_passwd_path;
+	struct file_id fid;
+	bool fid_ok = file_id_of(path, &fid) == 0;
+	typeof(&ncache[0]) c = &ncache[group];
+
+	pthread_mutex_lock(&c->lock);
+	if (!fid_ok || c->path != path || !file_id_eq(&fid, &c->id)) {
+		c->n = c->next = 0;
+		c->path = fid_ok ? path : NULL;
+		if (fid_ok)
+			c->id = fid;
+	}
+	for (int i = 0; i < c->n; i++) {
+		if (c->e[i].id == id) {
+			snprintf(buf, len, "%s", c->e[i].name);
+			pthread_mutex_unlock(&c->lock);
+			return;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!users_name_by_id(path, id, buf, len))
+		snprintf(buf, len, "%lu", id);
+	if (!fid_ok || strlen(buf) >= sizeof(c->e[0].name))
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (c->path == path && file_id_eq(&fid, &c->id)) {
+		c->e[c->next].id = id;
+		snprintf(c->e[c->next].name, sizeof(c->e[0].name), "%s", buf);
+		c->next = (c->next + 1) % NAME_CACHE_SLOTS;
+		if (c->n < NAME_CACHE_SLOTS)
+			c->n++;
+	}
+	pthread_mutex_unlock(&c->lock);
 }
