@@ -28,7 +28,8 @@
 #define H2_MAX_HEAD_BYTES (64 * 1024)
 #define H2_STREAM_WINDOW (1 << 20)
 #define H2_CONN_WINDOW (16 << 20)
-#define H2_MAX_STREAMS 1000
+/* Concurrent streams a client may open per connection (flag -max-streams). */
+unsigned h2_max_streams = 1000;
 
 struct h2;
 
@@ -589,7 +590,7 @@ static int h2_session_new(struct conn *c, struct h2 **out)
 		return -ENOMEM;
 	}
 	nghttp2_settings_entry iv[] = {
-		{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS},
+		{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, h2_max_streams},
 		{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW},
 	};
 	nghttp2_submit_settings(h->s, NGHTTP2_FLAG_NONE, iv, 2);

@@ -39,6 +39,7 @@
 #endif
 
 extern size_t h1_max_header_bytes;
+extern unsigned h2_max_streams;
 
 enum flag_type { F_BOOL, F_INT, F_STR };
 
@@ -71,6 +72,9 @@ static struct flag flags[] = {
 	{"max-header-bytes", F_INT, "maximum HTTP/1.1 request head size in bytes", "65536", {.i = 65536}},
 	{"mmds-addr", F_STR, "metadata service address (Firecracker mode)", "169.254.169.254:80",
 	 {.s = "169.254.169.254:80"}},
+	{"max-streams", F_INT, "maximum concurrent HTTP/2 streams per connection", "1000", {.i = 1000}},
+	{"max-watchers", F_INT, "maximum polled directory watchers (CreateWatcher), at most 4096", "256", {.i = 256}},
+	{"max-process-streams", F_INT, "maximum streams attached to one process", "128", {.i = 128}},
 	{"output-buffer", F_INT, "bytes of recent output kept per process for reconnect", "1048576", {.i = 1048576}},
 	{"sandbox-addr", F_STR, "address on which loopback-only listeners are made reachable", "169.254.0.21",
 	 {.s = "169.254.0.21"}},
@@ -211,6 +215,9 @@ int main(int argc, char **argv)
 	rpc_max_message = (size_t)flag_get("max-message")->v.i;
 	h1_max_header_bytes = (size_t)flag_get("max-header-bytes")->v.i;
 	process_ring_size = (size_t)flag_get("output-buffer")->v.i;
+	h2_max_streams = (unsigned)flag_get("max-streams")->v.i;
+	fs_max_watchers = (size_t)flag_get("max-watchers")->v.i;
+	process_max_subs = (unsigned)flag_get("max-process-streams")->v.i;
 	snprintf(mmds_addr, sizeof(mmds_addr), "%s", flag_get("mmds-addr")->v.s);
 	state_set_default_user(flag_get("default-user")->v.s);
 

@@ -34,7 +34,9 @@
 #define WATCH_STREAM_QUEUE_MAX (1024 * 1024)
 /* Buffered events per CreateWatcher watcher before it reports overflow. */
 #define WATCHER_EVENTS_MAX 65536
-#define WATCHERS_MAX 256
+/* Polled watchers at once (flag -max-watchers, at most WATCHERS_CAP). */
+#define WATCHERS_CAP 4096
+size_t fs_max_watchers = 256;
 
 /*
  * Resolve the call's user and `path`. On failure the call is answered and
@@ -519,12 +521,12 @@ struct watcher {
 	bool overflowed; /* the buffer limit was hit; an overflow event is queued */
 };
 
-static struct watcher *watchers[WATCHERS_MAX];
+static struct watcher *watchers[WATCHERS_CAP];
 
 size_t fs_service_watcher_count(void)
 {
 	size_t n = 0;
-	for (size_t i = 0; i < WATCHERS_MAX; i++)
+	for (size_t i = 0; i < WATCHERS_CAP; i++)
 		n += watchers[i] != NULL;
 	return n;
 }
@@ -597,7 +599,7 @@ static int watcher_new_id(char id[24])
 
 static struct watcher **watcher_find(const char *id)
 {
-	for (size_t i = 0; i < WATCHERS_MAX; i++)
+	for (size_t i = 0; i < WATCHERS_CAP; i++)
 		if (watchers[i] && strcmp(watchers[i]->id, id) == 0)
 			return &watchers[i];
 	return NULL;
@@ -609,13 +611,13 @@ static void watcher_ready(struct watch_job *j)
 	struct watcher **slot = NULL, *wt;
 	int rc;
 
-	for (size_t i = 0; i < WATCHERS_MAX && !slot; i++)
+	for (size_t i = 0; i < (fs_max_watchers < WATCHERS_CAP ? fs_max_watchers : WATCHERS_CAP) && !slot; i++)
 		if (!watchers[i])
 			slot = &watchers[i];
 	if (!slot) {
 		fs_watch_free(j->w);
-		rpc_fail(j->call, RPC_RESOURCE_EXHAUSTED, "too many watchers (at most %d); remove some first",
-			 WATCHERS_MAX);
+		rpc_fail(j->call, RPC_RESOURCE_EXHAUSTED, "too many watchers (at most %zu); remove some first",
+			 fs_max_watchers);
 		return;
 	}
 	wt = calloc(1, sizeof(*wt));

@@ -12,6 +12,9 @@
 
 extern const struct rpc_service fs_service;
 
+/* Limit on CreateWatcher watchers alive at once (at most 4096). */
+extern size_t fs_max_watchers;
+
 /* Watchers created with CreateWatcher and not yet removed (tests, metrics). */
 size_t fs_service_watcher_count(void);
 

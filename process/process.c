@@ -74,6 +74,7 @@ struct process {
 
 static struct ptable table;
 /* Ring storage held by finished processes, bounded by retain_budget(). */
+unsigned process_max_subs = 128;
 static size_t retained_bytes;
 static uint8_t read_buf[READ_CHUNK];
 
@@ -857,10 +858,10 @@ void process_subscribe(struct process *p, struct rpc_call *call, bool replay, ui
 
 	for (struct sub *s = p->subs; s; s = s->next)
 		n += s->call != NULL;
-	if (n >= PROCESS_MAX_SUBS) {
+	if (n >= process_max_subs) {
 		rpc_fail(call, RPC_RESOURCE_EXHAUSTED,
-			 "process %d already has %d attached streams", (int)p->pid,
-			 PROCESS_MAX_SUBS);
+			 "process %d already has %u attached streams", (int)p->pid,
+			 process_max_subs);
 		return;
 	}
 	sub_attach(p, call, true, replay, from);

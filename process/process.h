@@ -55,7 +55,8 @@ extern size_t process_ring_size;
 #define PROCESS_GRACE_S 2.0
 #define PROCESS_STALL_S 10.0
 /* Streams attached to one process at once (each may queue HTTP_QUEUE_HIGH). */
-#define PROCESS_MAX_SUBS 128
+/* Streams attached to one process at once (flag -max-process-streams). */
+extern unsigned process_max_subs;
 /* Unwritten SendInput bytes a process may hold before input is refused. */
 #define PROCESS_STDIN_MAX (4u * 1024 * 1024)
 
@@ -97,7 +98,7 @@ const Process__ProcessConfig *process_config(const struct process *p);
  * Attach a Connect stream: sends start{pid}, then data from `from`
  * (when `replay`; clamped to the retained range with a gap event) or from
  * now on, then end. Fails the call with resource_exhausted when
- * PROCESS_MAX_SUBS streams are already attached.
+ * process_max_subs streams are already attached.
  */
 void process_subscribe(struct process *p, struct rpc_call *call, bool replay, uint64_t from);
 
