@@ -542,10 +542,11 @@ static void evict_retained(pid_t pid, const char *tag)
 {
 	struct ptable_entry *e, *next;
 
-	for (e = table.head; e; e = next) {
+	/* Untagged starts only compete with their own pid: walk its bucket. */
+	for (e = tag ? table.head : ptable_pid_chain(&table, (uint32_t)pid); e; e = next) {
 		struct process *q = of_entry(e);
 
-		next = e->next;
+		next = tag ? e->next : e->pid_next;
 		if (!e->retained)
 			continue;
 		if (e->pid != (uint32_t)pid && !(tag && e->tag && strcmp(e->tag, tag) == 0))

@@ -3,8 +3,25 @@
 
 #include <string.h>
 
+static size_t bucket(uint32_t pid)
+{
+	return (pid * 2654435761u) >> 24 & (PTABLE_PID_BUCKETS - 1);
+}
+
+struct ptable_entry *ptable_pid_chain(const struct ptable *t, uint32_t pid)
+{
+	return t->by_pid[bucket(pid)];
+}
+
 void ptable_add(struct ptable *t, struct ptable_entry *e)
 {
+	struct ptable_entry **b = &t->by_pid[bucket(e->pid)];
+
+	e->pid_prev = NULL;
+	e->pid_next = *b;
+	if (*b)
+		(*b)->pid_prev = e;
+	*b = e;
 	e->next = NULL;
 	e->prev = t->tail;
 	if (t->tail)
@@ -17,6 +34,13 @@ void ptable_add(struct ptable *t, struct ptable_entry *e)
 
 void ptable_remove(struct ptable *t, struct ptable_entry *e)
 {
+	if (e->pid_prev)
+		e->pid_prev->pid_next = e->pid_next;
+	else
+		t->by_pid[bucket(e->pid)] = e->pid_next;
+	if (e->pid_next)
+		e->pid_next->pid_prev = e->pid_prev;
+	e->pid_prev = e->pid_next = NULL;
 	if (e->prev)
 		e->prev->next = e->next;
 	else
@@ -63,7 +87,19 @@ static struct ptable_entry *find(const struct ptable *t, uint32_t pid, const cha
 
 struct ptable_entry *ptable_find_pid(const struct ptable *t, uint32_t pid, bool retained_too)
 {
-	return find(t, pid, NULL, retained_too);
+	/* The bucket is newest first: the first listed match is the newest,
+	 * the last retained match the oldest (as find() decides). */
+	struct ptable_entry *live = NULL, *old = NULL;
+
+	for (struct ptable_entry *e = t->by_pid[bucket(pid)]; e; e = e->pid_next) {
+		if (e->pid != pid)
+			continue;
+		if (e->listed && !live)
+			live = e;
+		else if (retained_too && e->retained && !e->listed)
+			old = e;
+	}
+	return live ? live : old;
 }
 
 struct ptable_entry *ptable_find_tag(const struct ptable *t, const char *tag, bool retained_too)

@@ -96,3 +96,35 @@ Test(ptable, reused_pid_finds_the_newest_listed_process)
 	reused.retained = true;
 	cr_expect_eq(ptable_find_pid(&t, 42, true), &leader, "listed beats retained");
 }
+
+Test(ptable, pid_buckets_follow_add_and_remove)
+{
+	struct ptable t = {0};
+	struct ptable_entry e[600] = {{0}};
+
+	/* Many entries, several per bucket and several per pid. */
+	for (int i = 0; i < 600; i++) {
+		e[i].pid = (uint32_t)(1000 + i % 300);
+		e[i].listed = i >= 300; /* the older half finished */
+		e[i].retained = i < 300;
+		ptable_add(&t, &e[i]);
+	}
+	for (uint32_t pid = 1000; pid < 1300; pid++) {
+		struct ptable_entry *f = ptable_find_pid(&t, pid, true);
+		cr_assert_not_null(f);
+		cr_assert_eq(f->pid, pid);
+		cr_assert(f->listed, "the listed (newer) entry wins");
+	}
+	for (int i = 300; i < 600; i++)
+		ptable_remove(&t, &e[i]);
+	for (uint32_t pid = 1000; pid < 1300; pid++) {
+		struct ptable_entry *f = ptable_find_pid(&t, pid, true);
+		cr_assert_eq(f, &e[pid - 1000], "then the retained one");
+		cr_assert_null(ptable_find_pid(&t, pid, false));
+	}
+	for (int i = 0; i < 300; i++)
+		ptable_remove(&t, &e[i]);
+	for (size_t b = 0; b < PTABLE_PID_BUCKETS; b++)
+		cr_assert_null(t.by_pid[b], "every bucket empty again");
+	cr_assert_eq(t.n, 0);
+}
