@@ -92,21 +92,27 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
-static void process_free(struct process *p)
+/* Stop reading, writing and timing the child, and close our pipe ends. */
+static void stop_io(struct process *p)
 {
 	ev_io_stop(envd_loop, &p->out_w);
 	ev_io_stop(envd_loop, &p->err_w);
 	ev_io_stop(envd_loop, &p->in_w);
-	ev_child_stop(envd_loop, &p->child_w);
 	ev_timer_stop(envd_loop, &p->grace_w);
 	ev_timer_stop(envd_loop, &p->kill_w);
-	ev_timer_stop(envd_loop, &p->retain_w);
 	ev_timer_stop(envd_loop, &p->stall_w);
 	if (p->pty)
-		p->in_fd = -1;
+		p->in_fd = -1; /* the PTY master is out_fd, closed once */
 	close_fd(&p->out_fd);
 	close_fd(&p->err_fd);
 	close_fd(&p->in_fd);
+}
+
+static void process_free(struct process *p)
+{
+	stop_io(p);
+	ev_child_stop(envd_loop, &p->child_w);
+	ev_timer_stop(envd_loop, &p->retain_w);
 	if (p->in_table)
 		ptable_remove(&table, &p->ent);
 	if (p->finalized)
@@ -403,17 +409,7 @@ static void finalize(struct process *p)
 	if (p->finalized)
 		return;
 	p->finalized = true;
-	ev_io_stop(envd_loop, &p->out_w);
-	ev_io_stop(envd_loop, &p->err_w);
-	ev_io_stop(envd_loop, &p->in_w);
-	ev_timer_stop(envd_loop, &p->grace_w);
-	ev_timer_stop(envd_loop, &p->kill_w);
-	ev_timer_stop(envd_loop, &p->stall_w);
-	if (p->pty)
-		p->in_fd = -1;
-	close_fd(&p->out_fd);
-	close_fd(&p->err_fd);
-	close_fd(&p->in_fd);
+	stop_io(p);
 	free(p->inq);
 	p->inq = NULL;
 	p->inq_len = p->inq_cap = 0;
