@@ -181,6 +181,8 @@ void outq_clear(struct outq *q)
 
 /* ---- connection lifetime ---- */
 
+static void rbuf_put(struct conn *c);
+
 static void conn_free(struct conn *c)
 {
 	ev_io_stop(envd_loop, &c->rio);
@@ -192,6 +194,8 @@ static void conn_free(struct conn *c)
 	else if (c->proto == CONN_H2)
 		h2_detach(c);
 	outq_clear(&c->out);
+	if (c->rbuf)
+		rbuf_put(c);
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->prev)
@@ -200,7 +204,6 @@ static void conn_free(struct conn *c)
 		conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	free(c->rbuf);
 	free(c);
 	server_n_conns--;
 }
@@ -278,14 +281,35 @@ static void conn_touch(struct conn *c)
 	ev_timer_again(envd_loop, &c->idle);
 }
 
+/*
+ * Small read buffers are recycled through a short free list: musl's
+ * allocator unmaps a size class's group as soon as it is empty, so a
+ * buffer freed after every request meant an mmap/munmap pair per request.
+ */
+#define RBUF_POOL 32
+static uint8_t *rbuf_pool[RBUF_POOL];
+static int rbuf_pooled;
+
+static uint8_t *rbuf_get(void)
+{
+	return rbuf_pooled > 0 ? rbuf_pool[--rbuf_pooled] : malloc(CONN_RBUF_SMALL);
+}
+
+static void rbuf_put(struct conn *c)
+{
+	if (c->rcap == CONN_RBUF_SMALL && rbuf_pooled < RBUF_POOL)
+		rbuf_pool[rbuf_pooled++] = c->rbuf;
+	else
+		free(c->rbuf);
+	c->rbuf = NULL;
+	c->rcap = 0;
+}
+
 static void conn_release_rbuf(struct conn *c)
 {
 	if (c->rlen == 0 && c->rbuf && !c->dead &&
-	    ((c->proto == CONN_H1 && h1_idle(c)) || (c->proto == CONN_H2 && h2_idle(c)))) {
-		free(c->rbuf);
-		c->rbuf = NULL;
-		c->rcap = 0;
-	}
+	    ((c->proto == CONN_H1 && h1_idle(c)) || (c->proto == CONN_H2 && h2_idle(c))))
+		rbuf_put(c);
 }
 
 /* Feed buffered input to the protocol; returns false if c was freed. */
@@ -331,7 +355,7 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		 * Small first: a typical request fits, and small blocks come
 		 * from the allocator's pools instead of a fresh mapping. */
 		c->rcap = CONN_RBUF_SMALL;
-		c->rbuf = malloc(c->rcap);
+		c->rbuf = rbuf_get();
 		if (!c->rbuf) {
 			conn_abort(c);
 			return;

@@ -670,7 +670,8 @@ static void on_body(struct http_req *r, const uint8_t *p, size_t n)
 		return;
 	}
 	if (c->len + n > c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 4096;
+		/* Sized from what arrives: most bodies are a few dozen bytes. */
+		size_t cap = c->cap ? c->cap * 2 : (n < 256 ? 256 : n);
 		while (cap < c->len + n)
 			cap *= 2;
 		uint8_t *b = realloc(c->buf, cap);

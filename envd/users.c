@@ -13,9 +13,11 @@
 #include <sys/stat.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 const char *users_passwd_path = "/etc/passwd";
 const char *users_group_path = "/etc/group";
@@ -426,9 +428,24 @@ static struct {
 	pthread_mutex_t lock;
 	struct file_id pw, gr;
 	const char *pw_path, *gr_path;
+	int64_t checked_ms;      /* when the file ids were last compared */
 	struct user users[USER_CACHE_SLOTS];
 	int n, next;
 } ucache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/*
+ * The files are compared at most every USERS_RECHECK_MS: two stat() calls
+ * per RPC were most of a small RPC's cost. A change to /etc/passwd is
+ * therefore seen within that time, not instantly.
+ */
+#define USERS_RECHECK_MS 100
+
+static int64_t mono_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
 
 static int file_id_of(const char *path, struct file_id *id)
 {
@@ -451,10 +468,23 @@ static bool file_id_eq(const struct file_id *a, const struct file_id *b)
 int user_lookup(const char *name, struct user *out, char *err, size_t errlen)
 {
 	struct file_id pw, gr;
-	bool ids_ok = file_id_of(users_passwd_path, &pw) == 0 && file_id_of(users_group_path, &gr) == 0;
+	int64_t now = mono_ms();
+	bool ids_ok;
 	int rc;
 
 	pthread_mutex_lock(&ucache.lock);
+	if (ucache.pw_path == users_passwd_path && ucache.gr_path == users_group_path &&
+	    now - ucache.checked_ms < USERS_RECHECK_MS) {
+		/* Checked a moment ago: trust the cache as it is. */
+		pw = ucache.pw;
+		gr = ucache.gr;
+		ids_ok = true;
+	} else {
+		pthread_mutex_unlock(&ucache.lock);
+		ids_ok = file_id_of(users_passwd_path, &pw) == 0 && file_id_of(users_group_path, &gr) == 0;
+		pthread_mutex_lock(&ucache.lock);
+		ucache.checked_ms = now;
+	}
 	if (!ids_ok || ucache.pw_path != users_passwd_path || ucache.gr_path != users_group_path ||
 	    !file_id_eq(&pw, &ucache.pw) || !file_id_eq(&gr, &ucache.gr)) {
 		ucache.n = ucache.next = 0;
@@ -500,6 +530,7 @@ int user_lookup(const char *name, struct user *out, char *err, size_t errlen)
 static struct {
 	pthread_mutex_t lock;
 	struct file_id id;
+	int64_t checked_ms;
 	const char *path;
 	struct {
 		unsigned long id;
@@ -512,10 +543,20 @@ static void name_of_cached(bool group, unsigned long id, char *buf, size_t len)
 {
 	const char *path = group ? users_group_path : users_passwd_path;
 	struct file_id fid;
-	bool fid_ok = file_id_of(path, &fid) == 0;
 	typeof(&ncache[0]) c = &ncache[group];
+	int64_t now = mono_ms();
+	bool fid_ok;
 
 	pthread_mutex_lock(&c->lock);
+	if (c->path == path && now - c->checked_ms < USERS_RECHECK_MS) {
+		fid = c->id;
+		fid_ok = true;
+	} else {
+		pthread_mutex_unlock(&c->lock);
+		fid_ok = file_id_of(path, &fid) == 0;
+		pthread_mutex_lock(&c->lock);
+		c->checked_ms = now;
+	}
 	if (!fid_ok || c->path != path || !file_id_eq(&fid, &c->id)) {
 		c->n = c->next = 0;
 		c->path = fid_ok ? path : NULL;
