@@ -5,8 +5,8 @@
  * Memory is O(1) in the file size in every direction:
  *   - identity downloads queue file ranges (sendfile on HTTP/1.1) a few
  *     MiB at a time, refilled from on_writable;
- *   - gzip downloads read and deflate 64 KiB at a time while the output
- *     queue is below HTTP_QUEUE_HIGH;
+ *   - gzip downloads read and deflate 64 KiB at a time on the worker
+ *     pool, while the output queue is below HTTP_QUEUE_HIGH;
  *   - uploads are inflated (if gzip) and parsed (if multipart) as they
  *     arrive and written straight to the target file. That work runs on
  *     the worker pool, one job per upload at a time; the loop only
@@ -172,6 +172,13 @@ struct download {
 	z_stream zs;
 	uint8_t *in, *out;
 	bool eof;           /* file fully read (gzip) */
+	/* gzip: reading and deflating run on the worker, one chunk a job */
+	struct http_req *r;
+	bool busy;          /* a job owns in/out/zs/fd right now */
+	bool orphaned;      /* the exchange ended while busy: free on return */
+	size_t have;        /* output bytes the last job produced */
+	int zr;             /* its deflate() result */
+	int rd_err;         /* its read() errno, 0 if none */
 };
 
 static void dl_free(struct download *d)
@@ -187,8 +194,14 @@ static void dl_free(struct download *d)
 
 static void dl_on_close(struct http_req *r, bool completed)
 {
-	dl_free(r->ud);
+	struct download *d = r->ud;
 	r->ud = NULL;
+	if (d && d->busy) {
+		d->orphaned = true; /* the job's completion frees it */
+		return;
+	}
+	if (d)
+		dl_free(d);
 }
 
 /* Queue more identity bytes. Ends the response when all is queued. */
@@ -214,11 +227,20 @@ static void dl_pump_identity(struct http_req *r)
 		http_resp_end(r, NULL, 0); /* may free d */
 }
 
-static void dl_pump_gzip(struct http_req *r)
+/*
+ * Worker side: produce one chunk of gzip output (or reach the end). Reading
+ * the file and deflating it are the slow parts of a gzip download; off the
+ * loop they cannot delay other clients.
+ */
+static void dl_gzip_work(void *arg)
 {
-	struct download *d = r->ud;
+	struct download *d = arg;
 
-	while (http_resp_queued(r) < HTTP_QUEUE_HIGH) {
+	d->have = 0;
+	d->rd_err = 0;
+	d->zs.next_out = d->out;
+	d->zs.avail_out = CHUNK;
+	for (;;) {
 		if (d->zs.avail_in == 0 && !d->eof) {
 			ssize_t n = read(d->fd, d->in, CHUNK);
 			if (n < 0 && errno == EAGAIN)
@@ -226,30 +248,62 @@ static void dl_pump_gzip(struct http_req *r)
 			if (n < 0) {
 				if (errno == EINTR)
 					continue;
-				/* Headers are out: all we can do is cut the stream. */
-				log_error("files", "files_get: read failed mid-download: %s", go_strerror(errno));
-				http_resp_end(r, NULL, 0);
-				return;
+				d->rd_err = errno;
+				break;
 			}
 			if (n == 0)
 				d->eof = true;
 			d->zs.next_in = d->in;
 			d->zs.avail_in = (uInt)n;
 		}
-		d->zs.next_out = d->out;
-		d->zs.avail_out = CHUNK;
-		int zr = deflate(&d->zs, d->eof ? Z_FINISH : Z_NO_FLUSH);
-		size_t have = CHUNK - d->zs.avail_out;
-		if (have && http_resp_write(r, d->out, have) < 0)
-			return;
-		if (zr == Z_STREAM_END) {
-			http_resp_end(r, NULL, 0);
-			return;
-		}
-		if (zr != Z_OK && zr != Z_BUF_ERROR) {
-			http_resp_end(r, NULL, 0);
-			return;
-		}
+		d->zr = deflate(&d->zs, d->eof ? Z_FINISH : Z_NO_FLUSH);
+		if (d->zr == Z_STREAM_END || (d->zr != Z_OK && d->zr != Z_BUF_ERROR) || d->zs.avail_out == 0)
+			break;
+		if (d->eof && d->zr == Z_BUF_ERROR)
+			break; /* no progress possible: avoid spinning */
+	}
+	d->have = CHUNK - d->zs.avail_out;
+}
+
+static void dl_pump_gzip(struct http_req *r);
+
+/* Loop side: queue what the job produced, then ask for more. */
+static void dl_gzip_done(void *arg)
+{
+	struct download *d = arg;
+	struct http_req *r = d->r;
+
+	d->busy = false;
+	if (d->orphaned) {
+		dl_free(d);
+		return;
+	}
+	if (d->rd_err) {
+		/* Headers are out: all we can do is cut the stream. */
+		log_error("files", "files_get: read failed mid-download: %s", go_strerror(d->rd_err));
+		http_resp_end(r, NULL, 0); /* may free d */
+		return;
+	}
+	if (d->have && http_resp_write(r, d->out, d->have) < 0)
+		return; /* client gone; on_close follows */
+	if (d->zr == Z_STREAM_END || (d->zr != Z_OK && d->zr != Z_BUF_ERROR) || (d->eof && d->have == 0)) {
+		http_resp_end(r, NULL, 0); /* may free d */
+		return;
+	}
+	dl_pump_gzip(r);
+}
+
+static void dl_pump_gzip(struct http_req *r)
+{
+	struct download *d = r->ud;
+
+	if (!d || d->busy || r->resp_ended || http_resp_queued(r) >= HTTP_QUEUE_HIGH)
+		return; /* on_writable or the running job calls again */
+	d->busy = true;
+	if (worker_submit(dl_gzip_work, dl_gzip_done, d) < 0) {
+		/* Worker queue full: do this one chunk here rather than stall. */
+		dl_gzip_work(d);
+		dl_gzip_done(d);
 	}
 }
 
@@ -436,6 +490,7 @@ void files_get(struct http_req *r)
 			return;
 		}
 		d->zinit = true;
+		d->r = r;
 		h[nh++] = (struct http_hdr){ "content-encoding", "gzip" };
 		h[nh++] = (struct http_hdr){ "content-type", ctype ? ctype : "application/octet-stream" };
 		r->ud = d;
