@@ -15,7 +15,18 @@ cd "$(dirname "$0")/.."
 
 ROOT=${1:-build/rootfs}
 SUITE=bookworm
-MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# The archive this machine's apt already uses (first "deb" source that is
+# not a security or updates suite), unless DEBIAN_MIRROR says otherwise.
+apt_mirror() {
+	{
+		awk '/^Types:/ {deb = ($0 ~ /(^|[ \t])deb([ \t]|$)/)} deb && /^URIs:/ {print $2}' \
+			/etc/apt/sources.list.d/*.sources 2>/dev/null
+		awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}' \
+			/etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null
+	} | grep -v -e security -e updates | head -n1
+}
+MIRROR=${DEBIAN_MIRROR:-$(apt_mirror)}
+[ -n "$MIRROR" ] || { echo "rootfs: no Debian archive found in apt's sources; set DEBIAN_MIRROR" >&2; exit 1; }
 # Bump when the package list changes so cached roots are rebuilt.
 BASE_STAMP="v2"
 PKGS=bash,libstdc++6,coreutils,git,python3,python-is-python3,sudo,ncurses-bin,ncurses-base,ca-certificates,curl,procps,iproute2,passwd,login,findutils,less,netbase

@@ -18,22 +18,21 @@ for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 
-src_list=/etc/apt/sources.list.d/envd-src.sources
+# deb-src entries for `apt-get source`: the same archives apt already uses
+# for binary packages, with the source type added.
+src_list=/etc/apt/sources.list.d/envd-src
 need_update=0
 if ! grep -rqs '^Types:.*deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-	cat > "$src_list" <<'SRC'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb-src
-URIs: http://deb.debian.org/debian-security
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
+	tmp=$(mktemp)
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] && [ "$f" != "$src_list.sources" ] || continue
+		sed -n '/^Types:/,$p' "$f" | sed 's/^Types:.*/Types: deb-src/'
+		echo
+	done >"$tmp"
+	[ -s "$tmp" ] && install -m 0644 "$tmp" "$src_list.sources"
+	grep -hs '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list | sed 's/^deb /deb-src /' >"$tmp" || true
+	[ -s "$tmp" ] && install -m 0644 "$tmp" "$src_list.list"
+	rm -f "$tmp"
 	need_update=1
 fi
 
