@@ -23,7 +23,7 @@ apt_mirror() {
 			/etc/apt/sources.list.d/*.sources 2>/dev/null
 		awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}' \
 			/etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null
-	} | grep -v -e security -e updates | head -n1
+	} | grep -v -e security -e updates | head -n1 || true
 }
 MIRROR=${DEBIAN_MIRROR:-$(apt_mirror)}
 [ -n "$MIRROR" ] || { echo "rootfs: no Debian archive found in apt's sources; set DEBIAN_MIRROR" >&2; exit 1; }
