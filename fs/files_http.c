@@ -217,13 +217,9 @@ static void dl_pump_identity(struct http_req *r)
 			return; /* client gone; on_close follows */
 		d->off += n;
 	}
-	/*
-	 * HTTP/1.1 ends the exchange (on_close, which closes the fd) inside
-	 * http_resp_end even while file segments are still queued, so wait
-	 * there until the kernel has taken every byte; HTTP/2 reads the
-	 * segments before it closes the stream.
-	 */
-	if (d->off >= d->end && (r->version == 20 || http_resp_queued(r) == 0))
+	/* Queued file segments hold their own duplicate of the fd, so the
+	 * response can end (and on_close close ours) right away. */
+	if (d->off >= d->end)
 		http_resp_end(r, NULL, 0); /* may free d */
 }
 
