@@ -18,18 +18,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "conn.h"
-#include "control.h"
-#include "errstr.h"
-#include "fs_service.h"
-#include "log.h"
-#include "loop.h"
-#include "portfwd.h"
-#include "mmds.h"
-#include "process.h"
-#include "process_service.h"
-#include "rpc.h"
-#include "state.h"
+#include "http/conn.h"
+#include "sandbox/control.h"
+#include "base/errstr.h"
+#include "fs/fs_service.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "sandbox/portfwd.h"
+#include "sandbox/mmds.h"
+#include "process/process.h"
+#include "process/process_service.h"
+#include "rpc/rpc.h"
+#include "base/state.h"
 
 #ifndef ENVD_VERSION
 #define ENVD_VERSION "0.7.0"

@@ -8,13 +8,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "base64.h"
-#include "control.h"
-#include "files_http.h"
-#include "router.h"
-#include "rpc.h"
-#include "state.h"
-#include "users.h"
+#include "base/base64.h"
+#include "sandbox/control.h"
+#include "fs/files_http.h"
+#include "envd/router.h"
+#include "rpc/rpc.h"
+#include "base/state.h"
+#include "base/users.h"
 
 const char *http_reason(int s)
 {

@@ -6,7 +6,7 @@
 #ifndef ENVD_ROUTER_H
 #define ENVD_ROUTER_H
 
-#include "http.h"
+#include "http/http.h"
 
 /* Entry point for every request head, from either protocol. */
 void router_dispatch(struct http_req *r);

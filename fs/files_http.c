@@ -17,7 +17,7 @@
  * on_close synchronously, so nothing touches the context after ending a
  * response.
  */
-#include "files_http.h"
+#include "fs/files_http.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,14 +33,14 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "entry.h"
-#include "errstr.h"
-#include "files_util.h"
-#include "multipart.h"
-#include "log.h"
-#include "state.h"
-#include "users.h"
-#include "worker.h"
+#include "fs/entry.h"
+#include "base/errstr.h"
+#include "fs/files_util.h"
+#include "fs/multipart.h"
+#include "base/log.h"
+#include "base/state.h"
+#include "base/users.h"
+#include "base/worker.h"
 
 #define MSGLEN (2 * PATH_MAX + 512)
 #define CHUNK (64 * 1024)

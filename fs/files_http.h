@@ -16,7 +16,7 @@
 #ifndef FS_FILES_HTTP_H
 #define FS_FILES_HTTP_H
 
-#include "http.h"
+#include "http/http.h"
 
 void files_get(struct http_req *r);
 void files_post(struct http_req *r);

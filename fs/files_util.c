@@ -2,7 +2,7 @@
 /*
  * files_util.c - pure helpers for /files.
  */
-#include "files_util.h"
+#include "fs/files_util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "base64.h"
-#include "sha2.h"
+#include "base/base64.h"
+#include "base/sha2.h"
 
 void files_signature(const char *path, const char *op, const char *user, const char *token, size_t toklen,
 		     int64_t exp, char *out, size_t outlen)

@@ -7,7 +7,7 @@
  * worker pool and answer from its completion. WatchDir streams inotify
  * events; CreateWatcher keeps a bounded event buffer per watcher id.
  */
-#include "fs_service.h"
+#include "fs/fs_service.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -18,15 +18,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "entry.h"
-#include "errstr.h"
-#include "listdir.h"
-#include "log.h"
-#include "loop.h"
-#include "state.h"
-#include "users.h"
-#include "watch.h"
-#include "worker.h"
+#include "fs/entry.h"
+#include "base/errstr.h"
+#include "fs/listdir.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/state.h"
+#include "base/users.h"
+#include "fs/watch.h"
+#include "base/worker.h"
 
 #define ERRLEN (2 * PATH_MAX + 256)
 

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "rpc.h"
+#include "rpc/rpc.h"
 
 extern const struct rpc_service fs_service;
 

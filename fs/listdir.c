@@ -4,7 +4,7 @@
  * listed but not descended) and recursive remove. Blocking; run these on
  * the worker pool.
  */
-#include "listdir.h"
+#include "fs/listdir.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,10 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "entry.h"
-#include "errstr.h"
-#include "rpc.h"
-#include "users.h"
+#include "fs/entry.h"
+#include "base/errstr.h"
+#include "rpc/rpc.h"
+#include "base/users.h"
 
 void fs_listing_free(struct fs_listing *l)
 {

@@ -3,7 +3,7 @@
  * watch.c - inotify with recursive directories, as the reference's
  * fsnotify fork behaves (§7.7), plus an explicit overflow event.
  */
-#include "watch.h"
+#include "fs/watch.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,11 +17,11 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include "entry.h"
-#include "errstr.h"
-#include "loop.h"
-#include "rpc.h"
-#include "users.h"
+#include "fs/entry.h"
+#include "base/errstr.h"
+#include "base/loop.h"
+#include "rpc/rpc.h"
+#include "base/users.h"
 
 #define WATCH_MASK \
 	(IN_CREATE | IN_MODIFY | IN_DELETE | IN_DELETE_SELF | IN_MOVED_FROM | IN_MOVED_TO | IN_MOVE_SELF | \

@@ -10,11 +10,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "conn.h"
+#include "http/conn.h"
 #include "fuzz_server.h"
-#include "loop.h"
+#include "base/loop.h"
 #include "process.pb-c.h"
-#include "rpc.h"
+#include "rpc/rpc.h"
 
 static void t_list(struct rpc_call *call, const ProtobufCMessage *req)
 {

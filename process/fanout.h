@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ring.h"
+#include "process/ring.h"
 
 enum fanout_action {
 	FANOUT_IDLE,   /* caught up: nothing to send until more output */

@@ -2,7 +2,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "process.h"
+#include "process/process.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,16 +14,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../pty/pty.h"
-#include "errstr.h"
-#include "fanout.h"
-#include "http.h"
-#include "loop.h"
-#include "ptable.h"
-#include "ring.h"
-#include "spawn.h"
-#include "users.h"
-#include "waitstatus.h"
+#include "pty/pty.h"
+#include "base/errstr.h"
+#include "process/fanout.h"
+#include "http/http.h"
+#include "base/loop.h"
+#include "process/ptable.h"
+#include "process/ring.h"
+#include "process/spawn.h"
+#include "base/users.h"
+#include "process/waitstatus.h"
 
 size_t process_ring_size = 1024 * 1024;
 

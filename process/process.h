@@ -43,7 +43,7 @@
 #include <sys/types.h>
 
 #include "process.pb-c.h"
-#include "rpc.h"
+#include "rpc/rpc.h"
 
 struct user;
 struct process;

@@ -2,7 +2,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "process_service.h"
+#include "process/process_service.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -12,12 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "errstr.h"
-#include "procenv.h"
-#include "process.h"
+#include "base/errstr.h"
+#include "process/procenv.h"
+#include "process/process.h"
 #include "process.pb-c.h"
-#include "state.h"
-#include "users.h"
+#include "base/state.h"
+#include "base/users.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

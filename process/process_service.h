@@ -7,7 +7,7 @@
 #ifndef PROCESS_PROCESS_SERVICE_H
 #define PROCESS_PROCESS_SERVICE_H
 
-#include "rpc.h"
+#include "rpc/rpc.h"
 
 extern const struct rpc_service process_service;
 

@@ -9,8 +9,8 @@
  * descriptor, allocating exactly what protobuf_c_message_free_unpacked()
  * expects to free (malloc'd strings, bytes, arrays and sub-messages).
  */
-#include "pbjson.h"
-#include "base64.h"
+#include "proto/pbjson.h"
+#include "base/base64.h"
 
 #include <float.h>
 #include <inttypes.h>

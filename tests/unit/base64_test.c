@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base64.h"
+#include "base/base64.h"
 
 static const struct {
 	const char *raw, *padded, *unpadded;

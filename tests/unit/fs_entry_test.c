@@ -10,9 +10,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "entry.h"
-#include "listdir.h"
-#include "rpc.h"
+#include "fs/entry.h"
+#include "fs/listdir.h"
+#include "rpc/rpc.h"
 
 static char dir[64];
 

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "files_util.h"
+#include "fs/files_util.h"
 
 Test(files_util, signature_vectors)
 {

@@ -9,11 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "entry.h"
-#include "listdir.h"
-#include "loop.h"
-#include "rpc.h"
-#include "watch.h"
+#include "fs/entry.h"
+#include "fs/listdir.h"
+#include "base/loop.h"
+#include "rpc/rpc.h"
+#include "fs/watch.h"
 
 #define E(t) FILESYSTEM__EVENT_TYPE__EVENT_TYPE_##t
 

@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "pbjson.h"
+#include "proto/pbjson.h"
 #include "process.pb-c.h"
 #include "filesystem.pb-c.h"
 #include "google/protobuf/timestamp.pb-c.h"

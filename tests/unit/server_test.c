@@ -19,14 +19,14 @@
 #include <nghttp2/nghttp2.h>
 #include <zlib.h>
 
-#include "conn.h"
-#include "http.h"
-#include "loop.h"
+#include "http/conn.h"
+#include "http/http.h"
+#include "base/loop.h"
 #include "process.pb-c.h"
-#include "router.h"
-#include "rpc.h"
-#include "state.h"
-#include "users.h"
+#include "envd/router.h"
+#include "rpc/rpc.h"
+#include "base/state.h"
+#include "base/users.h"
 
 /* ---- a test service on the process.Process descriptor ---- */
 

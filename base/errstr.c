@@ -6,7 +6,7 @@
  * reference's error strings reach clients verbatim, so we keep our own
  * table (Go's syscall/zerrors_linux_amd64.go errors table).
  */
-#include "errstr.h"
+#include "base/errstr.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "errstr.h"
-#include "nfs.h"
-#include "worker.h"
+#include "base/errstr.h"
+#include "sandbox/nfs.h"
+#include "base/worker.h"
 
 extern char **environ;
 

@@ -20,14 +20,14 @@
 #include <jansson.h>
 #include <zlib.h>
 
-#include "http.h"
-#include "log.h"
-#include "loop.h"
-#include "pbjson.h"
-#include "router.h"
-#include "rpc.h"
-#include "state.h"
-#include "users.h"
+#include "http/http.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "proto/pbjson.h"
+#include "envd/router.h"
+#include "rpc/rpc.h"
+#include "base/state.h"
+#include "base/users.h"
 
 size_t rpc_max_message = 16 << 20;
 

@@ -3,7 +3,7 @@
  * base64.c - RFC 4648 base64. The encoder is a plain 3-bytes-to-4-chars
  * loop because it runs over every chunk of process output sent as JSON.
  */
-#include "base64.h"
+#include "base/base64.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "http.h"
+#include "http/http.h"
 
 void control_health(struct http_req *r);
 void control_metrics(struct http_req *r);

@@ -9,7 +9,7 @@
 
 #include <jansson.h>
 
-#include "log.h"
+#include "base/log.h"
 
 bool log_verbose;
 

@@ -19,10 +19,10 @@
 #include <http_parser.h>
 #include <jansson.h>
 
-#include "log.h"
-#include "loop.h"
-#include "mmds.h"
-#include "state.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "sandbox/mmds.h"
+#include "base/state.h"
 
 char mmds_addr[64] = "169.254.169.254:80";
 

@@ -3,7 +3,7 @@
  * sha2.c - SHA-256 / SHA-512 straight from FIPS 180-4. Small and portable
  * rather than fast: only short strings (signatures, tokens) go through it.
  */
-#include "sha2.h"
+#include "base/sha2.h"
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
 /*
  * http.h - one request/response exchange, whichever protocol carried it.
  *
- * HTTP/1.1 (envd/h1.c) and HTTP/2 (envd/h2.c) both hand requests to the
+ * HTTP/1.1 (http/h1.c) and HTTP/2 (http/h2.c) both hand requests to the
  * router as a struct http_req. A handler reads the request head, receives
  * the body through callbacks, and answers through http_resp_*(). Nothing
  * here blocks: writes are queued and the handler is told through

@@ -4,7 +4,7 @@
  * back to the loop through an ev_async. No allocation per job: the ring
  * holds the jobs themselves.
  */
-#include "worker.h"
+#include "base/worker.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "loop.h"
+#include "base/loop.h"
 
 struct worker_job {
 	void (*work)(void *);

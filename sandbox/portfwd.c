@@ -26,9 +26,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "loop.h"
-#include "portfwd.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "sandbox/portfwd.h"
 
 #define LOGGER "port-forwarder"
 #define RETRY_MIN 0.25

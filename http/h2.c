@@ -19,10 +19,10 @@
 
 #include <nghttp2/nghttp2.h>
 
-#include "conn.h"
-#include "http.h"
-#include "log.h"
-#include "router.h"
+#include "http/conn.h"
+#include "http/http.h"
+#include "base/log.h"
+#include "envd/router.h"
 
 #define H2_MAX_HEADERS 128
 #define H2_MAX_HEAD_BYTES (64 * 1024)

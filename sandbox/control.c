@@ -19,12 +19,12 @@
 
 #include <jansson.h>
 
-#include "control.h"
-#include "log.h"
-#include "mmds.h"
-#include "nfs.h"
-#include "sha2.h"
-#include "state.h"
+#include "sandbox/control.h"
+#include "base/log.h"
+#include "sandbox/mmds.h"
+#include "sandbox/nfs.h"
+#include "base/sha2.h"
+#include "base/state.h"
 
 #ifndef ENVD_VERSION
 #define ENVD_VERSION "0.7.0"

@@ -8,7 +8,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "http.h"
+#include "http/http.h"
 
 const char *http_req_header(const struct http_req *r, const char *lname)
 {

@@ -6,8 +6,8 @@
  * The files are parsed directly, line by line, as Go's pure-Go os/user does:
  * no NSS, so results are identical under musl and glibc.
  */
-#include "users.h"
-#include "errstr.h"
+#include "base/users.h"
+#include "base/errstr.h"
 
 #include <errno.h>
 #include <sys/stat.h>

@@ -2,7 +2,7 @@
 /*
  * rpc.h - Connect / gRPC / gRPC-Web calls as seen by service handlers.
  *
- * envd/connect.c turns an HTTP exchange into a struct rpc_call: it picks the
+ * rpc/connect.c turns an HTTP exchange into a struct rpc_call: it picks the
  * protocol and codec from the content type, decodes request messages into
  * protobuf-c structs (binary or JSON), and encodes whatever the handler
  * sends. A handler never sees bytes, envelopes or HTTP statuses.

@@ -23,9 +23,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "conn.h"
-#include "log.h"
-#include "loop.h"
+#include "http/conn.h"
+#include "base/log.h"
+#include "base/loop.h"
 
 size_t server_n_conns;
 size_t server_max_conns = 20000;

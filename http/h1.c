@@ -19,11 +19,11 @@
 
 #include <http_parser.h>
 
-#include "base64.h"
-#include "conn.h"
-#include "http.h"
-#include "log.h"
-#include "router.h"
+#include "base/base64.h"
+#include "http/conn.h"
+#include "http/http.h"
+#include "base/log.h"
+#include "envd/router.h"
 
 /* Request head limit (request line + headers). */
 size_t h1_max_header_bytes = 64 * 1024;

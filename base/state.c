@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "state.h"
+#include "base/state.h"
 
 int64_t state_last_init_ns;
 
