@@ -16,8 +16,8 @@ COMMIT  := $(shell git rev-parse --short=7 HEAD 2>/dev/null)
 # Sources by folder, lowest layer first (docs/architecture.md).
 LAYERS    := base proto http rpc pty process fs sandbox envd
 SRCS      := $(foreach d,$(LAYERS),$(sort $(wildcard $(d)/*.c)))
-PROTOS    := proto/process.proto proto/filesystem.proto proto/google/protobuf/timestamp.proto
-GEN_SRCS  := $(GEN)/process.pb-c.c $(GEN)/filesystem.pb-c.c $(GEN)/google/protobuf/timestamp.pb-c.c
+PROTOS    := proto/process.proto proto/filesystem.proto proto/handover.proto proto/google/protobuf/timestamp.proto
+GEN_SRCS  := $(GEN)/process.pb-c.c $(GEN)/filesystem.pb-c.c $(GEN)/handover.pb-c.c $(GEN)/google/protobuf/timestamp.pb-c.c
 GEN_HDRS  := $(GEN_SRCS:.c=.h)
 LIB_SRCS  := $(filter-out envd/main.c,$(SRCS))
 UNIT_SRCS := $(sort $(wildcard tests/unit/*_test.c))

@@ -180,3 +180,5 @@ void envstore_entry(size_t i, const char **key, const char **value)
 	*key = envs[i].key;
 	*value = envs[i].value;
 }
+
+bool envstore_entry_internal(size_t i) { return envs[i].internal; }

@@ -37,6 +37,8 @@ const char *envstore_get(const char *key);
 size_t envstore_count(void);
 /* The i-th entry, 0 <= i < envstore_count(). */
 void envstore_entry(size_t i, const char **key, const char **value);
+/* True when the i-th entry was set by envd itself (live-upgrade record). */
+bool envstore_entry_internal(size_t i);
 
 /* Largest /init timestamp applied so far (ns since epoch), for replay guard. */
 extern int64_t state_last_init_ns;

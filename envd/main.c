@@ -26,6 +26,7 @@
 #include "base/loop.h"
 #include "sandbox/portfwd.h"
 #include "sandbox/mmds.h"
+#include "sandbox/upgrade.h"
 #include "process/process.h"
 #include "process/process_service.h"
 #include "rpc/rpc.h"
@@ -63,8 +64,12 @@ static struct flag flags[] = {
 	{"cgroup-root", F_STR, "cgroup root directory", "/sys/fs/cgroup", {.s = "/sys/fs/cgroup"}},
 	{"no-cgroups", F_BOOL, "disable cgroups", "false", {.b = false}},
 	{"verbose", F_BOOL, "write the JSON log stream to stdout", "false", {.b = false}},
-	{"resume-handover", F_BOOL, "internal: resume from a live-upgrade handover (unsupported, ignored)", "false",
+	{"resume-handover", F_BOOL, "internal: take over from the hand-over record after a live upgrade", "false",
 	 {.b = false}},
+	{"upgrade-dir", F_STR, "directory where POST /upgrade stores the new binary (as envd.next)", "/usr/bin",
+	 {.s = "/usr/bin"}},
+	{"handover-file", F_STR, "live-upgrade hand-over record", "/run/e2b/envd-handover.pb",
+	 {.s = "/run/e2b/envd-handover.pb"}},
 	{"default-user", F_STR, "user that requests run as when none is given", "root", {.s = "root"}},
 	{"addr", F_STR, "listen address (default: dual-stack [::], falling back to 0.0.0.0)", "", {.s = ""}},
 	{"max-conns", F_INT, "maximum open connections", "20000", {.i = 20000}},
@@ -245,7 +250,14 @@ int main(int argc, char **argv)
 	rpc_register(&process_service);
 	rpc_register(&fs_service);
 
-	int rc = server_listen((int)port, flag_get("addr")->v.s);
+	snprintf(upgrade_dir, sizeof(upgrade_dir), "%s", flag_get("upgrade-dir")->v.s);
+	snprintf(upgrade_record_path, sizeof(upgrade_record_path), "%s", flag_get("handover-file")->v.s);
+	upgrade_version = ENVD_VERSION;
+	upgrade_set_argv(argc, argv);
+	bool resume = flag_get("resume-handover")->v.b;
+	int rc = resume ? upgrade_resume() : -1;
+	if (rc < 0)
+		rc = server_listen((int)port, flag_get("addr")->v.s);
 	if (rc < 0) {
 		fprintf(stderr, "server stopped: listen tcp 0.0.0.0:%lld: bind: %s\n", port, go_strerror(-rc));
 		return 1;
@@ -253,6 +265,8 @@ int main(int argc, char **argv)
 	log_info("envd", "listening on port %lld, version %s", port, ENVD_VERSION);
 	if (!flag_get("no-port-forward")->v.b && portfwd_start(flag_get("sandbox-addr")->v.s, (int)port) < 0)
 		fprintf(stderr, "port forwarding disabled: bad -sandbox-addr %s\n", flag_get("sandbox-addr")->v.s);
+	if (resume)
+		upgrade_resume_forwards();
 	/* SIGTERM/SIGINT end the loop and main returns: children live on in
 	 * their own process groups, and sanitizer builds get their exit-time
 	 * leak check. */

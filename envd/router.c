@@ -12,6 +12,7 @@
 #include "sandbox/control.h"
 #include "fs/files_http.h"
 #include "envd/router.h"
+#include "sandbox/upgrade.h"
 #include "rpc/rpc.h"
 #include "base/state.h"
 #include "base/users.h"
@@ -159,6 +160,14 @@ void router_dispatch(struct http_req *r)
 						"signing if supported");
 			return;
 		}
+	}
+
+	/* After a live upgrade only /health and /init are served until an
+	 * /init succeeds: the orchestrator re-sends the state first. */
+	if (upgrade_gate_closed() && !(r->method == HTTP_M_GET && strcmp(r->path, "/health") == 0) &&
+	    !(r->method == HTTP_M_POST && strcmp(r->path, "/init") == 0)) {
+		http_respond_json_error(r, 401, "envd not initialized");
+		return;
 	}
 
 	/* 3. Basic auth: an unknown user named in the header fails every path. */

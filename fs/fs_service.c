@@ -516,6 +516,8 @@ struct watcher {
 	char id[24];
 	struct fs_watch *w;
 	bool include_entry;
+	bool recursive;
+	char *path;              /* kept for the live-upgrade record */
 	Filesystem__FilesystemEvent **events;
 	size_t n, cap;
 	bool overflowed; /* the buffer limit was hit; an overflow event is queued */
@@ -572,6 +574,7 @@ static void watcher_free(struct watcher *wt)
 	for (size_t i = 0; i < wt->n; i++)
 		event_free(wt->events[i]);
 	free(wt->events);
+	free(wt->path);
 	free(wt);
 }
 
@@ -627,11 +630,14 @@ static void watcher_ready(struct watch_job *j)
 		return;
 	}
 	wt->include_entry = j->include_entry;
+	wt->recursive = j->recursive;
+	wt->path = strdup(j->path);
 	do {
 		rc = watcher_new_id(wt->id);
 	} while (rc == 0 && watcher_find(wt->id));
 	if (rc < 0) {
 		fs_watch_free(j->w);
+		free(wt->path);
 		free(wt);
 		rpc_fail(j->call, RPC_INTERNAL, "error creating watcher id: %s", go_strerror(-rc));
 		return;
@@ -689,6 +695,82 @@ static void fs_remove_watcher(struct rpc_call *call, const ProtobufCMessage *msg
 	watcher_free(*slot);
 	*slot = NULL;
 	rpc_reply(call, &resp.base);
+}
+
+/* --- live upgrade --- */
+
+void fs_watchers_snapshot_each(void (*fn)(void *ud, const struct fs_watcher_snapshot *s), void *ud)
+{
+	for (size_t i = 0; i < WATCHERS_CAP; i++) {
+		struct watcher *wt = watchers[i];
+		struct fs_watcher_snapshot s;
+
+		if (!wt || !wt->path)
+			continue;
+		/* Events the kernel holds now are owed to the client: take them
+		 * along; the new inotify instance only sees what comes later. */
+		fs_watch_drain(wt->w);
+		s.id = wt->id;
+		s.path = wt->path;
+		s.recursive = wt->recursive;
+		s.include_entry = wt->include_entry;
+		s.events = (const Filesystem__FilesystemEvent *const *)wt->events;
+		s.n_events = wt->n;
+		fn(ud, &s);
+	}
+}
+
+static Filesystem__FilesystemEvent *event_copy(const Filesystem__FilesystemEvent *ev)
+{
+	size_t n = filesystem__filesystem_event__get_packed_size(ev);
+	uint8_t *buf = malloc(n ? n : 1);
+	Filesystem__FilesystemEvent *out;
+
+	if (!buf)
+		return NULL;
+	filesystem__filesystem_event__pack(ev, buf);
+	out = filesystem__filesystem_event__unpack(NULL, n, buf);
+	free(buf);
+	return out;
+}
+
+int fs_watcher_adopt(const struct fs_watcher_snapshot *s, char *err, size_t errlen)
+{
+	struct watcher **slot = NULL, *wt;
+	int rc;
+
+	if (!s->id || strlen(s->id) >= sizeof(wt->id) || watcher_find(s->id)) {
+		snprintf(err, errlen, "bad or duplicate watcher id");
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < WATCHERS_CAP && !slot; i++)
+		if (!watchers[i])
+			slot = &watchers[i];
+	wt = slot ? calloc(1, sizeof(*wt)) : NULL;
+	if (!wt) {
+		snprintf(err, errlen, "too many watchers");
+		return -ENOSPC;
+	}
+	snprintf(wt->id, sizeof(wt->id), "%s", s->id);
+	wt->include_entry = s->include_entry;
+	wt->recursive = s->recursive;
+	wt->path = strdup(s->path ? s->path : "");
+	for (size_t i = 0; wt->path && i < s->n_events; i++) {
+		Filesystem__FilesystemEvent *ev = event_copy(s->events[i]);
+
+		if (!ev || !watcher_push(wt, ev)) {
+			event_free(ev);
+			break;
+		}
+	}
+	rc = wt->path ? fs_watch_prepare(wt->path, wt->recursive, &wt->w, err, errlen) : -ENOMEM;
+	if (rc < 0) {
+		watcher_free(wt);
+		return rc;
+	}
+	fs_watch_start(wt->w, watcher_on_event, wt);
+	*slot = wt;
+	return 0;
 }
 
 static const struct rpc_method_impl fs_methods[] = {

@@ -6,7 +6,10 @@
 #ifndef FS_FS_SERVICE_H
 #define FS_FS_SERVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+#include "filesystem.pb-c.h"
 
 #include "rpc/rpc.h"
 
@@ -17,5 +20,19 @@ extern size_t fs_max_watchers;
 
 /* Watchers created with CreateWatcher and not yet removed (tests, metrics). */
 size_t fs_service_watcher_count(void);
+
+/* Live upgrade: a CreateWatcher watcher as the hand-over record holds it. */
+struct fs_watcher_snapshot {
+	const char *id, *path;
+	bool recursive, include_entry;
+	const Filesystem__FilesystemEvent *const *events; /* not yet fetched */
+	size_t n_events;
+};
+
+/* Every watcher, after draining what the kernel has queued. */
+void fs_watchers_snapshot_each(void (*fn)(void *ud, const struct fs_watcher_snapshot *s), void *ud);
+
+/* Re-arm a watcher under its old id with its pending events. 0 or -errno. */
+int fs_watcher_adopt(const struct fs_watcher_snapshot *s, char *err, size_t errlen);
 
 #endif

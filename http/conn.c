@@ -610,3 +610,40 @@ int server_listen(int port, const char *addr)
 	ev_io_start(envd_loop, &listen_io);
 	return 0;
 }
+
+/* ---- live upgrade: the listener outlives the process image ---- */
+
+int server_listen_fd(int fd)
+{
+	int type = 0, acc = 0;
+	socklen_t len = sizeof(type);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0)
+		return -errno;
+	len = sizeof(acc);
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) < 0)
+		return -errno;
+	if (type != SOCK_STREAM || !acc)
+		return -ENOTSOCK;
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+		return -errno;
+	ev_io_init(&listen_io, accept_cb, fd, EV_READ);
+	ev_io_start(envd_loop, &listen_io);
+	return 0;
+}
+
+int server_listener_fd(void)
+{
+	return listen_io.cb == accept_cb ? listen_io.fd : -1;
+}
+
+void server_pause_accept(bool paused)
+{
+	if (listen_io.cb != accept_cb)
+		return;
+	if (paused)
+		ev_io_stop(envd_loop, &listen_io);
+	else
+		ev_io_start(envd_loop, &listen_io);
+}

@@ -91,6 +91,12 @@ struct conn *conn_adopt(int fd, const char *peer);
 
 /* Listener: bind [::]:port (v6only off), falling back to 0.0.0.0. */
 int server_listen(int port, const char *addr);
+/* Serve on an inherited listening socket (live upgrade). 0 or -errno. */
+int server_listen_fd(int fd);
+/* The listening socket, or -1 before server_listen. */
+int server_listener_fd(void);
+/* Stop/resume accepting: pending connections wait in the backlog. */
+void server_pause_accept(bool paused);
 /* Number of open connections (for limits and tests). */
 extern size_t server_n_conns;
 extern size_t server_max_conns;

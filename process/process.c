@@ -1121,3 +1121,175 @@ const Process__ProcessConfig *process_config(const struct process *p)
 {
 	return p->config;
 }
+
+/* ---- live upgrade ------------------------------------------------------------ */
+
+static int64_t timer_left_ms(ev_timer *t)
+{
+	if (!ev_is_active(t))
+		return 0;
+	ev_tstamp left = ev_timer_remaining(envd_loop, t);
+	int64_t ms = (int64_t)(left * 1000.0);
+
+	return ms > 0 ? ms : 1;
+}
+
+void process_snapshot_each(void (*fn)(void *ud, const struct process_snapshot *s), void *ud)
+{
+	for (struct ptable_entry *e = table.head; e; e = e->next) {
+		struct process *p = of_entry(e);
+		struct process_snapshot s = { 0 };
+
+		if (!e->listed && !e->retained)
+			continue;
+		s.pid = (uint32_t)p->pid;
+		s.tag = p->tag;
+		s.pty = p->pty;
+		s.config = p->config;
+		s.finished = p->finalized;
+		s.out_fd = p->out_fd;
+		s.err_fd = p->err_fd;
+		s.in_fd = p->pty ? (p->out_fd >= 0 ? p->out_fd : -1) : p->in_fd;
+		if (p->stdin_close_pending) {
+			s.stdin_close_pending = true;
+		}
+		s.timeout_left_ms = timer_left_ms(&p->kill_w);
+		s.retain_left_ms = timer_left_ms(&p->retain_w);
+		s.ring = &p->ring;
+		s.reaped = p->reaped;
+		s.exit_code = p->exit_code;
+		s.exited = p->exited;
+		s.status = p->status;
+		s.stdin_pending = p->inq;
+		s.stdin_pending_len = p->inq_len;
+		fn(ud, &s);
+	}
+}
+
+void process_end_streams(enum rpc_code code, const char *msg)
+{
+	for (struct ptable_entry *e = table.head; e; e = e->next) {
+		struct process *p = of_entry(e);
+
+		enter(p);
+		for (struct sub *s = p->subs; s; s = s->next)
+			sub_fail(s, code, "%s", msg);
+		leave(p);
+	}
+}
+
+int process_adopt(const struct process_snapshot *s, struct ring *ring)
+{
+	struct process *p = calloc(1, sizeof(*p));
+	uint8_t *inq = NULL;
+
+	if (!p)
+		return -ENOMEM;
+	if (s->stdin_pending_len) {
+		inq = malloc(s->stdin_pending_len);
+		if (!inq) {
+			free(p);
+			return -ENOMEM;
+		}
+		memcpy(inq, s->stdin_pending, s->stdin_pending_len);
+	}
+	p->config = s->config ? config_copy(s->config)
+			      : calloc(1, sizeof(Process__ProcessConfig));
+	if (p->config && !s->config)
+		process__process_config__init(p->config);
+	p->tag = s->tag ? strdup(s->tag) : NULL;
+	if (!p->config || (s->tag && !p->tag)) {
+		free(inq);
+		if (p->config)
+			process__process_config__free_unpacked(p->config, NULL);
+		free(p->tag);
+		free(p);
+		return -ENOMEM;
+	}
+	init_once();
+	p->ring = *ring;
+	memset(ring, 0, sizeof(*ring));
+	ring_init(ring, p->ring.max);
+	p->pid = (pid_t)s->pid;
+	p->pty = s->pty;
+	p->out_fd = p->err_fd = p->in_fd = -1;
+	p->inq = inq;
+	p->inq_len = p->inq_cap = s->stdin_pending_len;
+	p->stdin_close_pending = s->stdin_close_pending;
+	p->reaped = s->reaped;
+	p->exit_code = s->exit_code;
+	p->exited = s->exited;
+	snprintf(p->status, sizeof(p->status), "%s", s->status ? s->status : "");
+
+	ev_child_init(&p->child_w, child_cb, p->pid, 0);
+	p->child_w.data = p;
+	ev_timer_init(&p->grace_w, grace_cb, PROCESS_GRACE_S, 0.);
+	p->grace_w.data = p;
+	ev_timer_init(&p->kill_w, kill_cb, (double)s->timeout_left_ms / 1000.0, 0.);
+	p->kill_w.data = p;
+	ev_timer_init(&p->retain_w, retain_cb, PROCESS_RETAIN_S, 0.);
+	p->retain_w.data = p;
+	ev_timer_init(&p->stall_w, stall_cb, PROCESS_STALL_S, 0.);
+	p->stall_w.data = p;
+
+	p->ent.pid = s->pid;
+	p->ent.tag = p->tag;
+	if (s->finished) {
+		/* Retained: the end event is all that is left to give. */
+		p->reaped = p->out_eof = p->err_eof = true;
+		p->end_ready = true;
+		p->end_off = ring_end(&p->ring);
+		p->finalized = true;
+		p->ent.retained = true;
+		ptable_add(&table, &p->ent);
+		p->in_table = true;
+		retained_bytes += p->ring.cap;
+		ev_timer_set(&p->retain_w, s->retain_left_ms > 0 ? (double)s->retain_left_ms / 1000.0 : 0.001,
+			     0.);
+		ev_timer_start(envd_loop, &p->retain_w);
+		return 0;
+	}
+
+	p->out_fd = s->out_fd;
+	p->err_fd = p->pty ? -1 : s->err_fd;
+	p->in_fd = p->pty ? (s->out_fd >= 0 ? s->out_fd : -1) : s->in_fd;
+	if (p->out_fd >= 0) {
+		nonblock(p->out_fd);
+		fcntl(p->out_fd, F_SETFD, FD_CLOEXEC);
+	} else {
+		p->out_eof = true;
+	}
+	if (p->err_fd >= 0) {
+		nonblock(p->err_fd);
+		fcntl(p->err_fd, F_SETFD, FD_CLOEXEC);
+	} else {
+		p->err_eof = true;
+	}
+	if (!p->pty && p->in_fd >= 0) {
+		nonblock(p->in_fd);
+		fcntl(p->in_fd, F_SETFD, FD_CLOEXEC);
+	}
+	p->ent.listed = true;
+	ptable_add(&table, &p->ent);
+	p->in_table = true;
+
+	ev_io_init(&p->out_w, read_cb, p->out_fd < 0 ? 0 : p->out_fd, EV_READ);
+	p->out_w.data = p;
+	ev_io_init(&p->err_w, read_cb, p->err_fd < 0 ? 0 : p->err_fd, EV_READ);
+	p->err_w.data = p;
+	ev_io_init(&p->in_w, in_cb, p->in_fd < 0 ? 0 : p->in_fd, EV_WRITE);
+	p->in_w.data = p;
+	if (!p->reaped)
+		ev_child_start(envd_loop, &p->child_w);
+	else if (!p->out_eof || !p->err_eof)
+		ev_timer_start(envd_loop, &p->grace_w);
+	if (s->timeout_left_ms > 0)
+		ev_timer_start(envd_loop, &p->kill_w);
+	if (p->inq_len && p->in_fd >= 0)
+		ev_io_start(envd_loop, &p->in_w);
+	arm_reads(p);
+	enter(p);
+	check_done(p);
+	leave(p);
+	return 0;
+}

@@ -110,4 +110,44 @@ enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen);
 enum rpc_code process_resize(struct process *p, unsigned cols, unsigned rows, char *err,
 			     size_t errlen);
 
+/* ---- live upgrade (sandbox/upgrade.c) -------------------------------------
+ *
+ * What the hand-over record needs of a process, and the way back. The
+ * descriptors stay open across execve; the ring is copied into the record.
+ */
+struct ring;
+
+struct process_snapshot {
+	uint32_t pid;
+	const char *tag;                      /* NULL: none */
+	bool pty;
+	const Process__ProcessConfig *config;
+	int out_fd, err_fd, in_fd;            /* -1 when closed; in_fd == out_fd for a PTY */
+	int64_t timeout_left_ms;              /* 0: no kill deadline */
+	const struct ring *ring;
+	bool finished;                        /* retained: only the end event is left */
+	int64_t retain_left_ms;
+	bool reaped;
+	int exit_code;
+	bool exited;
+	const char *status;
+	const uint8_t *stdin_pending;
+	size_t stdin_pending_len;
+	bool stdin_close_pending;
+};
+
+/* Call fn for every process envd knows (listed and retained), in start order. */
+void process_snapshot_each(void (*fn)(void *ud, const struct process_snapshot *s), void *ud);
+
+/* End every attached stream with `code` and `msg` (the process lives on). */
+void process_end_streams(enum rpc_code code, const char *msg);
+
+/*
+ * Re-create a process from a record: its descriptors (made non-blocking
+ * and close-on-exec) and `ring` (moved: *ring is left empty) become the
+ * new entry's. A live one is reaped through a child watcher, as the
+ * child of this same pid. Returns 0 or -errno (nothing taken then).
+ */
+int process_adopt(const struct process_snapshot *s, struct ring *ring);
+
 #endif

@@ -23,6 +23,7 @@
 #include "base/log.h"
 #include "sandbox/mmds.h"
 #include "sandbox/nfs.h"
+#include "sandbox/upgrade.h"
 #include "base/sha2.h"
 #include "base/state.h"
 
@@ -304,11 +305,14 @@ static bool token_has_escape(const char *body, size_t len)
 
 static void init_fail(struct http_req *r, int status, const char *text)
 {
-	struct http_hdr h[1] = {{"X-Envd-Version", ENVD_VERSION}};
+	struct http_hdr h[2] = {{"X-Envd-Version", ENVD_VERSION}};
+	size_t nh = 1;
+	if (upgrade_handover_header())
+		h[nh++] = (struct http_hdr){"X-Envd-Handover", upgrade_handover_header()};
 	if (text)
-		http_respond(r, status, "text/plain; charset=utf-8", text, strlen(text), h, 1);
+		http_respond(r, status, "text/plain; charset=utf-8", text, strlen(text), h, nh);
 	else
-		http_respond(r, status, NULL, NULL, 0, h, 1);
+		http_respond(r, status, NULL, NULL, 0, h, nh);
 }
 
 static void set_clock(int64_t ts_ns)
@@ -443,8 +447,12 @@ static void init_finish(struct init_req *ir, int status, const char *text)
 		ir->r->ud = NULL;
 		ir->r = NULL;
 		if (status == 204) {
-			struct http_hdr h[2] = {{"X-Envd-Version", ENVD_VERSION}, no_store};
-			http_respond(r, 204, NULL, NULL, 0, h, 2);
+			struct http_hdr h[3] = {{"X-Envd-Version", ENVD_VERSION}, no_store};
+			size_t nh = 2;
+			if (upgrade_handover_header())
+				h[nh++] = (struct http_hdr){"X-Envd-Handover", upgrade_handover_header()};
+			upgrade_init_done();
+			http_respond(r, 204, NULL, NULL, 0, h, nh);
 		} else {
 			init_fail(r, status, text);
 		}
@@ -791,6 +799,5 @@ void control_upgrade(struct http_req *r)
 		http_respond_text_error(r, 409, "envd not initialized");
 		return;
 	}
-	/* Live upgrade is not supported: the orchestrator keeps this envd. */
-	http_respond_text_error(r, 500, "live upgrade is not supported by this envd");
+	upgrade_request(r);
 }

@@ -219,3 +219,32 @@ int nfs_mount_async(const struct nfs_volume *vols, size_t n, const char *lifecyc
 		nfs_job_free(j);
 	return rc;
 }
+
+/* ---- live upgrade: the ledger of what is mounted carries over ---- */
+
+size_t nfs_ledger_count(void)
+{
+	return n_mounted;
+}
+
+void nfs_ledger_entry(size_t i, const char **path, const char **lifecycle)
+{
+	*path = mounted[i].path;
+	*lifecycle = mounted[i].lifecycle;
+}
+
+int nfs_ledger_add(const char *path, const char *lifecycle)
+{
+	if (n_mounted >= NFS_MAX_RECORDS)
+		return -ENOSPC;
+	char *p = strdup(path), *l = strdup(lifecycle ? lifecycle : "");
+	if (!p || !l) {
+		free(p);
+		free(l);
+		return -ENOMEM;
+	}
+	mounted[n_mounted].path = p;
+	mounted[n_mounted].lifecycle = l;
+	n_mounted++;
+	return 0;
+}

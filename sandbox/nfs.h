@@ -22,6 +22,12 @@ struct nfs_volume {
 int nfs_mount_async(const struct nfs_volume *vols, size_t n, const char *lifecycle,
 		    void (*done)(void *ud, const char *err), void *ud);
 
+/* The ledger of mounts made (path -> lifecycle), for the live-upgrade
+ * record. Loop thread, while no mount job runs. */
+size_t nfs_ledger_count(void);
+void nfs_ledger_entry(size_t i, const char **path, const char **lifecycle);
+int nfs_ledger_add(const char *path, const char *lifecycle);
+
 /* mount(8) and friends; tests point these at stand-ins. */
 extern const char *nfs_mount_bin;
 extern const char *nfs_umount_bin;

@@ -854,3 +854,39 @@ void portfwd_stop(void)
 	pf.nl = -1;
 	pf.running = false;
 }
+
+/* ---- live upgrade ---- */
+
+size_t portfwd_snapshot(struct portfwd_handover *out, size_t max)
+{
+	size_t k = 0;
+
+	for (struct fwd *f = pf.fwds; f && k < max; f = f->next) {
+		if (f->lfd < 0)
+			continue;
+		out[k].port = f->port;
+		out[k].target_family = f->target_family;
+		out[k].lfd = f->lfd;
+		k++;
+	}
+	return k;
+}
+
+int portfwd_adopt(const struct portfwd_handover *h)
+{
+	struct fwd *f;
+
+	if (!pf.running || h->port == 0 || pf.by_port[h->port])
+		return -EINVAL;
+	f = fwd_new(h->port);
+	if (!f)
+		return -ENOMEM;
+	f->target_family = h->target_family == AF_INET6 ? AF_INET6 : AF_INET;
+	f->lfd = h->lfd;
+	f->seen = true;
+	fcntl(f->lfd, F_SETFD, FD_CLOEXEC);
+	ev_io_init(&f->lio, fwd_accept_cb, f->lfd, EV_READ);
+	f->lio.data = f;
+	ev_io_start(envd_loop, &f->lio);
+	return 0;
+}

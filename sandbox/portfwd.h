@@ -65,6 +65,19 @@ size_t portfwd_active_forwards(void);
 /* Number of relayed connections currently open. */
 size_t portfwd_active_relays(void);
 
+/* ---- live upgrade: forward listeners are inherited across execve ---- */
+
+struct portfwd_handover {
+	uint16_t port;
+	uint8_t target_family; /* AF_INET or AF_INET6 */
+	int lfd;               /* listening socket on the sandbox address */
+};
+
+/* The forwards that have a listener now; returns how many were written. */
+size_t portfwd_snapshot(struct portfwd_handover *out, size_t max);
+/* Take over an inherited listener (after portfwd_start). 0 or -errno. */
+int portfwd_adopt(const struct portfwd_handover *h);
+
 /* ---- scanning, exposed for unit tests ---- */
 
 /*

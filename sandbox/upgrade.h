@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * upgrade.h - live upgrade: POST /upgrade replaces the envd image in place
+ * (same pid, execve) while the workload keeps running, and the new image
+ * takes everything over from a hand-over record (docs/upgrade.md).
+ */
+#ifndef ENVD_UPGRADE_H
+#define ENVD_UPGRADE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "http/http.h"
+
+/* Directory of the uploaded binary, <dir>/envd.next (flag -upgrade-dir). */
+extern char upgrade_dir[256];
+/* Where the record is written and read (flag -handover-file). */
+extern char upgrade_record_path[256];
+/* The version this image reports (for the record's from_ver). */
+extern const char *upgrade_version;
+
+/* The command line to re-execute with (main's argv, kept by reference). */
+void upgrade_set_argv(int argc, char **argv);
+
+/* POST /upgrade once /init has succeeded (routing and token are done). */
+void upgrade_request(struct http_req *r);
+
+/*
+ * Start-up with -resume-handover: read the record, take over processes,
+ * retained exits, watchers, mounts and the /init state. Returns the
+ * inherited HTTP listener (>= 0), -1 when the record carries none (then
+ * the caller listens as usual), or -errno when there is no usable record.
+ */
+int upgrade_resume(void);
+/* After portfwd_start: take over the inherited forward listeners. */
+void upgrade_resume_forwards(void);
+
+/* Booted from a hand-over and no /init has succeeded since. */
+bool upgrade_gate_closed(void);
+/* X-Envd-Handover value for /init responses, NULL when not resumed. */
+const char *upgrade_handover_header(void);
+/* An /init succeeded: open the gate and thaw the workload. */
+void upgrade_init_done(void);
+
+#endif
