@@ -53,7 +53,7 @@ const char *upgrade_version = "";
 #define LOGGER "envd"
 #define PREFLIGHT_S 2.0
 /* Time given to queued responses (the ended streams) before the exec. */
-#define DRAIN_S 0.1
+#define DRAIN_S 0.03
 /* The workload is thawed this long after a hand-over even without /init. */
 #define THAW_AFTER_S 60.0
 /* Newest record schema this reader understands. */

@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Live upgrade (POST /upgrade): a counter printing a numbered line every
+# 5 ms, a PTY shell, a polled watcher and a forwarded port survive two
+# upgrades (same binary, then one reporting another version) with no
+# output gap, while a client hammering /health never sees a refused
+# connection. Broken binaries are refused and change nothing. Runs in a
+# private network namespace so the forwarded port is on the sandbox
+# address without touching the host network.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+if [ -z "${UPGRADE_IN_NETNS:-}" ]; then
+	if ! unshare -n true 2>/dev/null; then
+		echo "SKIP: cannot create a network namespace (needs root or user namespaces)"
+		echo "upgrade: 0 passed, 0 failed"
+		exit 0
+	fi
+	UPGRADE_IN_NETNS=1 exec unshare -n bash "$0" "$@"
+fi
+
+. tests/lib.sh
+T_NAME=upgrade
+PY=/usr/bin/python3
+[ -x $PY ] || PY=python3
+probe() { $PY tests/integration/upgrade_probe.py "$@"; }
+ENVD_BIN=$(readlink -f "$ENVD_BIN")
+SBX=169.254.0.21
+ip link set lo up
+ip addr add "$SBX/32" dev lo
+
+W=$(mktemp -d /tmp/envd-upgrade.XXXXXX)
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null; done; _t_cleanup; rm -rf "$W"' EXIT
+TOK=upgrade-token
+H=(-H "X-Access-Token: $TOK")
+
+envd_start -verbose -upgrade-dir "$W" -handover-file "$W/handover.pb" -sandbox-addr "$SBX" ||
+	{ fail "envd starts"; finish; exit 1; }
+U=$ENVD_URL
+code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+rpc() { curl -s --max-time 10 "${H[@]}" -H 'Content-Type: application/json' -d "$2" "$U/$1"; }
+
+expect_eq "/upgrade before the first /init is 409" "409 envd not initialized" \
+	"$(curl -s -w ' %{http_code}' -X POST "$U/upgrade" | tr -d '\n' | awk '{c=$NF; $NF=""; sub(/ $/,""); print c, $0}')"
+expect_eq "/init" 204 "$(code -X POST -d "{\"accessToken\":\"$TOK\",\"envVars\":{\"KEEP\":\"me\"},\"defaultWorkdir\":\"$W\"}" "$U/init")"
+expect_eq "/upgrade needs the token" 401 "$(code -X POST "$U/upgrade")"
+r=$(curl -s -w ' %{http_code}' "${H[@]}" -X POST -H "X-Envd-Upgrade-Bin: /usr/local/bin/other" "$U/upgrade" | tr -d '\n')
+expect_eq "another upgrade target is 400" "unsupported upgrade target 400" "$r"
+
+# --- the workload ---
+# A counter, followed by a Start stream that stays open over the upgrade.
+body='{"process":{"cmd":"sh","args":["-c","i=0; while :; do i=$((i+1)); echo $i; sleep 0.005; done"]},"tag":"counter"}'
+$PY -c '
+import sys, struct
+b = sys.argv[1].encode(); sys.stdout.buffer.write(b"\0" + struct.pack(">I", len(b)) + b)' "$body" >"$W/start.bin"
+curl -s -N --max-time 120 "${H[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$W/start.bin" \
+	"$U/process.Process/Start" >"$W/start.out" &
+PIDS+=($!)
+CURL_START=$!
+# A PTY shell.
+pty=$(MAXT=1 $PY - "$U" "$TOK" <<'PY'
+import sys
+sys.path.insert(0, "tests/integration")
+from upgrade_probe import stream
+ev = stream(sys.argv[1], "Start", {"process": {"cmd": "/bin/sh", "envs": {"PS1": "$ "}}, "pty": {"size": {"cols": 80, "rows": 24}}, "tag": "shell"}, sys.argv[2], 0.5)
+print(ev[0][1]["event"]["start"]["pid"])
+PY
+)
+expect_match "PTY shell started" '^[0-9]+$' "$pty"
+check "PTY shell answers before the upgrade" probe pty "$U" "$TOK" "$pty"
+# A polled watcher with an event left pending over the upgrade.
+mkdir -p "$W/watched"
+wid=$(rpc filesystem.Filesystem/CreateWatcher "{\"path\":\"$W/watched\"}" | $PY -c 'import sys,json; print(json.load(sys.stdin)["watcherId"])')
+expect_match "watcher created" '^w' "$wid"
+echo pending >"$W/watched/before-upgrade"
+# A loopback-only service, forwarded to the sandbox address.
+FPORT=$(free_port)
+$PY tests/integration/upgrade_probe.py echo-server "$FPORT" &
+PIDS+=($!)
+fwd=""
+for _ in $(seq 100); do
+	fwd=$(probe tcp "$SBX" "$FPORT" hello 2>/dev/null) && break
+	sleep 0.05
+done
+expect_eq "port forwarded before the upgrade" "echo:hello" "$fwd"
+sleep 0.3
+
+# --- the hammer ---
+$PY tests/integration/upgrade_probe.py hammer "$U" "$W/hammer.out" "$W/hammer.stop" &
+HAMMER=$!
+PIDS+=($HAMMER)
+
+# wait_init: after an upgrade, /init answers with the hand-over counts.
+wait_upgraded() { # wait_upgraded EXPECTED_VERSION
+	local hdrs
+	for _ in $(seq 200); do
+		[ "$(code "$U/health")" = 204 ] && break
+		sleep 0.05
+	done
+	hdrs=$(curl -s -D - -o /dev/null -X POST -d "{\"accessToken\":\"$TOK\"}" "$U/init")
+	echo "$hdrs" | tr -d '\r'
+}
+
+# --- upgrade 1: the same binary ---
+n_before=$(probe counter "$U" "$TOK" counter)
+t0=$(date +%s%N)
+r=$(curl -s --max-time 30 -w '%{http_code}' "${H[@]}" -X POST "$U/upgrade")
+expect_eq "upgrade with the same binary: the connection drops (no answer)" "000" "$r"
+gate=$(curl -s -w ' %{http_code}' "${H[@]}" "$U/envs" | tr -d '\n')
+expect_eq "before /init only /health and /init are served" '{"code":401,"message":"envd not initialized"} 401' "$gate"
+hdrs=$(wait_upgraded)
+expect_match "/init after the upgrade is 204" 'HTTP/1.1 204' "$hdrs"
+expect_match "/init reports the hand-over" 'X-Envd-Handover: \{"failed":false,"procs":2,' "$hdrs"
+check "envd is the same process" envd_alive
+expect_eq "env store survived" '{"E2B_SANDBOX":"false","KEEP":"me"}' "$(curl -s "${H[@]}" "$U/envs")"
+expect_eq "old token still gates" 401 "$(code "$U/envs")"
+start_tail=$(tail -c 300 "$W/start.out" | tr -d '\0')
+expect_match "the open Start stream ended with unavailable" '"code":"unavailable","message":"envd is upgrading' "$start_tail"
+
+# --- upgrade 2: a binary that reports another version ---
+old_ver=$("$ENVD_BIN" -version)
+new_ver="${old_ver%?}9"
+[ "$new_ver" = "$old_ver" ] && new_ver="${old_ver%?}8"
+$PY - "$ENVD_BIN" "$W/new-envd" "$old_ver" "$new_ver" <<'PY'
+import sys
+src, dst, old, new = sys.argv[1:]
+b = open(src, "rb").read()
+# Same length, NUL-terminated: every copy of the version string changes.
+n = b.count(old.encode() + b"\0")
+assert n > 0 and len(old) == len(new)
+open(dst, "wb").write(b.replace(old.encode() + b"\0", new.encode() + b"\0"))
+PY
+chmod 755 "$W/new-envd"
+expect_eq "patched copy reports the new version" "$new_ver" "$("$W/new-envd" -version)"
+echo more >"$W/watched/between"
+r=$(curl -s --max-time 60 -w "%{http_code}" "${H[@]}" -X POST -H "Expect:" -H "X-Envd-Upgrade-Bin: $W/envd.next" \
+	--data-binary @"$W/new-envd" "$U/upgrade")
+expect_eq "upgrade with an uploaded binary: the connection drops" "000" "$r"
+hdrs=$(wait_upgraded)
+expect_match "/init after the second upgrade reports the new version" "X-Envd-Version: $new_ver" "$hdrs"
+expect_match "second hand-over complete" 'X-Envd-Handover: \{"failed":false,"procs":2,.*"watchers":1,"watchers_failed":0' "$hdrs"
+check "uploaded binary is mode 0755" test "$(stat -c %a "$W/envd.next")" = 755
+expect_eq "running image is the uploaded one" "$(readlink -f "$W/envd.next")" "$(readlink /proc/$ENVD_PID/exe)"
+
+touch "$W/hammer.stop"
+wait $HAMMER
+read -r h_ok h_refused h_other h_gap <"$W/hammer.out"
+echo "health hammer: $h_ok answered, $h_refused refused, $h_other other errors, longest pause ${h_gap} ms"
+expect_eq "no refused connection during two upgrades ($h_ok /health answers, longest pause ${h_gap} ms)" 0 "$h_refused"
+expect_eq "no failed /health request" 0 "$h_other"
+
+# --- what carried over ---
+sleep 0.2
+n_after=$(probe counter "$U" "$TOK" counter)
+if [[ "$n_after" =~ ^[0-9]+$ ]] && [[ "$n_before" =~ ^[0-9]+$ ]] && [ "$n_after" -gt "$n_before" ]; then
+	pass "counter lines 1..$n_after with no gap or duplicate across both upgrades (were $n_before before)"
+else
+	fail "counter replay" "before=$n_before after=$n_after"
+fi
+check "PTY shell still answers" probe pty "$U" "$TOK" "$pty"
+ev=$(rpc filesystem.Filesystem/GetWatcherEvents "{\"watcherId\":\"$wid\"}")
+expect_match "watcher returns the event pending before the first upgrade" '"name":"before-upgrade"' "$ev"
+expect_match "and the one pending before the second" '"name":"between"' "$ev"
+echo after >"$W/watched/after-upgrade"
+ev=$(rpc filesystem.Filesystem/GetWatcherEvents "{\"watcherId\":\"$wid\"}")
+expect_match "watcher still reports new events" '"name":"after-upgrade"' "$ev"
+expect_eq "port still forwarded" "echo:again" "$(probe tcp "$SBX" "$FPORT" again 2>&1)"
+cwd=$($PY - "$U" "$TOK" <<'PY'
+import sys, base64
+sys.path.insert(0, "tests/integration")
+from upgrade_probe import stream, data_of
+ev = stream(sys.argv[1], "Start", {"process": {"cmd": "pwd"}}, sys.argv[2], 10)
+print(b"".join(d for _, d in data_of(ev)).decode().strip())
+PY
+)
+expect_eq "default workdir survived" "$W" "$cwd"
+
+# --- refused upgrades change nothing ---
+listed() { rpc process.Process/List '{}' | grep -o '"pid":[0-9]*' | sort | tr '\n' ' '; }
+before=$(listed)
+refuse() { # refuse DESC FILE PATTERN
+	local r
+	r=$(curl -s --max-time 30 -w ' %{http_code}' "${H[@]}" -X POST --data-binary @"$2" "$U/upgrade")
+	expect_match "$1 is refused with 500" "$3.* 500$" "$r"
+	expect_eq "$1: envd serves on" 204 "$(code "$U/health")"
+}
+cp /bin/false "$W/false"
+refuse "/bin/false" "$W/false" "exited with status 1"
+head -c 200000 "$ENVD_BIN" >"$W/truncated"
+refuse "a truncated binary" "$W/truncated" "new binary"
+echo "just some text" >"$W/text"
+refuse "a file that is not a program" "$W/text" "cannot run: Exec format error"
+$PY - "$ENVD_BIN" "$W/arch" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b[18] = 0x28 if b[18] != 0x28 else 0x3e  # e_machine: ARM vs x86-64
+b[19] = 0
+open(sys.argv[2], "wb").write(bytes(b))
+PY
+refuse "a binary for another architecture" "$W/arch" "cannot run: Exec format error"
+r=$(curl -s --max-time 30 -w ' %{http_code}' "${H[@]}" -X POST -H 'Transfer-Encoding: chunked' --data-binary @/dev/null "$U/upgrade")
+expect_match "an empty chunked body is an (empty) upload and refused" ' 500$' "$r"
+expect_eq "every process intact after the refusals" "$before" "$(listed)"
+check "counter still gapless" probe counter "$U" "$TOK" counter
+check "envd is still the same process" envd_alive
+
+rpc process.Process/SendSignal '{"process":{"tag":"counter"},"signal":"SIGNAL_SIGKILL"}' >/dev/null
+rpc process.Process/SendSignal "{\"process\":{\"pid\":$pty},\"signal\":\"SIGNAL_SIGKILL\"}" >/dev/null
+grep -q 'upgrade: executing' "$ENVD_LOG" && pass "upgrade logged" || fail "upgrade logged"
+finish
