@@ -18,7 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "envd/router.h"
 #include "http/conn.h"
+#include "http/h1.h"
+#include "http/h2.h"
 #include "sandbox/control.h"
 #include "base/errstr.h"
 #include "fs/fs_service.h"
@@ -39,8 +42,6 @@
 #define ENVD_COMMIT ""
 #endif
 
-extern size_t h1_max_header_bytes;
-extern unsigned h2_max_streams;
 
 enum flag_type { F_BOOL, F_INT, F_STR };
 
@@ -250,6 +251,7 @@ int main(int argc, char **argv)
 	rpc_register(&process_service);
 	rpc_register(&fs_service);
 
+	server_on_request = router_dispatch;
 	snprintf(upgrade_dir, sizeof(upgrade_dir), "%s", flag_get("upgrade-dir")->v.s);
 	snprintf(upgrade_record_path, sizeof(upgrade_record_path), "%s", flag_get("handover-file")->v.s);
 	upgrade_version = ENVD_VERSION;
