@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "base/base64.h"
+#include "base/log.h"
 #include "sandbox/control.h"
 #include "fs/files_http.h"
 #include "envd/router.h"
@@ -134,10 +136,35 @@ static const struct route routes[] = {
 	{"/files/compose", HTTP_M_POST, files_compose},
 };
 
+static int64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* One line per RPC and per /files request, when the exchange is over. */
+static void log_done(struct http_req *r)
+{
+	const char *user = r->user ? r->user->name : state_default_user();
+	double ms = (double)(now_ns() - r->t_start_ns) / 1e6;
+
+	log_op("info", rpc_path_is_rpc(r->path) ? "rpc" : "files", r->op_id,
+	       "%s %s user=%s status=%d%s duration_ms=%.3f", r->method_name, r->path, user,
+	       r->resp_started ? r->status : 0, r->aborted ? " (client went away)" : "", ms);
+}
+
 void router_dispatch(struct http_req *r)
 {
 	const char *origin = http_req_header(r, "origin");
 	const char *acrm = http_req_header(r, "access-control-request-method");
+
+	if (!http_req_done_hook)
+		http_req_done_hook = log_done;
+	if (rpc_path_is_rpc(r->path) || strncmp(r->path, "/files", 6) == 0) {
+		r->op_id = log_next_op_id();
+		r->t_start_ns = now_ns();
+	}
 
 	/* 1. CORS */
 	if (r->method == HTTP_M_OPTIONS && acrm) {

@@ -272,8 +272,13 @@ const char *http_reason(int s)
 	}
 }
 
+void (*http_req_done_hook)(struct http_req *r);
+
 void http_req_release(struct http_req *r)
 {
+	if (http_req_done_hook && r->op_id)
+		http_req_done_hook(r);
+	r->op_id = 0;
 	free(r->user);
 	free(r->user_error);
 	r->user = NULL;

@@ -77,6 +77,10 @@ struct http_req {
 	struct user *user;
 	char *user_error;
 
+	/* Request log: operation id (0 = not logged) and start, set by the router. */
+	uint64_t op_id;
+	int64_t t_start_ns;
+
 	/* Headers the router adds to whatever response is produced (CORS). */
 	struct http_hdr extra[HTTP_MAX_EXTRA_HDRS];
 	size_t n_extra;
@@ -96,6 +100,9 @@ struct http_req {
 	const struct http_transport_ops *ops;
 	void *transport;
 };
+
+/* Called as each exchange whose op_id is set is freed (the request log). */
+extern void (*http_req_done_hook)(struct http_req *r);
 
 /* Bytes a handler may keep queued before waiting for on_writable. */
 #define HTTP_QUEUE_HIGH (256 * 1024)

@@ -16,6 +16,7 @@
 
 #include "pty/pty.h"
 #include "base/errstr.h"
+#include "base/log.h"
 #include "process/fanout.h"
 #include "http/http.h"
 #include "base/loop.h"
@@ -428,6 +429,8 @@ static void make_end(struct process *p)
 		return;
 	p->end_ready = true;
 	p->end_off = ring_end(&p->ring);
+	log_info("process", "process %d ended: %s (%llu output bytes)", (int)p->pid, p->status,
+		 (unsigned long long)p->end_off);
 	ev_timer_stop(envd_loop, &p->grace_w);
 	fanout(p);
 }
@@ -1053,6 +1056,8 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 		ev_timer_start(envd_loop, &p->kill_w);
 	arm_reads(p);
 
+	log_info("process", "process %d started: %s%s%s", (int)pid, cl, p->tag ? " tag=" : "",
+		 p->tag ? p->tag : "");
 	if (call)
 		sub_attach(p, call, false, false, 0);
 	return RPC_OK;

@@ -755,6 +755,7 @@ bool control_initialised(void) { return initialised; }
 void control_freeze(struct http_req *r)
 {
 	/* No cgroup manager in this build: nothing to freeze (-no-cgroups). */
+	log_info("envd", "freeze requested (no cgroup manager: nothing to freeze)");
 	http_respond(r, 204, NULL, NULL, 0, &no_store, 1);
 }
 

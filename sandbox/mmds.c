@@ -21,6 +21,7 @@
 
 #include "base/log.h"
 #include "base/loop.h"
+#include "sandbox/logexport.h"
 #include "sandbox/mmds.h"
 #include "base/state.h"
 
@@ -286,6 +287,8 @@ static void poll_done(void *ud, int rc, const struct mmds_meta *m)
 		envstore_set_internal("E2B_TEMPLATE_ID", m->env_id);
 		write_id_file(".E2B_SANDBOX_ID", m->instance_id);
 		write_id_file(".E2B_TEMPLATE_ID", m->env_id);
+		if (m->address[0])
+			logexport_configure(m->address, m->instance_id, m->env_id);
 		return;
 	}
 	if (poll_deadline > 0 && ev_now(envd_loop) >= poll_deadline)
