@@ -215,6 +215,7 @@ struct init_req {
 	struct init_req *next;   /* waiting for the init lock */
 	bool waiting, running;
 	bool nfs_pending;
+	bool healing;            /* the route self-heal job holds a pointer */
 };
 
 /* One /init at a time (§3.4.2 step 3): the rest wait in arrival order. */
@@ -624,11 +625,29 @@ static void init_decide(struct init_req *ir, bool mmds_exists, const char *hash)
 	init_finish(ir, 401, tv ? "access token validation failed" : "access token reset not authorized");
 }
 
+static void init_mmds_done(void *ud, int rc, const struct mmds_meta *m);
+
+/* After the route self-heal (§3.6): the one retry. */
+static void init_mmds_retry(void *ud)
+{
+	struct init_req *ir = ud;
+	ir->healing = false;
+	ir->fetch = mmds_fetch(init_mmds_done, ir);
+	if (!ir->fetch)
+		init_decide(ir, false, "");
+}
+
 static void init_mmds_done(void *ud, int rc, const struct mmds_meta *m)
 {
 	struct init_req *ir = ud;
 	ir->fetch = NULL;
 	if (rc < 0 && ++ir->mmds_tries < 2) {
+		/* User code may have redirected the metadata address: re-pin
+		 * the route, then try once more. */
+		if (mmds_heal_route(init_mmds_retry, ir) == 0) {
+			ir->healing = true;
+			return;
+		}
 		ir->fetch = mmds_fetch(init_mmds_done, ir);
 		if (ir->fetch)
 			return;

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <http_parser.h>
@@ -24,6 +26,9 @@
 #include "sandbox/logexport.h"
 #include "sandbox/mmds.h"
 #include "base/state.h"
+#include "base/worker.h"
+
+extern char **environ;
 
 char mmds_addr[64] = "169.254.169.254:80";
 
@@ -316,4 +321,99 @@ void mmds_poll_ids(double bound_s)
 	poll_deadline = bound_s > 0 ? ev_now(envd_loop) + bound_s : 0;
 	ev_timer_init(&poll_timer, poll_cb, 0., 0.);
 	ev_timer_start(envd_loop, &poll_timer);
+}
+
+/* ---- route self-heal ---- */
+
+const char *mmds_iptables_bin = "iptables";
+
+struct heal_job {
+	char ip[64], port[8];
+	void (*done)(void *ud);
+	void *ud;
+	int failures;
+	char err[256];
+};
+
+static bool heal_running;
+
+/* Run iptables with argv; 0 on exit status 0. Worker thread. */
+static int run_iptables(char *const argv[])
+{
+	pid_t pid;
+	posix_spawn_file_actions_t fa;
+	int status, rc;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc != 0)
+		return -rc;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+}
+
+static void heal_work(void *arg)
+{
+	struct heal_job *j = arg;
+	static const char *const chains[] = {"PREROUTING", "OUTPUT"};
+
+	for (size_t i = 0; i < 2; i++) {
+		char *del[] = {(char *)mmds_iptables_bin, "-w", "5", "-t", "nat", "-D", (char *)chains[i], "-d", j->ip,
+			       "-p", "tcp", "--dport", j->port, "-j", "RETURN", NULL};
+		char *ins[] = {(char *)mmds_iptables_bin, "-w", "5", "-t", "nat", "-I", (char *)chains[i], "1", "-d",
+			       j->ip, "-p", "tcp", "--dport", j->port, "-j", "RETURN", NULL};
+		run_iptables(del); /* absent is fine */
+		int rc = run_iptables(ins);
+		if (rc < 0) {
+			j->failures++;
+			snprintf(j->err, sizeof(j->err), "iptables -t nat -I %s: %s", chains[i],
+				 rc == -EIO ? "failed" : strerror(-rc));
+		}
+	}
+}
+
+static void heal_done(void *arg)
+{
+	static double last_report;
+	struct heal_job *j = arg;
+
+	heal_running = false;
+	if (j->failures && ev_now(envd_loop) - last_report >= 10.) {
+		last_report = ev_now(envd_loop);
+		log_warn("envd", "metadata route self-heal: %s", j->err);
+	} else if (!j->failures) {
+		log_info("envd", "metadata route re-pinned: %s:%s bypasses nat", j->ip, j->port);
+	}
+	if (j->done)
+		j->done(j->ud);
+	free(j);
+}
+
+int mmds_heal_route(void (*done)(void *ud), void *ud)
+{
+	struct heal_job *j;
+	const char *colon = strrchr(mmds_addr, ':');
+
+	if (heal_running)
+		return -EALREADY;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	snprintf(j->ip, sizeof(j->ip), "%.*s", colon ? (int)(colon - mmds_addr) : (int)strlen(mmds_addr), mmds_addr);
+	snprintf(j->port, sizeof(j->port), "%s", colon ? colon + 1 : "80");
+	j->done = done;
+	j->ud = ud;
+	int rc = worker_submit(heal_work, heal_done, j);
+	if (rc < 0) {
+		free(j);
+		return rc;
+	}
+	heal_running = true;
+	return 0;
 }

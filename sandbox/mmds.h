@@ -33,4 +33,15 @@ void mmds_cancel(struct mmds_fetch *f);
  */
 void mmds_poll_ids(double bound_s);
 
+/*
+ * Self-heal for the metadata route (user code may have added nat rules
+ * that redirect it): in PREROUTING and OUTPUT of the nat table, put a
+ * RETURN rule for the metadata address and port first (deleting an
+ * earlier copy). On the worker pool; done(ud) runs on the loop when it is
+ * over, whatever the outcome (failures are logged at most every 10 s).
+ * -EALREADY while one runs (done is not called then).
+ */
+int mmds_heal_route(void (*done)(void *ud), void *ud);
+extern const char *mmds_iptables_bin;
+
 #endif
