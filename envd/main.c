@@ -69,6 +69,10 @@ static struct flag flags[] = {
 	 {.b = false}},
 	{"upgrade-dir", F_STR, "directory where POST /upgrade stores the new binary (as envd.next)", "/usr/bin",
 	 {.s = "/usr/bin"}},
+	{"ca-bundle", F_STR, "system trust bundle that /init caBundle is added to",
+	 "/etc/ssl/certs/ca-certificates.crt", {.s = "/etc/ssl/certs/ca-certificates.crt"}},
+	{"ca-cert-dir", F_STR, "directory that receives e2b-ca.crt", "/usr/local/share/ca-certificates",
+	 {.s = "/usr/local/share/ca-certificates"}},
 	{"handover-file", F_STR, "live-upgrade hand-over record", "/run/e2b/envd-handover.pb",
 	 {.s = "/run/e2b/envd-handover.pb"}},
 	{"default-user", F_STR, "user that requests run as when none is given", "root", {.s = "root"}},
@@ -252,6 +256,8 @@ int main(int argc, char **argv)
 	rpc_register(&fs_service);
 
 	server_on_request = router_dispatch;
+	snprintf(control_ca_bundle, sizeof(control_ca_bundle), "%s", flag_get("ca-bundle")->v.s);
+	snprintf(control_ca_dir, sizeof(control_ca_dir), "%s", flag_get("ca-cert-dir")->v.s);
 	snprintf(upgrade_dir, sizeof(upgrade_dir), "%s", flag_get("upgrade-dir")->v.s);
 	snprintf(upgrade_record_path, sizeof(upgrade_record_path), "%s", flag_get("handover-file")->v.s);
 	upgrade_version = ENVD_VERSION;

@@ -329,6 +329,75 @@ static void set_clock(int64_t ts_ns)
 	}
 }
 
+char control_ca_bundle[256] = "/etc/ssl/certs/ca-certificates.crt";
+char control_ca_dir[256] = "/usr/local/share/ca-certificates";
+
+/*
+ * Rotation: the previous egress CA must stop being trusted, so every copy
+ * of it leaves the bundle. The new bundle is written next to the old one
+ * and renamed over it, so a reader never sees half a file.
+ */
+static int ca_remove(const char *old)
+{
+	char tmp[300];
+	size_t olen = strlen(old), len = 0, cap = 0;
+	char *buf = NULL;
+	int fd = open(control_ca_bundle, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		if (len + 65536 + 1 > cap) {
+			char *nb = realloc(buf, cap = (len + 65536 + 1) * 2);
+			if (!nb) {
+				free(buf);
+				close(fd);
+				return -ENOMEM;
+			}
+			buf = nb;
+		}
+		ssize_t n = read(fd, buf + len, 65536);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+	size_t w = 0;
+	bool found = false;
+	for (size_t r = 0; r < len;) {
+		if (olen && len - r >= olen && memcmp(buf + r, old, olen) == 0) {
+			r += olen;
+			found = true;
+			continue;
+		}
+		buf[w++] = buf[r++];
+	}
+	if (!found) {
+		free(buf);
+		return 0;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.envd-tmp", control_ca_bundle);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		free(buf);
+		return -errno;
+	}
+	ssize_t k = write(fd, buf, w);
+	int e = k == (ssize_t)w ? 0 : (k < 0 ? errno : EIO);
+	free(buf);
+	if (!e && fchmod(fd, 0644) < 0)
+		e = errno;
+	close(fd);
+	if (!e && rename(tmp, control_ca_bundle) < 0)
+		e = errno;
+	if (e)
+		unlink(tmp);
+	return -e;
+}
+
 static int install_ca(const char *pem, char *err, size_t errlen)
 {
 	static char *last_pem;
@@ -345,9 +414,9 @@ static int install_ca(const char *pem, char *err, size_t errlen)
 		free(norm);
 		return 0;
 	}
-	int fd = open("/etc/ssl/certs/ca-certificates.crt", O_WRONLY | O_APPEND | O_CLOEXEC);
+	int fd = open(control_ca_bundle, O_WRONLY | O_APPEND | O_CLOEXEC);
 	if (fd < 0) {
-		snprintf(err, errlen, "failed to install CA bundle: open CA bundle: open /etc/ssl/certs/ca-certificates.crt: %s",
+		snprintf(err, errlen, "failed to install CA bundle: open CA bundle: open %s: %s", control_ca_bundle,
 			 strerror(errno));
 		free(norm);
 		return -1;
@@ -359,12 +428,21 @@ static int install_ca(const char *pem, char *err, size_t errlen)
 		free(norm);
 		return -1;
 	}
-	mkdir("/usr/local/share/ca-certificates", 0755);
-	int f2 = open("/usr/local/share/ca-certificates/e2b-ca.crt", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	char crt[300];
+	mkdir(control_ca_dir, 0755);
+	snprintf(crt, sizeof(crt), "%s/e2b-ca.crt", control_ca_dir);
+	int f2 = open(crt, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (f2 >= 0) {
 		if (write(f2, norm, n + 1) < 0)
 			log_warn("envd", "write e2b-ca.crt: %s", strerror(errno));
 		close(f2);
+	}
+	if (last_pem) {
+		int rc = ca_remove(last_pem);
+		if (rc < 0)
+			log_warn("envd", "remove the previous CA from %s: %s", control_ca_bundle, strerror(-rc));
+		else
+			log_info("envd", "CA rotated: the previous CA left %s", control_ca_bundle);
 	}
 	free(last_pem);
 	last_pem = norm;

@@ -21,6 +21,10 @@ void control_fsfreeze(struct http_req *r);
 void control_fsthaw(struct http_req *r);
 void control_upgrade(struct http_req *r);
 
+/* CA bundle and certificate directory (flags -ca-bundle, -ca-cert-dir). */
+extern char control_ca_bundle[256];
+extern char control_ca_dir[256];
+
 /* -isnotfc: not in Firecracker (no MMDS). */
 extern bool control_not_fc;
 
