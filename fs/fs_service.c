@@ -25,7 +25,9 @@
 #include "base/loop.h"
 #include "base/state.h"
 #include "base/users.h"
+#include "fs/legacy.h"
 #include "fs/watch.h"
+#include "http/http.h"
 #include "base/worker.h"
 
 #define ERRLEN (2 * PATH_MAX + 256)
@@ -37,6 +39,36 @@
 /* Polled watchers at once (flag -max-watchers, at most WATCHERS_CAP). */
 #define WATCHERS_CAP 4096
 size_t fs_max_watchers = 256;
+
+/* --- responses: downgraded for the old Python SDK (legacy.h) --- */
+
+static const ProtobufCMessage *legacy_msg(struct rpc_call *call, const ProtobufCMessage *msg,
+					  struct legacy_arena *a)
+{
+	if (!legacy_user_agent(rpc_call_header(call, "user-agent")))
+		return msg;
+	http_req_extra_header(rpc_call_http(call), "X-E2B-Legacy-SDK", "true", true);
+	const ProtobufCMessage *v = legacy_view(msg, a);
+	return v ? v : msg;
+}
+
+static void fs_reply(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	struct legacy_arena a = { 0 };
+
+	rpc_reply(call, legacy_msg(call, msg, &a));
+	legacy_free(&a);
+}
+
+static int fs_send(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	struct legacy_arena a = { 0 };
+	int rc = rpc_send(call, legacy_msg(call, msg, &a));
+
+	legacy_free(&a);
+	return rc;
+}
+
 
 /*
  * Resolve the call's user and `path`. On failure the call is answered and
@@ -80,7 +112,7 @@ static void fs_stat(struct rpc_call *call, const ProtobufCMessage *msg)
 		fail_entry(call, rc, err);
 		return;
 	}
-	rpc_reply(call, &resp.base);
+	fs_reply(call, &resp.base);
 	fs_entry_free(resp.entry);
 }
 
@@ -118,7 +150,7 @@ static void fs_make_dir(struct rpc_call *call, const ProtobufCMessage *msg)
 		fail_entry(call, rc, err);
 		return;
 	}
-	rpc_reply(call, &resp.base);
+	fs_reply(call, &resp.base);
 	fs_entry_free(resp.entry);
 }
 
@@ -156,7 +188,7 @@ static void fs_move(struct rpc_call *call, const ProtobufCMessage *msg)
 		fail_entry(call, rc, err);
 		return;
 	}
-	rpc_reply(call, &resp.base);
+	fs_reply(call, &resp.base);
 	fs_entry_free(resp.entry);
 }
 
@@ -196,7 +228,7 @@ static void listdir_done(void *arg)
 			Filesystem__ListDirResponse resp = FILESYSTEM__LIST_DIR_RESPONSE__INIT;
 			resp.entries = j->listing.entries;
 			resp.n_entries = j->listing.n;
-			rpc_reply(j->call, &resp.base);
+			fs_reply(j->call, &resp.base);
 		}
 	}
 	fs_listing_free(&j->listing);
@@ -218,7 +250,7 @@ static void remove_done(void *arg)
 			rpc_fail(j->call, RPC_INTERNAL, "error removing file or directory: %s", j->err);
 		} else {
 			Filesystem__RemoveResponse resp = FILESYSTEM__REMOVE_RESPONSE__INIT;
-			rpc_reply(j->call, &resp.base);
+			fs_reply(j->call, &resp.base);
 		}
 	}
 	free(j);
@@ -332,7 +364,7 @@ static void stream_send_event(struct watch_stream *s, Filesystem__FilesystemEven
 
 	resp.event_case = FILESYSTEM__WATCH_DIR_RESPONSE__EVENT_FILESYSTEM;
 	resp.filesystem = ev;
-	rpc_send(s->call, &resp.base);
+	fs_send(s->call, &resp.base);
 	ev_timer_again(envd_loop, &s->keepalive);
 }
 
@@ -390,7 +422,7 @@ static void stream_on_keepalive(struct ev_loop *loop, ev_timer *t, int revents)
 
 	resp.event_case = FILESYSTEM__WATCH_DIR_RESPONSE__EVENT_KEEPALIVE;
 	resp.keepalive = &ka;
-	rpc_send(s->call, &resp.base);
+	fs_send(s->call, &resp.base);
 	ev_timer_again(loop, t);
 }
 
@@ -499,7 +531,7 @@ static void watch_stream_ready(struct watch_job *j)
 	rpc_call_set_hooks(s->call, &stream_hooks, s);
 	resp.event_case = FILESYSTEM__WATCH_DIR_RESPONSE__EVENT_START;
 	resp.start = &start;
-	rpc_send(s->call, &resp.base);
+	fs_send(s->call, &resp.base);
 }
 
 static void fs_watch_dir(struct rpc_call *call, const ProtobufCMessage *msg)
@@ -646,7 +678,7 @@ static void watcher_ready(struct watch_job *j)
 	fs_watch_start(wt->w, watcher_on_event, wt);
 	*slot = wt;
 	resp.watcher_id = wt->id;
-	rpc_reply(j->call, &resp.base);
+	fs_reply(j->call, &resp.base);
 }
 
 static void fs_create_watcher(struct rpc_call *call, const ProtobufCMessage *msg)
@@ -673,7 +705,7 @@ static void fs_get_watcher_events(struct rpc_call *call, const ProtobufCMessage 
 	fs_watch_drain(wt->w);
 	resp.events = wt->events;
 	resp.n_events = wt->n;
-	rpc_reply(call, &resp.base);
+	fs_reply(call, &resp.base);
 	for (size_t i = 0; i < wt->n; i++)
 		event_free(wt->events[i]);
 	free(wt->events);
@@ -694,7 +726,7 @@ static void fs_remove_watcher(struct rpc_call *call, const ProtobufCMessage *msg
 	}
 	watcher_free(*slot);
 	*slot = NULL;
-	rpc_reply(call, &resp.base);
+	fs_reply(call, &resp.base);
 }
 
 /* --- live upgrade --- */
