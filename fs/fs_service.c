@@ -349,10 +349,20 @@ struct watch_stream {
 	ev_timer keepalive;
 	bool include_entry;
 	bool lost;        /* events dropped for a slow client; owe an overflow */
+	struct watch_stream *prev, *next;
 };
+
+/* Open WatchDir streams, so an upgrade can end them all. */
+static struct watch_stream *streams;
 
 static void stream_free(struct watch_stream *s)
 {
+	if (s->prev)
+		s->prev->next = s->next;
+	else if (streams == s)
+		streams = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
 	ev_timer_stop(envd_loop, &s->keepalive);
 	fs_watch_free(s->w);
 	free(s);
@@ -529,6 +539,10 @@ static void watch_stream_ready(struct watch_job *j)
 	s->keepalive.data = s;
 	ev_timer_again(envd_loop, &s->keepalive);
 	rpc_call_set_hooks(s->call, &stream_hooks, s);
+	s->next = streams;
+	if (streams)
+		streams->prev = s;
+	streams = s;
 	resp.event_case = FILESYSTEM__WATCH_DIR_RESPONSE__EVENT_START;
 	resp.start = &start;
 	fs_send(s->call, &resp.base);
@@ -730,6 +744,17 @@ static void fs_remove_watcher(struct rpc_call *call, const ProtobufCMessage *msg
 }
 
 /* --- live upgrade --- */
+
+void fs_end_streams(enum rpc_code code, const char *msg)
+{
+	while (streams) {
+		struct rpc_call *call = streams->call;
+
+		stream_free(streams);
+		rpc_call_set_hooks(call, NULL, NULL);
+		rpc_fail(call, code, "%s", msg);
+	}
+}
 
 void fs_watchers_snapshot_each(void (*fn)(void *ud, const struct fs_watcher_snapshot *s), void *ud)
 {

@@ -29,6 +29,9 @@ struct fs_watcher_snapshot {
 	size_t n_events;
 };
 
+/* End every WatchDir stream with `code` and `msg` (clients re-subscribe). */
+void fs_end_streams(enum rpc_code code, const char *msg);
+
 /* Every watcher, after draining what the kernel has queued. */
 void fs_watchers_snapshot_each(void (*fn)(void *ud, const struct fs_watcher_snapshot *s), void *ud);
 

@@ -545,6 +545,7 @@ static void preflight_done(struct upg *u)
 	/* Clients attached to a process learn why their stream ends, and
 	 * reconnect (with replay_from) to the new image. */
 	process_end_streams(RPC_UNAVAILABLE, "envd is upgrading; reconnect to continue");
+	fs_end_streams(RPC_UNAVAILABLE, "envd is upgrading; watch again to continue");
 	server_pause_accept(true);
 	ev_timer_init(&u->drain, drain_cb, DRAIN_S, 0.);
 	u->drain.data = u;

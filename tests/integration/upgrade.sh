@@ -74,6 +74,13 @@ mkdir -p "$W/watched"
 wid=$(rpc filesystem.Filesystem/CreateWatcher "{\"path\":\"$W/watched\"}" | $PY -c 'import sys,json; print(json.load(sys.stdin)["watcherId"])')
 expect_match "watcher created" '^w' "$wid"
 echo pending >"$W/watched/before-upgrade"
+# A WatchDir stream open over the upgrade.
+$PY -c '
+import sys, struct
+b = sys.argv[1].encode(); sys.stdout.buffer.write(b"\0" + struct.pack(">I", len(b)) + b)' "{\"path\":\"$W/watched\"}" >"$W/watch.bin"
+curl -s -N --max-time 120 "${H[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$W/watch.bin" \
+	"$U/filesystem.Filesystem/WatchDir" >"$W/watch.out" &
+PIDS+=($!)
 # A loopback-only service, forwarded to the sandbox address.
 FPORT=$(free_port)
 $PY tests/integration/upgrade_probe.py echo-server "$FPORT" &
@@ -117,6 +124,8 @@ expect_eq "env store survived" '{"E2B_SANDBOX":"false","KEEP":"me"}' "$(curl -s 
 expect_eq "old token still gates" 401 "$(code "$U/envs")"
 start_tail=$(tail -c 300 "$W/start.out" | tr -d '\0')
 expect_match "the open Start stream ended with unavailable" '"code":"unavailable","message":"envd is upgrading' "$start_tail"
+expect_match "the open WatchDir stream too" '"code":"unavailable","message":"envd is upgrading; watch again' \
+	"$(tail -c 300 "$W/watch.out" | tr -d '\0')"
 
 # --- upgrade 2: a binary that reports another version ---
 old_ver=$("$ENVD_BIN" -version)
