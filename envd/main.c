@@ -28,6 +28,7 @@
 #include "base/log.h"
 #include "base/loop.h"
 #include "sandbox/portfwd.h"
+#include "sandbox/logexport.h"
 #include "sandbox/mmds.h"
 #include "sandbox/upgrade.h"
 #include "process/process.h"
@@ -250,8 +251,10 @@ int main(int argc, char **argv)
 	write_run_file(".E2B_SANDBOX", sandbox, 0444);
 
 	control_metrics_init();
-	if (!control_not_fc)
+	if (!control_not_fc) {
+		logexport_hold();
 		mmds_poll_ids(0);
+	}
 	rpc_register(&process_service);
 	rpc_register(&fs_service);
 

@@ -45,6 +45,7 @@ static struct {
 	char *suffix;            /* ,"instanceID":"..","envID":".."} */
 	size_t suffix_len;
 	unsigned long long sent, dropped;
+	bool inflight;           /* the sender is posting a line */
 	time_t last_report;
 } lx = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
@@ -169,17 +170,30 @@ static void *sender(void *arg)
 
 	for (;;) {
 		pthread_mutex_lock(&lx.mu);
-		while (!lx.head)
+		while (!lx.head || !lx.suffix)
 			pthread_cond_wait(&lx.cv, &lx.mu);
 		struct item *it = lx.head;
 		lx.head = it->next;
 		if (!lx.head)
 			lx.tail = NULL;
 		lx.bytes -= it->len;
+		lx.inflight = true;
+		size_t blen = it->len - 1 + lx.suffix_len;
+		char *body = malloc(blen);
+		if (body) {
+			memcpy(body, it->data, it->len - 1);
+			memcpy(body + it->len - 1, lx.suffix, lx.suffix_len);
+		}
 		pthread_mutex_unlock(&lx.mu);
 
-		int rc = post(it->data, it->len, err, sizeof(err));
+		int rc = -ENOMEM;
+		if (body)
+			rc = post(body, blen, err, sizeof(err));
+		else
+			snprintf(err, sizeof(err), "out of memory");
+		free(body);
 		pthread_mutex_lock(&lx.mu);
+		lx.inflight = false;
 		if (rc == 0) {
 			lx.sent++;
 			free(it);
@@ -220,11 +234,13 @@ static void *sender(void *arg)
 static void sink(const char *line, size_t n)
 {
 	pthread_mutex_lock(&lx.mu);
-	if (!lx.suffix || n < 2 || line[n - 1] != '}') {
+	if (n < 2 || line[n - 1] != '}') {
 		pthread_mutex_unlock(&lx.mu);
 		return;
 	}
-	size_t len = n - 1 + lx.suffix_len;
+	/* Kept as logged; the ids are added when it is sent (they may not be
+	 * known yet: lines from start-up wait for the metadata service). */
+	size_t len = n;
 	if (len > LOGEXPORT_LINE_MAX || len > logexport_queue_max) {
 		lx.dropped++;
 		pthread_mutex_unlock(&lx.mu);
@@ -238,8 +254,7 @@ static void sink(const char *line, size_t n)
 	}
 	it->next = NULL;
 	it->len = len;
-	memcpy(it->data, line, n - 1);
-	memcpy(it->data + n - 1, lx.suffix, lx.suffix_len);
+	memcpy(it->data, line, n);
 	while (lx.head && lx.bytes + len > logexport_queue_max) {
 		struct item *old = lx.head;
 		lx.head = old->next;
@@ -326,6 +341,7 @@ int logexport_configure(const char *address, const char *instance_id, const char
 	lx.suffix_len = jl;
 	bool start = !lx.started;
 	lx.started = true;
+	pthread_cond_signal(&lx.cv);
 	pthread_mutex_unlock(&lx.mu);
 	if (start) {
 		pthread_t t;
@@ -353,5 +369,36 @@ void logexport_stats(unsigned long long *sent, unsigned long long *dropped, size
 	*sent = lx.sent;
 	*dropped = lx.dropped;
 	*queued = lx.bytes;
+	pthread_mutex_unlock(&lx.mu);
+}
+
+bool logexport_idle(void)
+{
+	pthread_mutex_lock(&lx.mu);
+	bool idle = !lx.started || (!lx.head && !lx.inflight);
+	pthread_mutex_unlock(&lx.mu);
+	return idle;
+}
+
+void logexport_hold(void)
+{
+	log_sink = sink;
+}
+
+void logexport_release(void)
+{
+	pthread_mutex_lock(&lx.mu);
+	if (lx.started) {
+		pthread_mutex_unlock(&lx.mu);
+		return;
+	}
+	log_sink = NULL;
+	while (lx.head) {
+		struct item *it = lx.head;
+		lx.head = it->next;
+		free(it);
+	}
+	lx.tail = NULL;
+	lx.bytes = 0;
 	pthread_mutex_unlock(&lx.mu);
 }

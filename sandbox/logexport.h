@@ -9,6 +9,7 @@
 #ifndef ENVD_LOGEXPORT_H
 #define ENVD_LOGEXPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define LOGEXPORT_QUEUE_MAX (8u << 20)
@@ -28,6 +29,18 @@ int logexport_configure(const char *address, const char *instance_id, const char
 /* "http://host[:port][/path]" -> parts; 0 or -EINVAL. */
 int logexport_parse_url(const char *url, char *host, size_t hostlen, char *port, size_t portlen, char *path,
 			size_t pathlen);
+
+/*
+ * Start queueing log lines now (Firecracker mode, at start-up): they are
+ * sent once logexport_configure names the collector.
+ */
+void logexport_hold(void);
+
+/* The metadata service names no collector: stop queueing, drop the queue. */
+void logexport_release(void);
+
+/* Nothing waiting to be sent (or exporting never started). */
+bool logexport_idle(void);
 
 /* Lines delivered, lines dropped, bytes waiting. */
 void logexport_stats(unsigned long long *sent, unsigned long long *dropped, size_t *queued);

@@ -294,6 +294,8 @@ static void poll_done(void *ud, int rc, const struct mmds_meta *m)
 		write_id_file(".E2B_TEMPLATE_ID", m->env_id);
 		if (m->address[0])
 			logexport_configure(m->address, m->instance_id, m->env_id);
+		else
+			logexport_release();
 		return;
 	}
 	if (poll_deadline > 0 && ev_now(envd_loop) >= poll_deadline)

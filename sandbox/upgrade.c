@@ -40,6 +40,7 @@
 #include "http/conn.h"
 #include "process/process.h"
 #include "process/ring.h"
+#include "sandbox/logexport.h"
 #include "sandbox/nfs.h"
 #include "sandbox/portfwd.h"
 #include "sandbox/upgrade.h"
@@ -54,6 +55,8 @@ const char *upgrade_version = "";
 #define PREFLIGHT_S 2.0
 /* Time given to queued responses (the ended streams) before the exec. */
 #define DRAIN_S 0.03
+/* At most this long for the log exporter to empty its queue. */
+#define EXPORT_WAIT_S 0.5
 /* The workload is thawed this long after a hand-over even without /init. */
 #define THAW_AFTER_S 60.0
 /* Newest record schema this reader understands. */
@@ -88,6 +91,7 @@ struct upg {
 	bool eof, exited, timed_out;
 	int status;
 	ev_timer drain;
+	ev_tstamp drain_start;
 };
 
 static struct upg *active; /* one upgrade at a time */
@@ -506,6 +510,14 @@ static void drain_cb(EV_P_ ev_timer *w, int revents)
 	struct upg *u = w->data;
 	char err[512];
 
+	/* Lines for the log collector die with this image: give the sender
+	 * a little time to deliver what is queued (the upgrade's own lines). */
+	if (!logexport_idle() && ev_now(EV_A) - u->drain_start < EXPORT_WAIT_S) {
+		ev_timer_set(w, 0.01, 0.);
+		ev_timer_start(EV_A_ w);
+		return;
+	}
+
 	hand_over(u->bin, err, sizeof(err));
 	/* Still here: the exec failed and everything is as it was. */
 	server_pause_accept(false);
@@ -547,6 +559,7 @@ static void preflight_done(struct upg *u)
 	process_end_streams(RPC_UNAVAILABLE, "envd is upgrading; reconnect to continue");
 	fs_end_streams(RPC_UNAVAILABLE, "envd is upgrading; watch again to continue");
 	server_pause_accept(true);
+	u->drain_start = ev_now(envd_loop);
 	ev_timer_init(&u->drain, drain_cb, DRAIN_S, 0.);
 	u->drain.data = u;
 	ev_timer_start(envd_loop, &u->drain);

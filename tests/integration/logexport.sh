@@ -35,7 +35,8 @@ ENVD_PORT=$(free_port)
 ENVD_URL="http://127.0.0.1:$ENVD_PORT"
 ENVD_LOG=$W/envd.log
 ENVD_LOGS+=("$ENVD_LOG")
-"$ENVD_BIN" -port "$ENVD_PORT" -mmds-addr "127.0.0.1:$MMDS_PORT" -no-port-forward >"$ENVD_LOG" 2>&1 &
+"$ENVD_BIN" -port "$ENVD_PORT" -mmds-addr "127.0.0.1:$MMDS_PORT" -no-port-forward \
+	-upgrade-dir "$W" -handover-file "$W/handover.pb" >"$ENVD_LOG" 2>&1 &
 ENVD_PID=$!
 ENVD_PIDS+=("$ENVD_PID")
 for _ in $(seq 200); do curl -s -o /dev/null "$ENVD_URL/health" && break; sleep 0.05; done
@@ -87,6 +88,15 @@ run marker-while-up
 check "new lines arrive" wait_file "$W/collected" "marker-while-up" 20
 curl -s -o /dev/null "$U/files?path=/nonexistent-file"
 check "a /files request line arrives" wait_file "$W/collected" '"logger":"files"' 20
+
+check "lines from before the metadata service answered are sent too" grep -q '"message":"listening on port' "$W/collected"
+
+# An upgrade: its lines reach the collector from both images.
+expect_eq "/init" 204 "$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{}' "$U/init")"
+curl -s -o /dev/null --max-time 30 -X POST "$U/upgrade"
+check "the outgoing image's last lines are delivered before the exec" grep -q 'handing over"' "$W/collected"
+check "the new image's hand-over line arrives" wait_file "$W/collected" '"message":"upgrade: took over' 30
+check "same process after the upgrade" envd_alive
 
 res=$($PY - "$W/collected" <<'PY'
 import json, sys
