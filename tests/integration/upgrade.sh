@@ -214,7 +214,46 @@ expect_eq "every process intact after the refusals" "$before" "$(listed)"
 check "counter still gapless" probe counter "$U" "$TOK" counter
 check "envd is still the same process" envd_alive
 
+# --- a failure after the pre-flight rolls back completely ---
+# The record cannot be written (its directory does not exist): the
+# descriptors get close-on-exec back, accepting resumes, nothing is lost.
+U1=$U
+L1=$ENVD_LOG
+envd_start -upgrade-dir "$W" -handover-file "$W/missing-dir/handover.pb" -sandbox-addr "$SBX" -no-port-forward ||
+	fail "second envd starts"
+U=$ENVD_URL
+curl -s -o /dev/null -X POST -d "{\"accessToken\":\"$TOK\"}" "$U/init"
+curl -s -N --max-time 120 "${H[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$W/start.bin" \
+	"$U/process.Process/Start" >/dev/null &
+PIDS+=($!)
+for _ in $(seq 100); do probe counter "$U" "$TOK" counter >/dev/null 2>&1 && break; sleep 0.05; done
+# Descriptors a child would inherit (no O_CLOEXEC, 02000000 octal in fdinfo).
+inheritable() {
+	for f in /proc/$ENVD_PID/fd/*; do
+		fl=$(awk '/^flags/ {print $2}' "/proc/$ENVD_PID/fdinfo/${f##*/}" 2>/dev/null)
+		[ -n "$fl" ] && [ $((8#$fl & 8#2000000)) -eq 0 ] && echo "${f##*/}"
+	done | sort -n | tr '\n' ' '
+}
+fds_before=$(inheritable)
+r=$(curl -s --max-time 30 -w ' %{http_code}' "${H[@]}" -X POST "$U/upgrade" | tr -d '\n')
+expect_match "record not writable: 500 naming it" "^write $W/missing-dir/handover.pb: No such file or directory 500$" "$r"
+expect_eq "still accepting connections" 204 "$(code "$U/health")"
+n1=$(probe counter "$U" "$TOK" counter)
+for _ in $(seq 100); do
+	n2=$(probe counter "$U" "$TOK" counter)
+	[ "$n2" -gt "$n1" ] 2>/dev/null && break
+	sleep 0.05
+done
+if [[ "$n1" =~ ^[0-9]+$ ]] && [[ "$n2" =~ ^[0-9]+$ ]] && [ "$n2" -gt "$n1" ]; then
+	pass "the process keeps running and its output keeps coming, gapless ($n1 -> $n2 lines)"
+else
+	fail "process after the roll-back" "$n1 -> $n2"
+fi
+expect_eq "every descriptor is close-on-exec again (as before the attempt)" "$fds_before" "$(inheritable)"
+rpc process.Process/SendSignal '{"process":{"tag":"counter"},"signal":"SIGNAL_SIGKILL"}' >/dev/null
+U=$U1
+
 rpc process.Process/SendSignal '{"process":{"tag":"counter"},"signal":"SIGNAL_SIGKILL"}' >/dev/null
 rpc process.Process/SendSignal "{\"process\":{\"pid\":$pty},\"signal\":\"SIGNAL_SIGKILL\"}" >/dev/null
-grep -q 'upgrade: executing' "$ENVD_LOG" && pass "upgrade logged" || fail "upgrade logged"
+grep -q 'upgrade: executing' "$L1" && pass "upgrade logged" || fail "upgrade logged"
 finish
