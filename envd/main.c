@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "http/conn.h"
+#include "http/http.h"
 #include "sandbox/control.h"
 #include "base/errstr.h"
 #include "fs/fs_service.h"
@@ -30,6 +31,10 @@
 #include "process/process_service.h"
 #include "rpc/rpc.h"
 #include "base/state.h"
+
+/* Services pace themselves on RPC_SEND_HIGH; the transport fires on_writable
+   relative to HTTP_QUEUE_HIGH. They must be the same mark. */
+_Static_assert(RPC_SEND_HIGH == HTTP_QUEUE_HIGH, "rpc.h and http.h disagree on the send high-water mark");
 
 #ifndef ENVD_VERSION
 #define ENVD_VERSION "0.7.0"

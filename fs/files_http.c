@@ -34,6 +34,7 @@
 #include <zlib.h>
 
 #include "fs/entry.h"
+#include "base/buf.h"
 #include "base/errstr.h"
 #include "fs/files_util.h"
 #include "fs/multipart.h"
@@ -1260,8 +1261,7 @@ fail:
 struct compose {
 	struct http_req *r;     /* NULL once the client went away */
 	struct user u;
-	char *body;
-	size_t blen;
+	struct buf body;        /* bounded by COMPOSE_BODY_MAX */
 	bool too_big;
 	char dest[PATH_MAX];
 	char **srcs;            /* resolved */
@@ -1281,7 +1281,7 @@ static void compose_free(struct compose *c)
 	}
 	free(c->srcs);
 	free(c->srcs_given);
-	free(c->body);
+	buf_free(&c->body);
 	free(c);
 }
 
@@ -1300,21 +1300,8 @@ static void compose_on_close(struct http_req *r, bool completed)
 static void compose_on_body(struct http_req *r, const uint8_t *p, size_t n)
 {
 	struct compose *c = r->ud;
-	if (c->too_big)
-		return;
-	if (c->blen + n > COMPOSE_BODY_MAX) {
+	if (!c->too_big && buf_append(&c->body, p, n) < 0)
 		c->too_big = true;
-		return;
-	}
-	char *nb = realloc(c->body, c->blen + n + 1);
-	if (!nb) {
-		c->too_big = true;
-		return;
-	}
-	c->body = nb;
-	memcpy(c->body + c->blen, p, n);
-	c->blen += n;
-	c->body[c->blen] = '\0';
 }
 
 /* Copy all of src into dst at its end with the kernel doing the work. */
@@ -1479,7 +1466,8 @@ static void compose_on_body_end(struct http_req *r)
 		http_respond_json_error(r, 400, "invalid request body: request body too large");
 		return;
 	}
-	root = json_loadb(c->body ? c->body : "", c->blen, JSON_REJECT_DUPLICATES, &je);
+	root = json_loadb(c->body.p ? (const char *)c->body.p : "", c->body.len, JSON_REJECT_DUPLICATES,
+			  &je);
 	if (!root || !json_is_object(root)) {
 		respond_fmt(r, 400, "invalid request body: %s", root ? "expected a JSON object" : je.text);
 		goto out;
@@ -1572,6 +1560,7 @@ void files_compose(struct http_req *r)
 		return;
 	}
 	c->r = r;
+	buf_init(&c->body, COMPOSE_BODY_MAX);
 	r->ud = c;
 	r->on_body = compose_on_body;
 	r->on_body_end = compose_on_body_end;

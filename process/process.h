@@ -6,7 +6,7 @@
  * Output path: the child's pipes (or PTY master) are read in >= 64 KiB
  * chunks into one reused buffer and appended to the process's ring
  * (ring.h); every subscriber is a cursor into that ring and is sent data
- * while its RPC send queue is below HTTP_QUEUE_HIGH, resuming from
+ * while its RPC send queue is below RPC_SEND_HIGH, resuming from
  * on_writable. So:
  *   - with no subscriber, output still goes into the ring (kept for replay);
  *   - a slow subscriber never holds up a faster one or the child: when its
@@ -54,7 +54,6 @@ extern size_t process_ring_size;
 #define PROCESS_RETAIN_S 30.0
 #define PROCESS_GRACE_S 2.0
 #define PROCESS_STALL_S 10.0
-/* Streams attached to one process at once (each may queue HTTP_QUEUE_HIGH). */
 /* Streams attached to one process at once (flag -max-process-streams). */
 extern unsigned process_max_subs;
 /* Unwritten SendInput bytes a process may hold before input is refused. */

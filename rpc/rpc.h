@@ -80,12 +80,20 @@ struct rpc_service {
 	size_t n_methods;
 };
 
+/*
+ * A call whose send queue (rpc_call_queued()) holds this many bytes is full:
+ * producers stop and wait for on_writable, which fires once the queue is
+ * below half of it. The transport's HTTP_QUEUE_HIGH has the same value
+ * (envd/main.c asserts it), so services need not know the transport.
+ */
+#define RPC_SEND_HIGH (256 * 1024)
+
 struct rpc_call_hooks {
 	/* Client streams: one decoded message; freed after the hook returns. */
 	void (*on_message)(struct rpc_call *call, const ProtobufCMessage *msg);
 	/* Client streams: the client finished sending. */
 	void (*on_input_end)(struct rpc_call *call);
-	/* The send queue drained below HTTP_QUEUE_HIGH / 2. */
+	/* The send queue drained below RPC_SEND_HIGH / 2. */
 	void (*on_writable)(struct rpc_call *call);
 	/*
 	 * The client went away (RPC_CANCELED) or the deadline passed
