@@ -26,6 +26,7 @@
 #include "base/state.h"
 #include "base/users.h"
 #include "fs/watch.h"
+#include "rpc/rpcerr.h"
 #include "base/worker.h"
 
 #define ERRLEN (2 * PATH_MAX + 256)
@@ -191,7 +192,7 @@ static void listdir_done(void *arg)
 
 	if (j->call) {
 		if (j->rc) {
-			rpc_fail(j->call, (enum rpc_code)j->rc, "%s", j->err);
+			rpc_fail(j->call, rpc_code_from_errno(j->rc), "%s", j->err);
 		} else {
 			Filesystem__ListDirResponse resp = FILESYSTEM__LIST_DIR_RESPONSE__INIT;
 			resp.entries = j->listing.entries;
@@ -460,7 +461,7 @@ static void watch_submit(struct rpc_call *call, const char *req_path, bool recur
 	}
 	rc = fs_watch_check(j->path, allow_network_mounts, j->err, sizeof(j->err));
 	if (rc) {
-		rpc_fail(call, (enum rpc_code)rc, "%s", j->err);
+		rpc_fail(call, rpc_code_from_errno(rc), "%s", j->err);
 		free(j);
 		return;
 	}

@@ -21,9 +21,10 @@ struct fs_listing {
 
 /*
  * List `requested` (a resolved path) to `depth` levels (0 means 1).
- * Returns 0 with the entries in `out`, or an rpc code (RPC_NOT_FOUND,
- * RPC_INVALID_ARGUMENT, RPC_FAILED_PRECONDITION, RPC_INTERNAL,
- * RPC_RESOURCE_EXHAUSTED) with a message in err.
+ * Returns 0 with the entries in `out`, or a negative errno with a message
+ * in err: -ENOENT (the path or a component is missing), -ENOTDIR (not a
+ * directory), -ELOOP (symlink loop), -ENOMEM, -E2BIG (more than
+ * FS_LISTDIR_MAX_ENTRIES), -EIO (any other failure, reported as internal).
  */
 int fs_listdir(const char *requested, uint32_t depth, struct fs_listing *out, char *err, size_t errlen);
 void fs_listing_free(struct fs_listing *l);
