@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * errstr.h - errno texts as Go prints them (lower-case glibc wording), so
- * messages match the reference regardless of libc (spec Appendix A.1).
+ * messages match the reference regardless of libc (docs/protocol.md,
+ * "Go-compatible strings").
  */
 #ifndef ENVD_ERRSTR_H
 #define ENVD_ERRSTR_H

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * main.c - flags, start-up (spec §1.1, §1.2) and the event loop.
+ * main.c - flags (README.md, "Flags"), start-up and the event loop.
  *
  * Flags follow Go's flag package, so the platform can run envd exactly as
  * it runs the reference: -name or --name, -name value or -name=value,

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * router.h - the request pipeline of spec §1.4: CORS, the access-token
+ * router.h - the request pipeline (docs/protocol.md, "Request pipeline"):
+ * CORS, the access-token
  * gate, Basic-auth user resolution, then the route table.
  */
 #ifndef ENVD_ROUTER_H
@@ -15,7 +16,8 @@ void router_dispatch(struct http_req *r);
 const char *http_reason(int status);
 
 /*
- * Parse "Authorization: Basic ..." the way Go does (§2.4.1): returns 1 and
+ * Parse "Authorization: Basic ..." the way Go does ("Basic " in any case,
+ * padded base64, a ':'): returns 1 and
  * the user name in out when a user was given, 0 when the header is absent
  * or ignorable.
  */

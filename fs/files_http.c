@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * files_http.c - GET /files, POST /files and POST /files/compose (§4).
+ * files_http.c - GET /files, POST /files and POST /files/compose
+ * (docs/protocol.md, "Files HTTP API").
  *
  * Memory is O(1) in the file size in every direction:
  *   - identity downloads queue file ranges (sendfile on HTTP/1.1) a few
@@ -51,7 +52,8 @@
 /* --- common: auth, user, path --- */
 
 /*
- * §2.3. Returns 0 if allowed; otherwise the 401 (or 400) has been sent.
+ * Token header or signed URL (docs/protocol.md, "Signed URLs"). Returns 0
+ * if allowed; otherwise the 401 (or 400) has been sent.
  */
 static int check_signing(struct http_req *r, const char *op)
 {
@@ -715,7 +717,9 @@ static void random_suffix(char *out, size_t len)
 	random_hex(out, len > 17 ? 16 : len - 1);
 }
 
-/* "Process file" steps 1-3 (§4.3) for up->target. */
+/* Open up->target for writing: create its parent directories, refuse a
+   directory, chown an existing file, open (a temporary beside it when
+   atomic). */
 static int up_begin_file(struct upload *up)
 {
 	char parent[PATH_MAX], err[MSGLEN];

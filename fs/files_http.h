@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * files_http.h - the /files HTTP API (spec §2.3, §4).
+ * files_http.h - the /files HTTP API (docs/protocol.md, "Files HTTP API").
  *
  * The router calls these after CORS, the token gate and Basic-auth
  * validation. Each handler owns the exchange from then on: it checks the

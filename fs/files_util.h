@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * files_util.h - the protocol pieces of /files that need no I/O: URL
- * signatures (§2.3), Accept-Encoding negotiation (§4.2), Content-
+ * signatures, Accept-Encoding negotiation (docs/protocol.md, "Files HTTP
+ * API"), Content-
  * Disposition formatting, MIME types by extension, content sniffing,
  * Range and HTTP-date parsing.
  */

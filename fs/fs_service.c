@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fs_service.c - filesystem.Filesystem handlers (spec §7).
+ * fs_service.c - filesystem.Filesystem handlers (docs/protocol.md,
+ * "filesystem.Filesystem").
  *
  * Quick single-path operations (Stat, MakeDir, Move) run on the loop;
  * ListDir and Remove can touch millions of inodes, so they go to the

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fs_service.h - the filesystem.Filesystem Connect service (spec §7).
+ * fs_service.h - the filesystem.Filesystem Connect service
+ * (docs/protocol.md, "filesystem.Filesystem").
  * main registers it with rpc_register(&fs_service).
  */
 #ifndef FS_FS_SERVICE_H

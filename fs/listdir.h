@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * listdir.h - the ListDir walk and the recursive remove (spec §7.3, §7.6),
+ * listdir.h - the ListDir walk and the recursive remove (docs/protocol.md,
+ * "filesystem.Filesystem"),
  * as blocking functions meant for the worker pool.
  */
 #ifndef FS_LISTDIR_H

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * watch.c - inotify with recursive directories, as the reference's
- * fsnotify fork behaves (§7.7), plus an explicit overflow event.
+ * fsnotify fork behaves, plus an explicit overflow event (docs/protocol.md,
+ * "Watching").
  */
 #include "fs/watch.h"
 
@@ -179,8 +180,9 @@ static int cmp_str(const void *a, const void *b)
 
 /*
  * Watch every directory below root/rel (not following symlinks). When
- * `announce`, emit a synthetic CREATE for every entry found (§7.7: the
- * contents of a directory that appeared before its watch existed).
+ * `announce`, emit a synthetic CREATE for every entry found (the contents
+ * of a directory that appeared before its watch existed; the reference does
+ * the same, so `mkdir -p a/b/c` reports all three).
  * Unreadable directories are skipped.
  */
 static void walk_add(struct fs_watch *w, const char *rel, bool announce, int depth)

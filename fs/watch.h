@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * watch.h - inotify directory watching on the event loop (spec §7.7).
+ * watch.h - inotify directory watching on the event loop (docs/protocol.md,
+ * "Watching").
  *
  * One struct fs_watch is one inotify instance watching a root directory
  * (and, when recursive, every directory below it, including ones created

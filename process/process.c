@@ -530,7 +530,8 @@ static void retain_cb(EV_P_ ev_timer *w, int revents)
 	leave(p);
 }
 
-/* A new process takes over its pid and tag from retained ones (§6.1). */
+/* A new process takes over its pid and tag from retained ones: a late
+   Connect by pid or tag must find the new process, not a finished one. */
 static void evict_retained(pid_t pid, const char *tag)
 {
 	struct ptable_entry *e, *next;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * process.h - one started command: its child, output ring, input, and the
- * streams subscribed to it (spec §6.1-§6.12).
+ * streams subscribed to it (docs/protocol.md, "process.Process").
  *
  * Output path: the child's pipes (or PTY master) are read in >= 64 KiB
  * chunks into one reused buffer and appended to the process's ring
@@ -80,7 +80,8 @@ struct process_spec {
 enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call, char *err,
 			    size_t errlen);
 
-/* Lookups (§6.11): listed processes first; `retained_too` for Connect. */
+/* Lookups by pid or tag (first match): listed processes first;
+   `retained_too` for Connect. */
 struct process *process_find_pid(uint32_t pid, bool retained_too);
 struct process *process_find_tag(const char *tag, bool retained_too);
 

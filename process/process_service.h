@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * process_service.h - the process.Process Connect-RPC service (spec §6):
+ * process_service.h - the process.Process Connect-RPC service
+ * (docs/protocol.md, "process.Process"):
  * Start, Connect, List, SendInput, StreamInput, CloseStdin, SendSignal,
  * Update. Register with rpc_register(&process_service).
  */

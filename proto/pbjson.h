@@ -3,7 +3,8 @@
  * pbjson.h - canonical proto3 JSON (protojson) for any protobuf-c message.
  *
  * The codec walks protobuf-c descriptors, so it serves every message type
- * of every service without per-type code. Mapping (spec §5.9):
+ * of every service without per-type code. Mapping (docs/protocol.md,
+ * "Connect-RPC"):
  *   - field names in lowerCamelCase on output; lowerCamelCase or the
  *     original proto name on input;
  *   - implicit-presence fields are omitted when they hold their default;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * pty.h - pseudo-terminal pairs for PTY processes (spec §6.2.5, §6.12).
+ * pty.h - pseudo-terminal pairs for PTY processes: opened with the requested
+ * window size before the child starts, resized by Update.
  */
 #ifndef PTY_PTY_H
 #define PTY_PTY_H

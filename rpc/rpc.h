@@ -49,7 +49,7 @@ enum rpc_code {
 
 /* "not_found" etc.; "unknown" for out-of-range values. */
 const char *rpc_code_name(enum rpc_code code);
-/* Connect unary HTTP status for a code (spec §5.5). */
+/* Connect unary HTTP status for a code (docs/protocol.md, "Connect-RPC"). */
 int rpc_code_http_status(enum rpc_code code);
 
 enum rpc_kind {
@@ -119,7 +119,8 @@ struct http_req *rpc_call_http(const struct rpc_call *call);
 const char *rpc_call_method(const struct rpc_call *call);
 
 /*
- * The user the call runs as (spec §2.4.2): the Basic-auth user if given,
+ * The user the call runs as (docs/protocol.md, "Users and paths"): the
+ * Basic-auth user if given,
  * else the default user. Returns 0, or RPC_UNAUTHENTICATED / RPC_INTERNAL
  * with a message in err.
  */
@@ -155,7 +156,8 @@ void rpc_dispatch(struct http_req *r);
 /* True if `path` falls under a registered service prefix. */
 bool rpc_path_is_rpc(const char *path);
 
-/* Connect-formatted error for a non-handler failure (Basic auth), §2.4.1. */
+/* Connect-formatted error for a non-handler failure (Basic auth), in the
+   shape the request's protocol expects (docs/protocol.md, "Request pipeline"). */
 void rpc_respond_error(struct http_req *r, enum rpc_code code, const char *msg);
 
 /* Maximum encoded or decoded message size, bytes (flag -max-message). */

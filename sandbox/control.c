@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control.c - /health, /metrics, /envs, /init and the orchestrator-only
- * endpoints (spec §3).
+ * endpoints (docs/protocol.md, "Control endpoints").
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -212,7 +212,7 @@ struct init_req {
 	bool nfs_pending;
 };
 
-/* One /init at a time (§3.4.2 step 3): the rest wait in arrival order. */
+/* One /init at a time: the rest wait in arrival order. */
 static struct init_req *init_head, *init_tail;
 static struct init_req *init_current;
 
@@ -444,7 +444,8 @@ static void init_finish(struct init_req *ir, int status, const char *text)
 	init_run_next();
 }
 
-/* Validate the body's shape (§3.4.1); false means 400. */
+/* Validate the body's shape (docs/protocol.md, "POST /init"); false
+   means 400. */
 static bool init_parse(struct init_req *ir)
 {
 	json_error_t jerr;
@@ -498,7 +499,8 @@ static const char *init_str(struct init_req *ir, const char *key)
 	return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-/* Authorised: apply the data (§3.4.2 steps 7-12). */
+/* Authorised: the replay guard, then apply the data, mark initialised,
+   refresh the sandbox ids from MMDS, answer 204. */
 static void init_apply(struct init_req *ir)
 {
 	const char *tv = init_str(ir, "accessToken");
@@ -585,7 +587,8 @@ static void init_complete(struct init_req *ir)
 	init_finish(ir, 204, NULL);
 }
 
-/* §3.4.2 step 4, after MMDS answered (or could not). */
+/* Authorisation, once MMDS answered (or could not): current token, MMDS
+   hash, or first set-up. */
 static void init_decide(struct init_req *ir, bool mmds_exists, const char *hash)
 {
 	const char *tv = init_str(ir, "accessToken");

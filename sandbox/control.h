@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control.h - the control endpoints (spec §3): health, metrics, envs,
+ * control.h - the control endpoints (docs/protocol.md, "Control
+ * endpoints"): health, metrics, envs,
  * init, and the orchestrator-only freeze/collapse/upgrade family.
  */
 #ifndef ENVD_CONTROL_H

@@ -200,7 +200,7 @@ static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
 		return;
 	}
 	if (f->step == 0) {
-		/* An empty session token is a failure (§3.6). */
+		/* An empty session token is a failure, as in the reference. */
 		size_t tl = f->body.len;
 		while (tl > 0 && (f->body.p[tl - 1] == '\n' || f->body.p[tl - 1] == '\r'))
 			tl--;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * mmds.h - Firecracker's metadata service (spec §3.6), fetched without
+ * mmds.h - Firecracker's metadata service (docs/protocol.md, "POST /init"),
+ * fetched without
  * blocking the loop: PUT /latest/api/token, then GET / with that token.
  */
 #ifndef ENVD_MMDS_H

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * nfs.h - NFS volume mounts requested by /init (spec §3.8), done by the
+ * nfs.h - NFS volume mounts requested by /init (docs/protocol.md, "POST
+ * /init"), done by the
  * worker pool so the loop never waits on mount(8).
  */
 #ifndef ENVD_NFS_H

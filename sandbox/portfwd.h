@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * portfwd.h - make loopback-only services reachable on the sandbox address
- * (spec §8), inside envd and on its event loop.
+ * (docs/protocol.md, "Port forwarding"), inside envd and on its event loop.
  *
  * A scanner lists listening TCP sockets (netlink sock_diag; /proc/net/tcp*
  * when netlink is unavailable) every PORTFWD_SCAN_MS. For every port that
@@ -26,7 +26,8 @@
 /* Scan period: a new listener is forwarded within one period. */
 #define PORTFWD_SCAN_MS 50
 /* Consecutive scans a listener must be missing before its forward closes:
- * one lost scan must not cut a port off (user-pain #11). */
+ * one lost scan must not cut a port off (the reference's forwarder tore
+ * every forward down on a single /proc read error). */
 #define PORTFWD_MISS_SCANS 3
 /* Bounds: forwarded ports and concurrent relayed connections. */
 #define PORTFWD_MAX_FORWARDS 1024
