@@ -3,6 +3,8 @@
  * errstr.h - errno texts as Go prints them (lower-case glibc wording), so
  * messages match the reference regardless of libc (docs/protocol.md,
  * "Go-compatible strings").
+ *
+ * Errors: none (an unknown value gives "errno N").
  */
 #ifndef ENVD_ERRSTR_H
 #define ENVD_ERRSTR_H

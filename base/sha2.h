@@ -5,6 +5,8 @@
  * Used for /files URL signatures (SHA-256) and the /init token hash that
  * MMDS holds (SHA-512). No allocation; contexts live wherever the caller
  * puts them.
+ *
+ * Errors: none.
  */
 #ifndef ENVD_SHA2_H
 #define ENVD_SHA2_H

@@ -5,6 +5,9 @@
  *
  * Lookups parse /etc/passwd and /etc/group directly (never NSS), as the
  * reference does, so results do not depend on the libc.
+ *
+ * Errors: 0 or a negative errno, with a Go-shaped message where a client
+ * sees it (docs/architecture.md, "Errors").
  */
 #ifndef ENVD_USERS_H
 #define ENVD_USERS_H

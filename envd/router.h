@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * router.h - the request pipeline (docs/protocol.md, "Request pipeline"):
- * CORS, the access-token
- * gate, Basic-auth user resolution, then the route table.
+ * CORS, the access-token gate, Basic-auth user resolution, then the route
+ * table.
+ *
+ * Errors: answered on the exchange: 401 (token), Connect unauthenticated
+ * (Basic auth), 404/405 (routes).
  */
 #ifndef ENVD_ROUTER_H
 #define ENVD_ROUTER_H

@@ -6,6 +6,9 @@
  *
  * Everything here does blocking syscalls on one path at a time; it is safe
  * to call from worker threads (no shared mutable state).
+ *
+ * Errors: 0 or a negative errno naming the situation, with a Go-shaped
+ * message in err; the service edge maps it to a code.
  */
 #ifndef FS_ENTRY_H
 #define FS_ENTRY_H

@@ -530,7 +530,7 @@ void files_get(struct http_req *r)
 		int rr = files_parse_ranges(range, size, rg, MAX_RANGES);
 		/* Go ignores an unsatisfiable range on an empty file (clients
 		 * that always send Range get a 200, not a 416). */
-		if (rr == -1 && size == 0)
+		if (rr == -ERANGE && size == 0)
 			rr = 0;
 		if (rr < 0) {
 			snprintf(crange, sizeof(crange), "bytes */%lld", (long long)size);

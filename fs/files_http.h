@@ -12,6 +12,9 @@
  * Additive query parameter on POST /files: atomic=true writes each target
  * through a temporary file in the same directory, renamed over the target
  * only once complete.
+ *
+ * Errors: answered on the exchange as an HTTP status with an envd JSON error
+ * (docs/protocol.md, "Files HTTP API").
  */
 #ifndef FS_FILES_HTTP_H
 #define FS_FILES_HTTP_H

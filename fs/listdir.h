@@ -3,6 +3,9 @@
  * listdir.h - the ListDir walk and the recursive remove (docs/protocol.md,
  * "filesystem.Filesystem"),
  * as blocking functions meant for the worker pool.
+ *
+ * Errors: 0 or a negative errno naming the situation (see each function),
+ * message in err; fs_service.c maps it to a code.
  */
 #ifndef FS_LISTDIR_H
 #define FS_LISTDIR_H

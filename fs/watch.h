@@ -7,6 +7,9 @@
  * (and, when recursive, every directory below it, including ones created
  * later). Raw inotify events are turned into FilesystemEvent types and
  * names relative to the root, and handed to a callback on the loop.
+ *
+ * Errors: 0 or a negative errno naming the situation (see each function),
+ * message in err; fs_service.c maps it to a code.
  */
 #ifndef FS_WATCH_H
 #define FS_WATCH_H

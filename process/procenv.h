@@ -6,6 +6,8 @@
  * Layers, later ones winning for the same name: PATH, HOME, USER, LOGNAME;
  * the env store; the request's envs. A name keeps the position of its
  * first appearance and the value of its last.
+ *
+ * Errors: NULL when memory runs out.
  */
 #ifndef PROCESS_PROCENV_H
 #define PROCESS_PROCENV_H

@@ -33,6 +33,11 @@
  * session (PTY: an interactive shell gives each job its own group).
  *
  * Everything runs on envd_loop.
+ *
+ * Errors: this module is the process service's RPC edge: the entry points
+ * stream to an rpc_call and return an enum rpc_code with the message in err;
+ * the modules below it (spawn, ring, ptable, procenv, waitstatus) return
+ * negative errno values (docs/architecture.md, "Errors").
  */
 #ifndef PROCESS_PROCESS_H
 #define PROCESS_PROCESS_H

@@ -4,6 +4,9 @@
  * (docs/protocol.md, "process.Process"):
  * Start, Connect, List, SendInput, StreamInput, CloseStdin, SendSignal,
  * Update. Register with rpc_register(&process_service).
+ *
+ * Errors: reported on each call as Connect codes (docs/protocol.md,
+ * "process.Process").
  */
 #ifndef PROCESS_PROCESS_SERVICE_H
 #define PROCESS_PROCESS_SERVICE_H

@@ -9,6 +9,8 @@
  * `retained` (finished; kept for a while so a late Connect still gets the
  * end event). The entries are embedded in their owners; the table owns
  * nothing.
+ *
+ * Errors: none; lookups return NULL.
  */
 #ifndef PROCESS_PTABLE_H
 #define PROCESS_PTABLE_H

@@ -12,6 +12,8 @@
  * `file` is looked up on the PATH of `envp`; when it cannot be executed
  * the child writes a shell-style message on its stderr and exits 127 (not
  * found) or 126, as the reference's /bin/sh wrapper does.
+ *
+ * Errors: a pid, or a negative errno with a Go-shaped message.
  */
 #ifndef PROCESS_SPAWN_H
 #define PROCESS_SPAWN_H

@@ -2,6 +2,8 @@
 /*
  * waitstatus.h - a child's wait status as Go's os.ProcessState shows it
  * (EndEvent fields; docs/protocol.md, "Go-compatible strings").
+ *
+ * Errors: none.
  */
 #ifndef PROCESS_WAITSTATUS_H
 #define PROCESS_WAITSTATUS_H

@@ -19,6 +19,9 @@
  *
  * Known limit: a uint64 given as a JSON *number* above 2^63-1 is rejected
  * (the JSON parser stores integers as long long); as a string it works.
+ *
+ * Errors: the encoders return NULL or -ENOMEM; the decoder returns NULL with
+ * a message (the RPC edge reports it as invalid_argument).
  */
 #ifndef ENVD_PBJSON_H
 #define ENVD_PBJSON_H

@@ -2,6 +2,8 @@
 /*
  * pty.h - pseudo-terminal pairs for PTY processes: opened with the requested
  * window size before the child starts, resized by Update.
+ *
+ * Errors: 0 or a negative errno.
  */
 #ifndef PTY_PTY_H
 #define PTY_PTY_H

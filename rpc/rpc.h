@@ -14,6 +14,11 @@
  *   - if the client goes away or the deadline passes first, the on_cancel
  *     hook is called instead (if set); after it returns the call is gone.
  * Exactly one of the two happens. Calls may be completed asynchronously.
+ *
+ * Errors: a service ends a call with an enum rpc_code (rpc_fail()); below
+ * the services, errors are negative errno values mapped with
+ * rpc_code_from_errno() (rpc/rpcerr.h). rpc_send() returns 0, -EPIPE or
+ * -EMSGSIZE.
  */
 #ifndef ENVD_RPC_H
 #define ENVD_RPC_H
@@ -120,9 +125,8 @@ const char *rpc_call_method(const struct rpc_call *call);
 
 /*
  * The user the call runs as (docs/protocol.md, "Users and paths"): the
- * Basic-auth user if given,
- * else the default user. Returns 0, or RPC_UNAUTHENTICATED / RPC_INTERNAL
- * with a message in err.
+ * Basic-auth user if given, else the default user. Returns 0, or
+ * RPC_UNAUTHENTICATED / RPC_INTERNAL with a message in err.
  */
 int rpc_call_user(const struct rpc_call *call, struct user *out, char *err, size_t errlen);
 

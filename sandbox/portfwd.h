@@ -14,6 +14,9 @@
  * reset. A port whose listener is gone for PORTFWD_MISS_SCANS scans in a
  * row stops being forwarded (established relays carry on); when it comes
  * back it is forwarded again.
+ *
+ * Errors: 0 or a negative errno; failures after start-up are logged and
+ * retried, never fatal.
  */
 #ifndef ENVD_PORTFWD_H
 #define ENVD_PORTFWD_H
