@@ -88,6 +88,13 @@ $(ASAN_OBJ)/tests/%: tests/unit/%.c $(call asan_objs,$(LIB_SRCS) $(GEN_SRCS))
 	@mkdir -p $(dir $@)
 	$(ASAN_CC) $(ASAN_CFLAGS) -Itests/unit $^ -o $@ $(LIBS) -lcriterion
 
+# *_alloc_test: allocation-failure tests (tests/unit/failalloc.h). Every
+# allocation from our objects goes through the counting wrapper.
+ALLOC_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup
+$(ASAN_OBJ)/tests/%_alloc_test: tests/unit/%_alloc_test.c tests/unit/failalloc.c $(call asan_objs,$(LIB_SRCS) $(GEN_SRCS))
+	@mkdir -p $(dir $@)
+	$(ASAN_CC) $(ASAN_CFLAGS) -Itests/unit $^ -o $@ $(ALLOC_WRAP) $(LIBS) -lcriterion
+
 UNIT_BINS := $(patsubst tests/unit/%.c,$(ASAN_OBJ)/tests/%,$(UNIT_SRCS))
 
 asan: $(ASAN_OBJ)/envd

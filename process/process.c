@@ -15,10 +15,10 @@
 #include <unistd.h>
 
 #include "pty/pty.h"
+#include "base/buf.h"
 #include "base/errstr.h"
 #include "base/log.h"
 #include "process/fanout.h"
-#include "http/http.h"
 #include "base/loop.h"
 #include "process/ptable.h"
 #include "process/ring.h"
@@ -59,8 +59,7 @@ struct process {
 	ev_timer grace_w, kill_w, retain_w, stall_w;
 	struct ring ring;
 
-	uint8_t *inq;            /* input not yet accepted by the pipe/PTY */
-	size_t inq_len, inq_cap;
+	struct buf inq;          /* input not yet accepted by the pipe/PTY */
 	bool stdin_close_pending;
 
 	bool in_table, reaped, out_eof, err_eof, end_ready, finalized, expired, paused;
@@ -119,7 +118,7 @@ static void process_free(struct process *p)
 	if (p->finalized)
 		retained_bytes -= p->ring.cap;
 	ring_free(&p->ring);
-	free(p->inq);
+	buf_free(&p->inq);
 	if (p->config)
 		process__process_config__free_unpacked(p->config, NULL);
 	free(p->tag);
@@ -249,7 +248,7 @@ static void sub_pump(struct sub *s)
 		long n;
 
 		switch (fanout_next(&p->ring, p->end_ready, p->end_off, s->cursor, s->replay,
-				    rpc_call_queued(s->call) < HTTP_QUEUE_HIGH)) {
+				    rpc_call_queued(s->call) < RPC_SEND_HIGH)) {
 		case FANOUT_IDLE:
 		case FANOUT_WAIT: /* on_writable or the next read resumes */
 			goto out;
@@ -411,9 +410,7 @@ static void finalize(struct process *p)
 		return;
 	p->finalized = true;
 	stop_io(p);
-	free(p->inq);
-	p->inq = NULL;
-	p->inq_len = p->inq_cap = 0;
+	buf_free(&p->inq);
 	p->paused = false;
 	p->ent.listed = false;
 	p->ent.retained = true;
@@ -536,7 +533,8 @@ static void retain_cb(EV_P_ ev_timer *w, int revents)
 	leave(p);
 }
 
-/* A new process takes over its pid and tag from retained ones (§6.1). */
+/* A new process takes over its pid and tag from retained ones: a late
+   Connect by pid or tag must find the new process, not a finished one. */
 static void evict_retained(pid_t pid, const char *tag)
 {
 	struct ptable_entry *e, *next;
@@ -565,8 +563,8 @@ static void in_cb(EV_P_ ev_io *w, int revents)
 	struct process *p = w->data;
 	size_t off = 0;
 
-	while (off < p->inq_len) {
-		ssize_t n = write(p->in_fd, p->inq + off, p->inq_len - off);
+	while (off < p->inq.len) {
+		ssize_t n = write(p->in_fd, p->inq.p + off, p->inq.len - off);
 
 		if (n > 0) {
 			off += (size_t)n;
@@ -577,12 +575,11 @@ static void in_cb(EV_P_ ev_io *w, int revents)
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
 		/* Reader gone: nothing queued can be delivered any more. */
-		off = p->inq_len;
+		off = p->inq.len;
 		break;
 	}
-	memmove(p->inq, p->inq + off, p->inq_len - off);
-	p->inq_len -= off;
-	if (p->inq_len)
+	buf_consume(&p->inq, off);
+	if (p->inq.len)
 		return;
 	ev_io_stop(EV_A_ w);
 	if (p->stdin_close_pending) {
@@ -616,7 +613,7 @@ enum rpc_code process_write_input(struct process *p, bool to_pty, const uint8_t 
 	}
 	if (n == 0)
 		return RPC_OK;
-	while (p->inq_len == 0 && done < n) {
+	while (p->inq.len == 0 && done < n) {
 		ssize_t w = write(p->in_fd, data + done, n - done);
 
 		if (w > 0) {
@@ -640,29 +637,17 @@ enum rpc_code process_write_input(struct process *p, bool to_pty, const uint8_t 
 	if (done == n)
 		return RPC_OK;
 	/* The pipe is full: keep the rest, bounded, and write it when it drains. */
-	if (p->inq_len + (n - done) > PROCESS_STDIN_MAX) {
+	if (p->inq.len + (n - done) > PROCESS_STDIN_MAX) {
 		snprintf(err, errlen, "error writing to %s: process %d is not reading its input; "
 				      "%u bytes are already waiting", to_pty ? "tty" : "stdin",
-			 (int)p->pid, (unsigned)p->inq_len);
+			 (int)p->pid, (unsigned)p->inq.len);
 		return RPC_RESOURCE_EXHAUSTED;
 	}
-	if (p->inq_len + (n - done) > p->inq_cap) {
-		size_t cap = p->inq_cap ? p->inq_cap : 64 * 1024;
-		uint8_t *q;
-
-		while (cap < p->inq_len + (n - done))
-			cap *= 2;
-		q = realloc(p->inq, cap);
-		if (!q) {
-			snprintf(err, errlen, "error writing to %s: %s", to_pty ? "tty" : "stdin",
-				 go_strerror(ENOMEM));
-			return RPC_INTERNAL;
-		}
-		p->inq = q;
-		p->inq_cap = cap;
+	if (buf_append(&p->inq, data + done, n - done) < 0) {
+		snprintf(err, errlen, "error writing to %s: %s", to_pty ? "tty" : "stdin",
+			 go_strerror(ENOMEM));
+		return RPC_INTERNAL;
 	}
-	memcpy(p->inq + p->inq_len, data + done, n - done);
-	p->inq_len += n - done;
 	ev_io_set(&p->in_w, p->in_fd, EV_WRITE);
 	ev_io_start(envd_loop, &p->in_w);
 	return RPC_OK;
@@ -677,7 +662,7 @@ enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen)
 	}
 	if (p->in_fd < 0)
 		return RPC_OK;
-	if (p->inq_len) {
+	if (p->inq.len) {
 		p->stdin_close_pending = true;
 		return RPC_OK;
 	}
@@ -803,7 +788,7 @@ static void ka_cb(EV_P_ ev_timer *w, int revents)
 	Process__ProcessEvent__KeepAlive ka = PROCESS__PROCESS_EVENT__KEEP_ALIVE__INIT;
 
 	enter(p);
-	if (s->call && rpc_call_queued(s->call) < HTTP_QUEUE_HIGH) {
+	if (s->call && rpc_call_queued(s->call) < RPC_SEND_HIGH) {
 		ev.event_case = PROCESS__PROCESS_EVENT__EVENT_KEEPALIVE;
 		ev.keepalive = &ka;
 		sub_send(s, &ev);
@@ -932,6 +917,7 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	}
 	p->out_fd = p->err_fd = p->in_fd = -1;
 	ring_init(&p->ring, process_ring_size);
+	buf_init(&p->inq, PROCESS_STDIN_MAX);
 	p->pty = s->pty;
 	p->config = config_copy(c);
 	p->tag = s->tag ? strdup(s->tag) : NULL;
@@ -1165,8 +1151,8 @@ void process_snapshot_each(void (*fn)(void *ud, const struct process_snapshot *s
 		s.exit_code = p->exit_code;
 		s.exited = p->exited;
 		s.status = p->status;
-		s.stdin_pending = p->inq;
-		s.stdin_pending_len = p->inq_len;
+		s.stdin_pending = p->inq.p;
+		s.stdin_pending_len = p->inq.len;
 		fn(ud, &s);
 	}
 }
@@ -1186,17 +1172,13 @@ void process_end_streams(enum rpc_code code, const char *msg)
 int process_adopt(const struct process_snapshot *s, struct ring *ring)
 {
 	struct process *p = calloc(1, sizeof(*p));
-	uint8_t *inq = NULL;
 
 	if (!p)
 		return -ENOMEM;
-	if (s->stdin_pending_len) {
-		inq = malloc(s->stdin_pending_len);
-		if (!inq) {
-			free(p);
-			return -ENOMEM;
-		}
-		memcpy(inq, s->stdin_pending, s->stdin_pending_len);
+	buf_init(&p->inq, PROCESS_STDIN_MAX);
+	if (s->stdin_pending_len && buf_append(&p->inq, s->stdin_pending, s->stdin_pending_len) < 0) {
+		free(p);
+		return -ENOMEM;
 	}
 	p->config = s->config ? config_copy(s->config)
 			      : calloc(1, sizeof(Process__ProcessConfig));
@@ -1204,7 +1186,7 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 		process__process_config__init(p->config);
 	p->tag = s->tag ? strdup(s->tag) : NULL;
 	if (!p->config || (s->tag && !p->tag)) {
-		free(inq);
+		buf_free(&p->inq);
 		if (p->config)
 			process__process_config__free_unpacked(p->config, NULL);
 		free(p->tag);
@@ -1218,8 +1200,6 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 	p->pid = (pid_t)s->pid;
 	p->pty = s->pty;
 	p->out_fd = p->err_fd = p->in_fd = -1;
-	p->inq = inq;
-	p->inq_len = p->inq_cap = s->stdin_pending_len;
 	p->stdin_close_pending = s->stdin_close_pending;
 	p->reaped = s->reaped;
 	p->exit_code = s->exit_code;
@@ -1290,7 +1270,7 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 		ev_timer_start(envd_loop, &p->grace_w);
 	if (s->timeout_left_ms > 0)
 		ev_timer_start(envd_loop, &p->kill_w);
-	if (p->inq_len && p->in_fd >= 0)
+	if (p->inq.len && p->in_fd >= 0)
 		ev_io_start(envd_loop, &p->in_w);
 	arm_reads(p);
 	enter(p);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The SDK's git helpers (sdk-expectations §3.11) in the sandbox image: every
+// The SDK's git helpers in the sandbox image: every
 // call is a shell command through commands.run, against a `git daemon`
 // started in the sandbox, as the SDK's own tests do. Runs only in the
 // container test.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The sandbox image as SDK users meet it (sdk-expectations §4), and port
+// The sandbox image as SDK users meet it, and port
 // forwarding seen from outside the sandbox. Runs only in the container test
 // (scripts/container-test.sh), where requests cross the veth to
 // 169.254.0.21 from the host's network namespace.

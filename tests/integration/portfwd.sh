@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Port forwarding (spec §8): envd makes loopback-only listeners reachable on
+# Port forwarding (docs/protocol.md, "Port forwarding"): envd makes loopback-only listeners reachable on
 # the sandbox address. Runs in a private network namespace (the sandbox
 # address lives on its loopback there), so nothing touches the host network.
 set -uo pipefail

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # process.Process over the wire: stream framing (JSON and binary, HTTP/1.1 and
 # h2c), errors on streams, StreamInput as a chunked client stream, and the
-# unary error codes of §6.13.
+# unary error codes (docs/protocol.md, "process.Process").
 . "$(dirname "$0")/process_lib.sh"
 start_envd
 
@@ -96,7 +96,7 @@ resp=$(curl -s -X POST "$(url StreamInput)" -H 'Content-Type: application/connec
 	--data-binary @"$TMP/si3" | decode)
 check_re "StreamInput data before start is failed_precondition" '^2 .*"failed_precondition"' "$resp"
 
-# --- unary errors (§6.13) ---
+# --- unary errors ---
 stream Start '{"process":{"cmd":"sleep","args":["30"]},"stdin":false}' >"$TMP/sl.out" &
 bg1=$!
 spid2=$(pid_in "$TMP/sl.out") || exit 1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Keep-alive events on Start/Connect streams (§6.10): sent after
+# Keep-alive events on Start/Connect streams: sent after
 # Keepalive-Ping-Interval seconds without data, restarted by data, and a
 # missing or non-positive interval means the 90 s default.
 . "$(dirname "$0")/process_lib.sh"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Slow and dead subscribers (§6.3 and the issue's "nothing lost to a slow
-# subscriber"): a stalled stream never holds up a fast one or the child, it
-# is ended with an error it can see, and envd's memory stays bounded while a
-# child writes a lot to a slow reader.
+# Slow and dead subscribers (docs/protocol.md, "Output, subscribers and the
+# end", and the issue's "nothing lost to a slow subscriber"): a stalled
+# stream never holds up a fast one or the child, it is ended with an error
+# it can see, and envd's memory stays bounded while a child writes a lot to
+# a slow reader.
 . "$(dirname "$0")/process_lib.sh"
 start_envd
 

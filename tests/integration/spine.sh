@@ -56,7 +56,7 @@ import re
 print(" ".join(re.findall(r"HTTP/1.1 (\d+)", d.decode())))')
 expect_eq "pipelined requests answered in order" "204 404 204" "$resp"
 
-# --- routing fall-backs (§1.4) ---
+# --- routing fall-backs ---
 r=$(curl -s -w ' %{http_code} %{content_type}' $U/nope | tr -d '\n')
 expect_eq "unknown path: plain 404" "404 page not found 404 text/plain; charset=utf-8" "$r"
 h=$(curl -s -D - -o /dev/null -X POST $U/health)
@@ -69,7 +69,7 @@ expect_match "GET on an RPC: 405 Allow: POST" $'405.*Allow: POST' "$(tr -d '\r' 
 h=$(curl -s -D - -o /dev/null -X POST -H 'content-type: text/plain' -d x $U/process.Process/List)
 expect_match "wrong content type: 415 with Accept-Post" $'415.*Accept-Post: application/grpc' "$(tr -d '\r' <<<"$h" | tr '\n' ' ')"
 
-# --- CORS (§1.5) ---
+# --- CORS ---
 h=$(curl -s -D - -o /dev/null -X OPTIONS -H 'Origin: http://a' -H 'Access-Control-Request-Method: POST' \
 	-H 'Access-Control-Request-Headers: content-type,x-foo' $U/process.Process/List | tr -d '\r')
 expect_match "preflight is 204" '^HTTP/1.1 204' "$h"
@@ -124,7 +124,7 @@ r=$(curl -s -X POST -H 'content-type: application/connect+json' --data-binary @/
 expect_match "zero messages on a server stream" 'unary request has zero messages' "$r"
 rm -f /tmp/spine-env.$$
 
-# --- Basic auth (§2.4.1) ---
+# --- Basic auth ---
 r=$(curl -s -w ' %{http_code}' -u 'nosuchuser:' $U/health)
 expect_eq "unknown Basic user on /health: 401 Connect JSON" \
 	"{\"code\":\"unauthenticated\",\"message\":\"invalid username: 'nosuchuser'\"} 401" "$r"
