@@ -151,6 +151,7 @@ expect_match "/init after the second upgrade reports the new version" "X-Envd-Ve
 expect_match "second hand-over complete" 'X-Envd-Handover: \{"failed":false,"procs":2,.*"watchers":1,"watchers_failed":0' "$hdrs"
 check "uploaded binary is mode 0755" test "$(stat -c %a "$W/envd.next")" = 755
 expect_eq "running image is the uploaded one" "$(readlink -f "$W/envd.next")" "$(readlink /proc/$ENVD_PID/exe)"
+expect_eq "and its -version is the new one" "$new_ver" "$(/proc/$ENVD_PID/exe -version)"
 
 touch "$W/hammer.stop"
 wait $HAMMER
