@@ -122,9 +122,11 @@ $(FUZZ_OBJ)/fuzz_%: $(FUZZ_OBJ)/obj/fuzz/fuzz_%.o $(call fuzz_objs,fuzz/fuzz_ser
 
 .PHONY: fuzz fuzz-build
 fuzz-build: setup $(FUZZ_BINS)
-# make fuzz FUZZ_SECONDS=300: run every target that long on its corpus.
+# make fuzz FUZZ_SECONDS=300: run every target that long on its corpus, then
+# merge what it found, minimised, into fuzz/corpus/<target>/ (commit it).
+# FUZZ_JOBS=2 runs two targets at a time.
 fuzz: fuzz-build
-	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
+	@bash scripts/fuzz.sh $(FUZZ_SECONDS) --keep
 
 # --- benchmarks (bench/, scripts/bench*.sh) ---
 #   make bench        the whole suite (< 10 min on 2 cores); bench/results/latest.json
