@@ -22,7 +22,7 @@ U="$ENVD_URL/files"
 hwm() { awk '/VmHWM/ {print $2}' "/proc/$ENVD_PID/status"; }
 now() { date +%s.%N; }
 # rate T0 T1: MiB/s for SIZE_MB moved between the two timestamps
-rate() { python3 -c "import sys; print(f'{$SIZE_MB / max(float(sys.argv[2]) - float(sys.argv[1]), 1e-9):.0f} MiB/s')" "$1" "$2"; }
+rate() { "$PY" -c "import sys; print(f'{$SIZE_MB / max(float(sys.argv[2]) - float(sys.argv[1]), 1e-9):.0f} MiB/s')" "$1" "$2"; }
 
 head -c $((SIZE_MB * 1024 * 1024)) /dev/urandom >"$D/src.bin"
 want=$(sha256sum <"$D/src.bin" | cut -d' ' -f1)

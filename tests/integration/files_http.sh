@@ -18,7 +18,7 @@ cleanup_files() {
 }
 trap cleanup_files EXIT
 U="$ENVD_URL/files"
-enc() { python3 -c 'import sys,urllib.parse;print(urllib.parse.quote(sys.argv[1],safe=""))' "$1"; }
+enc() { "$PY" -c 'import sys,urllib.parse;print(urllib.parse.quote(sys.argv[1],safe=""))' "$1"; }
 # status URL [curl args...]: HTTP status only
 status() { local u=$1; shift; curl -s -o /dev/null -w '%{http_code}' "$@" "$u"; }
 body() { local u=$1; shift; curl -s "$@" "$u"; }
@@ -215,7 +215,7 @@ expect_eq "compose source==dest 400" "400" \
 
 # --- signatures (token set through /init) ---
 curl -s -o /dev/null -X POST "$ENVD_URL/init" -H 'Content-Type: application/json' -d '{"accessToken":"tok-123"}'
-sig=$(python3 - "$D/r.txt" <<'PY'
+sig=$("$PY" - "$D/r.txt" <<'PY'
 import base64, hashlib, sys
 raw = f"{sys.argv[1]}:read::tok-123"
 print("v1_" + base64.b64encode(hashlib.sha256(raw.encode()).digest()).decode().rstrip("="))

@@ -12,8 +12,8 @@ envd_start -default-user user || exit 1
 D=$(mktemp -d /tmp/envd-fsrpc.XXXXXX)
 trap 'rm -rf "$D"; _t_cleanup' EXIT
 rpc() { curl -s -X POST "$ENVD_URL/filesystem.Filesystem/$1" -H 'Content-Type: application/json' "${@:3}" -d "$2"; }
-code() { rpc "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("code",""))'; }
-field() { python3 -c 'import json,sys; d=json.load(sys.stdin); exec("print(" + sys.argv[1] + ")")' "$1"; }
+code() { rpc "$@" | "$PY" -c 'import json,sys; print(json.load(sys.stdin).get("code",""))'; }
+field() { "$PY" -c 'import json,sys; d=json.load(sys.stdin); exec("print(" + sys.argv[1] + ")")' "$1"; }
 
 expect_eq "Stat missing -> not_found" not_found "$(code Stat "{\"path\":\"$D/nope\"}")"
 expect_eq "Stat message" "file not found: lstat $D/nope: no such file or directory" \
@@ -65,7 +65,7 @@ expect_eq "unknown id message" "watcher with id wnope not found" \
 
 # WatchDir stream over Connect (enveloped JSON); keepalive after 1 s
 out="$D/stream.out"
-python3 - "$D/w" >"$D/req.bin" <<'PY'
+"$PY" - "$D/w" >"$D/req.bin" <<'PY'
 import json, struct, sys
 b = json.dumps({"path": sys.argv[1]}).encode()
 sys.stdout.buffer.write(struct.pack(">BI", 0, len(b)) + b)
@@ -76,7 +76,7 @@ cpid=$!
 sleep 0.5
 echo x >"$D/w/streamed.txt"
 wait $cpid
-msgs=$(python3 - "$out" <<'PY'
+msgs=$("$PY" - "$out" <<'PY'
 import json, struct, sys
 data = open(sys.argv[1], "rb").read()
 i, out = 0, []
@@ -92,7 +92,7 @@ expect_match "stream has a keepalive" '\{"keepalive":\{\}\}' "$msgs"
 # A watcher that does not read: envd's queue for it stays bounded, events
 # beyond it are dropped and an explicit overflow event tells it to rescan.
 mkdir -p "$D/flood"
-res=$(python3 - "$ENVD_PORT" "$D/flood" "$ENVD_PID" <<'PY'
+res=$("$PY" - "$ENVD_PORT" "$D/flood" "$ENVD_PID" <<'PY'
 import json, os, socket, struct, sys, time
 port, d, pid = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 def rss():

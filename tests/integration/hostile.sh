@@ -19,7 +19,7 @@ rss0=$(rss_kb)
 
 # Slowloris: 200 connections dribbling a header byte at a time; others
 # are served meanwhile.
-python3 - "$P" <<'PY' &
+"$PY" - "$P" <<'PY' &
 import socket, sys, time
 port = int(sys.argv[1])
 socks = []
@@ -40,7 +40,7 @@ expect_eq "a slow client does not delay others (<200 ms)" 1 $(( (t1 - t0) < 2000
 wait $slow
 
 # 20 000 pipelined tiny requests on one connection: all answered, in order.
-n=$(python3 - "$P" <<'PY'
+n=$("$PY" - "$P" <<'PY'
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 N = 20000
@@ -56,21 +56,21 @@ PY
 expect_eq "20000 pipelined requests answered" 20000 "$n"
 
 # Decompression bomb: 1 GiB of zeros gzipped (~1 MiB) as a unary body.
-python3 -c 'import gzip,sys; sys.stdout.buffer.write(gzip.compress(b"\0" * (64 << 20), 9))' > /tmp/hostile-bomb.$$
+"$PY" -c 'import gzip,sys; sys.stdout.buffer.write(gzip.compress(b"\0" * (64 << 20), 9))' > /tmp/hostile-bomb.$$
 r=$(curl -s -w ' %{http_code}' -X POST -H 'content-type: application/json' -H 'Content-Encoding: gzip' \
 	--data-binary @/tmp/hostile-bomb.$$ $U/process.Process/List)
 expect_match "decompression bomb refused with resource_exhausted" 'resource_exhausted.* 429$' "$r"
 rm -f /tmp/hostile-bomb.$$
 
 # Deeply nested JSON.
-deep=$(python3 -c 'print("{\"process\":" * 5000 + "{}" + "}" * 5000)')
+deep=$("$PY" -c 'print("{\"process\":" * 5000 + "{}" + "}" * 5000)')
 r=$(curl -s -w ' %{http_code}' -X POST -H 'content-type: application/json' -d "$deep" $U/process.Process/List)
 expect_match "deeply nested JSON is invalid_argument" 'invalid_argument.* 400$' "$r"
-r=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d "$(python3 -c 'print("[" * 100000)')" $U/init)
+r=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d "$("$PY" -c 'print("[" * 100000)')" $U/init)
 expect_eq "deeply nested /init body is 400" 400 "$r"
 
 # A huge declared length, then the client goes away.
-python3 - "$P" <<'PY'
+"$PY" - "$P" <<'PY'
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.sendall(b"POST /process.Process/List HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 1000000000000\r\n\r\n{")
@@ -79,7 +79,7 @@ try: print(s.recv(4096).split(b"\r\n")[0].decode())
 except Exception: print("no answer")
 s.close()
 PY
-r=$(python3 - "$P" <<'PY'
+r=$("$PY" - "$P" <<'PY'
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.sendall(b"POST /process.Process/List HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 99999999999\r\n\r\n")
@@ -92,7 +92,7 @@ PY
 expect_match "oversized unary body is refused (429), not buffered" '^HTTP/1.1 429' "$r"
 
 # Clients that vanish mid-request and mid-stream, 300 times.
-python3 - "$P" <<'PY'
+"$PY" - "$P" <<'PY'
 import socket, sys, random
 port = int(sys.argv[1])
 reqs = [b"POST /process.Process/List HTTP/1.1\r\nContent-Length: 100\r\n\r\n{",

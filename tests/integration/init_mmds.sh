@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../.." || exit 1
 MMDS_PORT=$(free_port)
 MMDS_STATE=$(mktemp -d)
 echo -n "" > "$MMDS_STATE/hash"
-python3 - "$MMDS_PORT" "$MMDS_STATE" <<'PY' &
+"$PY" - "$MMDS_PORT" "$MMDS_STATE" <<'PY' &
 import http.server, json, sys, os
 port, state = int(sys.argv[1]), sys.argv[2]
 class H(http.server.BaseHTTPRequestHandler):

@@ -25,7 +25,7 @@ rss_kb() { awk '/^VmRSS/ {print $2}' /proc/$ENVD_PID/status; }
 fd0=$(fds)
 rss0=$(rss_kb)
 
-out=$(python3 - "$ENVD_PORT" "$PROCS" "$IDLE" "$SECS" "$ENVD_PID" "$EVERY" <<'PY'
+out=$("$PY" - "$ENVD_PORT" "$PROCS" "$IDLE" "$SECS" "$ENVD_PID" "$EVERY" <<'PY'
 import socket, struct, sys, time, json, selectors
 port, procs, idle, secs, pid = map(int, sys.argv[1:6])
 every = float(sys.argv[6])
@@ -74,9 +74,9 @@ print(json.dumps({"ok_streams": ok, "idle_errors": bad, "peak_rss_kb": peak}))
 PY
 )
 echo "load: $out"
-ok_streams=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ok_streams"])' "$out")
-idle_err=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["idle_errors"])' "$out")
-peak=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["peak_rss_kb"])' "$out")
+ok_streams=$("$PY" -c 'import json,sys; print(json.loads(sys.argv[1])["ok_streams"])' "$out")
+idle_err=$("$PY" -c 'import json,sys; print(json.loads(sys.argv[1])["idle_errors"])' "$out")
+peak=$("$PY" -c 'import json,sys; print(json.loads(sys.argv[1])["peak_rss_kb"])' "$out")
 expect_eq "$PROCS concurrent streams all ended with exit 0" "$PROCS" "$ok_streams"
 expect_eq "$IDLE idle connections served, zero errors" 0 "$idle_err"
 expect_eq "peak RSS bounded (${peak} kB < 64 MiB)" 1 $(( peak < 65536 ))

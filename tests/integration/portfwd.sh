@@ -19,7 +19,7 @@ fi
 . tests/lib.sh
 T_NAME=portfwd
 SBX=169.254.0.21
-probe() { python3 tests/integration/portfwd_probe.py "$@"; }
+probe() { "$PY" tests/integration/portfwd_probe.py "$@"; }
 
 ip link set lo up
 ip addr add "$SBX/32" dev lo
@@ -48,7 +48,7 @@ out=$(probe notfwd "$SBX" 4116 127.0.0.2 2>&1) && pass "listener on 127.0.0.2 no
 	fail "127.0.0.2 not forwarded" "$out"
 
 # A wildcard listener is reachable by itself; envd must not add its own.
-python3 -c 'import socket,time
+"$PY" -c 'import socket,time
 s=socket.socket(); s.bind(("0.0.0.0",4117)); s.listen(); time.sleep(3)' &
 wpid=$!
 sleep 0.4
@@ -61,7 +61,7 @@ n=$(ss -Hltn "src $SBX and sport = :$ENVD_PORT" | wc -l)
 expect_eq "envd's own port not forwarded" 0 "$n"
 
 # A real HTTP server, as in the issue.
-python3 -m http.server 4118 --bind 127.0.0.1 --directory tests/integration >/dev/null 2>&1 &
+"$PY" -m http.server 4118 --bind 127.0.0.1 --directory tests/integration >/dev/null 2>&1 &
 hpid=$!
 code=000
 for _ in $(seq 1 100); do
@@ -84,7 +84,7 @@ fds_after=$(ls /proc/"$ENVD_PID"/fd | wc -l)
 	fail "descriptor leak" "$fds_before -> $fds_after"
 
 # Throughput: relay vs direct, same sink.
-python3 tests/integration/portfwd_probe.py sink 127.0.0.1 4120 &
+"$PY" tests/integration/portfwd_probe.py sink 127.0.0.1 4120 &
 spid=$!
 direct=$(probe throughput 127.0.0.1 4120 256 2>&1)
 relayed=$(probe throughput "$SBX" 4120 256 2>&1)

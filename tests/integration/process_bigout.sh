@@ -7,7 +7,7 @@
 start_envd
 
 SIZE=${BIGOUT_SIZE:-1073741824}
-python3 - "$TMP/req.bin" "$SIZE" <<'PY'
+"$PY" - "$TMP/req.bin" "$SIZE" <<'PY'
 import struct, sys
 def ln(field, b):
     out = bytearray([field << 3 | 2]); n = len(b)
@@ -21,7 +21,7 @@ PY
 
 t0=$(date +%s%N)
 res=$(curl -s -N --max-time 300 -X POST "$(url Start)" -H 'Content-Type: application/connect+proto' \
-	--data-binary @"$TMP/req.bin" | python3 -c '
+	--data-binary @"$TMP/req.bin" | "$PY" -c '
 import sys, struct, hashlib
 r = sys.stdin.buffer; h = hashlib.sha256(); n = 0; err = b""; exit_code = None
 contiguous = True; eos = None

@@ -15,7 +15,7 @@ sleep 0.5
 out=$(MAXTIME=1 stream Connect "{\"process\":{\"pid\":$pid},\"replayFrom\":\"0\"}")
 check "replay from 0: every chunk with its stream and offset" \
 	'start abc@0 stderr:def@3 ghi@6' \
-	"$(python3 -c '
+	"$("$PY" -c '
 import sys, json
 r = []
 for l in sys.stdin:
@@ -42,7 +42,7 @@ out=$(MAXTIME=1 stream Start '{"process":{"cmd":"sh","args":["-c","head -c 10000
 pid=$(grep -o '"pid": [0-9]*' <<<"$out" | grep -o '[0-9]*$')
 sleep 0.5
 MAXTIME=2 stream Connect "{\"process\":{\"pid\":$pid},\"replayFrom\":\"0\"}" >"$TMP/gap.out"
-res=$(python3 -c '
+res=$("$PY" -c '
 import sys, json
 gap = None; n = 0; first = None; contiguous = True; tail = ""
 for l in open(sys.argv[1]):
