@@ -26,3 +26,6 @@ wait_for() {
 }
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# has FILE REGEX: FILE (maybe not there yet) has a line matching REGEX
+has() { grep -aqE "$2" "$1" 2>/dev/null; }

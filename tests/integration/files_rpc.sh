@@ -70,11 +70,16 @@ import json, struct, sys
 b = json.dumps({"path": sys.argv[1]}).encode()
 sys.stdout.buffer.write(struct.pack(">BI", 0, len(b)) + b)
 PY
-curl -s -N -m 3 -X POST "$ENVD_URL/filesystem.Filesystem/WatchDir" -H 'Content-Type: application/connect+json' \
+curl -s -N -m 120 -X POST "$ENVD_URL/filesystem.Filesystem/WatchDir" -H 'Content-Type: application/connect+json' \
 	-H 'Keepalive-Ping-Interval: 1' --data-binary @"$D/req.bin" -o "$out" &
 cpid=$!
-sleep 0.5
+# The watch is in place once the start message is out; the stream is read
+# until it has the event and a keepalive, then dropped.
+wait_for 60 has "$out" '"start"'
 echo x >"$D/w/streamed.txt"
+streamed() { grep -aq 'streamed.txt' "$out" && grep -aq '"keepalive"' "$out"; }
+wait_for 60 streamed
+kill $cpid 2>/dev/null
 wait $cpid
 msgs=$("$PY" - "$out" <<'PY'
 import json, struct, sys
@@ -106,23 +111,34 @@ body = json.dumps({"path": d}).encode()
 env = struct.pack(">BI", 0, len(body)) + body
 s.sendall(b"POST /filesystem.Filesystem/WatchDir HTTP/1.1\r\nHost: x\r\n"
           b"Content-Type: application/connect+json\r\nContent-Length: %d\r\n\r\n" % len(env) + env)
-time.sleep(0.3)
+# The watch is in place once the start message is out.
+s.settimeout(60)
+data = b""
+while b'"start"' not in data:
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    data += chunk
 before = rss()
+peak = before
 for i in range(40000):
     open(os.path.join(d, "f%05d-%s" % (i, "x" * 40)), "w").close()
-time.sleep(1.0)
-during = rss()
-s.settimeout(2.0)
-data = b""
-try:
-    while True:
-        chunk = s.recv(1 << 20)
-        if not chunk:
-            break
-        data += chunk
-except socket.timeout:
-    pass
-print(("OVERFLOW" if b"EVENT_TYPE_OVERFLOW" in data else "no-overflow"), during - before)
+    if i % 1000 == 0:
+        peak = max(peak, rss())
+# Now read slowly until the overflow event arrives (60 s is a deadline),
+# sampling envd's memory on the way.
+deadline = time.time() + 60
+while b"EVENT_TYPE_OVERFLOW" not in data and time.time() < deadline:
+    peak = max(peak, rss())
+    try:
+        chunk = s.recv(1 << 16)
+    except socket.timeout:
+        break
+    if not chunk:
+        break
+    data += chunk
+peak = max(peak, rss())
+print(("OVERFLOW" if b"EVENT_TYPE_OVERFLOW" in data else "no-overflow"), peak - before)
 PY
 )
 expect_match "slow watcher gets an overflow event" "^OVERFLOW" "$res"
