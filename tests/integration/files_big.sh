@@ -81,7 +81,7 @@ echo "after gzip upload: peak RSS $(hwm) kB"
 # A client that disconnects mid-upload leaves nothing behind.
 head -c $((64 * 1024 * 1024)) "$D/src.bin" | curl -s -o /dev/null --limit-rate 8M -m 1 -X POST \
 	-H 'Content-Type: application/octet-stream' -H 'Transfer-Encoding: chunked' --data-binary @- "$U?path=$D/cut.bin"
-sleep 0.3
+wait_for 30 test ! -e "$D/cut.bin"
 check "aborted upload removed" test ! -e "$D/cut.bin"
 
 peak=$(hwm)

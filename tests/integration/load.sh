@@ -90,7 +90,9 @@ expect_match "h2load $REQS h2 requests, all succeeded" "$REQS succeeded, 0 faile
 expect_match "h2load $((REQS / 2)) HTTP/1.1 List RPCs, all succeeded" \
 	"$((REQS / 2)) succeeded, 0 failed, 0 errored" "$(cat /tmp/load-h1.$$)"
 rm -f /tmp/load-h2.$$ /tmp/load-h1.$$ /tmp/load-body.$$
-sleep 1
+# envd closes its side of the last connections on its own time.
+fds_back() { [ "$(fds)" -le "$fd0" ]; }
+wait_for 60 fds_back
 fd1=$(fds)
 rss1=$(rss_kb)
 expect_eq "no fd leaked (before $fd0, after $fd1)" "$fd0" "$fd1"

@@ -111,6 +111,7 @@ for p in call("List", {}).get("processes", []):
     if p.get("tag") == "idle":
         call("SendSignal", {"process": {"pid": p["pid"]}, "signal": "SIGNAL_SIGKILL"})
 PY
-sleep 0.5
+none_listed() { [ "$(unary List '{}' | grep -o '"pid"' | wc -l)" = 0 ]; }
+wait_for 60 none_listed
 check "all of them ended" "0" "$(unary List '{}' | grep -o '"pid"' | wc -l)"
 summary

@@ -149,6 +149,20 @@ stream_bg() {
 	STREAM_PID=$(cat "$out.curl")
 }
 
+# stream_until OUT REGEX METHOD JSON [curl args...]: run a stream until its
+# decoded output in OUT matches REGEX (60 s at most), then drop it. With
+# SETTLE=S it is held S seconds longer first, for checks that nothing else
+# comes (a slow machine can only make those pass more easily).
+stream_until() {
+	local out=$1 re=$2
+	shift 2
+	stream_bg "$out" "$@"
+	wait_for 60 has "$out" "$re"
+	[ -n "${SETTLE:-}" ] && sleep "$SETTLE"
+	kill "$STREAM_PID" 2>/dev/null
+	wait "$STREAM_JOB"
+}
+
 # stdout_of DECODED: concatenated stdout text of a decoded stream.
 stdout_of() {
 	"$PY" -c '
