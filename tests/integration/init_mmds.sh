@@ -76,8 +76,8 @@ expect_eq "older /init is still 204" 204 \
 expect_match "older /init does not override newer data" '"A":"new"' "$(curl -s $U/envs)"
 
 # NFS failure is a 400 with the reference's prefix.
-r=$(curl -s -w ' %{http_code}' -X POST -d '{"volumeMounts":[{"nfs_target":"127.0.0.1:/nope","path":"/tmp/envd-nfs-test/x"}]}' $U/init)
+r=$(curl -s -w ' %{http_code}' -X POST -d '{"volumeMounts":[{"nfs_target":"127.0.0.1:/nope","path":"/tmp/envd-nfs-test.$$/x"}]}' $U/init)
 expect_match "failed NFS mount is 400" '^failed to setup NFS volumes: .* 400$' "$r"
-rm -rf /tmp/envd-nfs-test
+rm -rf /tmp/envd-nfs-test.$$
 check "envd alive" envd_alive
 finish
