@@ -4,6 +4,7 @@
 #   make            build/envd (static musl) and build/init
 #   make run        build and start envd on 0.0.0.0:49983 (dual-stack)
 #   make test       build everything, then unit, integration and SDK tests
+#   make test-under-load  the same while two CPU-burning loops run
 #   make asan       glibc debug build with ASan+UBSan (build/asan/envd)
 #   make clean      remove build/ except the cached dependency builds
 
@@ -95,6 +96,12 @@ run: all
 
 test: all asan $(UNIT_BINS) fuzz-build bench-setup build/bench/envdbench
 	@bash scripts/run-tests.sh all
+
+# The same suite while two CPU-burning loops run (stopped afterwards, also
+# on an interrupt): the tests wait for events, not for an idle machine.
+.PHONY: test-under-load
+test-under-load: all asan $(UNIT_BINS) fuzz-build bench-setup build/bench/envdbench
+	@bash scripts/test-under-load.sh
 
 clean:
 	rm -rf $(MUSL_OBJ) $(ASAN_OBJ) $(GEN) $(BUILD)/envd $(BUILD)/init $(BUILD)/test-*
