@@ -34,6 +34,7 @@ def connect_until(host, port, timeout):
     while True:
         try:
             c = socket.create_connection((host, port), timeout=1)
+            c.settimeout(DEADLINE)  # the 1 s was for the connect only
             return time.monotonic() - t0, c
         except OSError:
             if time.monotonic() - t0 > timeout:
@@ -230,7 +231,7 @@ def cmd_many(host, port, n):
 
     def client(i):
         try:
-            c = socket.create_connection((host, port), timeout=10)
+            c = socket.create_connection((host, port), timeout=DEADLINE)
             data = os.urandom(20000 + i)
             c.sendall(data)
             c.shutdown(socket.SHUT_WR)
