@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# asan: skip (runs build/init and install.sh, not ENVD_BIN: once is enough)
 # rootfs-overlay/install.sh: what it puts into a root, that a second run
 # changes nothing, the systemd/OpenRC glue only where those exist, and the
 # default user (in an overlay of the cached Debian rootfs when it exists).

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# asan: skip (runs build/init and install.sh, not ENVD_BIN: once is enough)
 # build/init as PID 1 of a new PID namespace, supervising a stand-in for
 # envd: restart with back-off, children surviving a restart, zombie
 # reaping, signal forwarding, ordered shutdown and exit status; and as a
