@@ -16,23 +16,29 @@ secs=${1:-60}
 keep=no
 [ "${2:-}" = --keep ] && keep=yes
 jobs=${FUZZ_JOBS:-1}
-mkdir -p build/fuzz/crashes build/fuzz/results
+# This run's logs and results, so that two runs (make fuzz and make test)
+# do not mix theirs up; the logs end up in build/fuzz/<target>.log.
+out=build/fuzz/run.$$
+mkdir -p build/fuzz/crashes "$out"
+trap 'rm -rf "$out"' EXIT
 
-# fuzz_one BIN: run one target; writes build/fuzz/results/<name> (the line to
+# fuzz_one BIN: run one target; writes $out/<name>.result (the line to
 # print) and returns non-zero when the target failed.
 fuzz_one() {
 	local bin=$1 name seeds work log rc execs cov ft res
 	name=$(basename "$bin")
 	seeds=fuzz/corpus/${name#fuzz_}
 	work=build/fuzz/corpus/${name#fuzz_}
-	res=build/fuzz/results/$name
+	res=$out/$name.result
 	mkdir -p "$work" "$seeds"
-	log=build/fuzz/$name.log
+	log=$out/$name.log
 	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
 		timeout $((secs + 120)) "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
 		-max_len=65536 -print_final_stats=1 -artifact_prefix="build/fuzz/crashes/$name-" \
 		"$work" "$seeds" >"$log" 2>&1
 	rc=$?
+	cp -f "$log" "build/fuzz/$name.log"
+	log=build/fuzz/$name.log
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)
 	cov=$(grep -ao 'cov: [0-9]*' "$log" | tail -n1 | awk '{print $2}')
 	ft=$(grep -ao 'ft: [0-9]*' "$log" | tail -n1 | awk '{print $2}')
@@ -47,15 +53,16 @@ fuzz_one() {
 	if [ $keep = yes ]; then
 		# Minimise: the hand-written seeds (readable names) always stay;
 		# of the rest, only inputs that add coverage to them are kept.
-		local new=build/fuzz/merge/${name#fuzz_}
+		local new=$out/merge/${name#fuzz_}
 		rm -rf "$new" && mkdir -p "$new"
 		find "$seeds" -maxdepth 1 -type f ! -regex '.*/[0-9a-f]\{40\}' -exec cp {} "$new"/ \;
 		if ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 timeout 900 "$bin" -merge=1 \
 			-timeout=10 -rss_limit_mb=2048 -max_len=65536 "$new" "$seeds" "$work" \
-			>"build/fuzz/$name.merge.log" 2>&1; then
+			>"$out/$name.merge.log" 2>&1; then
 			rm -rf "$seeds" && mv "$new" "$seeds"
 			kept=", corpus $(find "$seeds" -type f | wc -l) inputs kept in $seeds"
 		else
+			cp -f "$out/$name.merge.log" "build/fuzz/$name.merge.log"
 			kept=", corpus merge failed (see build/fuzz/$name.merge.log)"
 		fi
 	fi
@@ -66,7 +73,6 @@ bins=()
 for bin in build/fuzz/fuzz_*; do
 	[ -x "$bin" ] && [ -f "$bin" ] && bins+=("$bin")
 done
-rm -f build/fuzz/results/*
 running=0
 for bin in "${bins[@]}"; do
 	fuzz_one "$bin" &
@@ -82,7 +88,7 @@ passed=0
 failed=0
 for bin in "${bins[@]}"; do
 	name=$(basename "$bin")
-	res=build/fuzz/results/$name
+	res=$out/$name.result
 	if [ -s "$res" ] && ! grep -q ': FAILED' "$res"; then
 		passed=$((passed + 1))
 	else
