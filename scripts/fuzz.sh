@@ -33,7 +33,7 @@ fuzz_one() {
 	mkdir -p "$work" "$seeds"
 	log=$out/$name.log
 	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
-		timeout $((secs + 120)) "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+		timeout $((secs + 120)) "$bin" -max_total_time="$secs" -timeout=30 -rss_limit_mb=2048 \
 		-max_len=65536 -print_final_stats=1 -artifact_prefix="build/fuzz/crashes/$name-" \
 		"$work" "$seeds" >"$log" 2>&1
 	rc=$?
@@ -57,7 +57,7 @@ fuzz_one() {
 		rm -rf "$new" && mkdir -p "$new"
 		find "$seeds" -maxdepth 1 -type f ! -regex '.*/[0-9a-f]\{40\}' -exec cp {} "$new"/ \;
 		if ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 timeout 900 "$bin" -merge=1 \
-			-timeout=10 -rss_limit_mb=2048 -max_len=65536 "$new" "$seeds" "$work" \
+			-timeout=30 -rss_limit_mb=2048 -max_len=65536 "$new" "$seeds" "$work" \
 			>"$out/$name.merge.log" 2>&1; then
 			rm -rf "$seeds" && mv "$new" "$seeds"
 			kept=", corpus $(find "$seeds" -type f | wc -l) inputs kept in $seeds"
