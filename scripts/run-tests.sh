@@ -68,6 +68,21 @@ job_script() { # job_script SCRIPT BIN LABEL LOG
 	[ "$f" -ne 0 ] && grep -a -E '^FAIL|error' "$log" | head -n 40
 }
 
+job_cmd() { # job_cmd SECONDS LABEL LOG CMD...: any script whose last count line is "... N passed, N failed"
+	local secs=$1 label=$2 log=$3 line p f rc
+	shift 3
+	run_timed "$secs" "$@" >"$log" 2>&1
+	rc=$?
+	line=$(grep -a -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
+	p=$(sed -n 's/.*[^0-9]\([0-9][0-9]*\) passed.*/\1/p' <<<"$line")
+	f=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
+	p=${p:-0}; f=${f:-0}
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	R_P=$p R_F=$f
+	R_LINE="$label: $p passed, $f failed"
+	[ "$f" -ne 0 ] && grep -a -E '^FAIL|error' "$log" | head -n 40
+}
+
 job_sdk() { # job_sdk LOG
 	local log=$1 p f rc
 	if [ ! -d tests/sdk/node_modules/e2b ]; then
@@ -164,6 +179,12 @@ if [ "$mode" = all ]; then
 		done
 	done
 	ls tests/sdk/*.test.mjs >/dev/null 2>&1 && add_suite sdk "sdk $logdir/sdk.log" sdk
+	# Suites with a script of their own run when it is there: name, time
+	# limit, script (its last line "<name>: N passed, N failed").
+	for s in "vm 1800 scripts/vm-test.sh"; do
+		set -- $s
+		[ -f "$3" ] && add_suite "$1" "cmd $2 $1 $logdir/$1.log bash $3" "$1"
+	done
 	ls build/fuzz/fuzz_* >/dev/null 2>&1 && add_suite fuzz "fuzz $logdir/fuzz.log" fuzz
 	[ -x build/bench/envdbench ] && add_suite bench "bench $logdir/bench-quick.log" bench
 fi
