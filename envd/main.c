@@ -79,6 +79,8 @@ static struct flag flags[] = {
 	 "/etc/ssl/certs/ca-certificates.crt", {.s = "/etc/ssl/certs/ca-certificates.crt"}},
 	{"ca-cert-dir", F_STR, "directory that receives e2b-ca.crt", "/usr/local/share/ca-certificates",
 	 {.s = "/usr/local/share/ca-certificates"}},
+	{"upgrade-preflight-ms", F_INT, "time the new binary has to answer -version before an upgrade", "2000",
+	 {.i = 2000}},
 	{"handover-file", F_STR, "live-upgrade hand-over record", "/run/e2b/envd-handover.pb",
 	 {.s = "/run/e2b/envd-handover.pb"}},
 	{"default-user", F_STR, "user that requests run as when none is given", "root", {.s = "root"}},
@@ -269,6 +271,8 @@ int main(int argc, char **argv)
 	snprintf(upgrade_dir, sizeof(upgrade_dir), "%s", flag_get("upgrade-dir")->v.s);
 	snprintf(upgrade_record_path, sizeof(upgrade_record_path), "%s", flag_get("handover-file")->v.s);
 	upgrade_version = ENVD_VERSION;
+	if (flag_get("upgrade-preflight-ms")->v.i > 0)
+		upgrade_preflight_s = (double)flag_get("upgrade-preflight-ms")->v.i / 1000.0;
 	upgrade_set_argv(argc, argv);
 	bool resume = flag_get("resume-handover")->v.b;
 	int rc = resume ? upgrade_resume() : -1;

@@ -52,7 +52,8 @@ char upgrade_record_path[256] = "/run/e2b/envd-handover.pb";
 const char *upgrade_version = "";
 
 #define LOGGER "envd"
-#define PREFLIGHT_S 2.0
+/* Budget for `<new binary> -version` (flag -upgrade-preflight-ms). */
+double upgrade_preflight_s = 2.0;
 /* Time given to queued responses (the ended streams) before the exec. */
 #define DRAIN_S 0.03
 /* At most this long for the log exporter to empty its queue. */
@@ -534,7 +535,7 @@ static void preflight_done(struct upg *u)
 		u->out_len--;
 	u->out[u->out_len] = '\0';
 	if (u->timed_out) {
-		upg_fail(u, "new binary %s did not answer -version within %.0f s", u->bin, PREFLIGHT_S);
+		upg_fail(u, "new binary %s did not answer -version within %g s", u->bin, upgrade_preflight_s);
 		return;
 	}
 	if (!WIFEXITED(u->status) || WEXITSTATUS(u->status) != 0) {
@@ -647,7 +648,7 @@ static void preflight_start(struct upg *u)
 	ev_child_init(&u->child_w, pf_child_cb, pid, 0);
 	u->child_w.data = u;
 	ev_child_start(envd_loop, &u->child_w);
-	ev_timer_init(&u->timer, pf_timer_cb, PREFLIGHT_S, 0.);
+	ev_timer_init(&u->timer, pf_timer_cb, upgrade_preflight_s, 0.);
 	u->timer.data = u;
 	ev_timer_start(envd_loop, &u->timer);
 }

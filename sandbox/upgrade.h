@@ -16,6 +16,8 @@
 extern char upgrade_dir[256];
 /* Where the record is written and read (flag -handover-file). */
 extern char upgrade_record_path[256];
+/* Seconds the new binary has to answer -version (flag -upgrade-preflight-ms). */
+extern double upgrade_preflight_s;
 /* The version this image reports (for the record's from_ver). */
 extern const char *upgrade_version;
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# tests: alone (Firecracker mode writes /run/e2b/.E2B_SANDBOX_ID, which init_mmds.sh checks)
 # Log exporter: in Firecracker mode, once the metadata service (a stand-in
 # on loopback, -mmds-addr) names a collector `address`, every log line is
 # POSTed there as JSON with instanceID and envID. The collector is down at

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# tests: alone (Firecracker mode writes /run/e2b/.E2B_SANDBOX_ID, which init_mmds.sh checks)
 # Metadata route self-heal: user code redirects 169.254.169.254:80 with a
 # nat rule; /init's metadata look-up fails once, envd puts a RETURN rule
 # for the metadata address first in the nat chains, and the retry

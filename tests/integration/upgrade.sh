@@ -35,7 +35,9 @@ trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null; done; _t_cleanup; rm -rf "$
 TOK=upgrade-token
 H=(-H "X-Access-Token: $TOK")
 
-envd_start -verbose -upgrade-dir "$W" -handover-file "$W/handover.pb" -sandbox-addr "$SBX" ||
+# The pre-flight gets more than its 2 s default: a loaded machine (and the
+# sanitizer build) must not turn a good binary into a refused one.
+envd_start -verbose -upgrade-dir "$W" -handover-file "$W/handover.pb" -sandbox-addr "$SBX" -upgrade-preflight-ms 30000 ||
 	{ fail "envd starts"; finish; exit 1; }
 U=$ENVD_URL
 code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
@@ -220,7 +222,8 @@ check "envd is still the same process" envd_alive
 # descriptors get close-on-exec back, accepting resumes, nothing is lost.
 U1=$U
 L1=$ENVD_LOG
-envd_start -upgrade-dir "$W" -handover-file "$W/missing-dir/handover.pb" -sandbox-addr "$SBX" -no-port-forward ||
+envd_start -upgrade-dir "$W" -handover-file "$W/missing-dir/handover.pb" -sandbox-addr "$SBX" -no-port-forward \
+	-upgrade-preflight-ms 500 ||
 	fail "second envd starts"
 U=$ENVD_URL
 curl -s -o /dev/null -X POST -d "{\"accessToken\":\"$TOK\"}" "$U/init"
@@ -239,6 +242,9 @@ fds_before=$(inheritable)
 r=$(curl -s --max-time 30 -w ' %{http_code}' "${H[@]}" -X POST "$U/upgrade" | tr -d '\n')
 expect_match "record not writable: 500 naming it" "^write $W/missing-dir/handover.pb: No such file or directory 500$" "$r"
 expect_eq "still accepting connections" 204 "$(code "$U/health")"
+printf '#!/bin/sh\nexec sleep 100\n' >"$W/hangs"
+r=$(curl -s --max-time 30 -w ' %{http_code}' "${H[@]}" -X POST --data-binary @"$W/hangs" "$U/upgrade" | tr -d '\n')
+expect_match "a binary that does not answer -version in time is refused" "did not answer -version within 0.5 s 500$" "$r"
 n1=$(probe counter "$U" "$TOK" counter)
 for _ in $(seq 100); do
 	n2=$(probe counter "$U" "$TOK" counter)
