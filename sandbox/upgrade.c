@@ -63,6 +63,8 @@ double upgrade_preflight_s = 2.0;
 /* Newest record schema this reader understands. */
 #define SCHEMA_MAX 2
 #define RECORD_MAX (512u << 20)
+/* Largest binary accepted by upload (envd itself is well under 10 MiB). */
+#define UPLOAD_MAX (256u << 20)
 
 static int saved_argc;
 static char **saved_argv;
@@ -658,6 +660,14 @@ static void upg_body(struct http_req *r, const uint8_t *p, size_t n)
 	struct upg *u = r->ud;
 
 	u->got += n;
+	if (u->got > UPLOAD_MAX && !u->write_err) {
+		u->write_err = EFBIG;
+		if (u->fd >= 0) {
+			close(u->fd);
+			u->fd = -1;
+			unlink(u->bin);
+		}
+	}
 	if (u->fd < 0 && !u->write_err) {
 		unlink(u->bin);
 		u->fd = open(u->bin, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
