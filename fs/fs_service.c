@@ -775,6 +775,11 @@ void fs_watchers_snapshot_each(void (*fn)(void *ud, const struct fs_watcher_snap
 		s.include_entry = wt->include_entry;
 		s.events = (const Filesystem__FilesystemEvent *const *)wt->events;
 		s.n_events = wt->n;
+		s.watch = wt->w;
+		s.inotify_fd = -1;
+		s.wds = NULL;
+		s.rels = NULL;
+		s.n_wds = 0;
 		fn(ud, &s);
 	}
 }
@@ -822,7 +827,14 @@ int fs_watcher_adopt(const struct fs_watcher_snapshot *s, char *err, size_t errl
 			break;
 		}
 	}
-	rc = wt->path ? fs_watch_prepare(wt->path, wt->recursive, &wt->w, err, errlen) : -ENOMEM;
+	if (!wt->path)
+		rc = -ENOMEM;
+	else if (s->inotify_fd >= 0)
+		rc = fs_watch_adopt(s->inotify_fd, wt->path, wt->recursive, s->wds, s->rels, s->n_wds, &wt->w);
+	else
+		rc = fs_watch_prepare(wt->path, wt->recursive, &wt->w, err, errlen);
+	if (rc < 0 && s->inotify_fd >= 0)
+		snprintf(err, errlen, "adopt inotify instance: %s", strerror(-rc));
 	if (rc < 0) {
 		watcher_free(wt);
 		return rc;

@@ -26,11 +26,19 @@ extern size_t fs_max_watchers;
 size_t fs_service_watcher_count(void);
 
 /* Live upgrade: a CreateWatcher watcher as the hand-over record holds it. */
+struct fs_watch;
 struct fs_watcher_snapshot {
 	const char *id, *path;
 	bool recursive, include_entry;
 	const Filesystem__FilesystemEvent *const *events; /* not yet fetched */
 	size_t n_events;
+	/* Export: the live watch (fs_watch_fd, fs_watch_wd). Adopt: NULL. */
+	const struct fs_watch *watch;
+	/* Adopt: an inherited inotify instance and its table, or fd -1. */
+	int inotify_fd;
+	const int *wds;
+	const char *const *rels;
+	size_t n_wds;
 };
 
 /* End every WatchDir stream with `code` and `msg` (clients re-subscribe). */

@@ -426,7 +426,8 @@ void fs_watch_free(struct fs_watch *w)
 		return;
 	if (ev_is_active(&w->io))
 		ev_io_stop(envd_loop, &w->io);
-	close(w->fd);
+	if (w->fd >= 0)
+		close(w->fd);
 	for (size_t i = 0; i < w->n; i++)
 		free(w->w[i].rel);
 	free(w->w);
@@ -438,4 +439,52 @@ void fs_watch_free(struct fs_watch *w)
 size_t fs_watch_count(const struct fs_watch *w)
 {
 	return w->n;
+}
+
+/* ---- live upgrade: the inotify instance itself crosses the exec ---- */
+
+int fs_watch_fd(const struct fs_watch *w)
+{
+	return w->fd;
+}
+
+size_t fs_watch_wd(const struct fs_watch *w, size_t i, int *wd, const char **rel)
+{
+	if (i >= w->n)
+		return 0;
+	*wd = w->w[i].wd;
+	*rel = w->w[i].rel;
+	return 1;
+}
+
+int fs_watch_adopt(int fd, const char *root, bool recursive, const int *wds, const char *const *rels, size_t n,
+		   struct fs_watch **out)
+{
+	struct fs_watch *w = calloc(1, sizeof(*w));
+
+	*out = NULL;
+	if (!w || !(w->root = strdup(root)) || (n && !(w->w = calloc(n, sizeof(*w->w))))) {
+		if (w)
+			free(w->root);
+		free(w);
+		return -ENOMEM;
+	}
+	w->fd = fd;
+	w->recursive = recursive;
+	w->cap = n;
+	for (size_t i = 0; i < n; i++) {
+		w->w[i].wd = wds[i];
+		w->w[i].rel = strdup(rels[i] ? rels[i] : "");
+		if (!w->w[i].rel) {
+			w->n = i;
+			w->fd = -1; /* the caller keeps the descriptor on failure */
+			fs_watch_free(w);
+			return -ENOMEM;
+		}
+	}
+	w->n = n;
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	*out = w;
+	return 0;
 }

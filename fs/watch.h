@@ -61,6 +61,22 @@ void fs_watch_drain(struct fs_watch *w);
 /* Stop and free. NULL is fine. */
 void fs_watch_free(struct fs_watch *w);
 
+/*
+ * Live upgrade. The inotify descriptor and the watch-descriptor table are
+ * what a new image needs to carry on with the same instance, so events
+ * that happen during the exec wait in the kernel instead of being lost.
+ */
+int fs_watch_fd(const struct fs_watch *w);
+/* The i-th watched directory: 1 and *wd, *rel (relative to the root); 0 past the end. */
+size_t fs_watch_wd(const struct fs_watch *w, size_t i, int *wd, const char **rel);
+/*
+ * A watch on an inherited inotify descriptor with its table (copied); the
+ * descriptor becomes the watch's (close-on-exec and non-blocking again)
+ * on success, and stays the caller's on failure. 0 or -ENOMEM.
+ */
+int fs_watch_adopt(int fd, const char *root, bool recursive, const int *wds, const char *const *rels, size_t n,
+		   struct fs_watch **out);
+
 /* Number of watched directories (tests). */
 size_t fs_watch_count(const struct fs_watch *w);
 

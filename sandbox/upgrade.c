@@ -37,6 +37,7 @@
 #include "base/loop.h"
 #include "base/state.h"
 #include "fs/fs_service.h"
+#include "fs/watch.h"
 #include "http/conn.h"
 #include "process/process.h"
 #include "process/ring.h"
@@ -337,6 +338,21 @@ static void add_watcher(void *ud, const struct fs_watcher_snapshot *s)
 	w->include_entry_info = s->include_entry;
 	w->pending_events = (Filesystem__FilesystemEvent **)s->events;
 	w->n_pending_events = s->n_events;
+	if (s->watch) {
+		int wd;
+		const char *rel;
+		w->inotify_fd = fs_watch_fd(s->watch);
+		for (size_t i = 0; fs_watch_wd(s->watch, i, &wd, &rel); i++) {
+			Upgrade__WatchDescriptor *d = amalloc(b->a, sizeof(*d));
+			if (!d)
+				return;
+			upgrade__watch_descriptor__init(d);
+			d->wd = wd;
+			d->rel = (char *)rel;
+			PUSH(b->a, w->wds, w->n_wds, d);
+		}
+		keep_fd(b->fds, w->inotify_fd);
+	}
 	PUSH(b->a, b->st->watchers, b->st->n_watchers, w);
 }
 
@@ -1004,9 +1020,29 @@ int upgrade_resume(void)
 			.include_entry = hw->include_entry_info,
 			.events = (const Filesystem__FilesystemEvent *const *)hw->pending_events,
 			.n_events = hw->n_pending_events,
+			.inotify_fd = -1,
 		};
+		int *wds = NULL;
+		const char **rels = NULL;
+		/* Our own record: the same inotify instance carries on. */
+		if (hw->inotify_fd > 0 && fd_open(hw->inotify_fd) && hw->n_wds &&
+		    (wds = calloc(hw->n_wds, sizeof(*wds))) && (rels = calloc(hw->n_wds, sizeof(*rels)))) {
+			for (size_t k = 0; k < hw->n_wds; k++) {
+				wds[k] = hw->wds[k]->wd;
+				rels[k] = hw->wds[k]->rel;
+			}
+			ws.inotify_fd = hw->inotify_fd;
+			ws.wds = wds;
+			ws.rels = rels;
+			ws.n_wds = hw->n_wds;
+		}
 		char err[256];
-		if (fs_watcher_adopt(&ws, err, sizeof(err)) < 0) {
+		int arc = fs_watcher_adopt(&ws, err, sizeof(err));
+		free(wds);
+		free(rels);
+		if (arc < 0 && ws.inotify_fd >= 0)
+			close(ws.inotify_fd);
+		if (arc < 0) {
 			wat_failed++;
 			log_error(LOGGER, "upgrade: watcher %s on %s not re-armed: %s", hw->id, hw->path, err);
 		} else {

@@ -111,6 +111,19 @@ wait_upgraded() { # wait_upgraded EXPECTED_VERSION
 	echo "$hdrs" | tr -d '\r'
 }
 
+# A writer creating files in the watched directory through both upgrades:
+# the watcher must report every one, including those made during an exec.
+$PY -c '
+import os, sys, time
+d, stop = sys.argv[1], sys.argv[2]
+i = 0
+while not os.path.exists(stop):
+    i += 1
+    open(os.path.join(d, "f-%d" % i), "w").close()
+    time.sleep(0.001)' "$W/watched" "$W/writer.stop" &
+WRITER=$!
+PIDS+=($WRITER)
+
 # --- upgrade 1: the same binary ---
 n_before=$(probe counter "$U" "$TOK" counter)
 t0=$(date +%s%N)
@@ -171,7 +184,16 @@ else
 	fail "counter replay" "before=$n_before after=$n_after"
 fi
 check "PTY shell still answers" probe pty "$U" "$TOK" "$pty"
+touch "$W/writer.stop"
+wait $WRITER
 ev=$(rpc filesystem.Filesystem/GetWatcherEvents "{\"watcherId\":\"$wid\"}")
+res=$($PY -c '
+import json, sys
+names = {e["name"] for e in json.loads(sys.stdin.read()).get("events", []) if e.get("type") == "EVENT_TYPE_CREATE"}
+nums = sorted(int(n[2:]) for n in names if n.startswith("f-"))
+missing = sorted(set(range(1, nums[-1] + 1)) - set(nums)) if nums else ["none"]
+print(len(nums), "missing:", missing[:10])' <<<"$ev")
+expect_match "watcher saw every file created during both upgrades" '^[0-9]+ missing: \[\]$' "$res"
 expect_match "watcher returns the event pending before the first upgrade" '"name":"before-upgrade"' "$ev"
 expect_match "and the one pending before the second" '"name":"between"' "$ev"
 echo after >"$W/watched/after-upgrade"
