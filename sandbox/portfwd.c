@@ -891,3 +891,61 @@ int portfwd_adopt(const struct portfwd_handover *h)
 	ev_io_start(envd_loop, &f->lio);
 	return 0;
 }
+
+size_t portfwd_relay_snapshot(struct portfwd_relay_state *out, size_t max)
+{
+	size_t k = 0;
+
+	for (struct relay *r = pf.relays; r && k < max; r = r->next) {
+		struct portfwd_relay_state *s = &out[k++];
+		s->connecting = r->connecting;
+		for (int i = 0; i < 2; i++) {
+			s->fd[i] = r->fd[i];
+			s->pipe[i][0] = r->d[i].pipe[0];
+			s->pipe[i][1] = r->d[i].pipe[1];
+			s->pending[i] = r->d[i].pending;
+			s->eof[i] = r->d[i].eof;
+			s->shut[i] = r->d[i].shut;
+		}
+	}
+	return k;
+}
+
+int portfwd_relay_adopt(const struct portfwd_relay_state *s)
+{
+	struct relay *r;
+
+	if (!pf.running || pf.n_relays >= PORTFWD_MAX_RELAYS)
+		return -ENOSPC;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->connecting = s->connecting;
+	for (int i = 0; i < 2; i++) {
+		r->fd[i] = s->fd[i];
+		r->d[i].pipe[0] = s->pipe[i][0];
+		r->d[i].pipe[1] = s->pipe[i][1];
+		r->d[i].pending = s->pending[i];
+		r->d[i].eof = s->eof[i];
+		r->d[i].shut = s->shut[i];
+		int cap = fcntl(r->d[i].pipe[1], F_GETPIPE_SZ);
+		r->d[i].cap = cap > 0 ? (size_t)cap : 65536;
+		int fds[3] = { r->fd[i], r->d[i].pipe[0], r->d[i].pipe[1] };
+		for (int j = 0; j < 3; j++) {
+			fcntl(fds[j], F_SETFD, FD_CLOEXEC);
+			fcntl(fds[j], F_SETFL, fcntl(fds[j], F_GETFL) | O_NONBLOCK);
+		}
+	}
+	r->next = pf.relays;
+	if (pf.relays)
+		pf.relays->prev = r;
+	pf.relays = r;
+	pf.n_relays++;
+	for (int k = 0; k < 2; k++) {
+		ev_io_init(&r->io[k], relay_cb, -1, 0);
+		r->io[k].data = r;
+	}
+	/* Whatever arrived during the exec is waiting in the sockets. */
+	relay_pump(r);
+	return 0;
+}

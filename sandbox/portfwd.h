@@ -82,6 +82,19 @@ size_t portfwd_snapshot(struct portfwd_handover *out, size_t max);
 /* Take over an inherited listener (after portfwd_start). 0 or -errno. */
 int portfwd_adopt(const struct portfwd_handover *h);
 
+/* A relayed connection: both sockets, the pipe of each direction with the
+ * bytes it holds, and where each direction is in its shutdown. */
+struct portfwd_relay_state {
+	int fd[2];        /* [0] accepted client, [1] loopback service */
+	int pipe[2][2];   /* direction i carries fd[i] -> fd[1 - i] */
+	size_t pending[2];
+	bool eof[2], shut[2];
+	bool connecting;
+};
+size_t portfwd_relay_snapshot(struct portfwd_relay_state *out, size_t max);
+/* Carry on relaying with inherited descriptors (after portfwd_start). */
+int portfwd_relay_adopt(const struct portfwd_relay_state *s);
+
 /* ---- scanning, exposed for unit tests ---- */
 
 /*

@@ -397,6 +397,40 @@ static int build_record(struct fdlist *fds, uint8_t **out, size_t *out_len)
 		keep_fd(fds, fw[i].lfd);
 		PUSH(&a, st.forwards, st.n_forwards, f);
 	}
+	static struct portfwd_relay_state rs[PORTFWD_MAX_RELAYS];
+	size_t nrs = portfwd_relay_snapshot(rs, PORTFWD_MAX_RELAYS);
+	for (size_t i = 0; i < nrs; i++) {
+		Upgrade__Relay *r = amalloc(&a, sizeof(*r));
+		int32_t *pfds = amalloc(&a, 4 * sizeof(*pfds));
+		uint64_t *pend = amalloc(&a, 2 * sizeof(*pend));
+		protobuf_c_boolean *eof = amalloc(&a, 2 * sizeof(*eof)), *shut = amalloc(&a, 2 * sizeof(*shut));
+		if (!r || !pfds || !pend || !eof || !shut)
+			break;
+		upgrade__relay__init(r);
+		r->client_fd = rs[i].fd[0];
+		r->service_fd = rs[i].fd[1];
+		for (int d = 0; d < 2; d++) {
+			pfds[2 * d] = rs[i].pipe[d][0];
+			pfds[2 * d + 1] = rs[i].pipe[d][1];
+			pend[d] = rs[i].pending[d];
+			eof[d] = rs[i].eof[d];
+			shut[d] = rs[i].shut[d];
+		}
+		r->pipe_fds = pfds;
+		r->n_pipe_fds = 4;
+		r->pending = pend;
+		r->n_pending = 2;
+		r->eof = eof;
+		r->n_eof = 2;
+		r->shut = shut;
+		r->n_shut = 2;
+		r->connecting = rs[i].connecting;
+		keep_fd(fds, r->client_fd);
+		keep_fd(fds, r->service_fd);
+		for (int k = 0; k < 4; k++)
+			keep_fd(fds, pfds[k]);
+		PUSH(&a, st.relays, st.n_relays, r);
+	}
 	int lfd = server_listener_fd();
 	if (lfd >= 0) {
 		int32_t *l = amalloc(&a, sizeof(*l));
@@ -1087,6 +1121,29 @@ void upgrade_resume_forwards(void)
 			continue; /* the scanner forwards it again within a period */
 		if (portfwd_adopt(&h) < 0)
 			close(f->listen_fd);
+	}
+	for (size_t i = 0; i < record->n_relays; i++) {
+		Upgrade__Relay *r = record->relays[i];
+		struct portfwd_relay_state s = { .fd = { r->client_fd, r->service_fd }, .connecting = r->connecting };
+		bool ok = r->n_pipe_fds == 4 && r->n_pending == 2 && r->n_eof == 2 && r->n_shut == 2 &&
+			  fd_open(r->client_fd) && fd_open(r->service_fd);
+		for (int d = 0; ok && d < 2; d++) {
+			s.pipe[d][0] = r->pipe_fds[2 * d];
+			s.pipe[d][1] = r->pipe_fds[2 * d + 1];
+			s.pending[d] = r->pending[d];
+			s.eof[d] = r->eof[d];
+			s.shut[d] = r->shut[d];
+			ok = fd_open(s.pipe[d][0]) && fd_open(s.pipe[d][1]);
+		}
+		if (ok && portfwd_relay_adopt(&s) == 0)
+			continue;
+		/* Cannot carry on: the connection is closed rather than leaked. */
+		int all[6] = { r->client_fd, r->service_fd, -1, -1, -1, -1 };
+		for (size_t k = 0; k < r->n_pipe_fds && k < 4; k++)
+			all[2 + k] = r->pipe_fds[k];
+		for (int k = 0; k < 6; k++)
+			if (fd_open(all[k]))
+				close(all[k]);
 	}
 	upgrade__handover_state__free_unpacked(record, NULL);
 	record = NULL;

@@ -93,6 +93,10 @@ for _ in $(seq 100); do
 	sleep 0.05
 done
 expect_eq "port forwarded before the upgrade" "echo:hello" "$fwd"
+# A connection through the forward that stays open over both upgrades.
+$PY tests/integration/upgrade_probe.py hold "$SBX" "$FPORT" "$W/hold.go" "$W/hold.out" &
+PIDS+=($!)
+wait_for 30 test -s "$W/hold.out.ready"
 sleep 0.3
 
 # --- the hammer ---
@@ -200,6 +204,10 @@ echo after >"$W/watched/after-upgrade"
 ev=$(rpc filesystem.Filesystem/GetWatcherEvents "{\"watcherId\":\"$wid\"}")
 expect_match "watcher still reports new events" '"name":"after-upgrade"' "$ev"
 expect_eq "port still forwarded" "echo:again" "$(probe tcp "$SBX" "$FPORT" again 2>&1)"
+touch "$W/hold.go"
+wait_for 30 test -s "$W/hold.out"
+expect_eq "a relayed connection open during both upgrades still carries data" "echo:before echo:after" \
+	"$(cat "$W/hold.out" 2>/dev/null)"
 cwd=$($PY - "$U" "$TOK" <<'PY'
 import sys, base64
 sys.path.insert(0, "tests/integration")

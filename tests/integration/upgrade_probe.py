@@ -196,27 +196,55 @@ def cmd_tcp(addr, port, msg):
 
 
 def cmd_echo_server(port):
-    """Loopback-only service: answers each line with 'echo:<line>'."""
+    """Loopback-only service: answers each line with 'echo:<line>' until
+    the client closes (one thread per connection)."""
+    import threading
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("127.0.0.1", int(port)))
     srv.listen(16)
-    while True:
-        c, _ = srv.accept()
+
+    def serve(c):
+        buf = b""
         try:
-            r = b""
-            while not r.endswith(b"\n"):
+            while True:
                 d = c.recv(100)
                 if not d:
                     break
-                r += d
-            c.sendall(b"echo:" + r)
+                buf += d
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    c.sendall(b"echo:" + line + b"\n")
         finally:
             c.close()
+
+    while True:
+        c, _ = srv.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+
+def cmd_hold(addr, port, go, out):
+    """One relayed connection kept open across an upgrade: a line before,
+    then (once `go` exists) a line after; writes both answers to `out`."""
+    s = socket.create_connection((addr, int(port)), timeout=60)
+    f = s.makefile("rb")
+    s.sendall(b"before\n")
+    a = f.readline().decode().strip()
+    with open(out + ".ready", "w") as w:
+        w.write(a)
+    while not os.path.exists(go):
+        time.sleep(0.02)
+    s.sendall(b"after\n")
+    b = f.readline().decode().strip()
+    s.close()
+    with open(out, "w") as w:
+        w.write(a + " " + b)
+    return 0
 
 
 if __name__ == "__main__":
     cmd = sys.argv[1]
     args = sys.argv[2:]
     sys.exit({"counter": cmd_counter, "pty": lambda u, t, p: cmd_pty(u, t, int(p)),
-              "hammer": cmd_hammer, "tcp": cmd_tcp, "echo-server": cmd_echo_server}[cmd](*args))
+              "hammer": cmd_hammer, "tcp": cmd_tcp, "echo-server": cmd_echo_server,
+              "hold": cmd_hold}[cmd](*args))
