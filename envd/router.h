@@ -15,9 +15,6 @@
 /* Entry point for every request head, from either protocol. */
 void router_dispatch(struct http_req *r);
 
-/* Reason phrase for a status code ("OK", "Not Found", ...). */
-const char *http_reason(int status);
-
 /*
  * Parse "Authorization: Basic ..." the way Go does ("Basic " in any case,
  * padded base64, a ':'): returns 1 and

@@ -15,7 +15,8 @@ const authPort = 10500 + Math.floor(Math.random() * 1000)
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 async function waitFor(cmd) {
-  for (let i = 0; i < 200; i++) {
+  // A deadline for a loaded machine, not a timing check.
+  for (const end = Date.now() + 60000; Date.now() < end; ) {
     try {
       await sbx.commands.run(cmd)
       return
