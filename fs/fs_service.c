@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "fs/entry.h"
+#include "base/buf.h"
 #include "base/errstr.h"
 #include "fs/listdir.h"
 #include "base/log.h"
@@ -566,8 +567,7 @@ struct watcher {
 	bool include_entry;
 	bool recursive;
 	char *path;              /* kept for the live-upgrade record */
-	Filesystem__FilesystemEvent **events;
-	size_t n, cap;
+	struct buf events; /* Filesystem__FilesystemEvent *, at most WATCHER_EVENTS_MAX */
 	bool overflowed; /* the buffer limit was hit; an overflow event is queued */
 };
 
@@ -581,18 +581,26 @@ size_t fs_service_watcher_count(void)
 	return n;
 }
 
+static Filesystem__FilesystemEvent **watcher_events(const struct watcher *wt)
+{
+	return (Filesystem__FilesystemEvent **)wt->events.p;
+}
+
+static size_t watcher_n(const struct watcher *wt)
+{
+	return wt->events.len / sizeof(Filesystem__FilesystemEvent *);
+}
+
+static void watcher_clear(struct watcher *wt)
+{
+	for (size_t i = 0; i < watcher_n(wt); i++)
+		event_free(watcher_events(wt)[i]);
+	buf_free(&wt->events);
+}
+
 static bool watcher_push(struct watcher *wt, Filesystem__FilesystemEvent *ev)
 {
-	if (wt->n == wt->cap) {
-		size_t nc = wt->cap ? wt->cap * 2 : 16;
-		Filesystem__FilesystemEvent **ne = realloc(wt->events, nc * sizeof(*ne));
-		if (!ne)
-			return false;
-		wt->events = ne;
-		wt->cap = nc;
-	}
-	wt->events[wt->n++] = ev;
-	return true;
+	return buf_append(&wt->events, &ev, sizeof(ev)) == 0;
 }
 
 static void watcher_on_event(void *ud, const char *name, const char *path, Filesystem__EventType type)
@@ -602,7 +610,7 @@ static void watcher_on_event(void *ud, const char *name, const char *path, Files
 
 	if (wt->overflowed)
 		return;
-	if (wt->n >= WATCHER_EVENTS_MAX - 1)
+	if (watcher_n(wt) >= WATCHER_EVENTS_MAX - 1)
 		type = FILESYSTEM__EVENT_TYPE__EVENT_TYPE_OVERFLOW;
 	if (type == FILESYSTEM__EVENT_TYPE__EVENT_TYPE_OVERFLOW) {
 		/* Everything after this point is lost until the client drains. */
@@ -619,9 +627,7 @@ static void watcher_on_event(void *ud, const char *name, const char *path, Files
 static void watcher_free(struct watcher *wt)
 {
 	fs_watch_free(wt->w);
-	for (size_t i = 0; i < wt->n; i++)
-		event_free(wt->events[i]);
-	free(wt->events);
+	watcher_clear(wt);
 	free(wt->path);
 	free(wt);
 }
@@ -680,6 +686,7 @@ static void watcher_ready(struct watch_job *j)
 	wt->include_entry = j->include_entry;
 	wt->recursive = j->recursive;
 	wt->path = strdup(j->path);
+	buf_init(&wt->events, WATCHER_EVENTS_MAX * sizeof(Filesystem__FilesystemEvent *));
 	do {
 		rc = watcher_new_id(wt->id);
 	} while (rc == 0 && watcher_find(wt->id));
@@ -719,14 +726,10 @@ static void fs_get_watcher_events(struct rpc_call *call, const ProtobufCMessage 
 	/* Whatever the kernel has queued by now belongs in this answer: a
 	 * client polling right after a write must see it. */
 	fs_watch_drain(wt->w);
-	resp.events = wt->events;
-	resp.n_events = wt->n;
+	resp.events = watcher_events(wt);
+	resp.n_events = watcher_n(wt);
 	fs_reply(call, &resp.base);
-	for (size_t i = 0; i < wt->n; i++)
-		event_free(wt->events[i]);
-	free(wt->events);
-	wt->events = NULL;
-	wt->n = wt->cap = 0;
+	watcher_clear(wt);
 	wt->overflowed = false;
 }
 
@@ -773,8 +776,8 @@ void fs_watchers_snapshot_each(void (*fn)(void *ud, const struct fs_watcher_snap
 		s.path = wt->path;
 		s.recursive = wt->recursive;
 		s.include_entry = wt->include_entry;
-		s.events = (const Filesystem__FilesystemEvent *const *)wt->events;
-		s.n_events = wt->n;
+		s.events = (const Filesystem__FilesystemEvent *const *)watcher_events(wt);
+		s.n_events = watcher_n(wt);
 		s.watch = wt->w;
 		s.inotify_fd = -1;
 		s.wds = NULL;
@@ -818,6 +821,7 @@ int fs_watcher_adopt(const struct fs_watcher_snapshot *s, char *err, size_t errl
 	snprintf(wt->id, sizeof(wt->id), "%s", s->id);
 	wt->include_entry = s->include_entry;
 	wt->recursive = s->recursive;
+	buf_init(&wt->events, WATCHER_EVENTS_MAX * sizeof(Filesystem__FilesystemEvent *));
 	wt->path = strdup(s->path ? s->path : "");
 	for (size_t i = 0; wt->path && i < s->n_events; i++) {
 		Filesystem__FilesystemEvent *ev = event_copy(s->events[i]);
