@@ -19,6 +19,7 @@
  * that reconnects with replay_from sees one gapless sequence; bytes the
  * children write while the exec is under way wait in their pipes.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -848,6 +849,37 @@ void upgrade_init_done(void)
 	thaw("/init");
 }
 
+/*
+ * Everything taken over is close-on-exec again by now. A descriptor that
+ * still is not was inherited and not taken over (a record that could not
+ * be read, a process that could not be adopted): close it, so neither
+ * envd nor a child started later holds it.
+ */
+static void close_leftovers(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int dfd = d ? dirfd(d) : -1;
+	unsigned closed = 0;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char *end;
+		long fd = strtol(de->d_name, &end, 10);
+		if (*end || fd < 3 || fd == dfd)
+			continue;
+		int fl = fcntl((int)fd, F_GETFD);
+		if (fl >= 0 && !(fl & FD_CLOEXEC)) {
+			close((int)fd);
+			closed++;
+		}
+	}
+	closedir(d);
+	if (closed)
+		log_warn(LOGGER, "upgrade: closed %u inherited descriptors that were not taken over", closed);
+}
+
 static bool fd_open(int fd)
 {
 	return fd > 0 && fcntl(fd, F_GETFD) >= 0;
@@ -982,6 +1014,9 @@ int upgrade_resume(void)
 	ev_unref(envd_loop);
 	if (rc < 0) {
 		log_error(LOGGER, "upgrade: cannot read %s: %s", upgrade_record_path, strerror(-rc));
+		/* Nothing can be taken over: free the inherited descriptors (the
+		 * old listener among them, so this image can bind its port). */
+		close_leftovers();
 		snprintf(handover_json, sizeof(handover_json),
 			 "{\"failed\":true,\"procs\":0,\"procs_failed\":0,\"retained\":0,\"retained_failed\":0,"
 			 "\"watchers\":0,\"watchers_failed\":0}");
@@ -999,6 +1034,7 @@ int upgrade_resume(void)
 		if (record)
 			upgrade__handover_state__free_unpacked(record, NULL);
 		record = NULL;
+		close_leftovers();
 		return -EPROTO;
 	}
 	Upgrade__HandoverState *st = record;
@@ -1108,8 +1144,11 @@ int upgrade_resume(void)
 
 void upgrade_resume_forwards(void)
 {
-	if (!record)
+	if (!record) {
+		if (resumed)
+			close_leftovers();
 		return;
+	}
 	for (size_t i = 0; i < record->n_forwards; i++) {
 		Upgrade__ForwardedPort *f = record->forwards[i];
 		struct portfwd_handover h = {
@@ -1147,4 +1186,5 @@ void upgrade_resume_forwards(void)
 	}
 	upgrade__handover_state__free_unpacked(record, NULL);
 	record = NULL;
+	close_leftovers();
 }

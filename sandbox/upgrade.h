@@ -34,7 +34,8 @@ void upgrade_request(struct http_req *r);
  * the caller listens as usual), or -errno when there is no usable record.
  */
 int upgrade_resume(void);
-/* After portfwd_start: take over the inherited forward listeners. */
+/* After portfwd_start: take over the inherited forward listeners and
+ * relays, then close any inherited descriptor nothing took over. */
 void upgrade_resume_forwards(void);
 
 /* Booted from a hand-over and no /init has succeeded since. */

@@ -161,6 +161,30 @@ launch 3 || { fail "envd starts with a newer-schema record"; finish; exit 1; }
 U=$ENVD_URL
 hdrs=$(curl -s -D - -o /dev/null -X POST -d '{}' "$U/init" | tr -d '\r')
 expect_match "newer schema: hand-over reported failed" 'X-Envd-Handover: \{"failed":true' "$hdrs"
+check "the inherited descriptors were closed, not leaked" test ! -e "/proc/$ENVD_PID/fd/200" -a ! -e "/proc/$ENVD_PID/fd/202"
+# No record at all, and an inherited listener on envd's own port: the
+# descriptor is closed so envd can listen, and /init reports the failure.
+ENVD_PORT=$(free_port)
+U="http://127.0.0.1:$ENVD_PORT"
+ENVD_LOG=$(mktemp /tmp/envd-test-log.XXXXXX)
+ENVD_LOGS+=("$ENVD_LOG")
+$PY - "$ENVD_BIN" "$ENVD_PORT" "$W" >"$ENVD_LOG" 2>&1 <<'PY' &
+import os, socket, sys
+envd, port, w = sys.argv[1:]
+s = socket.socket(socket.AF_INET6)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+s.bind(("::", int(port)))
+s.listen(16)
+s.set_inheritable(True)
+os.execv(envd, [envd, "-isnotfc", "-port", port, "-handover-file", w + "/absent.pb", "--resume-handover"])
+PY
+NR_PID=$!
+ENVD_PIDS+=("$NR_PID")
+check "without a record envd still comes up on its port" wait_for 30 curl -s -o /dev/null "$U/health"
+hdrs=$(curl -s -D - -o /dev/null -X POST -d '{}' "$U/init" | tr -d '\r')
+expect_match "and reports the failed hand-over" 'X-Envd-Handover: \{"failed":true' "$hdrs"
+
 # Its child was not taken over; end it (its output pipe is envd's fd 200).
 c=$(ps -o pid= --ppid "$ENVD_PID" | head -1 | tr -d " ")
 [ -n "$c" ] && kill -- "-$c" 2>/dev/null
