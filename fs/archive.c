@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,25 @@ const char *arch_name_error(int rc)
 	default:
 		return "empty name";
 	}
+}
+
+/*
+ * libarchive converts names between UTF-8 (zip's flag, pax headers) and
+ * the locale's charset. envd never calls setlocale, so in the C locale
+ * every non-ASCII name would fail that conversion (pax then marks it
+ * hdrcharset=BINARY, zip entries flagged UTF-8 lose their name). The
+ * threads that run archive work use C.UTF-8 instead; uselocale() is per
+ * thread, so nothing else in the process changes.
+ */
+static void thread_utf8(void)
+{
+	static _Thread_local bool done;
+	if (done)
+		return;
+	done = true;
+	locale_t l = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+	if (l)
+		uselocale(l); /* kept for the thread's lifetime */
 }
 
 /* ======================= creating ======================= */
@@ -452,6 +472,7 @@ int arch_writer_fill(struct arch_writer *w, size_t want, struct arch_piece *piec
 	int rc;
 
 	*n = 0;
+	thread_utf8();
 	if (w->zc_fd >= 0) {
 		close(w->zc_fd);
 		w->zc_fd = -1;
@@ -717,7 +738,8 @@ static int x_file(struct xstate *s, struct archive_entry *e, int pfd, const char
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r < ARCHIVE_WARN) {
-			rc = x_fail(x, 400, -EBADMSG, "invalid archive at entry '%s': %s", rel, archive_error_string(s->a));
+			rc = x_fail(x, 400, -EBADMSG, "invalid %s archive at entry '%s': %s", arch_format_ext(x->format), rel,
+				    archive_error_string(s->a));
 			goto out;
 		}
 		if (x->bytes + n > s->allowed) {
@@ -770,8 +792,15 @@ static int x_entry(struct xstate *s, struct archive_entry *e)
 {
 	struct arch_extract *x = s->x;
 	char rel[PATH_MAX], trel[PATH_MAX];
-	const char *raw = archive_entry_pathname(e);
-	const char *hl = archive_entry_hardlink(e);
+	/* Without iconv the locale-dependent accessors fail on non-ASCII
+	 * names flagged as UTF-8 (zip bit 11, pax hdrcharset): ask for UTF-8
+	 * first. */
+	const char *raw = archive_entry_pathname_utf8(e);
+	const char *hl = archive_entry_hardlink_utf8(e);
+	if (!raw)
+		raw = archive_entry_pathname(e);
+	if (!hl)
+		hl = archive_entry_hardlink(e);
 	mode_t type = archive_entry_filetype(e);
 	int rc;
 
@@ -861,7 +890,9 @@ static int x_entry(struct xstate *s, struct archive_entry *e)
 		}
 	} else if (type == AE_IFLNK) {
 		tname = "symlink";
-		const char *target = archive_entry_symlink(e);
+		const char *target = archive_entry_symlink_utf8(e);
+		if (!target)
+			target = archive_entry_symlink(e);
 		rc = x_clear_name(x, pfd, name, rel, false, &isdir);
 		if (rc == 0 && symlinkat(target ? target : "", pfd, name) < 0)
 			rc = x_io_fail(x, errno, "symlink", rel);
@@ -908,6 +939,7 @@ int arch_extract_run(struct arch_extract *x)
 	struct xstate *s = calloc(1, sizeof(*s));
 	int rc = 0;
 
+	thread_utf8();
 	x->status = 0;
 	x->msg[0] = '\0';
 	x->entries = x->bytes = x->list_len = 0;
