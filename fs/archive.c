@@ -988,6 +988,21 @@ int arch_extract_run(struct arch_extract *x)
 		if ((rc = x_entry(s, e)) < 0)
 			goto out;
 	}
+	/* libarchive reads a tar too short for one header as an empty archive;
+	 * an empty archive is all zeros (or nothing), anything else is not one. */
+	if (x->entries == 0 && x->archive_size > 0 && x->format != ARCH_ZIP) {
+		uint8_t head[1024];
+		ssize_t n = pread(x->archive_fd, head, sizeof(head), 0);
+		bool zeros = n >= 0;
+		for (ssize_t i = 0; i < n && zeros; i++)
+			zeros = head[i] == 0;
+		if ((x->format == ARCH_TAR && !zeros) ||
+		    (x->format == ARCH_TGZ && archive_filter_code(s->a, 0) != ARCHIVE_FILTER_GZIP)) {
+			rc = x_fail(x, 400, -EBADMSG, "invalid %s archive: no entries found in %llu bytes",
+				    arch_format_ext(x->format), (unsigned long long)x->archive_size);
+			goto out;
+		}
+	}
 	if ((rc = x_list_flush(s)) < 0)
 		goto out;
 	x_finish_dirs(s);
