@@ -19,10 +19,10 @@
 
 #include <nghttp2/nghttp2.h>
 
-#include "http/conn.h"
-#include "http/http.h"
+#include "base/buf.h"
 #include "base/log.h"
-#include "envd/router.h"
+#include "http/h2.h"
+#include "http/http.h"
 
 #define H2_MAX_HEADERS 128
 #define H2_MAX_HEAD_BYTES (64 * 1024)
@@ -39,8 +39,7 @@ struct h2_stream {
 	int32_t id;
 	struct h2_stream *prev, *next;
 	/* head strings: offsets into mem until dispatch */
-	char *mem;
-	size_t mem_len, mem_cap;
+	struct buf mem;
 	/* 32-bit offsets: the head is bounded by H2_MAX_HEAD_BYTES. */
 	uint32_t name_off[H2_MAX_HEADERS], value_off[H2_MAX_HEADERS];
 	int n_fields;
@@ -58,13 +57,13 @@ struct h2_stream {
 	size_t n_trailers;
 	/* request body while paused (bounded by the stream window) */
 	bool paused;
-	uint8_t *pending;
-	size_t pending_len, pending_cap;
+	struct buf pending;
 	bool dispatched;
 };
 
 struct h2 {
-	struct conn *c;
+	struct http_link *link;
+	bool closing;       /* the link was told to close (or abort) */
 	nghttp2_session *s;
 	struct h2_stream *streams;
 	size_t n_streams;
@@ -73,6 +72,8 @@ struct h2 {
 
 static const struct http_transport_ops h2_ops;
 static void h2_flush(struct h2 *h);
+static int h2_upgrade_stream(struct h2 *h, const uint8_t *settings, size_t settings_len,
+			     const struct http_req *r);
 
 /*
  * Called from transport ops, i.e. from inside handlers: producing frames
@@ -81,27 +82,18 @@ static void h2_flush(struct h2 *h);
  */
 static void h2_schedule(struct h2 *h)
 {
-	conn_want_write(h->c);
+	http_link_notify(h->link, HTTP_LINK_WANT_WRITE);
 }
 
+/* Add a NUL-terminated string to the head; its offset goes to *off. */
 static int mem_add(struct h2_stream *st, const uint8_t *p, size_t n, size_t *off)
 {
-	if (st->mem_len + n + 1 > H2_MAX_HEAD_BYTES)
+	size_t at = st->mem.len;
+	if (buf_reserve(&st->mem, n + 1) < 0)
 		return -1;
-	if (st->mem_len + n + 1 > st->mem_cap) {
-		size_t cap = st->mem_cap ? st->mem_cap * 2 : 512;
-		while (cap < st->mem_len + n + 1)
-			cap *= 2;
-		char *m = realloc(st->mem, cap);
-		if (!m)
-			return -1;
-		st->mem = m;
-		st->mem_cap = cap;
-	}
-	*off = st->mem_len;
-	memcpy(st->mem + st->mem_len, p, n);
-	st->mem_len += n;
-	st->mem[st->mem_len++] = '\0';
+	buf_append(&st->mem, p, n);
+	buf_append_byte(&st->mem, 0);
+	*off = at;
 	return 0;
 }
 
@@ -112,6 +104,9 @@ static struct h2_stream *stream_new(struct h2 *h, int32_t id)
 		return NULL;
 	st->h = h;
 	st->id = id;
+	buf_init(&st->mem, H2_MAX_HEAD_BYTES);
+	/* Flow control bounds it to the stream window; the bound is a backstop. */
+	buf_init(&st->pending, 2 * H2_STREAM_WINDOW);
 	st->r.ops = &h2_ops;
 	st->r.transport = st;
 	st->r.version = 20;
@@ -126,6 +121,7 @@ static struct h2_stream *stream_new(struct h2 *h, int32_t id)
 
 static void stream_free(struct h2_stream *st)
 {
+	http_req_release(&st->r);
 	struct h2 *h = st->h;
 	if (st->prev)
 		st->prev->next = st->next;
@@ -135,9 +131,9 @@ static void stream_free(struct h2_stream *st)
 		st->next->prev = st->prev;
 	h->n_streams--;
 	outq_clear(&st->out);
-	free(st->mem);
+	buf_free(&st->mem);
 	free(st->hdrs);
-	free(st->pending);
+	buf_free(&st->pending);
 	free(st->trailer_mem);
 	free(st);
 }
@@ -157,7 +153,7 @@ static enum http_verb method_from(const char *m)
 /* Turn offsets into pointers and hand the request to the router. */
 static void stream_dispatch(struct h2_stream *st)
 {
-	char *mem = st->mem;
+	char *mem = (char *)st->mem.p;
 	struct http_req *r = &st->r;
 
 	st->dispatched = true;
@@ -190,7 +186,7 @@ static void stream_dispatch(struct h2_stream *st)
 		if (*end == '\0' && v >= 0)
 			r->content_length = v;
 	}
-	router_dispatch(r);
+	st->h->link->on_request(r);
 }
 
 static void stream_body_end(struct h2_stream *st)
@@ -291,23 +287,13 @@ static int cb_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const ui
 		nghttp2_session_consume_connection(s, len);
 		return 0;
 	}
-	if (!st->paused && st->pending_len == 0) {
+	if (!st->paused && st->pending.len == 0) {
 		deliver_body(st, data, len);
 		return 0;
 	}
 	/* Paused: keep it; the unreturned window bounds how much can come. */
-	if (st->pending_len + len > st->pending_cap) {
-		size_t cap = st->pending_cap ? st->pending_cap * 2 : 65536;
-		while (cap < st->pending_len + len)
-			cap *= 2;
-		uint8_t *p = realloc(st->pending, cap);
-		if (!p)
-			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-		st->pending = p;
-		st->pending_cap = cap;
-	}
-	memcpy(st->pending + st->pending_len, data, len);
-	st->pending_len += len;
+	if (buf_append(&st->pending, data, len) < 0)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	return 0;
 }
 
@@ -497,16 +483,13 @@ static void h2_pause_body(struct http_req *r, bool paused)
 		return;
 	/* Deliver what arrived meanwhile; the handler may pause again. */
 	size_t off = 0;
-	while (off < st->pending_len && !st->paused && !st->r.aborted) {
-		size_t k = st->pending_len - off < 65536 ? st->pending_len - off : 65536;
-		deliver_body(st, st->pending + off, k);
+	while (off < st->pending.len && !st->paused && !st->r.aborted) {
+		size_t k = st->pending.len - off < 65536 ? st->pending.len - off : 65536;
+		deliver_body(st, st->pending.p + off, k);
 		off += k;
 	}
-	if (off > 0) {
-		memmove(st->pending, st->pending + off, st->pending_len - off);
-		st->pending_len -= off;
-	}
-	if (st->pending_len == 0 && !st->paused) {
+	buf_consume(&st->pending, off);
+	if (st->pending.len == 0 && !st->paused) {
 		int32_t id = st->id;
 		struct h2 *h = st->h;
 		if (nghttp2_session_get_stream_remote_close(h->s, id))
@@ -528,29 +511,28 @@ static const struct http_transport_ops h2_ops = {
 
 static void h2_flush(struct h2 *h)
 {
-	struct conn *c = h->c;
-	if (h->flushing)
+	struct outq *out = h->link->out;
+	if (h->flushing || h->closing)
 		return;
 	h->flushing = true;
-	while (c->out.bytes < CONN_OUT_HIGH) {
+	while (out->bytes < OUTQ_HIGH) {
 		const uint8_t *p;
 		ssize_t n = nghttp2_session_mem_send(h->s, &p);
-		if (n < 0) {
-			conn_abort(c);
+		if (n < 0 || (n > 0 && outq_append(out, p, (size_t)n) < 0)) {
+			h->closing = true;
+			http_link_notify(h->link, HTTP_LINK_ABORT);
 			break;
 		}
 		if (n == 0)
 			break;
-		if (outq_append(&c->out, p, (size_t)n) < 0) {
-			conn_abort(c);
-			break;
-		}
 	}
 	h->flushing = false;
-	if (c->out.bytes > 0)
-		conn_want_write(c);
-	else if (!nghttp2_session_want_read(h->s) && !nghttp2_session_want_write(h->s))
-		conn_close_after_flush(c);
+	if (out->bytes > 0)
+		http_link_notify(h->link, HTTP_LINK_WANT_WRITE);
+	else if (!h->closing && !nghttp2_session_want_read(h->s) && !nghttp2_session_want_write(h->s)) {
+		h->closing = true;
+		http_link_notify(h->link, HTTP_LINK_CLOSE);
+	}
 	/* Streams whose queues drained get to produce more. */
 	for (struct h2_stream *st = h->streams; st;) {
 		struct h2_stream *next = st->next;
@@ -563,31 +545,35 @@ static void h2_flush(struct h2 *h)
 	}
 }
 
-static int h2_session_new(struct conn *c, struct h2 **out)
+struct h2 *h2_new(struct http_link *l)
 {
 	nghttp2_session_callbacks *cbs;
 	nghttp2_option *opt;
 	struct h2 *h = calloc(1, sizeof(*h));
 	if (!h)
-		return -ENOMEM;
-	h->c = c;
+		return NULL;
+	h->link = l;
 	if (nghttp2_session_callbacks_new(&cbs) != 0) {
 		free(h);
-		return -ENOMEM;
+		return NULL;
 	}
 	nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, cb_begin_headers);
 	nghttp2_session_callbacks_set_on_header_callback(cbs, cb_header);
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, cb_frame_recv);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, cb_data_chunk);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cbs, cb_stream_close);
-	nghttp2_option_new(&opt);
+	if (nghttp2_option_new(&opt) != 0) {
+		nghttp2_session_callbacks_del(cbs);
+		free(h);
+		return NULL;
+	}
 	nghttp2_option_set_no_auto_window_update(opt, 1);
 	int rc = nghttp2_session_server_new2(&h->s, cbs, h, opt);
 	nghttp2_option_del(opt);
 	nghttp2_session_callbacks_del(cbs);
 	if (rc != 0) {
 		free(h);
-		return -ENOMEM;
+		return NULL;
 	}
 	nghttp2_settings_entry iv[] = {
 		{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, h2_max_streams},
@@ -595,24 +581,25 @@ static int h2_session_new(struct conn *c, struct h2 **out)
 	};
 	nghttp2_submit_settings(h->s, NGHTTP2_FLAG_NONE, iv, 2);
 	nghttp2_session_set_local_window_size(h->s, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW);
-	c->proto_state = h;
-	c->proto = CONN_H2;
-	*out = h;
-	return 0;
+	return h;
 }
 
-int h2_attach(struct conn *c)
+struct h2 *h2_new_upgrade(struct http_link *l, const uint8_t *settings, size_t settings_len,
+			  const struct http_req *r)
 {
-	struct h2 *h;
-	return h2_session_new(c, &h);
+	struct h2 *h = h2_new(l);
+	if (!h)
+		return NULL;
+	if (h2_upgrade_stream(h, settings, settings_len, r) < 0) {
+		h2_free(h);
+		return NULL;
+	}
+	return h;
 }
 
-int h2_attach_upgrade(struct conn *c, const uint8_t *settings, size_t settings_len, struct http_req *r)
+static int h2_upgrade_stream(struct h2 *h, const uint8_t *settings, size_t settings_len,
+			     const struct http_req *r)
 {
-	struct h2 *h;
-	int rc = h2_session_new(c, &h);
-	if (rc < 0)
-		return rc;
 	if (nghttp2_session_upgrade2(h->s, settings, settings_len, r->method == HTTP_M_HEAD, NULL) != 0)
 		return -EPROTO;
 	struct h2_stream *st = stream_new(h, 1);
@@ -647,31 +634,27 @@ int h2_attach_upgrade(struct conn *c, const uint8_t *settings, size_t settings_l
 	return 0;
 }
 
-int h2_on_input(struct conn *c)
+ssize_t h2_feed(struct h2 *h, const uint8_t *p, size_t len)
 {
-	struct h2 *h = c->proto_state;
-	ssize_t n = nghttp2_session_mem_recv(h->s, c->rbuf, c->rlen);
+	ssize_t n = nghttp2_session_mem_recv(h->s, p, len);
 	if (n < 0)
-		return -1;
-	c->rlen = 0;
+		return -EPROTO;
 	h2_flush(h);
-	return 0;
+	return (ssize_t)len;
 }
 
-void h2_on_output_drained(struct conn *c)
+void h2_on_output_drained(struct h2 *h)
 {
-	h2_flush(c->proto_state);
+	h2_flush(h);
 }
 
-bool h2_idle(struct conn *c)
+bool h2_idle(const struct h2 *h)
 {
-	struct h2 *h = c->proto_state;
 	return !h || h->n_streams == 0;
 }
 
-void h2_detach(struct conn *c)
+void h2_free(struct h2 *h)
 {
-	struct h2 *h = c->proto_state;
 	if (!h)
 		return;
 	while (h->streams) {
@@ -684,5 +667,4 @@ void h2_detach(struct conn *c)
 	}
 	nghttp2_session_del(h->s);
 	free(h);
-	c->proto_state = NULL;
 }
