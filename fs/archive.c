@@ -1051,6 +1051,15 @@ static int merge_check_rec(int src, int dst, char *rel, size_t rl, int *status, 
 
 	if (!d)
 		return m_fail(status, msg, msglen, 500, -errno, "error reading extracted tree: %s", go_strerror(errno));
+	/* Renames cannot cross filesystems: a mount point in the target
+	 * would fail halfway through the move, so refuse it up front. */
+	struct stat sst, dst_st;
+	if (fstat(src, &sst) == 0 && fstat(dst, &dst_st) == 0 && sst.st_dev != dst_st.st_dev) {
+		closedir(d);
+		return m_fail(status, msg, msglen, 409, -EXDEV,
+			      "target directory '%s' is on another filesystem (a mount point): extract into it directly",
+			      rl ? rel : ".");
+	}
 	while (rc == 0 && (de = readdir(d))) {
 		const char *nm = de->d_name;
 		struct stat ss, ds;
@@ -1119,12 +1128,8 @@ static int merge_rec(int src, int dst, char *msg, size_t msglen)
 			int d2 = openat(dst, nm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (s2 < 0 || d2 < 0)
 				rc = m_fail(NULL, msg, msglen, 500, -errno, "error opening '%s': %s", nm, go_strerror(errno));
-			else if ((rc = merge_rec(s2, d2, msg, msglen)) == 0) {
-				struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, ss.st_mtim };
-				fchown(d2, ss.st_uid, ss.st_gid);
-				fchmod(d2, ss.st_mode & 07777);
-				futimens(d2, ts);
-			}
+			else
+				rc = merge_rec(s2, d2, msg, msglen); /* the existing directory keeps its mode and owner */
 			if (s2 >= 0)
 				close(s2);
 			if (d2 >= 0)

@@ -126,15 +126,17 @@ int arch_extract_run(struct arch_extract *x);
  * Can the extracted tree under src_fd be moved into dst_fd? Walks both
  * without following symlinks. Returns 0, or -errno with status/msg: 400
  * when an entry would pass through an existing symlink in the target, 409
- * when it would put a file where a directory is or the other way round.
+ * when it would put a file where a directory is or the other way round,
+ * or when a directory of the target is on another filesystem than
+ * src_fd (rename cannot cross it).
  */
 int arch_merge_check(int src_fd, int dst_fd, int *status, char *msg, size_t msglen);
 
 /*
  * Move every entry of src_fd into dst_fd: a missing name is renamed in;
- * a directory present on both sides is merged recursively (taking the
- * archive's mode and mtime); anything else replaces the target name
- * (rename(2), atomic per name). Returns 0 or -errno (message in msg).
+ * a directory present on both sides is merged recursively (the existing
+ * one keeps its mode, owner and mtime); anything else replaces the target
+ * name (rename(2), atomic per name). Returns 0 or -errno (message in msg).
  */
 int arch_merge(int src_fd, int dst_fd, char *msg, size_t msglen);
 

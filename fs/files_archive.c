@@ -194,7 +194,8 @@ struct aup {
 	char shown[PATH_MAX];   /* the path as the client named it, for the list */
 	char parent[PATH_MAX];
 	char base[NAME_MAX + 1];
-	int parent_fd;
+	int parent_fd;          /* where the temporary directory goes */
+	bool inside;            /* ... which is DIR itself (a mount point) */
 	int spool_fd;
 	int list_fd;
 	uint64_t spooled;
@@ -346,6 +347,20 @@ static void aup_extract(struct aup *a)
 	int root = -1, dst = -1;
 
 	random_name(tmp, sizeof(tmp), a->base);
+	/* Beside DIR, so a new DIR is one rename; inside DIR when DIR is a
+	 * mount point, or nothing could be renamed into it. */
+	struct stat pst, dst_st;
+	if (fstatat(a->parent_fd, a->base, &dst_st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(dst_st.st_mode) &&
+	    fstat(a->parent_fd, &pst) == 0 && pst.st_dev != dst_st.st_dev) {
+		int dfd = openat(a->parent_fd, a->base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd < 0) {
+			aup_error(a, 500, "error opening '%s': %s", a->dir, go_strerror(errno));
+			return;
+		}
+		close(a->parent_fd);
+		a->parent_fd = dfd;
+		a->inside = true;
+	}
 	if (mkdirat(a->parent_fd, tmp, 0700) < 0) {
 		int e = errno;
 		if (e == ENOSPC || e == EDQUOT)
@@ -377,7 +392,10 @@ static void aup_extract(struct aup *a)
 		goto fail;
 	}
 	/* Into place. */
-	dst = openat(a->parent_fd, a->base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (a->inside)
+		dst = openat(a->parent_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	else
+		dst = openat(a->parent_fd, a->base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dst < 0 && errno == ENOENT) {
 		fchown(root, a->u.uid, a->u.gid);
 		fchmod(root, 0755);

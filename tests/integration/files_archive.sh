@@ -320,6 +320,10 @@ if mount -t tmpfs -o size=2m tmpfs "$MNT" 2>/dev/null; then
 	expect_eq "ENOSPC: 507" "507" "$(post "path=$(enc "$MNT/t")&extract=tgz" "$D/zeros.tgz")"
 	expect_eq "ENOSPC: no temporary directory" "0" "$(ls -a "$MNT" | grep -c e2b-extract || true)"
 	check "ENOSPC: target not created" test ! -e "$MNT/t"
+	# DIR itself a mount point: the temporary directory goes inside it
+	expect_eq "extract into a mount point 200" "200" "$(post "path=$(enc "$MNT")&extract=tar" "$D/up.tar")"
+	check "mount point: tree equals" treecmp "$REF" "$MNT"
+	expect_eq "mount point: no temporary directory inside" "0" "$(ls -a "$MNT" | grep -c e2b-extract || true)"
 	umount "$MNT" && MNT=""
 else
 	echo "# tmpfs mount not permitted here: ENOSPC case not run"
