@@ -263,6 +263,11 @@ def build(raw, flag):
                            ("arch_%s_tarpipe" % tree, "tar -cf - DIR | cat >/dev/null", 1.25)):
             R.add(sec, "%s, seconds" % what, et, R.best(a, "seconds", "lower"), an, "s", "lower",
                   "archive", target=tgt, env_id=e, anchor_id=a, errors=xfer_errors(e, a))
+    if R.runs("arch_big_plain") and R.runs("arch_big_envd"):
+        R.add(sec, "archive=tar of one big file vs GET of the file alone, seconds",
+              R.best("arch_big_envd", "seconds", "lower"), R.best("arch_big_plain", "seconds", "lower"),
+              "GET /files?path=FILE (sendfile)", "s", "lower", "archive", target=1.25, env_id="arch_big_envd",
+              anchor_id="arch_big_plain", errors=xfer_errors("arch_big_envd", "arch_big_plain"))
     if R.runs("arch_small_tgz_envd"):
         R.add(sec, "archive=tgz of small files, seconds", R.best("arch_small_tgz_envd", "seconds", "lower"),
               R.best("arch_small_tgz_tar", "seconds", "lower"), "tar -czf - DIR | cat", "s", "lower", "archive",

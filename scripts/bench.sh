@@ -321,6 +321,11 @@ PY
 				"tar -cf - DIR | cat >/dev/null"
 		done
 	done
+	# the same bytes as a plain download: what the archive path itself costs
+	for round in 1 2; do
+		record arch_big_plain "$(curl_json "http://127.0.0.1:$EPORT/files?path=$A/big/big.bin")" \
+			"curl -o /dev/null 'http://127.0.0.1:PORT/files?path=DIR/big.bin'"
+	done
 	record arch_small_tgz_envd "$(curl_json "http://127.0.0.1:$EPORT/files?path=$A/small&archive=tgz")" \
 		"curl -o /dev/null 'http://127.0.0.1:PORT/files?path=DIR&archive=tgz'"
 	record arch_small_tgz_tar "$(timed_json "tar -czf - -C '$A' small | cat >/dev/null")" "tar -czf - DIR | cat >/dev/null"

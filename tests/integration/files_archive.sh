@@ -135,6 +135,14 @@ curl -s -o "$D/g.tar" "$U?path=$(enc "$D/grow")&archive=tar"
 wait $gpid
 check "growing file: archive still valid" tar -tf "$D/g.tar"
 
+# Over 8 GiB: a sparse 9 GiB file gets a pax size record (ustar's octal
+# field stops at 8 GiB). Only the first headers are read, then the client
+# hangs up, which the daemon must take in its stride.
+mkdir "$D/huge" && truncate -s 9G "$D/huge/h.bin"
+curl -s "$U?path=$(enc "$D/huge")&archive=tar" 2>/dev/null | head -c 4096 >"$D/huge.head"
+check "9 GiB file: pax size record" grep -qa "size=9663676416" "$D/huge.head"
+rm -rf "$D/huge"
+
 # --- POST ?extract= of archives made by the tools ---
 post() { # post URL-args file [curl args]: prints status, body in $D/resp
 	local q=$1 f=$2; shift 2
