@@ -141,6 +141,22 @@ check "growing file: archive still valid" tar -tf "$D/g.tar"
 mkdir "$D/huge" && truncate -s 9G "$D/huge/h.bin"
 curl -s "$U?path=$(enc "$D/huge")&archive=tar" 2>/dev/null | head -c 4096 >"$D/huge.head"
 check "9 GiB file: pax size record" grep -qa "size=9663676416" "$D/huge.head"
+curl -s "$U?path=$(enc "$D/huge")&archive=zip" 2>/dev/null | head -c 4096 >"$D/huge.zhead"
+check "9 GiB file: zip64 local header" $PY - "$D/huge.zhead" <<'PY'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+sig, need, _, _, _, _, _, csize, usize, nlen, xlen = struct.unpack("<IHHHHHIIIHH", b[:30])
+assert sig == 0x04034B50 and need >= 45 and usize == 0xFFFFFFFF, (hex(sig), need, usize)
+x = b[30 + nlen:30 + nlen + xlen]
+while x:
+    hid, hl = struct.unpack("<HH", x[:4])
+    if hid == 1:
+        assert struct.unpack("<Q", x[4:12])[0] == 9 << 30
+        break
+    x = x[4 + hl:]
+else:
+    raise SystemExit("no zip64 extra field")
+PY
 rm -rf "$D/huge"
 
 # --- POST ?extract= of archives made by the tools ---
