@@ -19,6 +19,11 @@
 static char base[64];
 static int base_fd = -1;
 
+static void remove_base(void)
+{
+	arch_remove_tree(AT_FDCWD, base);
+}
+
 static int entries_in(int dirfd)
 {
 	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY);
@@ -40,6 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 		if (!mkdtemp(base))
 			abort();
 		base_fd = open(base, O_RDONLY | O_DIRECTORY);
+		atexit(remove_base);
 		arch_limits = (struct arch_limits){ .max_entries = 64, .max_bytes = 1 << 20, .max_ratio = 200 };
 	}
 	if (mkdirat(base_fd, "root", 0700) < 0)

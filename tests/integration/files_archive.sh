@@ -173,6 +173,9 @@ e=d[sys.argv[2]+'/sub/big.bin']; assert e['type']=='file' and e['size']==300000 
 assert d[sys.argv[2]+'/sub/rel-link']['type']=='symlink' and d[sys.argv[2]+'/sub']['type']=='dir'" "$D/resp" "$D/e1"
 expect_eq "no temporary directory left" "0" "$(leftovers "$D/e1")"
 
+expect_eq "extract tar over HTTP/2 200" "200" \
+	"$(post "path=$(enc "$D/e1h2")&extract=tar" "$D/up.tar" --http2-prior-knowledge)"
+check "extract over HTTP/2: tree equals" treecmp "$REF" "$D/e1h2"
 (cd "$REF" && tar czf "$D/up.tgz" .)
 expect_eq "extract tgz 200" "200" "$(post "path=$(enc "$D/e2")&extract=tgz" "$D/up.tgz")"
 check "extract tgz: tree equals" treecmp "$REF" "$D/e2"
