@@ -128,7 +128,7 @@ clean:
 distclean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/musl $(BUILD)/asan -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/musl $(BUILD)/asan $(BUILD)/fuzz -name '*.d' 2>/dev/null)
 
 # --- fuzzing (libFuzzer, clang, ASan+UBSan) ---
 FUZZ_CC      := clang
