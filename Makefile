@@ -28,7 +28,7 @@ INIT_SRCS := $(sort $(wildcard init/*.c))
 INCS     := -iquote . -iquote $(GEN)
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-missing-braces
 DEFS     := -D_GNU_SOURCE -DENVD_VERSION=\"$(VERSION)\" -DENVD_COMMIT=\"$(COMMIT)\"
-LIBS     := -lnghttp2 -lev -lprotobuf-c -ljansson -lhttp_parser -lz -lm -lpthread
+LIBS     := -lnghttp2 -lev -lprotobuf-c -ljansson -lhttp_parser -larchive -lz -lm -lpthread
 
 # Static musl build: the product.
 MUSL_CC     := musl-gcc

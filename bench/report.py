@@ -253,6 +253,32 @@ def build(raw, flag):
               env_id="ul_gzip_envd", anchor_id="ul_gzip_floor",
               errors=xfer_errors("ul_gzip_envd", "ul_gzip_floor", "ul_gzip_check"))
 
+    sec = "4b directory archives"
+    for tree, what in (("small", "archive=tar of 10 000 small files (1 000 quick)"), ("big", "archive=tar of one 1 GiB file (16 MiB quick)")):
+        e = "arch_%s_envd" % tree
+        if not R.runs(e):
+            continue
+        et = R.best(e, "seconds", "lower")
+        for a, an, tgt in (("arch_%s_tar" % tree, "tar -cf - DIR >/dev/null", 1.25),
+                           ("arch_%s_tarpipe" % tree, "tar -cf - DIR | cat >/dev/null", 1.25)):
+            R.add(sec, "%s, seconds" % what, et, R.best(a, "seconds", "lower"), an, "s", "lower",
+                  "archive", target=tgt, env_id=e, anchor_id=a, errors=xfer_errors(e, a))
+    if R.runs("arch_big_plain") and R.runs("arch_big_envd"):
+        R.add(sec, "archive=tar of one big file vs GET of the file alone, seconds",
+              R.best("arch_big_envd", "seconds", "lower"), R.best("arch_big_plain", "seconds", "lower"),
+              "GET /files?path=FILE (sendfile)", "s", "lower", "archive", target=1.25, env_id="arch_big_envd",
+              anchor_id="arch_big_plain", errors=xfer_errors("arch_big_envd", "arch_big_plain"))
+    if R.runs("arch_small_tgz_envd"):
+        R.add(sec, "archive=tgz of small files, seconds", R.best("arch_small_tgz_envd", "seconds", "lower"),
+              R.best("arch_small_tgz_tar", "seconds", "lower"), "tar -czf - DIR | cat", "s", "lower", "archive",
+              env_id="arch_small_tgz_envd", anchor_id="arch_small_tgz_tar",
+              errors=xfer_errors("arch_small_tgz_envd", "arch_small_tgz_tar"))
+    if R.runs("arch_extract_envd"):
+        R.add(sec, "extract=tar of small files (upload included), seconds", R.best("arch_extract_envd", "seconds", "lower"),
+              R.best("arch_extract_tar", "seconds", "lower"), "tar -xf DIR.tar", "s", "lower", "archive",
+              env_id="arch_extract_envd", anchor_id="arch_extract_tar",
+              errors=xfer_errors("arch_extract_envd", "arch_extract_tar"))
+
     sec = "5 footprint"
     b = R.runs("binary")
     if b:

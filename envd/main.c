@@ -25,6 +25,7 @@
 #include "http/http.h"
 #include "sandbox/control.h"
 #include "base/errstr.h"
+#include "fs/archive.h"
 #include "fs/fs_service.h"
 #include "base/log.h"
 #include "base/loop.h"
@@ -96,6 +97,12 @@ static struct flag flags[] = {
 	{"output-buffer", F_INT, "bytes of recent output kept per process for reconnect", "1048576", {.i = 1048576}},
 	{"sandbox-addr", F_STR, "address on which loopback-only listeners are made reachable", "169.254.0.21",
 	 {.s = "169.254.0.21"}},
+	{"archive-max-entries", F_INT, "maximum entries of an archive extracted by POST /files?extract= (0: no limit)",
+	 "200000", {.i = 200000}},
+	{"archive-max-bytes", F_INT, "maximum bytes an extracted archive may expand to, and its own size (0: no limit)",
+	 "10737418240", {.i = 10737418240LL}},
+	{"archive-max-ratio", F_INT, "maximum expansion of an extracted archive per archive byte, beyond 16 MiB (0: no limit)",
+	 "200", {.i = 200}},
 	{"no-port-forward", F_BOOL, "do not forward loopback listeners to the sandbox address", "false", {.b = false}},
 };
 #define N_FLAGS (sizeof(flags) / sizeof(flags[0]))
@@ -236,6 +243,9 @@ int main(int argc, char **argv)
 	h2_max_streams = (unsigned)flag_get("max-streams")->v.i;
 	fs_max_watchers = (size_t)flag_get("max-watchers")->v.i;
 	process_max_subs = (unsigned)flag_get("max-process-streams")->v.i;
+	arch_limits.max_entries = (uint64_t)flag_get("archive-max-entries")->v.i;
+	arch_limits.max_bytes = (uint64_t)flag_get("archive-max-bytes")->v.i;
+	arch_limits.max_ratio = (uint64_t)flag_get("archive-max-ratio")->v.i;
 	snprintf(mmds_addr, sizeof(mmds_addr), "%s", flag_get("mmds-addr")->v.s);
 	state_set_default_user(flag_get("default-user")->v.s);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * router.c - the request pipeline (spec §1.4): CORS, the access-token gate,
+ * router.c - the request pipeline (docs/protocol.md, "Request pipeline"): CORS, the access-token gate,
  * Basic-auth validation, then exact-path routing with Go/chi fall-backs.
  */
 #include <errno.h>
@@ -85,7 +85,7 @@ static bool cors_method_allowed(const char *m)
 	return false;
 }
 
-/* Pre-flight (§1.5): always 204, never reaches auth or routing. */
+/* CORS pre-flight (docs/protocol.md, "Request pipeline", step 1): always 204, never reaches auth or routing. */
 static void cors_preflight(struct http_req *r, const char *req_method)
 {
 	struct http_hdr h[5];

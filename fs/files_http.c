@@ -35,6 +35,7 @@
 #include <zlib.h>
 
 #include "fs/entry.h"
+#include "fs/files_archive.h"
 #include "base/buf.h"
 #include "base/errstr.h"
 #include "fs/files_util.h"
@@ -437,6 +438,15 @@ void files_get(struct http_req *r)
 		else
 			respond_fmt(r, 500, "error checking if path exists '%s': stat %s: %s", path, path,
 				    go_strerror(errno));
+		return;
+	}
+	char fmt[16];
+	if (http_query_get(r->query, "archive", fmt, sizeof(fmt)) > 0) {
+		if (!S_ISDIR(st.st_mode)) {
+			respond_fmt(r, 400, "path '%s' is not a directory", path);
+			return;
+		}
+		files_archive_get(r, path, fmt);
 		return;
 	}
 	if (S_ISDIR(st.st_mode)) {
@@ -1176,6 +1186,23 @@ void files_post(struct http_req *r)
 			return respond_fmt(r, 400,
 					   "error decompressing request body: unsupported Content-Encoding: %s, supported: [gzip]",
 					   ce);
+	}
+	char fmt[16];
+	if (http_query_get(r->query, "extract", fmt, sizeof(fmt)) > 0) {
+		char qpath[PATH_MAX], dir[PATH_MAX];
+		struct user u;
+		if (lookup_user(r, uname, &u))
+			return;
+		if (http_query_get(r->query, "path", qpath, sizeof(qpath)) <= 0) {
+			http_respond_json_error(r, 400, "path query parameter is required for extraction");
+			return;
+		}
+		if (path_resolve(&u, qpath, state_default_workdir(), dir, sizeof(dir), err, sizeof(err)) < 0) {
+			respond_fmt(r, 400, "error resolving path: %s", err);
+			return;
+		}
+		files_archive_post(r, &u, dir, fmt, gzip);
+		return;
 	}
 	up = calloc(1, sizeof(*up));
 	if (!up) {

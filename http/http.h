@@ -152,7 +152,7 @@ void http_req_pause_body(struct http_req *r, bool paused);
 int http_respond(struct http_req *r, int status, const char *ctype, const void *body, size_t n,
 		 const struct http_hdr *more, size_t n_more);
 
-/* envd JSON error {"code":status,"message":msg}\n (spec §1.6). */
+/* envd JSON error {"code":status,"message":msg}\n (docs/protocol.md, "Conventions"). */
 int http_respond_json_error(struct http_req *r, int status, const char *msg);
 
 /* Go http.Error style text: "<msg>\n", text/plain, nosniff. */

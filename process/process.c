@@ -244,6 +244,7 @@ static void sub_pump(struct sub *s)
 		Process__ProcessEvent__GapEvent gap = PROCESS__PROCESS_EVENT__GAP_EVENT__INIT;
 		enum ring_kind kind;
 		const uint8_t *chunk;
+		uint8_t tmp[RING_TEXT_TMP];
 		size_t want;
 		long n;
 
@@ -276,8 +277,10 @@ static void sub_pump(struct sub *s)
 		}
 		process__process_event__data_event__init(&data);
 		want = limit - s->cursor < READ_CHUNK ? (size_t)(limit - s->cursor) : READ_CHUNK;
-		/* Straight from the ring: rpc_send encodes (copies) before returning. */
-		n = ring_peek(&p->ring, s->cursor, &kind, &chunk, want);
+		/* Straight from the ring (PTY output in whole characters): rpc_send
+		   encodes (copies) before returning. */
+		n = ring_peek_text(&p->ring, s->cursor, limit, p->end_ready, &kind, &chunk, want,
+				   tmp);
 		if (n <= 0)
 			goto out;
 		/* stdout, stderr and pty share one union slot of the same type. */

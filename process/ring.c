@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "process/ring.h"
 
+#include "pty/utf8.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,4 +224,38 @@ long ring_peek(const struct ring *r, uint64_t off, enum ring_kind *kind, const u
 		n = (long)(r->cap - pos);
 	*p = r->buf + pos;
 	return n;
+}
+
+long ring_peek_text(const struct ring *r, uint64_t off, uint64_t limit, bool final,
+		    enum ring_kind *kind, const uint8_t **p, size_t len, uint8_t tmp[RING_TEXT_TMP])
+{
+	long n = ring_peek(r, off, kind, p, len);
+	size_t ok, have;
+	enum ring_kind k;
+
+	if (n <= 0 || *kind != RING_PTY)
+		return n;
+	ok = utf8_complete_len(*p, (size_t)n);
+	if (ok > 0)
+		return (long)ok;
+	/* The run is only the first bytes of a character. */
+	if (off + (uint64_t)n >= limit)
+		return final ? n : 0; /* the rest is not written yet */
+	/* Cut by a record or wrap boundary: complete it from what follows. */
+	have = (size_t)n;
+	memcpy(tmp, *p, have);
+	while (have < RING_TEXT_TMP && off + have < limit) {
+		long m = ring_read(r, off + have, &k, tmp + have, RING_TEXT_TMP - have);
+
+		if (m <= 0)
+			break;
+		have += (size_t)m;
+	}
+	if (off + have > limit)
+		have = (size_t)(limit - off);
+	*p = tmp;
+	ok = utf8_complete_len(tmp, have);
+	if (ok > 0)
+		return (long)ok;
+	return final && off + have >= limit ? (long)have : 0;
 }

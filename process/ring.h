@@ -17,8 +17,11 @@
 #ifndef PROCESS_RING_H
 #define PROCESS_RING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "pty/utf8.h"
 
 enum ring_kind {
 	RING_STDOUT = 1,
@@ -76,5 +79,23 @@ long ring_read(const struct ring *r, uint64_t off, enum ring_kind *kind, void *o
  */
 long ring_peek(const struct ring *r, uint64_t off, enum ring_kind *kind, const uint8_t **p,
 	       size_t len);
+
+/* Scratch space ring_peek_text() may need: one whole UTF-8 character. */
+#define RING_TEXT_TMP (UTF8_MAX_TAIL + 1)
+
+/*
+ * ring_peek() for sending: PTY output comes out in whole UTF-8 characters
+ * (pty/utf8.h), so a client that decodes each event on its own never sees a
+ * character cut in two. A run that ends inside a character is shortened
+ * (the character leads the next run); a run that is only the start of a
+ * character cut by a record or wrap boundary is completed into `tmp`, and
+ * *p points there. Bytes up to `limit` may be sent; `final` says no more
+ * will follow it (the process's output ended), so a character still
+ * incomplete there goes out as it is. Returns the length to send, 0 when
+ * the rest of the character is not written yet (or off >= end), or
+ * -ERANGE as ring_peek(). Other kinds are returned as ring_peek() does.
+ */
+long ring_peek_text(const struct ring *r, uint64_t off, uint64_t limit, bool final,
+		    enum ring_kind *kind, const uint8_t **p, size_t len, uint8_t tmp[RING_TEXT_TMP]);
 
 #endif

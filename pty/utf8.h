@@ -5,8 +5,9 @@
  * A read from a PTY (or a pipe) ends wherever the kernel's buffer did, often
  * inside a multi-byte UTF-8 character; SDKs that decode each data event on
  * its own then print replacement characters. utf8_complete_len() says how
- * much of a chunk can go out now; the rest (at most 3 bytes) waits for the
- * next read, and goes out as it is at EOF.
+ * much of a chunk can go out now; the cut character (at most 3 bytes so
+ * far) goes out with its rest, or as it is at the end of the output
+ * (process/ring.h, ring_peek_text()).
  *
  * Pure function: no I/O, no allocation. Errors: none.
  */

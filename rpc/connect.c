@@ -2,7 +2,7 @@
 /*
  * connect.c - Connect, gRPC and gRPC-Web over struct http_req.
  *
- * The protocol is chosen from the request content type (spec §5.2). Bodies
+ * The protocol is chosen from the request content type (docs/protocol.md, "Connect-RPC"). Bodies
  * are collected (unary) or split into 5-byte-prefixed envelopes (streams),
  * decompressed with zlib within rpc_max_message, decoded with protobuf-c
  * (binary) or pbjson (JSON), and handed to the method's start function.
@@ -326,7 +326,8 @@ unsigned rpc_call_keepalive_s(const struct rpc_call *c)
 		return 90;
 	char *end;
 	long long s = strtoll(v, &end, 10);
-	/* The reference panics on <= 0 (Appendix B #3); treat as absent. */
+	/* The reference panics on <= 0; we treat it as absent (docs/protocol.md,
+	 * "Where we differ from the reference"). */
 	if (*end || s <= 0)
 		return 90;
 	return s > 86400 ? 86400 : (unsigned)s;
@@ -730,7 +731,7 @@ static bool pick_protocol(struct rpc_call *c, const char *ct)
 	return false;
 }
 
-/* Connect-Timeout-Ms (§5.7) or grpc-timeout; <0 with message on error. */
+/* Connect-Timeout-Ms or grpc-timeout (docs/protocol.md, "Connect-RPC"); <0 with message on error. */
 static int parse_timeout(struct rpc_call *c, char *err, size_t errlen)
 {
 	const char *v = http_req_header(c->r, c->proto == P_CONNECT_UNARY || c->proto == P_CONNECT_STREAM

@@ -6,7 +6,7 @@
 #
 #   scripts/bench.sh [--quick] [--only ID,ID...] [--out FILE]
 #
-# IDs: rtt sdk_rtt unary stream files footprint idle busy sdk_concurrent conns
+# IDs: rtt sdk_rtt unary stream files archive footprint idle busy sdk_concurrent conns
 # Writes FILE (default bench/results/latest.json) and prints a table. Each
 # figure carries the command that reproduces it: `scripts/bench.sh --only ID`
 # (add --quick for the small variant), and the raw client command it ran.
@@ -30,9 +30,11 @@ done
 if [ $QUICK = 1 ]; then
 	N_RTT=100 N_SDK=30 N_SDK_CONC=50 N_UNARY=2000 STREAM_BYTES=$((16 << 20))
 	FILE_MB=16 N_IDLE=50 N_BUSY=10 BUSY_BYTES=$((1 << 20)) N_CONNS=200 N_EXEC=5
+	ARCH_FILES=1000 ARCH_MB=16
 else
 	N_RTT=1000 N_SDK=1000 N_SDK_CONC=1000 N_UNARY=100000 STREAM_BYTES=$((1 << 30))
 	FILE_MB=1024 N_IDLE=1000 N_BUSY=100 BUSY_BYTES=$((16 << 20)) N_CONNS=10000 N_EXEC=20
+	ARCH_FILES=10000 ARCH_MB=1024
 fi
 MODE_FLAG=$([ $QUICK = 1 ] && echo " --quick" || true)
 
@@ -287,6 +289,54 @@ if want files; then
 	record ul_gzip_floor "$(timed_json "gzip -dc '$TMP/big.bin.gz' >'$TMP/up.bin'")" "gzip -dc FILE.gz >DIR/up.bin"
 	rm -f "$TMP/up.bin" "$F" "$TMP/big.bin.gz"
 	stop_pid "$EPID"; stop_pid "$NPID"; stop_pid "$XPID"
+fi
+
+# 4b. Directory archives: GET /files?archive=tar against GNU tar on the same
+# tree, both warm in the page cache. `tar -cf - DIR >/dev/null` is the
+# anchor asked for; GNU tar notices that its output is /dev/null and then
+# skips reading file contents, so `| cat >/dev/null` (every byte produced
+# and moved once more, as envd's client does) is recorded beside it.
+if want archive; then
+	log "directory archives: $ARCH_FILES small files; one $ARCH_MB MiB file"
+	A=$TMP/arch
+	mkdir -p "$A/small" "$A/big"
+	python3 - "$A/small" "$ARCH_FILES" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    d = os.path.join(root, "d%03d" % (i // 100))
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "f%05d.txt" % i), "wb") as f:
+        f.write(os.urandom(512 + i % 1536))
+PY
+	head -c "$((ARCH_MB << 20))" /dev/urandom >"$A/big/big.bin"
+	start_envd
+	for tree in small big; do
+		tar -cf - -C "$A" "$tree" | cat >/dev/null # warm the cache
+		for round in 1 2; do
+			record "arch_${tree}_envd" "$(curl_json "http://127.0.0.1:$EPORT/files?path=$A/$tree&archive=tar")" \
+				"curl -o /dev/null 'http://127.0.0.1:PORT/files?path=DIR&archive=tar'"
+			record "arch_${tree}_tar" "$(timed_json "tar -cf - -C '$A' '$tree' >/dev/null")" "tar -cf - DIR >/dev/null"
+			record "arch_${tree}_tarpipe" "$(timed_json "tar -cf - -C '$A' '$tree' | cat >/dev/null")" \
+				"tar -cf - DIR | cat >/dev/null"
+		done
+	done
+	# the same bytes as a plain download: what the archive path itself costs
+	for round in 1 2; do
+		record arch_big_plain "$(curl_json "http://127.0.0.1:$EPORT/files?path=$A/big/big.bin")" \
+			"curl -o /dev/null 'http://127.0.0.1:PORT/files?path=DIR/big.bin'"
+	done
+	record arch_small_tgz_envd "$(curl_json "http://127.0.0.1:$EPORT/files?path=$A/small&archive=tgz")" \
+		"curl -o /dev/null 'http://127.0.0.1:PORT/files?path=DIR&archive=tgz'"
+	record arch_small_tgz_tar "$(timed_json "tar -czf - -C '$A' small | cat >/dev/null")" "tar -czf - DIR | cat >/dev/null"
+	curl -s -o "$TMP/small.tar" "http://127.0.0.1:$EPORT/files?path=$A/small&archive=tar"
+	record arch_extract_envd "$(curl_json -X POST --data-binary @"$TMP/small.tar" -H 'Content-Type: application/octet-stream' \
+		"http://127.0.0.1:$EPORT/files?path=$TMP/x1&extract=tar")" \
+		"curl -X POST --data-binary @DIR.tar 'http://127.0.0.1:PORT/files?path=OUT&extract=tar'"
+	mkdir -p "$TMP/x2"
+	record arch_extract_tar "$(timed_json "tar -xf '$TMP/small.tar' -C '$TMP/x2'")" "tar -xf DIR.tar -C OUT"
+	stop_pid "$EPID"
+	rm -rf "$A" "$TMP/x1" "$TMP/x2" "$TMP/small.tar"
 fi
 
 # 5. Footprint ---------------------------------------------------------------

@@ -94,3 +94,24 @@ if ! stamp protobuf-c; then
 		&& cp protobuf-c/protobuf-c.h "$out/include/protobuf-c/")
 	done_ protobuf-c
 fi
+
+if ! stamp libarchive; then
+	# Only the library, and only what envd reads and writes: tar (ustar/pax),
+	# zip, gzip through our zlib. Every optional codec, crypto, ACL/xattr
+	# and XML backend is off, so the static binary pulls in nothing else.
+	# CMake rather than configure: the Debian patches touch the autotools
+	# inputs, which would make configure want automake.
+	d=$(fetch libarchive)
+	rm -rf "$d/build-musl"
+	(cd "$d" && cmake -S . -B build-musl -DCMAKE_C_COMPILER=musl-gcc -DCMAKE_BUILD_TYPE=MinSizeRel \
+		-DCMAKE_C_FLAGS="$CFLAGS" -DCMAKE_PREFIX_PATH="$out" -DZLIB_ROOT="$out" \
+		-DBUILD_SHARED_LIBS=OFF -DENABLE_TAR=OFF -DENABLE_CPIO=OFF -DENABLE_CAT=OFF -DENABLE_TEST=OFF \
+		-DENABLE_ACL=OFF -DENABLE_XATTR=OFF -DENABLE_ICONV=OFF -DENABLE_LIBXML2=OFF -DENABLE_EXPAT=OFF \
+		-DENABLE_OPENSSL=OFF -DENABLE_NETTLE=OFF -DENABLE_MBEDTLS=OFF -DENABLE_LZ4=OFF -DENABLE_LZMA=OFF \
+		-DENABLE_ZSTD=OFF -DENABLE_BZip2=OFF -DENABLE_LIBB2=OFF -DENABLE_LZO=OFF -DENABLE_CNG=OFF \
+		-DENABLE_PCREPOSIX=OFF -DENABLE_ZLIB=ON -DENABLE_INSTALL=OFF >/dev/null \
+		&& cmake --build build-musl -j"$jobs" --target archive_static >/dev/null \
+		&& cp build-musl/libarchive/libarchive.a "$out/lib/" \
+		&& cp libarchive/archive.h libarchive/archive_entry.h "$out/include/")
+	done_ libarchive
+fi

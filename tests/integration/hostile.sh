@@ -14,6 +14,11 @@ fds() { ls /proc/$ENVD_PID/fd | wc -l; }
 rss_kb() { awk '/^VmRSS/ {print $2}' /proc/$ENVD_PID/status; }
 healthy() { [ "$(curl -s -m 20 -o /dev/null -w '%{http_code}' $U/health)" = 204 ]; }
 
+# The baseline with no client connected: envd_start's health check may still
+# be closing on envd's side.
+conns() { ss -Htn state established state close-wait "( sport = :$P )" | wc -l; }
+no_conns() { [ "$(conns)" = 0 ]; }
+wait_for 30 no_conns
 fd0=$(fds)
 rss0=$(rss_kb)
 
@@ -118,7 +123,7 @@ fds_back() { [ "$(fds)" -le "$fd0" ]; }
 wait_for 30 fds_back
 fd1=$(fds)
 rss1=$(rss_kb)
-expect_eq "no fd leaked (before $fd0, after $fd1)" "$fd0" "$fd1"
+check "no fd leaked (before $fd0, after $fd1)" test "$fd1" -le "$fd0"
 # The sanitizer build keeps freed memory in quarantine on purpose, so the
 # memory bound is asserted on the product build only.
 if file -b "$ENVD_BIN" | grep -q 'statically linked'; then

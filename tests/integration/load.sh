@@ -27,6 +27,11 @@ EVERY=${LOAD_EVERY:-0.05}
 envd_start -max-conns $((IDLE + PROCS + 1000)) || exit 1
 fds() { ls /proc/$ENVD_PID/fd | wc -l; }
 rss_kb() { awk '/^VmRSS/ {print $2}' /proc/$ENVD_PID/status; }
+# The baseline with no client connected: envd_start's health check may still
+# be closing on envd's side.
+conns() { ss -Htn state established state close-wait "( sport = :$ENVD_PORT )" | wc -l; }
+no_conns() { [ "$(conns)" = 0 ]; }
+wait_for 30 no_conns
 fd0=$(fds)
 rss0=$(rss_kb)
 
@@ -100,7 +105,7 @@ fds_back() { [ "$(fds)" -le "$fd0" ]; }
 wait_for 60 fds_back
 fd1=$(fds)
 rss1=$(rss_kb)
-expect_eq "no fd leaked (before $fd0, after $fd1)" "$fd0" "$fd1"
+check "no fd leaked (before $fd0, after $fd1)" test "$fd1" -le "$fd0"
 echo "figures: RSS ${rss0} kB idle, ${peak} kB peak under load, ${rss1} kB after; fds $fd0 -> $fd1"
 check "daemon alive" envd_alive
 finish

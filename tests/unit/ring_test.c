@@ -206,3 +206,97 @@ Test(ring, clear_drops_storage_and_keeps_offsets)
 	cr_expect_eq(k, RING_STDERR);
 	ring_free(&r);
 }
+
+/* Send everything like sub_pump: returns the events' bytes joined, checks
+   that each event is whole UTF-8 characters. */
+static size_t send_all(const struct ring *r, bool final, uint8_t *out, size_t cap, int *events)
+{
+	uint64_t off = ring_start(r);
+	size_t got = 0;
+
+	*events = 0;
+	for (;;) {
+		enum ring_kind k;
+		const uint8_t *p;
+		uint8_t tmp[RING_TEXT_TMP];
+		long n = ring_peek_text(r, off, ring_end(r), final, &k, &p, RING_REC_MAX, tmp);
+
+		if (n <= 0)
+			break;
+		cr_assert_leq(got + (size_t)n, cap);
+		if (k == RING_PTY)
+			cr_assert_eq(utf8_complete_len(p, (size_t)n), (size_t)n,
+				     "event at offset %llu (+%ld, start %llu) ends inside a character: ...%02x %02x %02x",
+				     (unsigned long long)off, n, (unsigned long long)ring_start(r),
+				     n > 2 ? p[n - 3] : 0, n > 1 ? p[n - 2] : 0, p[n - 1]);
+		memcpy(out + got, p, (size_t)n);
+		got += (size_t)n;
+		off += (uint64_t)n;
+		(*events)++;
+	}
+	return got;
+}
+
+Test(ring, pty_text_comes_out_in_whole_characters_across_records_and_wraps)
+{
+	static uint8_t in[3 * RING_MIN_SIZE], out[3 * RING_MIN_SIZE];
+	const char *unit = "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80x"; /* é € 😀 x: 10 bytes */
+	struct ring r;
+	size_t n = 0, got;
+	int events;
+
+	ring_init(&r, RING_MIN_SIZE);
+	/* Odd-sized appends: records fill to RING_REC_MAX at arbitrary byte
+	   positions, and eviction makes the storage wrap. */
+	while (n + 1000 <= sizeof(in)) {
+		for (size_t i = 0; i < 1000; i++)
+			in[n + i] = (uint8_t)unit[(n + i) % 10];
+		cr_assert_eq(ring_append(&r, RING_PTY, in + n, 999), 0);
+		n += 999;
+	}
+	/* End on a whole unit, so the output ends on a whole character. */
+	size_t pad = (10 - n % 10) % 10;
+	for (size_t i = 0; i < pad; i++)
+		in[n + i] = (uint8_t)unit[(n + i) % 10];
+	cr_assert_eq(ring_append(&r, RING_PTY, in + n, pad), 0);
+	n += pad;
+	got = send_all(&r, true, out, sizeof(out), &events);
+	cr_assert_eq(got, ring_end(&r) - ring_start(&r), "every retained byte is sent");
+	cr_assert_eq(memcmp(out, in + (n - got), got), 0, "in order, unchanged");
+	cr_assert_gt(events, 4);
+	ring_free(&r);
+}
+
+Test(ring, an_unfinished_character_waits_unless_final)
+{
+	struct ring r;
+	enum ring_kind k;
+	const uint8_t *p;
+	uint8_t tmp[RING_TEXT_TMP];
+
+	ring_init(&r, 0);
+	cr_assert_eq(ring_append(&r, RING_PTY, "ab\xe2\x82", 4), 0);
+	cr_assert_eq(ring_peek_text(&r, 0, ring_end(&r), false, &k, &p, 64, tmp), 2);
+	cr_assert_eq(ring_peek_text(&r, 2, ring_end(&r), false, &k, &p, 64, tmp), 0,
+		     "the rest of the character is not written yet");
+	cr_assert_eq(ring_peek_text(&r, 2, ring_end(&r), true, &k, &p, 64, tmp), 2,
+		     "at the end of the output it goes out as it is");
+	cr_assert_eq(ring_append(&r, RING_PTY, "\xac", 1), 0);
+	cr_assert_eq(ring_peek_text(&r, 2, ring_end(&r), false, &k, &p, 64, tmp), 3);
+	cr_assert_eq(memcmp(p, "\xe2\x82\xac", 3), 0);
+	ring_free(&r);
+}
+
+Test(ring, pipe_output_is_not_cut)
+{
+	struct ring r;
+	enum ring_kind k;
+	const uint8_t *p;
+	uint8_t tmp[RING_TEXT_TMP];
+
+	ring_init(&r, 0);
+	cr_assert_eq(ring_append(&r, RING_STDOUT, "ab\xe2\x82", 4), 0);
+	cr_assert_eq(ring_peek_text(&r, 0, ring_end(&r), false, &k, &p, 64, tmp), 4);
+	cr_assert_eq(k, RING_STDOUT);
+	ring_free(&r);
+}

@@ -1,0 +1,654 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * files_archive.c - GET /files?archive= and POST /files?extract=.
+ *
+ * Download: the archive is produced on the worker pool, about 256 KiB a
+ * job, and queued on the response; the next job starts once the queue is
+ * below HTTP_QUEUE_HIGH again (on_writable). For identity tar over
+ * HTTP/1.1 the bodies of files of 64 KiB or more are queued as file
+ * segments, which the transport sends with sendfile(2).
+ *
+ * Upload: the body (inflated if Content-Encoding: gzip) is first spooled
+ * to an unnamed temporary file in DIR's parent directory by worker jobs,
+ * the client being paused while a job is behind (as plain uploads do).
+ * Once it is complete, one worker job extracts it into a temporary
+ * directory beside DIR and moves the result into place. Memory stays at
+ * two 1 MiB body buffers whatever the archive's size; disk holds the
+ * archive once more while extracting. Zip needs its central directory at
+ * the end anyway, which is why the body is complete before extraction.
+ *
+ * Lifetime: as in files_http.c, the context lives in r->ud until
+ * on_close; a job in flight when the client goes away frees it on return.
+ */
+#include "fs/files_archive.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "base/errstr.h"
+#include "base/log.h"
+#include "base/worker.h"
+#include "fs/archive.h"
+#include "fs/entry.h"
+#include "fs/files_util.h"
+
+#define FILL_WANT (256 * 1024)
+
+/* ======================= GET ======================= */
+
+struct adl {
+	struct http_req *r;
+	struct arch_writer *w;
+	struct arch_piece pieces[ARCH_MAX_PIECES];
+	size_t np;
+	int rc;
+	bool busy;
+	bool orphaned;
+	char err[512];
+};
+
+static void adl_free(struct adl *d)
+{
+	arch_writer_free(d->w);
+	free(d);
+}
+
+static void adl_on_close(struct http_req *r, bool completed)
+{
+	struct adl *d = r->ud;
+
+	r->ud = NULL;
+	if (!d)
+		return;
+	if (d->busy) {
+		d->orphaned = true;
+		return;
+	}
+	adl_free(d);
+}
+
+static void adl_work(void *arg)
+{
+	struct adl *d = arg;
+	d->rc = arch_writer_fill(d->w, FILL_WANT, d->pieces, &d->np, d->err, sizeof(d->err));
+}
+
+static void adl_pump(struct http_req *r);
+
+static void adl_done(void *arg)
+{
+	struct adl *d = arg;
+	struct http_req *r = d->r;
+
+	d->busy = false;
+	if (d->orphaned) {
+		adl_free(d);
+		return;
+	}
+	for (size_t i = 0; i < d->np; i++) {
+		const struct arch_piece *p = &d->pieces[i];
+		int rc = p->fd >= 0 ? http_resp_write_file(r, p->fd, p->off, (size_t)p->len) : http_resp_write(r, p->p, p->n);
+		if (rc < 0)
+			return; /* client gone; on_close follows */
+	}
+	if (d->rc < 0) {
+		/* Headers are out: all we can do is stop; the archive lacks its
+		 * end, which readers report as truncated. */
+		log_error("files", "files_get: archive failed mid-stream: %s", d->err);
+		http_resp_end(r, NULL, 0); /* may free d */
+		return;
+	}
+	if (d->rc == 0) {
+		uint64_t n, skipped;
+		arch_writer_counts(d->w, &n, &skipped);
+		log_info("files", "files_get: archive sent: %llu entries, %llu skipped", (unsigned long long)n,
+			 (unsigned long long)skipped);
+		http_resp_end(r, NULL, 0); /* may free d */
+		return;
+	}
+	adl_pump(r);
+}
+
+static void adl_pump(struct http_req *r)
+{
+	struct adl *d = r->ud;
+
+	if (!d || d->busy || r->resp_ended || http_resp_queued(r) >= HTTP_QUEUE_HIGH)
+		return; /* on_writable or the running job calls again */
+	d->busy = true;
+	if (worker_submit(adl_work, adl_done, d) < 0) {
+		adl_work(d);
+		adl_done(d);
+	}
+}
+
+void files_archive_get(struct http_req *r, const char *dir, const char *format)
+{
+	char err[512], base[PATH_MAX], fname[PATH_MAX + 16], disp[PATH_MAX * 3 + 64];
+	int f = arch_format_parse(format);
+
+	if (f < 0) {
+		char msg[600];
+		snprintf(msg, sizeof(msg), "unsupported archive format '%.256s', supported: tar, tgz, zip", format);
+		http_respond_json_error(r, 400, msg);
+		return;
+	}
+	struct adl *d = calloc(1, sizeof(*d));
+	if (!d) {
+		http_respond_json_error(r, 500, "out of memory");
+		return;
+	}
+	d->r = r;
+	/* sendfile only where the transport does it: HTTP/1.x. */
+	d->w = arch_writer_new(dir, (enum arch_format)f, r->version < 20, err, sizeof(err));
+	if (!d->w) {
+		free(d);
+		http_respond_json_error(r, 500, err);
+		return;
+	}
+	path_base(dir, base, sizeof(base));
+	if (!strcmp(base, "/") || !strcmp(base, "."))
+		snprintf(base, sizeof(base), "root");
+	snprintf(fname, sizeof(fname), "%s.%s", base, arch_format_ext((enum arch_format)f));
+	/* files_content_disposition writes `inline; filename=...`, quoted
+	 * only when it must be; a download is an attachment, name quoted. */
+	files_content_disposition(fname, disp, sizeof(disp));
+	char adisp[sizeof(disp) + 16];
+	const char *fv = disp + strlen("inline; filename=");
+	if (!strncmp(disp, "inline; filename=", strlen("inline; filename=")) && *fv != '"')
+		snprintf(adisp, sizeof(adisp), "attachment; filename=\"%s\"", fv);
+	else
+		snprintf(adisp, sizeof(adisp), "attachment%s", disp + strlen("inline"));
+	struct http_hdr h[] = {
+		{ "content-type", arch_format_mime((enum arch_format)f) },
+		{ "content-disposition", adisp },
+	};
+	r->ud = d;
+	r->on_writable = adl_pump;
+	r->on_close = adl_on_close;
+	if (http_resp_begin(r, 200, h, 2, -1) < 0)
+		return;
+	adl_pump(r);
+}
+
+/* ======================= POST ======================= */
+
+#define AUP_KICK (128 * 1024)
+#define AUP_IN_HIGH (1024 * 1024)
+#define AUP_IN_MAX (4 * 1024 * 1024)
+#define ZCHUNK (64 * 1024)
+
+struct aup {
+	struct http_req *r;
+	struct user u;
+	enum arch_format fmt;
+	char dir[PATH_MAX];     /* where to extract (symlinks resolved) */
+	char shown[PATH_MAX];   /* the path as the client named it, for the list */
+	char parent[PATH_MAX];
+	char base[NAME_MAX + 1];
+	int parent_fd;          /* where the temporary directory goes */
+	bool inside;            /* ... which is DIR itself (a mount point) */
+	int spool_fd;
+	int list_fd;
+	uint64_t spooled;
+
+	bool gzip, zinit, zended, got_input;
+	z_stream zs;
+	uint8_t *zout;
+
+	/* body hand-off, as in files_http.c's uploads */
+	uint8_t *in, *work;
+	size_t in_len, work_len;
+	bool busy, paused, body_ended, finishing, aborted, overrun, done;
+
+	/* outcome */
+	bool failed;
+	int status;
+	char msg[1024];
+	struct arch_extract x;
+};
+
+static void aup_free(struct aup *a)
+{
+	if (a->parent_fd >= 0)
+		close(a->parent_fd);
+	if (a->spool_fd >= 0)
+		close(a->spool_fd);
+	if (a->list_fd >= 0)
+		close(a->list_fd);
+	if (a->zinit)
+		inflateEnd(&a->zs);
+	free(a->zout);
+	free(a->in);
+	free(a->work);
+	free(a);
+}
+
+static void aup_on_close(struct http_req *r, bool completed)
+{
+	struct aup *a = r->ud;
+
+	r->ud = NULL;
+	if (!a)
+		return;
+	if (a->busy) {
+		a->aborted = true;
+		a->r = NULL;
+		return;
+	}
+	aup_free(a);
+}
+
+static int aup_error(struct aup *a, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int aup_error(struct aup *a, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (a->failed)
+		return -ECANCELED;
+	a->failed = true;
+	a->status = status;
+	va_start(ap, fmt);
+	vsnprintf(a->msg, sizeof(a->msg), fmt, ap);
+	va_end(ap);
+	return -ECANCELED;
+}
+
+/* An unnamed file in dir (removed by the kernel however we exit). */
+static int anon_file(int dirfd)
+{
+	int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
+		return fd;
+	char name[64];
+	unsigned char b[8];
+	if (getrandom(b, sizeof(b), GRND_NONBLOCK) != sizeof(b))
+		memset(b, 0x5a, sizeof(b));
+	snprintf(name, sizeof(name), ".e2b-spool.%02x%02x%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5],
+		 b[6], b[7]);
+	fd = openat(dirfd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		unlinkat(dirfd, name, 0);
+	return fd;
+}
+
+static int aup_spool(struct aup *a, const uint8_t *p, size_t n)
+{
+	if (arch_limits.max_bytes && a->spooled + n > arch_limits.max_bytes)
+		return aup_error(a, 413, "archive larger than %llu bytes", (unsigned long long)arch_limits.max_bytes);
+	while (n) {
+		ssize_t w = write(a->spool_fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == ENOSPC || errno == EDQUOT)
+				return aup_error(a, 507, "not enough disk space available");
+			return aup_error(a, 500, "error storing the archive: %s", go_strerror(errno));
+		}
+		p += w;
+		n -= (size_t)w;
+		a->spooled += (uint64_t)w;
+	}
+	return 0;
+}
+
+static int aup_inflate(struct aup *a, const uint8_t *p, size_t n)
+{
+	a->zs.next_in = (Bytef *)p;
+	a->zs.avail_in = (uInt)n;
+	if (n)
+		a->got_input = true;
+	while (a->zs.avail_in > 0) {
+		if (a->zended) {
+			inflateReset(&a->zs); /* another gzip member follows */
+			a->zended = false;
+		}
+		a->zs.next_out = a->zout;
+		a->zs.avail_out = ZCHUNK;
+		int zr = inflate(&a->zs, Z_NO_FLUSH);
+		size_t have = ZCHUNK - a->zs.avail_out;
+		if (zr == Z_DATA_ERROR || zr == Z_NEED_DICT || zr == Z_STREAM_ERROR || zr == Z_MEM_ERROR)
+			return aup_error(a, 400, "error decompressing request body: gzip: %s",
+					 a->zs.msg ? a->zs.msg : "invalid data");
+		if (have) {
+			int rc = aup_spool(a, a->zout, have);
+			if (rc)
+				return rc;
+		}
+		if (zr == Z_STREAM_END)
+			a->zended = true;
+		else if (zr == Z_BUF_ERROR && have == 0)
+			break;
+	}
+	return 0;
+}
+
+static void random_name(char *out, size_t len, const char *base)
+{
+	unsigned char b[8];
+	if (getrandom(b, sizeof(b), GRND_NONBLOCK) != sizeof(b))
+		memset(b, 0x3c, sizeof(b));
+	snprintf(out, len, ".%.200s.e2b-extract.%02x%02x%02x%02x%02x%02x%02x%02x", base, b[0], b[1], b[2], b[3], b[4],
+		 b[5], b[6], b[7]);
+}
+
+/* Worker: the whole archive is spooled; extract it and move it into place. */
+static void aup_extract(struct aup *a)
+{
+	char tmp[NAME_MAX + 1];
+	int root = -1, dst = -1;
+
+	random_name(tmp, sizeof(tmp), a->base);
+	/* Beside DIR, so a new DIR is one rename; inside DIR when DIR is a
+	 * mount point, or nothing could be renamed into it. */
+	struct stat pst, dst_st;
+	if (fstatat(a->parent_fd, a->base, &dst_st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(dst_st.st_mode) &&
+	    fstat(a->parent_fd, &pst) == 0 && pst.st_dev != dst_st.st_dev) {
+		int dfd = openat(a->parent_fd, a->base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd < 0) {
+			aup_error(a, 500, "error opening '%s': %s", a->dir, go_strerror(errno));
+			return;
+		}
+		close(a->parent_fd);
+		a->parent_fd = dfd;
+		a->inside = true;
+	}
+	if (mkdirat(a->parent_fd, tmp, 0700) < 0) {
+		int e = errno;
+		if (e == ENOSPC || e == EDQUOT)
+			aup_error(a, 507, "not enough disk space available");
+		else
+			aup_error(a, 500, "error creating temporary directory in '%s': %s", a->parent, go_strerror(e));
+		return;
+	}
+	root = openat(a->parent_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	a->list_fd = anon_file(a->parent_fd);
+	if (root < 0 || a->list_fd < 0) {
+		int e = errno;
+		aup_error(a, e == ENOSPC || e == EDQUOT ? 507 : 500, "error preparing extraction in '%s': %s", a->parent,
+			  go_strerror(e));
+		goto fail;
+	}
+	struct arch_extract *x = &a->x;
+	x->archive_fd = a->spool_fd;
+	x->archive_size = a->spooled;
+	x->format = a->fmt;
+	x->root_fd = root;
+	x->final_dir = a->shown;
+	x->uid = a->u.uid;
+	x->gid = a->u.gid;
+	x->keep_setid = a->u.uid == 0;
+	x->list_fd = a->list_fd;
+	if (arch_extract_run(x) < 0) {
+		aup_error(a, x->status, "%s", x->msg);
+		goto fail;
+	}
+	/* Into place. */
+	if (a->inside)
+		dst = openat(a->parent_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	else
+		dst = openat(a->parent_fd, a->base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dst < 0 && errno == ENOENT) {
+		fchown(root, a->u.uid, a->u.gid);
+		fchmod(root, 0755);
+		if (renameat(a->parent_fd, tmp, a->parent_fd, a->base) == 0)
+			goto ok;
+		/* Someone created DIR meanwhile: merge instead. */
+		dst = openat(a->parent_fd, a->base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (dst < 0) {
+		aup_error(a, errno == ENOTDIR || errno == ELOOP ? 400 : 500, "error opening '%s': %s", a->dir,
+			  go_strerror(errno));
+		goto fail;
+	}
+	int st = 500;
+	if (arch_merge_check(root, dst, &st, a->x.msg, sizeof(a->x.msg)) < 0) {
+		aup_error(a, st, "%s", a->x.msg);
+		goto fail;
+	}
+	if (arch_merge(root, dst, a->x.msg, sizeof(a->x.msg)) < 0) {
+		/* Only an I/O error gets here (the check passed): some names
+		 * may be in place already; say so rather than pretend. */
+		aup_error(a, 500, "%s (extraction partly applied)", a->x.msg);
+		goto fail;
+	}
+	arch_remove_tree(a->parent_fd, tmp); /* what is left: emptied directories */
+ok:
+	if (root >= 0)
+		close(root);
+	if (dst >= 0)
+		close(dst);
+	return;
+fail:
+	if (root >= 0)
+		close(root);
+	if (dst >= 0)
+		close(dst);
+	arch_remove_tree(a->parent_fd, tmp);
+}
+
+static void aup_job(void *arg)
+{
+	struct aup *a = arg;
+
+	if (!a->failed && a->work_len) {
+		if (a->gzip)
+			aup_inflate(a, a->work, a->work_len);
+		else
+			aup_spool(a, a->work, a->work_len);
+	}
+	a->work_len = 0;
+	if (!a->finishing || a->failed)
+		return;
+	if (a->gzip && (!a->got_input || !a->zended)) {
+		aup_error(a, 400, "error decompressing request body: gzip: unexpected EOF");
+		return;
+	}
+	aup_extract(a);
+}
+
+static void aup_respond(struct aup *a)
+{
+	struct http_req *r = a->r;
+	struct http_hdr h[] = { { "content-type", "application/json" } };
+
+	if (http_resp_begin(r, 200, h, 1, (int64_t)a->x.list_len + 3) < 0)
+		return;
+	if (http_resp_write(r, "[", 1) < 0)
+		return;
+	if (a->x.list_len && http_resp_write_file(r, a->list_fd, 0, (size_t)a->x.list_len) < 0)
+		return;
+	if (http_resp_write(r, "]\n", 2) < 0)
+		return;
+	http_resp_end(r, NULL, 0); /* may free a */
+}
+
+static void aup_kick(struct aup *a);
+
+static void aup_job_done(void *arg)
+{
+	struct aup *a = arg;
+	struct http_req *r = a->r;
+
+	a->busy = false;
+	if (a->aborted) {
+		aup_free(a);
+		return;
+	}
+	if (a->overrun)
+		aup_error(a, 500, "error reading request body: too much data buffered");
+	if (a->failed) {
+		a->done = true;
+		if (a->paused) {
+			a->paused = false;
+			http_req_pause_body(r, false); /* drain the rest, ignored */
+		}
+		http_respond_json_error(r, a->status, a->msg); /* may free a */
+		return;
+	}
+	if (a->finishing) {
+		a->done = true;
+		log_info("files", "files_post: extracted %llu entries (%llu bytes) into %s", (unsigned long long)a->x.entries,
+			 (unsigned long long)a->x.bytes, a->dir);
+		aup_respond(a);
+		return;
+	}
+	if (a->in_len >= AUP_KICK || a->body_ended) {
+		aup_kick(a);
+		return;
+	}
+	if (a->paused) {
+		a->paused = false;
+		http_req_pause_body(r, false);
+	}
+}
+
+static void aup_kick(struct aup *a)
+{
+	if (a->busy || a->done)
+		return;
+	if (!a->body_ended && a->in_len < AUP_KICK)
+		return;
+	uint8_t *t = a->work;
+	a->work = a->in;
+	a->work_len = a->in_len;
+	a->in = t;
+	a->in_len = 0;
+	a->finishing = a->body_ended;
+	a->busy = true;
+	if (worker_submit(aup_job, aup_job_done, a) < 0) {
+		a->busy = false;
+		a->done = true;
+		if (a->paused) {
+			a->paused = false;
+			http_req_pause_body(a->r, false);
+		}
+		http_respond_json_error(a->r, 503, "filesystem worker queue is full, retry later"); /* may free a */
+	}
+}
+
+static void aup_on_body(struct http_req *r, const uint8_t *p, size_t n)
+{
+	struct aup *a = r->ud;
+
+	if (!a || a->done || (!a->busy && a->failed))
+		return;
+	if (a->in_len + n > AUP_IN_MAX) {
+		a->overrun = true;
+		if (!a->busy) {
+			a->done = true;
+			http_respond_json_error(r, 500, "error reading request body: too much data buffered");
+		}
+		return;
+	}
+	memcpy(a->in + a->in_len, p, n);
+	a->in_len += n;
+	if (a->busy && a->in_len >= AUP_IN_HIGH && !a->paused) {
+		a->paused = true;
+		http_req_pause_body(r, true);
+	}
+	aup_kick(a);
+}
+
+static void aup_on_body_end(struct http_req *r)
+{
+	struct aup *a = r->ud;
+
+	if (!a || a->done || (!a->busy && a->failed))
+		return;
+	a->body_ended = true;
+	aup_kick(a);
+}
+
+void files_archive_post(struct http_req *r, const struct user *u, const char *dir, const char *format, bool gzip)
+{
+	char err[1024], msg[PATH_MAX + 1024];
+	struct stat st;
+	int f = arch_format_parse(format);
+
+	if (f < 0) {
+		snprintf(msg, sizeof(msg), "unsupported archive format '%.256s', supported: tar, tgz, zip", format);
+		http_respond_json_error(r, 400, msg);
+		return;
+	}
+	struct aup *a = calloc(1, sizeof(*a));
+	if (!a) {
+		http_respond_json_error(r, 500, "out of memory");
+		return;
+	}
+	a->r = r;
+	a->u = *u;
+	a->fmt = (enum arch_format)f;
+	a->gzip = gzip;
+	a->parent_fd = a->spool_fd = a->list_fd = -1;
+	snprintf(a->shown, sizeof(a->shown), "%s", dir);
+	if (stat(dir, &st) == 0) {
+		if (!S_ISDIR(st.st_mode)) {
+			snprintf(msg, sizeof(msg), "path '%s' is not a directory", dir);
+			http_respond_json_error(r, 400, msg);
+			goto fail;
+		}
+		/* A symlinked DIR: work beside its target so renames stay on
+		 * one filesystem. */
+		if (!realpath(dir, a->dir)) {
+			snprintf(msg, sizeof(msg), "error resolving '%s': %s", dir, go_strerror(errno));
+			http_respond_json_error(r, 500, msg);
+			goto fail;
+		}
+	} else if (errno == ENOENT) {
+		snprintf(a->dir, sizeof(a->dir), "%s", dir);
+	} else {
+		snprintf(msg, sizeof(msg), "error checking path '%s': %s", dir, go_strerror(errno));
+		http_respond_json_error(r, 500, msg);
+		goto fail;
+	}
+	fs_path_dir(a->dir, a->parent, sizeof(a->parent));
+	path_base(a->dir, a->base, sizeof(a->base));
+	if (!strcmp(a->dir, "/") || !strcmp(a->base, ".") || !strcmp(a->base, "..")) {
+		http_respond_json_error(r, 400, "cannot extract into the root directory");
+		goto fail;
+	}
+	if (fs_ensure_dirs(a->parent, u->uid, u->gid, err, sizeof(err)) < 0) {
+		snprintf(msg, sizeof(msg), "error ensuring directories: %s", err);
+		http_respond_json_error(r, 500, msg);
+		goto fail;
+	}
+	a->parent_fd = open(a->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (a->parent_fd >= 0)
+		a->spool_fd = anon_file(a->parent_fd);
+	if (a->spool_fd < 0) {
+		int e = errno;
+		snprintf(msg, sizeof(msg), "error creating temporary file in '%s': %s", a->parent, go_strerror(e));
+		http_respond_json_error(r, e == ENOSPC || e == EDQUOT ? 507 : 500, msg);
+		goto fail;
+	}
+	a->in = malloc(AUP_IN_MAX);
+	a->work = malloc(AUP_IN_MAX);
+	if (!a->in || !a->work)
+		goto nomem;
+	if (gzip) {
+		a->zout = malloc(ZCHUNK);
+		if (!a->zout || inflateInit2(&a->zs, 16 + MAX_WBITS) != Z_OK)
+			goto nomem;
+		a->zinit = true;
+	}
+	r->ud = a;
+	r->on_body = aup_on_body;
+	r->on_body_end = aup_on_body_end;
+	r->on_close = aup_on_close;
+	if (r->body_done)
+		aup_on_body_end(r);
+	return;
+nomem:
+	http_respond_json_error(r, 500, "out of memory");
+fail:
+	aup_free(a);
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * files_archive.h - the HTTP edge of directory archives:
+ * GET /files?path=DIR&archive=tar|tgz|zip and
+ * POST /files?path=DIR&extract=tar|tgz|zip (docs/protocol.md,
+ * "Directory archives"). files_http.c has checked the signature and
+ * looked the user up before handing the request over.
+ */
+#ifndef FS_FILES_ARCHIVE_H
+#define FS_FILES_ARCHIVE_H
+
+#include <stdbool.h>
+
+#include "base/users.h"
+#include "http/http.h"
+
+/* Stream the tree under `dir` (resolved, known to be a directory). */
+void files_archive_get(struct http_req *r, const char *dir, const char *format);
+
+/*
+ * Extract the request body into the resolved directory `dir` as user `u`.
+ * `gzip`: the body carries Content-Encoding: gzip.
+ */
+void files_archive_post(struct http_req *r, const struct user *u, const char *dir, const char *format, bool gzip);
+
+#endif
