@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "http/conn.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/control.h"
 #include "base/errstr.h"
 #include "fs/fs_service.h"
@@ -239,6 +240,8 @@ int main(int argc, char **argv)
 	envstore_set_internal("E2B_SANDBOX", sandbox);
 	write_run_file(".E2B_SANDBOX", sandbox, 0444);
 
+	/* Workload cgroups before the first command can start. */
+	cgroup_setup(flag_get("cgroup-root")->v.s, flag_get("no-cgroups")->v.b);
 	control_metrics_init();
 	if (!control_not_fc)
 		mmds_poll_ids(0);

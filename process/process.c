@@ -12,10 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pty/pty.h"
 #include "base/errstr.h"
+#include "base/log.h"
+#include "process/cgroup.h"
 #include "process/fanout.h"
 #include "http/http.h"
 #include "base/loop.h"
@@ -70,9 +74,18 @@ struct process {
 
 	struct sub *subs;
 	int depth;               /* > 0 while a callback is working on p */
+
+	struct pcg_leaf *cg;     /* own cgroup leaf, or NULL (owned until released) */
+	uint64_t t_start_us;     /* CLOCK_MONOTONIC at spawn */
+	uint64_t t_end_us;       /* at reap */
+	struct pcg_usage usage;  /* filled at make_end */
+	bool usage_known;
+	struct rusage ru;        /* reaped children's usage credited to us (no cgroup) */
 };
 
 static struct ptable table;
+/* RUSAGE_CHILDREN when the last child was reaped (usage without cgroups). */
+static struct rusage children_seen;
 /* Ring storage held by finished processes, bounded by retain_budget(). */
 unsigned process_max_subs = 128;
 static size_t retained_bytes;
@@ -108,8 +121,23 @@ static void stop_io(struct process *p)
 	close_fd(&p->in_fd);
 }
 
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static uint64_t tv_us(const struct timeval *tv)
+{
+	return (uint64_t)tv->tv_sec * 1000000u + (uint64_t)tv->tv_usec;
+}
+
 static void process_free(struct process *p)
 {
+	pcg_leaf_release(p->cg);
+	p->cg = NULL;
 	stop_io(p);
 	ev_child_stop(envd_loop, &p->child_w);
 	ev_timer_stop(envd_loop, &p->retain_w);
@@ -207,8 +235,18 @@ static void sub_send_end(struct sub *s)
 	Process__ProcessEvent__EndEvent end = PROCESS__PROCESS_EVENT__END_EVENT__INIT;
 	struct rpc_call *call;
 
+	Process__ResourceUsage use = PROCESS__RESOURCE_USAGE__INIT;
+
 	end.exit_code = p->exit_code;
 	end.exited = p->exited;
+	if (p->usage_known) {
+		use.cpu_user_usec = p->usage.user_usec;
+		use.cpu_system_usec = p->usage.system_usec;
+		use.memory_peak_bytes = p->usage.memory_peak;
+		use.oom_killed = p->usage.oom_killed;
+		use.wall_usec = p->t_end_us > p->t_start_us ? p->t_end_us - p->t_start_us : 0;
+		end.usage = &use;
+	}
 	end.status = p->status;
 	if (p->exit_code != 0) {
 		end.optional_error_case = PROCESS__PROCESS_EVENT__END_EVENT__OPTIONAL_ERROR_ERROR;
@@ -409,6 +447,10 @@ static void finalize(struct process *p)
 	if (p->finalized)
 		return;
 	p->finalized = true;
+	/* A background child of the command may live on in the leaf: it is
+	 * removed once empty, not killed. */
+	pcg_leaf_release(p->cg);
+	p->cg = NULL;
 	stop_io(p);
 	free(p->inq);
 	p->inq = NULL;
@@ -422,10 +464,25 @@ static void finalize(struct process *p)
 	trim_retained();
 }
 
+/* Usage as of the end event: the whole leaf, or the reaped leader. */
+static void take_usage(struct process *p)
+{
+	if (p->cg) {
+		pcg_leaf_usage(p->cg, &p->usage);
+	} else {
+		p->usage.user_usec = tv_us(&p->ru.ru_utime);
+		p->usage.system_usec = tv_us(&p->ru.ru_stime);
+	}
+	if (!p->t_end_us)
+		p->t_end_us = mono_us();
+	p->usage_known = true;
+}
+
 static void make_end(struct process *p)
 {
 	if (p->end_ready)
 		return;
+	take_usage(p);
 	p->end_ready = true;
 	p->end_off = ring_end(&p->ring);
 	ev_timer_stop(envd_loop, &p->grace_w);
@@ -482,8 +539,28 @@ static void child_cb(EV_P_ ev_child *w, int revents)
 	struct process *p = w->data;
 
 	enter(p);
+	struct rusage now;
+
 	ev_child_stop(EV_A_ w);
 	p->reaped = true;
+	p->t_end_us = mono_us();
+	/*
+	 * Without a cgroup the usage is the leader's rusage (with the
+	 * descendants it waited for). libev reaps for us, so it is taken as
+	 * the growth of RUSAGE_CHILDREN since the previous reap: exact unless
+	 * two children are reaped in the same loop iteration, when the first
+	 * callback gets both shares.
+	 */
+	if (getrusage(RUSAGE_CHILDREN, &now) == 0) {
+		uint64_t u = tv_us(&now.ru_utime), su = tv_us(&now.ru_stime);
+		uint64_t u0 = tv_us(&children_seen.ru_utime), s0 = tv_us(&children_seen.ru_stime);
+
+		p->ru.ru_utime.tv_sec = (time_t)((u > u0 ? u - u0 : 0) / 1000000u);
+		p->ru.ru_utime.tv_usec = (suseconds_t)((u > u0 ? u - u0 : 0) % 1000000u);
+		p->ru.ru_stime.tv_sec = (time_t)((su > s0 ? su - s0 : 0) / 1000000u);
+		p->ru.ru_stime.tv_usec = (suseconds_t)((su > s0 ? su - s0 : 0) % 1000000u);
+		children_seen = now;
+	}
 	waitstatus_describe(w->rstatus, &p->exit_code, &p->exited, p->status, sizeof(p->status));
 	if (p->out_eof && p->err_eof) {
 		check_done(p);
@@ -750,6 +827,19 @@ enum rpc_code process_signal(struct process *p, int sig, char *err, size_t errle
 {
 	int rc;
 
+	/*
+	 * SIGKILL empties the command's cgroup: descendants that left the
+	 * process group (setsid, double fork) die too. Other signals are the
+	 * command's to handle and go to its group as before.
+	 */
+	if (sig == SIGKILL && p->cg && pcg_leaf_populated(p->cg)) {
+		rc = pcg_leaf_kill(p->cg);
+		if (rc == 0)
+			return RPC_OK;
+		log_info("process", "cgroup kill of %s failed: %s; signalling the group",
+			 pcg_leaf_path(p->cg), go_strerror(-rc));
+	}
+
 	/* The whole group: descendants of the command die with it. */
 	rc = kill(-p->pid, sig);
 	if (p->pty && signal_session(p->pid, sig) > 0)
@@ -895,6 +985,52 @@ static void cmdline(const Process__ProcessConfig *c, char *out, size_t len)
 		o += (size_t)snprintf(out + o, len - o, "%s%s", i ? " " : "", c->args[i]);
 }
 
+static bool has_limits(const Process__ProcessLimits *l)
+{
+	return l && (l->memory_max_bytes || l->cpu_percent || l->pids_max);
+}
+
+/*
+ * The command's own cgroup leaf, limits applied, before the spawn. A
+ * `_system` command stays in envd's cgroup as in the reference (never
+ * frozen with the workload). Limits that cannot be applied fail the start:
+ * silently running without them would be worse.
+ */
+static enum rpc_code place(struct process *p, const struct process_spec *s, char *err,
+			   size_t errlen)
+{
+	const Process__ProcessLimits *lim = s->config->limits;
+	bool system = s->tag && strcmp(s->tag, "_system") == 0;
+	struct pcg_limits pl;
+	char why[512];
+
+	if (!pcg_active() || system) {
+		if (!has_limits(lim))
+			return RPC_OK;
+		snprintf(err, errlen, "error starting process: resource limits need a cgroup for the "
+				      "command, and %s",
+			 system ? "a process tagged _system runs in envd's own cgroup"
+				: "envd runs without cgroups here (-no-cgroups, no cgroup2 "
+				  "filesystem, or not root)");
+		return RPC_FAILED_PRECONDITION;
+	}
+	p->cg = pcg_leaf_new(s->pty, why, sizeof(why));
+	if (!p->cg) {
+		snprintf(err, errlen, "error starting process: cannot create its cgroup: %s", why);
+		return RPC_INTERNAL;
+	}
+	if (!has_limits(lim))
+		return RPC_OK;
+	pl.memory_max = lim->memory_max_bytes;
+	pl.cpu_percent = lim->cpu_percent;
+	pl.pids_max = lim->pids_max;
+	if (pcg_leaf_limit(p->cg, &pl, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "error starting process: %s", why);
+		return RPC_FAILED_PRECONDITION;
+	}
+	return RPC_OK;
+}
+
 static void init_once(void)
 {
 	static bool done;
@@ -938,6 +1074,10 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 		goto fail;
 	}
 	cmdline(c, cl, sizeof(cl));
+	code = place(p, s, err, errlen);
+	if (code != RPC_OK)
+		goto fail;
+	code = RPC_INTERNAL;
 
 	if (s->pty) {
 		int m, sl, rc = pty_open(&m, &sl, s->cols, s->rows);
@@ -1003,6 +1143,11 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	rq.fd_out = child_fd[1];
 	rq.fd_err = child_fd[2];
 	rq.pty = s->pty;
+	if (p->cg) {
+		rq.join_cgroup = true;
+		rq.cgroup_procs_fd = pcg_leaf_procs_fd(p->cg);
+	}
+	p->t_start_us = mono_us();
 	pid = spawn_start(&rq, serr, sizeof(serr));
 	if (s->pty) {
 		close(child_fd[0]);

@@ -41,7 +41,8 @@ void spawn_original_nofile(unsigned long *cur, unsigned long *max)
 }
 
 enum stage {
-	ST_SESSION = 1,
+	ST_CGROUP = 1,
+	ST_SESSION,
 	ST_DUP,
 	ST_GROUPS,
 	ST_GID,
@@ -180,6 +181,10 @@ CHILD_CODE static int child_main(void *arg)
 	for (int sig = 1; sig < 65; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
 			syscall(SYS_rt_sigaction, sig, ksa, NULL, 8);
+
+	/* First, while still root: the command's whole life is in its cgroup. */
+	if (rq->join_cgroup && write(rq->cgroup_procs_fd, "0", 1) != 1)
+		fail(c, ST_CGROUP, errno);
 
 	if (rq->pty) {
 		if (setsid() < 0 || ioctl(rq->fd_in, TIOCSCTTY, 0) < 0)
