@@ -62,8 +62,10 @@ struct process {
 	ev_timer grace_w, kill_w, retain_w, stall_w;
 	struct ring ring;
 
-	uint8_t *inq;            /* input not yet accepted by the pipe/PTY */
-	size_t inq_len, inq_cap;
+	/* Input not yet accepted by the pipe/PTY, in order (see "input"). */
+	struct inchunk *inq_head, *inq_tail;
+	size_t inq_len;          /* bytes of owned (copied) chunks: the memory bound */
+	struct inpause *in_paused; /* StreamInput calls paused for back-pressure */
 	bool stdin_close_pending;
 
 	bool in_table, reaped, out_eof, err_eof, end_ready, finalized, expired, paused;
@@ -81,6 +83,26 @@ struct process {
 	struct pcg_usage usage;  /* filled at make_end */
 	bool usage_known;
 	struct rusage ru;        /* reaped children's usage credited to us (no cgroup) */
+};
+
+/*
+ * A piece of pending input. Owned chunks hold a copy of the bytes (they
+ * follow the struct); a unary SendInput larger than the bound borrows its
+ * request's bytes instead (valid until its call ends) and is answered when
+ * the last of them is written.
+ */
+struct inchunk {
+	struct inchunk *next;
+	struct process *p;
+	const uint8_t *data;
+	size_t len, off;
+	struct rpc_call *call;   /* borrowed: the SendInput to answer; else NULL */
+	bool owned;
+};
+
+struct inpause {
+	struct inpause *next;
+	struct rpc_call *call;
 };
 
 static struct ptable table;
@@ -134,6 +156,8 @@ static uint64_t tv_us(const struct timeval *tv)
 	return (uint64_t)tv->tv_sec * 1000000u + (uint64_t)tv->tv_usec;
 }
 
+static void in_drop(struct process *p, int err);
+
 static void process_free(struct process *p)
 {
 	pcg_leaf_release(p->cg);
@@ -146,7 +170,7 @@ static void process_free(struct process *p)
 	if (p->finalized)
 		retained_bytes -= p->ring.cap;
 	ring_free(&p->ring);
-	free(p->inq);
+	in_drop(p, EPIPE);
 	if (p->config)
 		process__process_config__free_unpacked(p->config, NULL);
 	free(p->tag);
@@ -452,9 +476,7 @@ static void finalize(struct process *p)
 	pcg_leaf_release(p->cg);
 	p->cg = NULL;
 	stop_io(p);
-	free(p->inq);
-	p->inq = NULL;
-	p->inq_len = p->inq_cap = 0;
+	in_drop(p, EPIPE);
 	p->paused = false;
 	p->ent.listed = false;
 	p->ent.retained = true;
@@ -634,42 +656,156 @@ static void evict_retained(pid_t pid, const char *tag)
 
 /* ---- input --------------------------------------------------------------- */
 
-static void in_cb(EV_P_ ev_io *w, int revents)
+static const Process__SendInputResponse si_resp = PROCESS__SEND_INPUT_RESPONSE__INIT;
+
+static void in_write_error(struct process *p, int e, char *err, size_t errlen)
 {
-	struct process *p = w->data;
-	size_t off = 0;
+	if (p->pty)
+		snprintf(err, errlen, "error writing to tty: error writing to tty of process "
+				      "'%d': write /dev/ptmx: %s", (int)p->pid, go_strerror(e));
+	else
+		snprintf(err, errlen, "error writing to stdin: error writing to stdin of "
+				      "process '%d': write |1: %s", (int)p->pid, go_strerror(e));
+}
 
-	while (off < p->inq_len) {
-		ssize_t n = write(p->in_fd, p->inq + off, p->inq_len - off);
-
-		if (n > 0) {
-			off += (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			break;
-		/* Reader gone: nothing queued can be delivered any more. */
-		off = p->inq_len;
-		break;
-	}
-	memmove(p->inq, p->inq + off, p->inq_len - off);
-	p->inq_len -= off;
-	if (p->inq_len)
+/* Below half the bound again: let paused StreamInput calls go on. */
+static void in_resume_streams(struct process *p, bool all)
+{
+	if (!all && p->inq_len > PROCESS_STDIN_MAX / 2)
 		return;
-	ev_io_stop(EV_A_ w);
+	while (p->in_paused) {
+		struct inpause *ip = p->in_paused;
+
+		p->in_paused = ip->next;
+		rpc_call_pause_input(ip->call, false);
+		free(ip);
+	}
+}
+
+static void chunk_free(struct process *p, struct inchunk *c)
+{
+	if (c->owned)
+		p->inq_len -= c->len;
+	free(c);
+}
+
+/*
+ * Drop all pending input; unary SendInput calls waiting on it get the
+ * error a write would have given (`err`, e.g. EPIPE once the reader is
+ * gone).
+ */
+static void in_drop(struct process *p, int e)
+{
+	char msg[256];
+
+	while (p->inq_head) {
+		struct inchunk *c = p->inq_head;
+
+		p->inq_head = c->next;
+		if (c->call) {
+			struct rpc_call *call = c->call;
+
+			c->call = NULL;
+			rpc_call_set_hooks(call, NULL, NULL);
+			in_write_error(p, e, msg, sizeof(msg));
+			rpc_fail(call, RPC_INTERNAL, "%s", msg);
+		}
+		chunk_free(p, c);
+	}
+	p->inq_tail = NULL;
+	ev_io_stop(envd_loop, &p->in_w);
+	in_resume_streams(p, true);
+}
+
+/* Write pending chunks in order until the pipe is full. */
+static void in_flush(struct process *p)
+{
+	while (p->inq_head) {
+		struct inchunk *c = p->inq_head;
+
+		while (c->off < c->len) {
+			ssize_t n = write(p->in_fd, c->data + c->off, c->len - c->off);
+
+			if (n > 0) {
+				c->off += (size_t)n;
+				continue;
+			}
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				goto full;
+			/* Reader gone: nothing queued can be delivered any more. */
+			in_drop(p, n < 0 ? errno : EPIPE);
+			goto done;
+		}
+		p->inq_head = c->next;
+		if (!p->inq_head)
+			p->inq_tail = NULL;
+		if (c->call) {
+			struct rpc_call *call = c->call;
+
+			c->call = NULL;
+			rpc_call_set_hooks(call, NULL, NULL);
+			rpc_reply(call, &si_resp.base);
+		}
+		chunk_free(p, c);
+	}
+done:
+	ev_io_stop(envd_loop, &p->in_w);
+	in_resume_streams(p, true);
 	if (p->stdin_close_pending) {
 		p->stdin_close_pending = false;
 		close_fd(&p->in_fd);
 	}
+	return;
+full:
+	in_resume_streams(p, false);
+	ev_io_set(&p->in_w, p->in_fd, EV_WRITE);
+	ev_io_start(envd_loop, &p->in_w);
 }
 
-enum rpc_code process_write_input(struct process *p, bool to_pty, const uint8_t *data, size_t n,
+static void in_cb(EV_P_ ev_io *w, int revents)
+{
+	struct process *p = w->data;
+
+	enter(p);
+	in_flush(p);
+	leave(p);
+}
+
+/* The client of a waiting SendInput left: the rest of its bytes go too. */
+static void si_cancel(struct rpc_call *call, enum rpc_code why)
+{
+	struct inchunk *c = rpc_call_ud(call);
+
+	c->call = NULL;
+	c->data = NULL;
+	c->len = c->off;
+}
+
+static const struct rpc_call_hooks si_wait_hooks = {
+	.on_cancel = si_cancel,
+};
+
+static void in_append(struct process *p, struct inchunk *c)
+{
+	if (p->inq_tail)
+		p->inq_tail->next = c;
+	else
+		p->inq_head = c;
+	p->inq_tail = c;
+	if (c->owned)
+		p->inq_len += c->len;
+}
+
+enum rpc_code process_write_input(struct process *p, struct rpc_call *call, bool stream,
+				  bool to_pty, const uint8_t *data, size_t n, bool *later,
 				  char *err, size_t errlen)
 {
-	size_t done = 0;
+	size_t done = 0, rest;
+	struct inchunk *c;
 
+	*later = false;
 	if (to_pty && !p->pty) {
 		snprintf(err, errlen, "error writing to tty: tty not assigned to process — input "
 				      "should be written to the stdin, not the tty");
@@ -690,7 +826,7 @@ enum rpc_code process_write_input(struct process *p, bool to_pty, const uint8_t 
 	}
 	if (n == 0)
 		return RPC_OK;
-	while (p->inq_len == 0 && done < n) {
+	while (!p->inq_head && done < n) {
 		ssize_t w = write(p->in_fd, data + done, n - done);
 
 		if (w > 0) {
@@ -701,45 +837,68 @@ enum rpc_code process_write_input(struct process *p, bool to_pty, const uint8_t 
 			continue;
 		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
-		if (to_pty)
-			snprintf(err, errlen, "error writing to tty: error writing to tty of process "
-					      "'%d': write /dev/ptmx: %s", (int)p->pid,
-				 go_strerror(errno));
-		else
-			snprintf(err, errlen, "error writing to stdin: error writing to stdin of "
-					      "process '%d': write |1: %s", (int)p->pid,
-				 go_strerror(errno));
+		in_write_error(p, errno, err, errlen);
 		return RPC_INTERNAL;
 	}
 	if (done == n)
 		return RPC_OK;
-	/* The pipe is full: keep the rest, bounded, and write it when it drains. */
-	if (p->inq_len + (n - done) > PROCESS_STDIN_MAX) {
-		snprintf(err, errlen, "error writing to %s: process %d is not reading its input; "
-				      "%u bytes are already waiting", to_pty ? "tty" : "stdin",
-			 (int)p->pid, (unsigned)p->inq_len);
-		return RPC_RESOURCE_EXHAUSTED;
+	rest = n - done;
+	/*
+	 * The pipe is full. A unary call too big for the bound keeps its own
+	 * bytes and is answered once they are all written; anything else is
+	 * copied. A stream over the bound is paused until the pipe drains.
+	 */
+	if (call && !stream && p->inq_len + rest > PROCESS_STDIN_MAX) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			goto nomem;
+		c->data = data + done;
+		c->call = call;
+		rpc_call_set_hooks(call, &si_wait_hooks, c);
+		*later = true;
+	} else {
+		c = calloc(1, sizeof(*c) + rest);
+		if (!c)
+			goto nomem;
+		memcpy(c + 1, data + done, rest);
+		c->data = (const uint8_t *)(c + 1);
+		c->owned = true;
 	}
-	if (p->inq_len + (n - done) > p->inq_cap) {
-		size_t cap = p->inq_cap ? p->inq_cap : 64 * 1024;
-		uint8_t *q;
-
-		while (cap < p->inq_len + (n - done))
-			cap *= 2;
-		q = realloc(p->inq, cap);
-		if (!q) {
-			snprintf(err, errlen, "error writing to %s: %s", to_pty ? "tty" : "stdin",
-				 go_strerror(ENOMEM));
-			return RPC_INTERNAL;
-		}
-		p->inq = q;
-		p->inq_cap = cap;
-	}
-	memcpy(p->inq + p->inq_len, data + done, n - done);
-	p->inq_len += n - done;
+	c->p = p;
+	c->len = rest;
+	in_append(p, c);
 	ev_io_set(&p->in_w, p->in_fd, EV_WRITE);
 	ev_io_start(envd_loop, &p->in_w);
+	if (call && stream && p->inq_len > PROCESS_STDIN_MAX) {
+		struct inpause *ip;
+
+		for (ip = p->in_paused; ip && ip->call != call; ip = ip->next)
+			;
+		if (!ip && (ip = calloc(1, sizeof(*ip)))) {
+			ip->call = call;
+			ip->next = p->in_paused;
+			p->in_paused = ip;
+			rpc_call_pause_input(call, true);
+		}
+	}
 	return RPC_OK;
+nomem:
+	snprintf(err, errlen, "error writing to %s: %s", to_pty ? "tty" : "stdin",
+		 go_strerror(ENOMEM));
+	return RPC_INTERNAL;
+}
+
+void process_input_forget(struct process *p, struct rpc_call *call)
+{
+	for (struct inpause **pp = &p->in_paused; *pp; pp = &(*pp)->next) {
+		if ((*pp)->call == call) {
+			struct inpause *ip = *pp;
+
+			*pp = ip->next;
+			free(ip);
+			return;
+		}
+	}
 }
 
 enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen)
@@ -751,7 +910,7 @@ enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen)
 	}
 	if (p->in_fd < 0)
 		return RPC_OK;
-	if (p->inq_len) {
+	if (p->inq_head) {
 		p->stdin_close_pending = true;
 		return RPC_OK;
 	}

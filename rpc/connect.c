@@ -57,6 +57,10 @@ struct rpc_call {
 	int64_t timeout_ms;
 	const struct rpc_call_hooks *hooks;
 	void *ud;
+	/* Client-stream back-pressure (rpc_call_pause_input). */
+	bool in_paused;      /* deliver no messages; transport body paused */
+	bool end_pending;    /* the body ended while paused */
+	ev_timer resume_w;   /* resumes delivery outside the caller's stack */
 };
 
 static const char *const code_names[] = {
@@ -91,6 +95,7 @@ static void call_unref(struct rpc_call *c)
 	if (--c->refs > 0)
 		return;
 	ev_timer_stop(envd_loop, &c->deadline);
+	ev_timer_stop(envd_loop, &c->resume_w);
 	if (c->req_msg)
 		protobuf_c_message_free_unpacked(c->req_msg, NULL);
 	free(c->buf);
@@ -588,7 +593,7 @@ static bool drain_envelopes(struct rpc_call *c, bool at_end)
 	size_t off = 0;
 	bool ok = true;
 
-	while (c->len - off >= 5 && !c->finished) {
+	while (c->len - off >= 5 && !c->finished && !c->in_paused) {
 		const uint8_t *h = c->buf + off;
 		size_t n = (size_t)h[1] << 24 | (size_t)h[2] << 16 | (size_t)h[3] << 8 | h[4];
 		if (n > rpc_max_message) {
@@ -652,7 +657,7 @@ static bool drain_envelopes(struct rpc_call *c, bool at_end)
 		memmove(c->buf, c->buf + off, c->len - off);
 		c->len -= off;
 	}
-	if (at_end && c->len > 0 && !c->finished) {
+	if (at_end && c->len > 0 && !c->finished && !c->in_paused) {
 		rpc_fail(c, RPC_INVALID_ARGUMENT, "protocol error: incomplete envelope");
 		ok = false;
 	}
@@ -724,8 +729,17 @@ static void on_body_end(struct http_req *r)
 		goto out;
 	}
 	bool streaming_in = c->impl && (c->impl->kind == RPC_CLIENT_STREAM || c->impl->kind == RPC_BIDI_STREAM);
+	/* Paused: messages are still buffered; the end waits for them. */
+	if (streaming_in && c->in_paused) {
+		c->end_pending = true;
+		goto out;
+	}
 	if (!drain_envelopes(c, true))
 		goto out;
+	if (streaming_in && c->in_paused) {
+		c->end_pending = true;
+		goto out;
+	}
 	if (streaming_in) {
 		if (c->hooks && c->hooks->on_input_end)
 			c->hooks->on_input_end(c);
@@ -740,6 +754,47 @@ static void on_body_end(struct http_req *r)
 	start_handler(c, m);
 out:
 	call_unref(c);
+}
+
+/*
+ * Client-stream back-pressure. Pausing stops message delivery at once
+ * (envelopes already buffered stay buffered) and pauses the request body
+ * in the transport, so the client's flow control (TCP window, HTTP/2
+ * stream window) holds the rest. Resuming is deferred to a zero timer:
+ * the handler usually resumes from deep inside its own callbacks, and
+ * delivering the next message there would re-enter it.
+ */
+static void resume_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct rpc_call *c = w->data;
+
+	if (c->finished || c->in_paused)
+		return;
+	c->refs++;
+	if (!c->http_gone && c->r)
+		http_req_pause_body(c->r, false); /* h2 may deliver right here */
+	if (!c->finished && !c->in_paused && drain_envelopes(c, c->end_pending) && c->end_pending &&
+	    !c->in_paused) {
+		c->end_pending = false;
+		if (c->hooks && c->hooks->on_input_end)
+			c->hooks->on_input_end(c);
+	}
+	call_unref(c);
+}
+
+void rpc_call_pause_input(struct rpc_call *c, bool paused)
+{
+	if (c->finished || c->in_paused == paused)
+		return;
+	c->in_paused = paused;
+	if (paused) {
+		ev_timer_stop(envd_loop, &c->resume_w);
+		if (!c->http_gone && c->r)
+			http_req_pause_body(c->r, true);
+		return;
+	}
+	ev_timer_set(&c->resume_w, 0., 0.);
+	ev_timer_start(envd_loop, &c->resume_w);
 }
 
 static void on_writable(struct http_req *r)
@@ -963,6 +1018,8 @@ void rpc_dispatch(struct http_req *r)
 	r->on_close = on_close;
 	ev_init(&c->deadline, deadline_cb);
 	c->deadline.data = c;
+	ev_init(&c->resume_w, resume_cb);
+	c->resume_w.data = c;
 
 	const char *cpv = http_req_header(r, "connect-protocol-version");
 	if (cpv && (c->proto == P_CONNECT_UNARY || c->proto == P_CONNECT_STREAM) && strcmp(cpv, "1") != 0) {
