@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "process/cgroup.h"
 #include "process/fanout.h"
+#include "process/lifecycle.h"
 #include "http/http.h"
 #include "base/loop.h"
 #include "process/ptable.h"
@@ -66,9 +67,11 @@ struct process {
 	struct inchunk *inq_head, *inq_tail;
 	size_t inq_len;          /* bytes of owned (copied) chunks: the memory bound */
 	struct inpause *in_paused; /* StreamInput calls paused for back-pressure */
-	bool stdin_close_pending;
+	bool stdin_close_pending; /* CloseStdin came while input was still queued */
 
-	bool in_table, reaped, out_eof, err_eof, end_ready, finalized, expired, paused;
+	enum lc_state lc;        /* lifecycle.h: reaped, ended, retained, expired */
+	bool out_eof, err_eof;   /* per output stream; both -> LC_EV_OUTPUT_EOF */
+	bool paused;             /* output reading paused for slow subscribers */
 	uint64_t end_off;        /* subscribers get data up to here, then end */
 	int exit_code;
 	bool exited;
@@ -165,9 +168,9 @@ static void process_free(struct process *p)
 	stop_io(p);
 	ev_child_stop(envd_loop, &p->child_w);
 	ev_timer_stop(envd_loop, &p->retain_w);
-	if (p->in_table)
+	if (p->lc != LC_NEW)
 		ptable_remove(&table, &p->ent);
-	if (p->finalized)
+	if (lc_finalized(p->lc))
 		retained_bytes -= p->ring.cap;
 	ring_free(&p->ring);
 	in_drop(p, EPIPE);
@@ -209,13 +212,13 @@ static void leave(struct process *p)
 		free(s);
 	}
 	update_reading(p);
-	if (p->expired && !p->subs) {
+	if (p->lc == LC_EXPIRED && !p->subs) {
 		process_free(p);
 		return;
 	}
 	/* The last reader of a finished process is gone: its ring may now
 	 * count against the retention budget. */
-	if (p->finalized && !p->subs && retained_bytes > retain_budget())
+	if (lc_finalized(p->lc) && !p->subs && retained_bytes > retain_budget())
 		trim_retained();
 }
 
@@ -300,7 +303,8 @@ static void sub_pump(struct sub *s)
 		return;
 	s->pumping = true;
 	while (s->call) {
-		uint64_t limit = p->end_ready ? p->end_off : ring_end(&p->ring);
+		bool end_ready = lc_end_ready(p->lc);
+		uint64_t limit = end_ready ? p->end_off : ring_end(&p->ring);
 		Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
 		Process__ProcessEvent__DataEvent data;
 		Process__ProcessEvent__GapEvent gap = PROCESS__PROCESS_EVENT__GAP_EVENT__INIT;
@@ -309,7 +313,7 @@ static void sub_pump(struct sub *s)
 		size_t want;
 		long n;
 
-		switch (fanout_next(&p->ring, p->end_ready, p->end_off, s->cursor, s->replay,
+		switch (fanout_next(&p->ring, end_ready, p->end_off, s->cursor, s->replay,
 				    rpc_call_queued(s->call) < HTTP_QUEUE_HIGH)) {
 		case FANOUT_IDLE:
 		case FANOUT_WAIT: /* on_writable or the next read resumes */
@@ -388,7 +392,7 @@ static void update_reading(struct process *p)
 {
 	bool any = false, want = true;
 
-	if (!p->end_ready && !p->finalized) {
+	if (!lc_end_ready(p->lc)) {
 		for (struct sub *s = p->subs; s; s = s->next) {
 			if (!s->call)
 				continue;
@@ -459,18 +463,16 @@ static void trim_retained(void)
 		 * cut a live stream short (lost output). It is trimmed on a later
 		 * pass, once its readers are done; until then the overshoot is
 		 * bounded by one ring per attached stream. */
-		if (!q->finalized || !q->ring.cap || q->subs)
+		if (!lc_finalized(q->lc) || !q->ring.cap || q->subs)
 			continue;
 		retained_bytes -= q->ring.cap;
 		ring_clear(&q->ring);
 	}
 }
 
+/* Entering LC_RETAINED: off the list, I/O closed, kept for late Connects. */
 static void finalize(struct process *p)
 {
-	if (p->finalized)
-		return;
-	p->finalized = true;
 	/* A background child of the command may live on in the leaf: it is
 	 * removed once empty, not killed. */
 	pcg_leaf_release(p->cg);
@@ -500,23 +502,39 @@ static void take_usage(struct process *p)
 	p->usage_known = true;
 }
 
+/* Entering an end-ready state: subscribers get data up to here, then end. */
 static void make_end(struct process *p)
 {
-	if (p->end_ready)
-		return;
 	take_usage(p);
-	p->end_ready = true;
 	p->end_off = ring_end(&p->ring);
 	ev_timer_stop(envd_loop, &p->grace_w);
 	fanout(p);
 }
 
-static void check_done(struct process *p)
+/*
+ * Apply a lifecycle event (lifecycle.h has the table) and perform what
+ * entering the new state means. Events that do not apply are ignored.
+ */
+static void lc_step(struct process *p, enum lc_event e)
 {
-	if (!p->reaped || !p->out_eof || !p->err_eof)
+	enum lc_state prev = p->lc, next = lifecycle_next(prev, e);
+
+	if (next == LC_NONE)
 		return;
-	make_end(p);
-	finalize(p);
+	p->lc = next;
+	if (next == LC_REAPED) {
+		/* A descendant still holds the output open: wait a little, no more. */
+		ev_timer_set(&p->grace_w, PROCESS_GRACE_S, 0.);
+		ev_timer_start(envd_loop, &p->grace_w);
+	}
+	if (!lc_end_ready(prev) && lc_end_ready(next))
+		make_end(p);
+	if (!lc_finalized(prev) && lc_finalized(next) && next != LC_EXPIRED)
+		finalize(p);
+	if (next == LC_EXPIRED) {
+		ev_timer_stop(envd_loop, &p->retain_w);
+		p->ent.retained = false;
+	}
 }
 
 static void read_cb(EV_P_ ev_io *w, int revents)
@@ -550,7 +568,8 @@ static void read_cb(EV_P_ ev_io *w, int revents)
 			if (!p->pty)
 				close_fd(&p->out_fd);
 		}
-		check_done(p);
+		if (p->out_eof && p->err_eof)
+			lc_step(p, LC_EV_OUTPUT_EOF);
 		break;
 	}
 	leave(p);
@@ -564,7 +583,6 @@ static void child_cb(EV_P_ ev_child *w, int revents)
 	struct rusage now;
 
 	ev_child_stop(EV_A_ w);
-	p->reaped = true;
 	p->t_end_us = mono_us();
 	/*
 	 * Without a cgroup the usage is the leader's rusage (with the
@@ -584,13 +602,7 @@ static void child_cb(EV_P_ ev_child *w, int revents)
 		children_seen = now;
 	}
 	waitstatus_describe(w->rstatus, &p->exit_code, &p->exited, p->status, sizeof(p->status));
-	if (p->out_eof && p->err_eof) {
-		check_done(p);
-	} else {
-		/* A descendant still holds the output open: wait a little, no more. */
-		ev_timer_set(&p->grace_w, PROCESS_GRACE_S, 0.);
-		ev_timer_start(EV_A_ & p->grace_w);
-	}
+	lc_step(p, LC_EV_REAPED);
 	leave(p);
 }
 
@@ -608,7 +620,7 @@ static void grace_cb(EV_P_ ev_timer *w, int revents)
 		return;
 	}
 	enter(p);
-	make_end(p);
+	lc_step(p, LC_EV_GRACE);
 	leave(p);
 }
 
@@ -618,7 +630,7 @@ static void kill_cb(EV_P_ ev_timer *w, int revents)
 
 	char err[128];
 
-	if (!p->finalized)
+	if (!lc_finalized(p->lc))
 		process_signal(p, SIGKILL, err, sizeof(err));
 }
 
@@ -627,8 +639,7 @@ static void retain_cb(EV_P_ ev_timer *w, int revents)
 	struct process *p = w->data;
 
 	enter(p);
-	p->ent.retained = false;
-	p->expired = true;
+	lc_step(p, LC_EV_EXPIRED);
 	leave(p);
 }
 
@@ -647,9 +658,7 @@ static void evict_retained(pid_t pid, const char *tag)
 		if (e->pid != (uint32_t)pid && !(tag && e->tag && strcmp(e->tag, tag) == 0))
 			continue;
 		enter(q);
-		ev_timer_stop(envd_loop, &q->retain_w);
-		e->retained = false;
-		q->expired = true;
+		lc_step(q, LC_EV_EXPIRED);
 		leave(q);
 	}
 }
@@ -1005,7 +1014,7 @@ enum rpc_code process_signal(struct process *p, int sig, char *err, size_t errle
 		rc = 0;
 	if (rc == 0)
 		return RPC_OK;
-	if (!p->reaped && kill(p->pid, sig) == 0)
+	if (!lc_reaped(p->lc) && kill(p->pid, sig) == 0)
 		return RPC_OK;
 	if (errno == ESRCH)
 		snprintf(err, errlen, "error sending signal: os: process already finished");
@@ -1222,6 +1231,7 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 		snprintf(err, errlen, "error starting process: %s", go_strerror(ENOMEM));
 		return RPC_INTERNAL;
 	}
+	p->lc = LC_NEW;
 	p->out_fd = p->err_fd = p->in_fd = -1;
 	ring_init(&p->ring, process_ring_size);
 	p->pty = s->pty;
@@ -1334,7 +1344,7 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	evict_retained(pid, p->tag);
 	p->ent.listed = true;
 	ptable_add(&table, &p->ent);
-	p->in_table = true;
+	lc_step(p, LC_EV_REGISTERED);
 
 	ev_child_init(&p->child_w, child_cb, pid, 0);
 	p->child_w.data = p;
