@@ -36,6 +36,6 @@ out=$(stream Connect "{\"process\":{\"pid\":$pid}}" -H 'Keepalive-Ping-Interval:
 wait $bg
 n=$(count_ka "$out")
 check_re "Connect stream keep-alives" '^[12]$' "$n"
-check_re "Connect stream end" '"end": \{"exited": true, "status": "exit status 0"\}' "$out"
+check_re "Connect stream end" '"end": \{"exited": true, "status": "exit status 0"(, "usage": \{[^}]*\})?\}' "$out"
 kill -0 "$ENVD_PID" && ok "envd alive" || nok "envd alive"
 summary
