@@ -18,7 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "envd/router.h"
 #include "http/conn.h"
+#include "http/h1.h"
+#include "http/h2.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/control.h"
 #include "base/errstr.h"
@@ -39,8 +42,6 @@
 #define ENVD_COMMIT ""
 #endif
 
-extern size_t h1_max_header_bytes;
-extern unsigned h2_max_streams;
 
 enum flag_type { F_BOOL, F_INT, F_STR };
 
@@ -248,6 +249,7 @@ int main(int argc, char **argv)
 	rpc_register(&process_service);
 	rpc_register(&fs_service);
 
+	server_on_request = router_dispatch;
 	int rc = server_listen((int)port, flag_get("addr")->v.s);
 	if (rc < 0) {
 		fprintf(stderr, "server stopped: listen tcp 0.0.0.0:%lld: bind: %s\n", port, go_strerror(-rc));

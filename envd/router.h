@@ -11,9 +11,6 @@
 /* Entry point for every request head, from either protocol. */
 void router_dispatch(struct http_req *r);
 
-/* Reason phrase for a status code ("OK", "Not Found", ...). */
-const char *http_reason(int status);
-
 /*
  * Parse "Authorization: Basic ..." the way Go does (§2.4.1): returns 1 and
  * the user name in out when a user was given, 0 when the header is absent

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "envd/router.h"
 #include "http/conn.h"
 #include "fuzz_server.h"
 #include "base/loop.h"
@@ -59,6 +60,7 @@ void fuzz_serve(const void *prefix, size_t plen, const uint8_t *data, size_t n)
 	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
 		return;
+	server_on_request = router_dispatch;
 	if (!conn_adopt(sv[0], "fuzz")) {
 		close(sv[0]);
 		close(sv[1]);

@@ -23,165 +23,29 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "http/conn.h"
 #include "base/log.h"
 #include "base/loop.h"
+#include "http/conn.h"
+#include "http/h1.h"
+#include "http/h2.h"
 
+void (*server_on_request)(struct http_req *r);
 size_t server_n_conns;
 size_t server_max_conns = 20000;
 unsigned server_idle_timeout_s = 640;
 
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define H2_PREFACE_LEN 24
-#define SEG_MIN 16384
 
 static ev_io listen_io;
 static struct conn *conns;
 
-/* ---- output queue ---- */
-
-/*
- * Freed memory segments are kept (up to SEG_CACHE_BYTES in all) for the
- * next large write: a stream of 64 KiB messages then reuses the same few
- * blocks instead of allocating, and faulting in, fresh memory each time.
- */
-#define SEG_CACHE_BYTES (512 * 1024)
-static struct outseg *seg_cache;
-static size_t seg_cache_bytes;
-
-static struct outseg *seg_new(size_t cap)
-{
-	struct outseg *s;
-
-	if (cap > SEG_MIN)
-		cap = (cap + SEG_MIN - 1) / SEG_MIN * SEG_MIN;
-	for (struct outseg **pp = &seg_cache; *pp; pp = &(*pp)->next) {
-		s = *pp;
-		if (s->cap >= cap && s->cap <= 2 * cap) {
-			*pp = s->next;
-			seg_cache_bytes -= s->cap;
-			size_t c = s->cap;
-			memset(s, 0, sizeof(*s));
-			s->fd = -1;
-			s->cap = c;
-			return s;
-		}
-	}
-	s = malloc(sizeof(*s) + cap);
-	if (!s)
-		return NULL;
-	memset(s, 0, sizeof(*s));
-	s->fd = -1;
-	s->cap = cap;
-	return s;
-}
-
-void outseg_free(struct outseg *s)
-{
-	if (s->on_sent)
-		s->on_sent(s->arg);
-	if (s->fd < 0 && s->cap >= SEG_MIN && seg_cache_bytes + s->cap <= SEG_CACHE_BYTES) {
-		s->next = seg_cache;
-		seg_cache = s;
-		seg_cache_bytes += s->cap;
-		return;
-	}
-	free(s);
-}
-
-static void seg_link(struct outq *q, struct outseg *s)
-{
-	if (q->tail)
-		q->tail->next = s;
-	else
-		q->head = s;
-	q->tail = s;
-}
-
-int outq_append(struct outq *q, const void *p, size_t n)
-{
-	const uint8_t *src = p;
-	struct outseg *t = q->tail;
-
-	if (n == 0)
-		return 0;
-	/* Coalesce small writes into the tail segment: one writev entry, one
-	 * allocation per 16 KiB rather than per message. */
-	if (t && t->fd < 0 && !t->on_sent) {
-		size_t room = t->cap - (t->off + t->len);
-		size_t k = n < room ? n : room;
-		memcpy(t->data + t->off + t->len, src, k);
-		t->len += k;
-		q->bytes += k;
-		src += k;
-		n -= k;
-	}
-	if (n == 0)
-		return 0;
-	t = seg_new(n > SEG_MIN ? n : SEG_MIN);
-	if (!t)
-		return -ENOMEM;
-	memcpy(t->data, src, n);
-	t->len = n;
-	q->bytes += n;
-	seg_link(q, t);
-	return 0;
-}
-
-static void close_dup(void *arg)
-{
-	close((int)(intptr_t)arg);
-}
-
-int outq_append_file_dup(struct outq *q, int fd, off_t off, size_t len)
-{
-	/* The queue owns a duplicate, so the handler may close its fd (or
-	 * finish) while the bytes are still waiting for the socket. */
-	int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	if (d < 0)
-		return -errno;
-	int rc = outq_append_file(q, d, off, len, close_dup, (void *)(intptr_t)d);
-	if (rc < 0)
-		close(d);
-	return rc;
-}
-
-int outq_append_file(struct outq *q, int fd, off_t off, size_t len, void (*on_sent)(void *),
-		     void *arg)
-{
-	struct outseg *s = seg_new(0);
-	if (!s)
-		return -ENOMEM;
-	s->fd = fd;
-	s->foff = off;
-	s->len = len;
-	s->on_sent = on_sent;
-	s->arg = arg;
-	q->bytes += len;
-	seg_link(q, s);
-	return 0;
-}
-
-static void seg_pop(struct outq *q)
-{
-	struct outseg *s = q->head;
-	q->head = s->next;
-	if (!q->head)
-		q->tail = NULL;
-	q->bytes -= s->len;
-	outseg_free(s);
-}
-
-void outq_clear(struct outq *q)
-{
-	while (q->head)
-		seg_pop(q);
-	q->bytes = 0;
-}
-
 /* ---- connection lifetime ---- */
 
 static void rbuf_put(struct conn *c);
+static void conn_want_write(struct conn *c);
+static void conn_pause_read(struct conn *c, bool paused);
+static void conn_kick_input(struct conn *c);
 
 static void conn_free(struct conn *c)
 {
@@ -190,9 +54,9 @@ static void conn_free(struct conn *c)
 	ev_timer_stop(envd_loop, &c->idle);
 	ev_timer_stop(envd_loop, &c->kick);
 	if (c->proto == CONN_H1)
-		h1_detach(c);
+		h1_free(c->sess.h1);
 	else if (c->proto == CONN_H2)
-		h2_detach(c);
+		h2_free(c->sess.h2);
 	outq_clear(&c->out);
 	if (c->rbuf)
 		rbuf_put(c);
@@ -208,7 +72,7 @@ static void conn_free(struct conn *c)
 	server_n_conns--;
 }
 
-void conn_abort(struct conn *c)
+static void conn_abort(struct conn *c)
 {
 	/* Never freed synchronously: the caller may be a handler in the middle
 	 * of using its request. The kick timer frees it from a clean stack. */
@@ -222,20 +86,20 @@ void conn_abort(struct conn *c)
 	ev_timer_start(envd_loop, &c->kick);
 }
 
-void conn_close_after_flush(struct conn *c)
+static void conn_close_after_flush(struct conn *c)
 {
 	c->closing = true;
 	conn_pause_read(c, true);
 	conn_want_write(c);
 }
 
-void conn_want_write(struct conn *c)
+static void conn_want_write(struct conn *c)
 {
 	if (!c->dead && !ev_is_active(&c->wio))
 		ev_io_start(envd_loop, &c->wio);
 }
 
-void conn_pause_read(struct conn *c, bool paused)
+static void conn_pause_read(struct conn *c, bool paused)
 {
 	c->read_paused = paused;
 	if (c->dead)
@@ -305,34 +169,109 @@ static void rbuf_put(struct conn *c)
 	c->rcap = 0;
 }
 
+static bool conn_idle_session(const struct conn *c)
+{
+	if (c->proto == CONN_H1)
+		return h1_idle(c->sess.h1);
+	if (c->proto == CONN_H2)
+		return h2_idle(c->sess.h2);
+	return true;
+}
+
 static void conn_release_rbuf(struct conn *c)
 {
-	if (c->rlen == 0 && c->rbuf && !c->dead &&
-	    ((c->proto == CONN_H1 && h1_idle(c)) || (c->proto == CONN_H2 && h2_idle(c))))
+	if (c->rlen == 0 && c->rbuf && !c->dead && c->proto != CONN_DETECT && conn_idle_session(c))
 		rbuf_put(c);
 }
 
-/* Feed buffered input to the protocol; returns false if c was freed. */
+/* The session link's report: what the connection should do next. */
+static void conn_notify(struct http_link *l, enum http_link_event ev)
+{
+	struct conn *c = (struct conn *)((char *)l - offsetof(struct conn, link));
+
+	switch (ev) {
+	case HTTP_LINK_WANT_WRITE:
+		conn_want_write(c);
+		break;
+	case HTTP_LINK_PAUSE_READ:
+		conn_pause_read(c, true);
+		break;
+	case HTTP_LINK_RESUME_READ:
+		conn_pause_read(c, false);
+		conn_kick_input(c);
+		break;
+	case HTTP_LINK_CALL_BACK:
+		conn_kick_input(c);
+		break;
+	case HTTP_LINK_CLOSE:
+		conn_close_after_flush(c);
+		break;
+	case HTTP_LINK_ABORT:
+		conn_abort(c);
+		break;
+	}
+}
+
+/* "Upgrade: h2c" accepted by the HTTP/1.1 session: continue as HTTP/2. */
+static int conn_upgrade_h2(struct conn *c)
+{
+	struct h1 *h1 = c->sess.h1;
+	size_t sl;
+	const uint8_t *settings = h1_upgrade_settings(h1, &sl);
+	struct h2 *h2 = h2_new_upgrade(&c->link, settings, sl, h1_upgrade_request(h1));
+
+	h1_free(h1);
+	c->sess.h1 = NULL;
+	c->proto = CONN_DETECT;
+	if (!h2)
+		return -ENOMEM;
+	c->sess.h2 = h2;
+	c->proto = CONN_H2;
+	return 0;
+}
+
+/* Feed buffered input to the session; returns false if c is going away. */
 static bool conn_process_input(struct conn *c)
 {
-	int rc = 0;
-
 	if (c->proto == CONN_DETECT) {
 		size_t n = c->rlen < H2_PREFACE_LEN ? c->rlen : H2_PREFACE_LEN;
 		if (memcmp(c->rbuf, h2_preface, n) == 0 && n < H2_PREFACE_LEN)
 			return true; /* could still be the preface: wait */
-		if (n == H2_PREFACE_LEN && memcmp(c->rbuf, h2_preface, n) == 0)
-			rc = h2_attach(c);
-		else
-			rc = h1_attach(c);
-		if (rc < 0) {
+		if (n == H2_PREFACE_LEN && memcmp(c->rbuf, h2_preface, n) == 0) {
+			c->sess.h2 = h2_new(&c->link);
+			c->proto = c->sess.h2 ? CONN_H2 : CONN_DETECT;
+		} else {
+			c->sess.h1 = h1_new(&c->link);
+			c->proto = c->sess.h1 ? CONN_H1 : CONN_DETECT;
+		}
+		if (c->proto == CONN_DETECT) {
 			conn_abort(c);
 			return false;
 		}
 	}
-	rc = c->proto == CONN_H2 ? h2_on_input(c) : h1_on_input(c);
-	if (rc < 0)
-		conn_abort(c);
+	while (c->rlen > 0 && !c->dead && !c->closing) {
+		ssize_t n = c->proto == CONN_H2 ? h2_feed(c->sess.h2, c->rbuf, c->rlen)
+						: h1_feed(c->sess.h1, c->rbuf, c->rlen);
+		if (n < 0) {
+			conn_abort(c);
+			break;
+		}
+		memmove(c->rbuf, c->rbuf + n, c->rlen - (size_t)n);
+		c->rlen -= (size_t)n;
+		if (c->proto == CONN_H1 && h1_upgrading(c->sess.h1)) {
+			if (conn_upgrade_h2(c) < 0) {
+				conn_abort(c);
+				break;
+			}
+			continue;
+		}
+		if (n == 0)
+			break;
+	}
+	/* Input stays buffered while the session is paused; once the buffer
+	 * is full, stop reading until it consumes. */
+	if (!c->dead && c->rbuf && c->rlen == c->rcap)
+		conn_pause_read(c, true);
 	conn_release_rbuf(c);
 	return !c->dead;
 }
@@ -391,13 +330,19 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 static void conn_kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct conn *c = w->data;
-	if (c->dead)
+	if (c->dead) {
 		conn_free(c);
-	else if (c->rlen > 0)
+		return;
+	}
+	if (c->proto == CONN_H1)
+		h1_progress(c->sess.h1);
+	if (!c->dead && c->rlen > 0)
 		conn_process_input(c);
+	else if (!c->dead)
+		conn_release_rbuf(c);
 }
 
-void conn_kick_input(struct conn *c)
+static void conn_kick_input(struct conn *c)
 {
 	/* Deferred to the loop: the caller may be deep inside a handler. */
 	if (!c->dead && !ev_is_active(&c->kick)) {
@@ -417,7 +362,7 @@ static void conn_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 		struct outseg *s = q->head;
 		ssize_t n;
 		if (s->len == 0) {
-			seg_pop(q);
+			outq_pop(q);
 			continue;
 		}
 		if (s->fd >= 0) {
@@ -456,16 +401,16 @@ static void conn_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 			q->bytes -= k;
 			left -= k;
 			if (t->len == 0)
-				seg_pop(q);
+				outq_pop(q);
 			else
 				break;
 		}
 	}
-	if (q->bytes < CONN_OUT_HIGH / 2) {
+	if (q->bytes < OUTQ_HIGH / 2) {
 		if (c->proto == CONN_H1)
-			h1_on_output_drained(c);
+			h1_on_output_drained(c->sess.h1);
 		else if (c->proto == CONN_H2)
-			h2_on_output_drained(c);
+			h2_on_output_drained(c->sess.h2);
 	}
 	if (c->dead)
 		return;
@@ -489,10 +434,7 @@ static void conn_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		conn_abort(c);
 		return;
 	}
-	if (idle && c->proto == CONN_H2)
-		idle = h2_idle(c);
-	else if (idle && c->proto == CONN_H1)
-		idle = h1_idle(c);
+	if (idle && !conn_idle_session(c)) idle = false;
 	if (idle) {
 		conn_abort(c);
 		return;
@@ -553,6 +495,9 @@ struct conn *conn_adopt(int fd, const char *peer)
 	c->kick.data = c;
 	c->idle.repeat = server_idle_timeout_s;
 	c->rio.data = c->wio.data = c->idle.data = c;
+	c->link.out = &c->out;
+	c->link.notify = conn_notify;
+	c->link.on_request = server_on_request;
 	c->next = conns;
 	if (conns)
 		conns->prev = c;

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * h1.c - HTTP/1.x on a connection, parsed with http-parser.
+ * h1.c - an HTTP/1.x server session, parsed with http-parser.
  *
  * One request is served at a time: when a request's head has been parsed
  * it is dispatched, and once its message is complete the parser is paused
- * so pipelined requests wait in the input buffer until the response is
- * done. That answers pipelined requests in order without queueing
- * responses. Request bodies are delivered as they arrive; a handler that
- * pauses the body pauses the parser, which stops reading the socket.
+ * so pipelined requests wait in the caller's input buffer until the
+ * response is done. That answers pipelined requests in order without
+ * queueing responses. Request bodies are delivered as they arrive; a
+ * handler that pauses the body pauses the parser, and the link is told to
+ * stop reading. The session does no I/O (see h1.h and link.h).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -20,10 +21,9 @@
 #include <http_parser.h>
 
 #include "base/base64.h"
-#include "http/conn.h"
-#include "http/http.h"
 #include "base/log.h"
-#include "envd/router.h"
+#include "http/h1.h"
+#include "http/http.h"
 
 /* Request head limit (request line + headers). */
 size_t h1_max_header_bytes = 64 * 1024;
@@ -38,14 +38,21 @@ struct h1_req {
 	bool no_body;      /* HEAD, 204, 304: body bytes are dropped */
 	bool keep_alive;
 	bool expect_body;  /* the request carries a body (chunked or sized) */
+	bool finishing;    /* response and body done; h1_progress finishes it */
 	struct http_hdr hdrs[H1_MAX_HEADERS];
 	char *mem;         /* head strings, NUL-separated */
 };
 
 struct h1 {
-	struct conn *c;
+	struct http_link *link;
 	http_parser parser;
 	struct h1_req *cur;
+	bool closing;      /* the link was told to close after the flush */
+	/* "Upgrade: h2c": the request and its decoded settings */
+	struct h1_req *up_req;
+	uint8_t up_settings[1024];
+	size_t up_settings_len;
+	bool upgraded;
 	bool waiting;      /* message complete, response not finished */
 	bool body_paused;
 	bool upgrade;      /* Upgrade: h2c accepted for the current request */
@@ -62,6 +69,12 @@ struct h1 {
 };
 
 static const struct http_transport_ops h1_ops;
+
+static void h1_close(struct h1 *h)
+{
+	h->closing = true;
+	http_link_notify(h->link, HTTP_LINK_CLOSE);
+}
 
 static int head_append(struct h1 *h, const char *p, size_t n)
 {
@@ -179,6 +192,7 @@ static bool token_in_list(const char *list, const char *tok)
 
 static void h1_req_free(struct h1_req *q)
 {
+	http_req_release(&q->r);
 	free(q->mem);
 	free(q);
 }
@@ -253,10 +267,10 @@ static int on_headers_complete(http_parser *p)
 	q->expect_body = has_body;
 	if (expect && strcasecmp(expect, "100-continue") == 0 && has_body && q->r.version == 11) {
 		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-		outq_append(&h->c->out, cont, sizeof(cont) - 1);
-		conn_want_write(h->c);
+		outq_append(h->link->out, cont, sizeof(cont) - 1);
+		http_link_notify(h->link, HTTP_LINK_WANT_WRITE);
 	}
-	router_dispatch(&q->r);
+	h->link->on_request(&q->r);
 	return 0;
 }
 
@@ -287,9 +301,9 @@ static int on_message_complete(http_parser *p)
 		return 0;
 	if (q->r.on_body_end && !q->r.aborted)
 		q->r.on_body_end(&q->r);
-	/* The handler may have answered already. */
-	if (h->cur == q)
-		h1_req_maybe_done(q);
+	/* The handler may have answered already: h1_feed finishes the
+	 * exchange once the parser has returned. */
+	h1_req_maybe_done(q);
 	return 0;
 }
 
@@ -377,9 +391,9 @@ static int h1_begin(struct http_req *r, int status, const struct http_hdr *hs, s
 		return -E2BIG;
 	buf[k++] = '\r';
 	buf[k++] = '\n';
-	if (outq_append(&h->c->out, buf, k) < 0)
+	if (outq_append(h->link->out, buf, k) < 0)
 		return -ENOMEM;
-	conn_want_write(h->c);
+	http_link_notify(h->link, HTTP_LINK_WANT_WRITE);
 	return 0;
 }
 
@@ -390,7 +404,7 @@ static int h1_begin(struct http_req *r, int status, const struct http_hdr *hs, s
 static int h1_queue_body(struct http_req *r, const void *p, int fd, off_t off, size_t n)
 {
 	struct h1_req *q = r->transport;
-	struct outq *o = &q->h->c->out;
+	struct outq *o = q->h->link->out;
 	char hdr[24];
 
 	if (q->no_body)
@@ -403,7 +417,7 @@ static int h1_queue_body(struct http_req *r, const void *p, int fd, off_t off, s
 	int rc = fd >= 0 ? outq_append_file_dup(o, fd, off, n) : outq_append(o, p, n);
 	if (rc < 0 || (q->chunked && outq_append(o, "\r\n", 2) < 0))
 		return -ENOMEM;
-	conn_want_write(q->h->c);
+	http_link_notify(q->h->link, HTTP_LINK_WANT_WRITE);
 	return 0;
 }
 
@@ -421,7 +435,7 @@ static int h1_end(struct http_req *r, const struct http_hdr *tr, size_t n)
 {
 	struct h1_req *q = r->transport;
 	struct h1 *h = q->h;
-	struct outq *o = &h->c->out;
+	struct outq *o = h->link->out;
 
 	if (q->chunked && !q->no_body) {
 		char buf[4096];
@@ -436,9 +450,9 @@ static int h1_end(struct http_req *r, const struct http_hdr *tr, size_t n)
 		if (outq_append(o, buf, k) < 0)
 			return -ENOMEM;
 	}
-	conn_want_write(h->c);
+	http_link_notify(h->link, HTTP_LINK_WANT_WRITE);
 	if (!q->keep_alive)
-		conn_close_after_flush(h->c);
+		h1_close(h);
 	h1_req_maybe_done(q);
 	return 0;
 }
@@ -446,7 +460,7 @@ static int h1_end(struct http_req *r, const struct http_hdr *tr, size_t n)
 static size_t h1_queued(const struct http_req *r)
 {
 	const struct h1_req *q = r->transport;
-	return q->h->c->out.bytes;
+	return q->h->link->out->bytes;
 }
 
 static void h1_pause_body(struct http_req *r, bool paused)
@@ -461,8 +475,7 @@ static void h1_pause_body(struct http_req *r, bool paused)
 		http_parser_pause(&h->parser, 1);
 	} else if (!h->waiting) {
 		http_parser_pause(&h->parser, 0);
-		conn_pause_read(h->c, false);
-		conn_kick_input(h->c);
+		http_link_notify(h->link, HTTP_LINK_RESUME_READ);
 	}
 }
 
@@ -475,11 +488,25 @@ static const struct http_transport_ops h1_ops = {
 	.pause_body = h1_pause_body,
 };
 
+/*
+ * Both halves are over. The exchange is finished later, in h1_progress or
+ * h1_feed, never here: this runs inside the handler's own call to
+ * http_end (or from the parser), and on_close may free the handler.
+ */
 static void h1_req_maybe_done(struct h1_req *q)
 {
-	struct h1 *h = q->h;
+	if (!q->r.resp_ended || !q->r.body_done || q->finishing)
+		return;
+	q->finishing = true;
+	http_link_notify(q->h->link, HTTP_LINK_CALL_BACK);
+}
 
-	if (!q->r.resp_ended || !q->r.body_done)
+/* Finish the current exchange if it is over: on_close, free, next request. */
+static void h1_finish(struct h1 *h)
+{
+	struct h1_req *q = h->cur;
+
+	if (!q || !q->finishing)
 		return;
 	h->cur = NULL;
 	h->head_len = 0;
@@ -491,33 +518,35 @@ static void h1_req_maybe_done(struct h1_req *q)
 		q->r.on_close(&q->r, true);
 	bool keep = q->keep_alive;
 	h1_req_free(q);
-	if (keep && !h->c->closing) {
+	if (keep && !h->closing) {
 		h->waiting = false;
 		h->body_paused = false;
 		http_parser_pause(&h->parser, 0);
-		conn_pause_read(h->c, false);
-		conn_kick_input(h->c);
+		http_link_notify(h->link, HTTP_LINK_RESUME_READ);
 	}
 }
 
-/* ---- connection-level ---- */
+void h1_progress(struct h1 *h)
+{
+	if (h)
+		h1_finish(h);
+}
 
-int h1_attach(struct conn *c)
+/* ---- session ---- */
+
+struct h1 *h1_new(struct http_link *l)
 {
 	struct h1 *h = calloc(1, sizeof(*h));
 	if (!h)
-		return -ENOMEM;
-	h->c = c;
+		return NULL;
+	h->link = l;
 	http_parser_init(&h->parser, HTTP_REQUEST);
 	h->parser.data = h;
-	c->proto_state = h;
-	c->proto = CONN_H1;
-	return 0;
+	return h;
 }
 
-bool h1_idle(struct conn *c)
+bool h1_idle(const struct h1 *h)
 {
-	struct h1 *h = c->proto_state;
 	return !h || (!h->cur && h->head_len == 0);
 }
 
@@ -529,57 +558,70 @@ static void h1_send_error(struct h1 *h, int status)
 			 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
 			 "Connection: close\r\nContent-Length: %zu\r\n\r\n%d %s",
 			 status, reason, strlen(reason) + 4, status, reason);
-	outq_append(&h->c->out, buf, (size_t)k);
-	conn_close_after_flush(h->c);
+	outq_append(h->link->out, buf, (size_t)k);
+	h1_close(h);
 }
 
-static int h1_do_upgrade(struct h1 *h)
+/* Accept "Upgrade: h2c": queue the 101 and keep what HTTP/2 needs. */
+static void h1_do_upgrade(struct h1 *h)
 {
 	struct h1_req *q = h->cur;
-	struct conn *c = h->c;
 	static const char sw[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
-	uint8_t settings[1024];
 	const char *s64 = http_req_header(&q->r, "http2-settings");
 	size_t sl = strlen(s64);
-	ssize_t n = base64_decoded_maxlen(sl) <= sizeof(settings) ? base64_decode(settings, s64, sl) : -1;
+	ssize_t n = base64_decoded_maxlen(sl) <= sizeof(h->up_settings)
+			    ? base64_decode(h->up_settings, s64, sl)
+			    : -1;
 
 	if (n < 0) {
+		h->cur = NULL;
+		h1_req_free(q);
 		h1_send_error(h, 400);
-		return 0;
+		return;
 	}
-	outq_append(&c->out, sw, sizeof(sw) - 1);
-	conn_want_write(c);
+	outq_append(h->link->out, sw, sizeof(sw) - 1);
+	http_link_notify(h->link, HTTP_LINK_WANT_WRITE);
 	h->cur = NULL;
-	/* The HTTP/2 side copies what it needs of the head. */
-	int rc = h2_attach_upgrade(c, settings, (size_t)n, &q->r);
-	h1_req_free(q);
-	free(h->head);
-	free(h);
-	if (rc < 0)
-		return rc;
-	return h2_on_input(c);
+	h->up_req = q;
+	h->up_settings_len = (size_t)n;
+	h->upgraded = true;
 }
 
-int h1_on_input(struct conn *c)
-{
-	struct h1 *h = c->proto_state;
+bool h1_upgrading(const struct h1 *h) { return h->upgraded; }
 
-	while (c->rlen > 0 && !c->closing) {
+struct http_req *h1_upgrade_request(struct h1 *h) { return h->up_req ? &h->up_req->r : NULL; }
+
+const uint8_t *h1_upgrade_settings(const struct h1 *h, size_t *len)
+{
+	*len = h->up_settings_len;
+	return h->up_settings;
+}
+
+ssize_t h1_feed(struct h1 *h, const uint8_t *p, size_t len)
+{
+	size_t used = 0;
+
+	h1_finish(h);
+	while (used < len && !h->closing && !h->upgraded) {
 		if (HTTP_PARSER_ERRNO(&h->parser) == HPE_PAUSED)
 			break;
 		h->in_exec = true;
-		size_t n = http_parser_execute(&h->parser, &h1_settings, (const char *)c->rbuf, c->rlen);
+		size_t n = http_parser_execute(&h->parser, &h1_settings, (const char *)p + used, len - used);
 		h->in_exec = false;
-		if (n > c->rlen)
-			n = c->rlen;
-		memmove(c->rbuf, c->rbuf + n, c->rlen - n);
-		c->rlen -= n;
+		if (n > len - used)
+			n = len - used;
+		used += n;
 		enum http_errno err = HTTP_PARSER_ERRNO(&h->parser);
 		if (err == HPE_PAUSED) {
-			if (h->upgrade && h->waiting)
-				return h1_do_upgrade(h);
-			/* A response finished while the parser ran: move on. */
-			if (!h->cur && h->waiting && !c->closing) {
+			if (h->upgrade && h->waiting) {
+				h1_do_upgrade(h);
+				break;
+			}
+			/* A response that finished while the parser ran: finish the
+			 * exchange now that the parser has returned, and go on. */
+			if (h->cur && h->cur->finishing)
+				h1_finish(h);
+			if (!h->cur && h->waiting && !h->closing) {
 				h->waiting = false;
 				http_parser_pause(&h->parser, 0);
 				continue;
@@ -591,11 +633,11 @@ int h1_on_input(struct conn *c)
 			int status = h->error_status ? h->error_status : 400;
 			if (err == HPE_HEADER_OVERFLOW)
 				status = 431;
-			if (q && q->r.resp_ended && h->c->closing)
-				return 0; /* answered already; the rest is moot */
+			if (q && q->r.resp_ended && h->closing)
+				return (ssize_t)len; /* answered already; the rest is moot */
 			if (q) {
 				if (q->r.resp_started)
-					return -1;
+					return -EPROTO;
 				h->cur = NULL;
 				q->r.aborted = true;
 				if (q->r.on_close)
@@ -603,26 +645,21 @@ int h1_on_input(struct conn *c)
 				h1_req_free(q);
 			}
 			h1_send_error(h, status);
-			return 0;
+			return (ssize_t)len;
 		}
 	}
-	/* Input stays buffered while paused; stop reading once it is full. */
-	if (c->rbuf && c->rlen == c->rcap)
-		conn_pause_read(c, true);
-	return 0;
+	return (ssize_t)used;
 }
 
-void h1_on_output_drained(struct conn *c)
+void h1_on_output_drained(struct h1 *h)
 {
-	struct h1 *h = c->proto_state;
 	struct h1_req *q = h ? h->cur : NULL;
 	if (q && q->r.resp_started && !q->r.resp_ended && q->r.on_writable)
 		q->r.on_writable(&q->r);
 }
 
-void h1_detach(struct conn *c)
+void h1_free(struct h1 *h)
 {
-	struct h1 *h = c->proto_state;
 	if (!h)
 		return;
 	struct h1_req *q = h->cur;
@@ -634,7 +671,9 @@ void h1_detach(struct conn *c)
 			q->r.on_close(&q->r, done);
 		h1_req_free(q);
 	}
+	/* An upgraded request was never dispatched: nothing to tell. */
+	if (h->up_req)
+		h1_req_free(h->up_req);
 	free(h->head);
 	free(h);
-	c->proto_state = NULL;
 }

@@ -19,10 +19,9 @@
 
 #include <nghttp2/nghttp2.h>
 
-#include "http/conn.h"
-#include "http/http.h"
 #include "base/log.h"
-#include "envd/router.h"
+#include "http/h2.h"
+#include "http/http.h"
 
 #define H2_MAX_HEADERS 128
 #define H2_MAX_HEAD_BYTES (64 * 1024)
@@ -64,7 +63,8 @@ struct h2_stream {
 };
 
 struct h2 {
-	struct conn *c;
+	struct http_link *link;
+	bool closing;       /* the link was told to close (or abort) */
 	nghttp2_session *s;
 	struct h2_stream *streams;
 	size_t n_streams;
@@ -73,6 +73,8 @@ struct h2 {
 
 static const struct http_transport_ops h2_ops;
 static void h2_flush(struct h2 *h);
+static int h2_upgrade_stream(struct h2 *h, const uint8_t *settings, size_t settings_len,
+			     const struct http_req *r);
 
 /*
  * Called from transport ops, i.e. from inside handlers: producing frames
@@ -81,7 +83,7 @@ static void h2_flush(struct h2 *h);
  */
 static void h2_schedule(struct h2 *h)
 {
-	conn_want_write(h->c);
+	http_link_notify(h->link, HTTP_LINK_WANT_WRITE);
 }
 
 static int mem_add(struct h2_stream *st, const uint8_t *p, size_t n, size_t *off)
@@ -126,6 +128,7 @@ static struct h2_stream *stream_new(struct h2 *h, int32_t id)
 
 static void stream_free(struct h2_stream *st)
 {
+	http_req_release(&st->r);
 	struct h2 *h = st->h;
 	if (st->prev)
 		st->prev->next = st->next;
@@ -190,7 +193,7 @@ static void stream_dispatch(struct h2_stream *st)
 		if (*end == '\0' && v >= 0)
 			r->content_length = v;
 	}
-	router_dispatch(r);
+	st->h->link->on_request(r);
 }
 
 static void stream_body_end(struct h2_stream *st)
@@ -528,29 +531,28 @@ static const struct http_transport_ops h2_ops = {
 
 static void h2_flush(struct h2 *h)
 {
-	struct conn *c = h->c;
-	if (h->flushing)
+	struct outq *out = h->link->out;
+	if (h->flushing || h->closing)
 		return;
 	h->flushing = true;
-	while (c->out.bytes < CONN_OUT_HIGH) {
+	while (out->bytes < OUTQ_HIGH) {
 		const uint8_t *p;
 		ssize_t n = nghttp2_session_mem_send(h->s, &p);
-		if (n < 0) {
-			conn_abort(c);
+		if (n < 0 || (n > 0 && outq_append(out, p, (size_t)n) < 0)) {
+			h->closing = true;
+			http_link_notify(h->link, HTTP_LINK_ABORT);
 			break;
 		}
 		if (n == 0)
 			break;
-		if (outq_append(&c->out, p, (size_t)n) < 0) {
-			conn_abort(c);
-			break;
-		}
 	}
 	h->flushing = false;
-	if (c->out.bytes > 0)
-		conn_want_write(c);
-	else if (!nghttp2_session_want_read(h->s) && !nghttp2_session_want_write(h->s))
-		conn_close_after_flush(c);
+	if (out->bytes > 0)
+		http_link_notify(h->link, HTTP_LINK_WANT_WRITE);
+	else if (!h->closing && !nghttp2_session_want_read(h->s) && !nghttp2_session_want_write(h->s)) {
+		h->closing = true;
+		http_link_notify(h->link, HTTP_LINK_CLOSE);
+	}
 	/* Streams whose queues drained get to produce more. */
 	for (struct h2_stream *st = h->streams; st;) {
 		struct h2_stream *next = st->next;
@@ -563,31 +565,35 @@ static void h2_flush(struct h2 *h)
 	}
 }
 
-static int h2_session_new(struct conn *c, struct h2 **out)
+struct h2 *h2_new(struct http_link *l)
 {
 	nghttp2_session_callbacks *cbs;
 	nghttp2_option *opt;
 	struct h2 *h = calloc(1, sizeof(*h));
 	if (!h)
-		return -ENOMEM;
-	h->c = c;
+		return NULL;
+	h->link = l;
 	if (nghttp2_session_callbacks_new(&cbs) != 0) {
 		free(h);
-		return -ENOMEM;
+		return NULL;
 	}
 	nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, cb_begin_headers);
 	nghttp2_session_callbacks_set_on_header_callback(cbs, cb_header);
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, cb_frame_recv);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, cb_data_chunk);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cbs, cb_stream_close);
-	nghttp2_option_new(&opt);
+	if (nghttp2_option_new(&opt) != 0) {
+		nghttp2_session_callbacks_del(cbs);
+		free(h);
+		return NULL;
+	}
 	nghttp2_option_set_no_auto_window_update(opt, 1);
 	int rc = nghttp2_session_server_new2(&h->s, cbs, h, opt);
 	nghttp2_option_del(opt);
 	nghttp2_session_callbacks_del(cbs);
 	if (rc != 0) {
 		free(h);
-		return -ENOMEM;
+		return NULL;
 	}
 	nghttp2_settings_entry iv[] = {
 		{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, h2_max_streams},
@@ -595,24 +601,25 @@ static int h2_session_new(struct conn *c, struct h2 **out)
 	};
 	nghttp2_submit_settings(h->s, NGHTTP2_FLAG_NONE, iv, 2);
 	nghttp2_session_set_local_window_size(h->s, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW);
-	c->proto_state = h;
-	c->proto = CONN_H2;
-	*out = h;
-	return 0;
+	return h;
 }
 
-int h2_attach(struct conn *c)
+struct h2 *h2_new_upgrade(struct http_link *l, const uint8_t *settings, size_t settings_len,
+			  const struct http_req *r)
 {
-	struct h2 *h;
-	return h2_session_new(c, &h);
+	struct h2 *h = h2_new(l);
+	if (!h)
+		return NULL;
+	if (h2_upgrade_stream(h, settings, settings_len, r) < 0) {
+		h2_free(h);
+		return NULL;
+	}
+	return h;
 }
 
-int h2_attach_upgrade(struct conn *c, const uint8_t *settings, size_t settings_len, struct http_req *r)
+static int h2_upgrade_stream(struct h2 *h, const uint8_t *settings, size_t settings_len,
+			     const struct http_req *r)
 {
-	struct h2 *h;
-	int rc = h2_session_new(c, &h);
-	if (rc < 0)
-		return rc;
 	if (nghttp2_session_upgrade2(h->s, settings, settings_len, r->method == HTTP_M_HEAD, NULL) != 0)
 		return -EPROTO;
 	struct h2_stream *st = stream_new(h, 1);
@@ -647,31 +654,27 @@ int h2_attach_upgrade(struct conn *c, const uint8_t *settings, size_t settings_l
 	return 0;
 }
 
-int h2_on_input(struct conn *c)
+ssize_t h2_feed(struct h2 *h, const uint8_t *p, size_t len)
 {
-	struct h2 *h = c->proto_state;
-	ssize_t n = nghttp2_session_mem_recv(h->s, c->rbuf, c->rlen);
+	ssize_t n = nghttp2_session_mem_recv(h->s, p, len);
 	if (n < 0)
-		return -1;
-	c->rlen = 0;
+		return -EPROTO;
 	h2_flush(h);
-	return 0;
+	return (ssize_t)len;
 }
 
-void h2_on_output_drained(struct conn *c)
+void h2_on_output_drained(struct h2 *h)
 {
-	h2_flush(c->proto_state);
+	h2_flush(h);
 }
 
-bool h2_idle(struct conn *c)
+bool h2_idle(const struct h2 *h)
 {
-	struct h2 *h = c->proto_state;
 	return !h || h->n_streams == 0;
 }
 
-void h2_detach(struct conn *c)
+void h2_free(struct h2 *h)
 {
-	struct h2 *h = c->proto_state;
 	if (!h)
 		return;
 	while (h->streams) {
@@ -684,5 +687,4 @@ void h2_detach(struct conn *c)
 	}
 	nghttp2_session_del(h->s);
 	free(h);
-	c->proto_state = NULL;
 }

@@ -3,6 +3,7 @@
  * http.c - protocol-independent helpers over struct http_req.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -235,4 +236,46 @@ void http_date(char *buf, size_t len)
 		cached_t = now;
 	}
 	snprintf(buf, len, "%s", cached);
+}
+
+const char *http_reason(int s)
+{
+	switch (s) {
+	case 100: return "Continue";
+	case 101: return "Switching Protocols";
+	case 200: return "OK";
+	case 201: return "Created";
+	case 204: return "No Content";
+	case 206: return "Partial Content";
+	case 304: return "Not Modified";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 406: return "Not Acceptable";
+	case 409: return "Conflict";
+	case 411: return "Length Required";
+	case 412: return "Precondition Failed";
+	case 413: return "Request Entity Too Large";
+	case 415: return "Unsupported Media Type";
+	case 416: return "Requested Range Not Satisfiable";
+	case 429: return "Too Many Requests";
+	case 431: return "Request Header Fields Too Large";
+	case 499: return "Client Closed Request";
+	case 500: return "Internal Server Error";
+	case 501: return "Not Implemented";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	case 507: return "Insufficient Storage";
+	default: return "Unknown";
+	}
+}
+
+void http_req_release(struct http_req *r)
+{
+	free(r->user);
+	free(r->user_error);
+	r->user = NULL;
+	r->user_error = NULL;
 }

@@ -68,6 +68,15 @@ struct http_req {
 	bool aborted;         /* the client or stream went away */
 	int status;           /* response status once begun */
 
+	/*
+	 * The caller, resolved once at the edge (the router, from Basic auth):
+	 * the user the Authorization header named, or NULL when it named none.
+	 * user_error is the message when the named user's passwd entry does
+	 * not parse. Both are owned by the request and freed with it.
+	 */
+	struct user *user;
+	char *user_error;
+
 	/* Headers the router adds to whatever response is produced (CORS). */
 	struct http_hdr extra[HTTP_MAX_EXTRA_HDRS];
 	size_t n_extra;
@@ -90,6 +99,12 @@ struct http_req {
 
 /* Bytes a handler may keep queued before waiting for on_writable. */
 #define HTTP_QUEUE_HIGH (256 * 1024)
+
+/* Free what the request owns beyond the transport's memory (transports). */
+void http_req_release(struct http_req *r);
+
+/* Reason phrase for a status code ("OK", "Not Found", ...). */
+const char *http_reason(int status);
 
 /* First value of request header `lname` (lower-case), or NULL. */
 const char *http_req_header(const struct http_req *r, const char *lname);

@@ -24,7 +24,7 @@
 #include "base/log.h"
 #include "base/loop.h"
 #include "proto/pbjson.h"
-#include "envd/router.h"
+#include "rpc/envelope.h"
 #include "rpc/rpc.h"
 #include "base/state.h"
 #include "base/users.h"
@@ -47,8 +47,7 @@ struct rpc_call {
 	char ctype[48];
 	bool req_gzip;       /* request messages may be gzip-compressed */
 	bool resp_gzip;      /* compress response messages */
-	uint8_t *buf;        /* body bytes not yet decoded */
-	size_t len, cap;
+	struct env_dec dec;  /* body bytes not yet decoded */
 	unsigned n_msgs;     /* request messages seen */
 	ProtobufCMessage *req_msg;
 	int refs;
@@ -98,7 +97,7 @@ static void call_unref(struct rpc_call *c)
 	ev_timer_stop(envd_loop, &c->resume_w);
 	if (c->req_msg)
 		protobuf_c_message_free_unpacked(c->req_msg, NULL);
-	free(c->buf);
+	env_dec_free(&c->dec);
 	free(c);
 }
 
@@ -116,74 +115,6 @@ static void call_cancel(struct rpc_call *c, enum rpc_code why)
 
 /* ---- encoding helpers ---- */
 
-static int gzip_buf(const uint8_t *in, size_t n, uint8_t **out, size_t *outlen)
-{
-	z_stream z = {0};
-	if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-		return -ENOMEM;
-	size_t cap = deflateBound(&z, n);
-	uint8_t *o = malloc(cap);
-	if (!o) {
-		deflateEnd(&z);
-		return -ENOMEM;
-	}
-	z.next_in = (Bytef *)in;
-	z.avail_in = (uInt)n;
-	z.next_out = o;
-	z.avail_out = (uInt)cap;
-	int rc = deflate(&z, Z_FINISH);
-	deflateEnd(&z);
-	if (rc != Z_STREAM_END) {
-		free(o);
-		return -EIO;
-	}
-	*out = o;
-	*outlen = cap - z.avail_out;
-	return 0;
-}
-
-/* Inflate gzip data, refusing to produce more than `max` bytes. */
-static int gunzip_buf(const uint8_t *in, size_t n, size_t max, uint8_t **out, size_t *outlen)
-{
-	z_stream z = {0};
-	if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
-		return -ENOMEM;
-	size_t cap = n * 4 + 1024, len = 0;
-	uint8_t *o = NULL;
-	int rc;
-	z.next_in = (Bytef *)in;
-	z.avail_in = (uInt)n;
-	do {
-		if (len == cap || !o) {
-			if (o)
-				cap *= 2;
-			if (cap > max + 1)
-				cap = max + 1;
-			uint8_t *no = realloc(o, cap);
-			if (!no) {
-				rc = Z_MEM_ERROR;
-				break;
-			}
-			o = no;
-		}
-		z.next_out = o + len;
-		z.avail_out = (uInt)(cap - len);
-		rc = inflate(&z, Z_NO_FLUSH);
-		len = cap - z.avail_out;
-		if (len > max) {
-			rc = Z_BUF_ERROR;
-			break;
-		}
-	} while (rc == Z_OK);
-	inflateEnd(&z);
-	if (rc != Z_STREAM_END) {
-		free(o);
-		return len > max ? -EMSGSIZE : -EINVAL;
-	}
-	*out = o;
-	*outlen = len;
-	return 0;
-}
 
 /*
  * One encode buffer for the whole daemon (everything runs on the loop):
@@ -331,7 +262,7 @@ static void send_end(struct rpc_call *c, enum rpc_code code, const char *msg)
 		uint8_t flags = 0x02;
 		uint8_t *z = NULL;
 		size_t zn = 0;
-		if (c->resp_gzip && body && gzip_buf((uint8_t *)body, n, &z, &zn) == 0)
+		if (c->resp_gzip && body && env_gzip((uint8_t *)body, n, &z, &zn) == 0)
 			flags |= 0x01;
 		write_envelope(c, flags, z ? z : (uint8_t *)body, z ? zn : n);
 		free(z);
@@ -408,20 +339,18 @@ unsigned rpc_call_keepalive_s(const struct rpc_call *c)
 
 int rpc_call_user(const struct rpc_call *c, struct user *out, char *err, size_t errlen)
 {
-	char name[256], lerr[256] = "";
-	const char *authz = rpc_call_header(c, "authorization");
+	char lerr[256] = "";
+	const struct http_req *r = rpc_call_http(c);
 	int rc;
 
-	if (authz && router_basic_user(authz, name, sizeof(name)) == 1) {
-		rc = user_lookup(name, out, lerr, sizeof(lerr));
-		if (rc == 0)
-			return 0;
-		if (rc == -EINVAL) {
-			snprintf(err, errlen, "%s", lerr);
-			return RPC_INTERNAL;
-		}
-		snprintf(err, errlen, "invalid username: '%s'", name);
-		return RPC_UNAUTHENTICATED;
+	/* The router resolved the Basic-auth user already (http_req.user). */
+	if (r && r->user) {
+		*out = *r->user;
+		return 0;
+	}
+	if (r && r->user_error) {
+		snprintf(err, errlen, "%s", r->user_error);
+		return RPC_INTERNAL;
 	}
 	const char *def = state_default_user();
 	if (!def || !*def) {
@@ -450,7 +379,7 @@ int rpc_send(struct rpc_call *c, const ProtobufCMessage *msg)
 	if ((rc = encode_msg(c, msg, &b, &n)) < 0)
 		return rc;
 	begin_stream_response(c);
-	if (c->resp_gzip && n >= 1024 && gzip_buf(b, n, &z, &zn) == 0) {
+	if (c->resp_gzip && n >= 1024 && env_gzip(b, n, &z, &zn) == 0) {
 		rc = write_envelope(c, 0x01, z, zn);
 		free(z);
 	} else {
@@ -497,7 +426,7 @@ void rpc_reply(struct rpc_call *c, const ProtobufCMessage *msg)
 	uint8_t *z = NULL;
 	size_t zn = 0;
 	struct http_hdr h[1] = {{"Content-Encoding", "gzip"}};
-	if (c->resp_gzip && gzip_buf(b, n, &z, &zn) == 0)
+	if (c->resp_gzip && env_gzip(b, n, &z, &zn) == 0)
 		http_respond(c->r, 200, c->ctype, z, zn, h, 1);
 	else
 		http_respond(c->r, 200, c->ctype, b, n, NULL, 0);
@@ -586,82 +515,84 @@ static ProtobufCMessage *decode_msg(struct rpc_call *c, const uint8_t *p, size_t
 	return m;
 }
 
-/* Handle whole envelopes in c->buf; false when the call ended. */
+/* One request message, decoded and handed on; non-zero stops the drain. */
+static int on_envelope(void *ud, uint8_t flags, const uint8_t *p, size_t n)
+{
+	struct rpc_call *c = ud;
+	char err[512];
+
+	if (c->finished)
+		return 1;
+	c->n_msgs++;
+	bool streaming_in = c->impl && (c->impl->kind == RPC_CLIENT_STREAM || c->impl->kind == RPC_BIDI_STREAM);
+	if (!streaming_in && c->n_msgs > 1) {
+		rpc_fail(c, RPC_UNIMPLEMENTED, "unary request has multiple messages");
+		return 1;
+	}
+	ProtobufCMessage *m = decode_msg(c, p, n, err, sizeof(err));
+	if (!m) {
+		rpc_fail(c, RPC_INVALID_ARGUMENT, "%s", err);
+		return 1;
+	}
+	if (!streaming_in) {
+		if (c->req_msg)
+			protobuf_c_message_free_unpacked(c->req_msg, NULL);
+		c->req_msg = m;
+		return 0;
+	}
+	if (!c->hooks || !c->hooks->on_message) {
+		protobuf_c_message_free_unpacked(m, NULL);
+		return 0;
+	}
+	c->refs++;
+	c->hooks->on_message(c, m);
+	protobuf_c_message_free_unpacked(m, NULL);
+	/* The handler may have paused input: stop after this message. */
+	bool stop = c->finished || c->in_paused;
+	call_unref(c);
+	return stop ? 1 : 0;
+}
+
+/* Fail the call for a decoder error (envelope.h's codes). */
+static void fail_decode(struct rpc_call *c, int rc)
+{
+	switch (rc) {
+	case -EMSGSIZE:
+		if (c->dec.last_len)
+			rpc_fail(c, RPC_RESOURCE_EXHAUSTED, "message size %zu is larger than configured max %zu",
+				 c->dec.last_len, rpc_max_message);
+		else
+			rpc_fail(c, RPC_RESOURCE_EXHAUSTED, "decompressed message larger than configured max");
+		break;
+	case -EPROTO:
+		rpc_fail(c, RPC_INTERNAL, "protocol error: received compressed message without compression negotiated");
+		break;
+	case -ENOMEM:
+		rpc_fail(c, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		break;
+	default:
+		rpc_fail(c, RPC_INVALID_ARGUMENT, "decompress: gzip: invalid data");
+		break;
+	}
+}
+
+/* Handle whole envelopes buffered; false when the call ended. */
 static bool drain_envelopes(struct rpc_call *c, bool at_end)
 {
-	char err[512];
-	size_t off = 0;
-	bool ok = true;
-
-	while (c->len - off >= 5 && !c->finished && !c->in_paused) {
-		const uint8_t *h = c->buf + off;
-		size_t n = (size_t)h[1] << 24 | (size_t)h[2] << 16 | (size_t)h[3] << 8 | h[4];
-		if (n > rpc_max_message) {
-			rpc_fail(c, RPC_RESOURCE_EXHAUSTED, "message size %zu is larger than configured max %zu", n,
-				 rpc_max_message);
-			return false;
-		}
-		if (c->len - off - 5 < n)
-			break;
-		const uint8_t *p = h + 5;
-		uint8_t *plain = NULL;
-		size_t pn = n;
-		if (h[0] & 0x01) {
-			if (!c->req_gzip) {
-				rpc_fail(c, RPC_INTERNAL,
-					 "protocol error: received compressed message without compression negotiated");
-				return false;
-			}
-			int rc = gunzip_buf(p, n, rpc_max_message, &plain, &pn);
-			if (rc < 0) {
-				rpc_fail(c, rc == -EMSGSIZE ? RPC_RESOURCE_EXHAUSTED : RPC_INVALID_ARGUMENT,
-					 rc == -EMSGSIZE ? "decompressed message larger than configured max"
-							 : "decompress: gzip: invalid data");
-				return false;
-			}
-			p = plain;
-		}
-		off += 5 + n;
-		c->n_msgs++;
-		bool streaming_in = c->impl && (c->impl->kind == RPC_CLIENT_STREAM || c->impl->kind == RPC_BIDI_STREAM);
-		if (!streaming_in && c->n_msgs > 1) {
-			free(plain);
-			rpc_fail(c, RPC_UNIMPLEMENTED, "unary request has multiple messages");
-			return false;
-		}
-		ProtobufCMessage *m = decode_msg(c, p, pn, err, sizeof(err));
-		free(plain);
-		if (!m) {
-			rpc_fail(c, RPC_INVALID_ARGUMENT, "%s", err);
-			return false;
-		}
-		if (streaming_in) {
-			if (c->hooks && c->hooks->on_message) {
-				c->refs++;
-				c->hooks->on_message(c, m);
-				protobuf_c_message_free_unpacked(m, NULL);
-				bool fin = c->finished;
-				call_unref(c);
-				if (fin)
-					return false;
-			} else {
-				protobuf_c_message_free_unpacked(m, NULL);
-			}
-		} else {
-			if (c->req_msg)
-				protobuf_c_message_free_unpacked(c->req_msg, NULL);
-			c->req_msg = m;
-		}
+	/* Paused: the next envelope stays buffered (the decoder consumes
+	 * an envelope before handing it on, so it must not even be asked). */
+	if (c->in_paused)
+		return !c->finished;
+	int rc = env_dec_drain(&c->dec, on_envelope, c);
+	if (rc < 0) {
+		fail_decode(c, rc);
+		return false;
 	}
-	if (off > 0) {
-		memmove(c->buf, c->buf + off, c->len - off);
-		c->len -= off;
-	}
-	if (at_end && c->len > 0 && !c->finished && !c->in_paused) {
+	if (at_end && env_dec_pending(&c->dec) > 0 && !c->finished && !c->in_paused) {
 		rpc_fail(c, RPC_INVALID_ARGUMENT, "protocol error: incomplete envelope");
-		ok = false;
+		return false;
 	}
-	return ok && !c->finished;
+	return !c->finished;
 }
 
 static void on_body(struct http_req *r, const uint8_t *p, size_t n)
@@ -669,26 +600,14 @@ static void on_body(struct http_req *r, const uint8_t *p, size_t n)
 	struct rpc_call *c = r->ud;
 	if (c->finished)
 		return;
-	size_t limit = rpc_max_message + 5;
-	if (c->len + n > limit && (c->proto == P_CONNECT_UNARY || c->len + n > 2 * limit)) {
-		rpc_fail(c, RPC_RESOURCE_EXHAUSTED, "request larger than configured max %zu bytes", rpc_max_message);
+	int rc = env_dec_push(&c->dec, p, n);
+	if (rc < 0) {
+		if (rc == -EMSGSIZE)
+			rpc_fail(c, RPC_RESOURCE_EXHAUSTED, "request larger than configured max %zu bytes", rpc_max_message);
+		else
+			rpc_fail(c, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
-	if (c->len + n > c->cap) {
-		/* Sized from what arrives: most bodies are a few dozen bytes. */
-		size_t cap = c->cap ? c->cap * 2 : (n < 256 ? 256 : n);
-		while (cap < c->len + n)
-			cap *= 2;
-		uint8_t *b = realloc(c->buf, cap);
-		if (!b) {
-			rpc_fail(c, RPC_RESOURCE_EXHAUSTED, "out of memory");
-			return;
-		}
-		c->buf = b;
-		c->cap = cap;
-	}
-	memcpy(c->buf + c->len, p, n);
-	c->len += n;
 	if (c->proto != P_CONNECT_UNARY && c->impl &&
 	    (c->impl->kind == RPC_CLIENT_STREAM || c->impl->kind == RPC_BIDI_STREAM) && c->started) {
 		c->refs++;
@@ -706,15 +625,15 @@ static void on_body_end(struct http_req *r)
 		return;
 	c->refs++;
 	if (c->proto == P_CONNECT_UNARY) {
-		const uint8_t *p = c->buf;
-		size_t n = c->len;
+		/* A unary Connect body is one bare message, no envelope. */
+		const uint8_t *p = env_dec_data(&c->dec);
+		size_t n = env_dec_pending(&c->dec);
 		uint8_t *plain = NULL;
 		if (c->req_gzip && n > 0) {
-			int rc = gunzip_buf(p, n, rpc_max_message, &plain, &n);
+			int rc = env_gunzip(p, n, rpc_max_message, &plain, &n);
 			if (rc < 0) {
-				rpc_fail(c, rc == -EMSGSIZE ? RPC_RESOURCE_EXHAUSTED : RPC_INVALID_ARGUMENT,
-					 rc == -EMSGSIZE ? "decompressed message larger than configured max"
-							 : "decompress: gzip: invalid data");
+				c->dec.last_len = 0;
+				fail_decode(c, rc);
 				goto out;
 			}
 			p = plain;
@@ -1011,6 +930,10 @@ void rpc_dispatch(struct http_req *r)
 		http_respond(r, 415, NULL, NULL, 0, &ap, 1);
 		return;
 	}
+	/* A unary body is held whole; a stream may hold an envelope and the
+	 * start of the next. */
+	size_t limit = rpc_max_message + ENV_HDR;
+	env_dec_init(&c->dec, rpc_max_message, c->proto == P_CONNECT_UNARY ? limit : 2 * limit, false);
 	r->ud = c;
 	r->on_body = on_body;
 	r->on_body_end = on_body_end;
@@ -1039,6 +962,7 @@ void rpc_dispatch(struct http_req *r)
 			return;
 		}
 		c->req_gzip = true;
+		c->dec.gzip_ok = true;
 		/* Answer in kind: a client that compresses can decompress. */
 		c->resp_gzip = true;
 	}
@@ -1051,7 +975,7 @@ void rpc_dispatch(struct http_req *r)
 		/* Client streams start at once; messages follow as they come. */
 		c->refs++;
 		start_handler(c, NULL);
-		if (!c->finished && c->len)
+		if (!c->finished && env_dec_pending(&c->dec))
 			drain_envelopes(c, false);
 		call_unref(c);
 	}

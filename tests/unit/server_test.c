@@ -115,6 +115,7 @@ static void setup(void)
 	static bool registered;
 	int sv[2];
 	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+	server_on_request = router_dispatch;
 	cr_assert_not_null(conn_adopt(sv[0], "test"));
 	client = sv[1];
 	if (!registered) {
