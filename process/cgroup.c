@@ -26,6 +26,7 @@ struct pcg_leaf {
 	struct pcg_leaf *next;   /* lingering list */
 	char path[PATH_MAX + 64];
 	int procs_fd;            /* cgroup.procs, O_WRONLY */
+	int dir_fd;              /* the directory, for clone3(CLONE_INTO_CGROUP) */
 	int wd;                  /* inotify watch on cgroup.events, or -1 */
 };
 
@@ -141,6 +142,7 @@ struct pcg_leaf *pcg_leaf_new(bool pty, char *err, size_t errlen)
 		return NULL;
 	}
 	l->wd = -1;
+	l->dir_fd = -1;
 	/* Names may survive an envd restart: skip the ones in use. */
 	for (int tries = 0;; tries++) {
 		snprintf(l->path, sizeof(l->path), "%s/cmd-%d-%llu", parent, (int)getpid(), ++seq);
@@ -164,12 +166,19 @@ struct pcg_leaf *pcg_leaf_new(bool pty, char *err, size_t errlen)
 		free(l);
 		return NULL;
 	}
+	/* Optional: without it the child joins through cgroup.procs. */
+	l->dir_fd = open(l->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return l;
 }
 
 int pcg_leaf_procs_fd(const struct pcg_leaf *l)
 {
 	return l->procs_fd;
+}
+
+int pcg_leaf_dir_fd(const struct pcg_leaf *l)
+{
+	return l->dir_fd;
 }
 
 const char *pcg_leaf_path(const struct pcg_leaf *l)
@@ -293,6 +302,8 @@ static void leaf_free(struct pcg_leaf *l)
 		inotify_rm_watch(ino_fd, l->wd);
 	if (l->procs_fd >= 0)
 		close(l->procs_fd);
+	if (l->dir_fd >= 0)
+		close(l->dir_fd);
 	free(l);
 }
 
@@ -345,6 +356,9 @@ void pcg_leaf_release(struct pcg_leaf *l)
 		return;
 	close(l->procs_fd);
 	l->procs_fd = -1;
+	if (l->dir_fd >= 0)
+		close(l->dir_fd);
+	l->dir_fd = -1;
 	if (!pcg_leaf_populated(l) && try_remove(l)) {
 		leaf_free(l);
 		return;

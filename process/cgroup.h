@@ -5,8 +5,9 @@
  * The workload cgroups (`user` for pipe commands, `ptys` for PTY ones) are
  * created at start-up by sandbox/cgroup.c, which then hands their paths to
  * pcg_configure(). From then on every command gets a leaf of its own under
- * one of them, created before the spawn; the child joins it before exec
- * (spawn.h), so nothing the command runs is ever outside it. The leaf gives
+ * one of them, created before the spawn; the child is created in it
+ * (clone3) or joins it before exec (spawn.h), so nothing the command runs
+ * is ever outside it. The leaf gives
  * three things a process group cannot:
  *   - a kill that reaches every descendant, including ones that called
  *     setsid() or double-forked (cgroup.kill);
@@ -68,6 +69,8 @@ unsigned pcg_controllers(void);
 struct pcg_leaf *pcg_leaf_new(bool pty, char *err, size_t errlen);
 /* O_WRONLY fd of the leaf's cgroup.procs (owned by the leaf). */
 int pcg_leaf_procs_fd(const struct pcg_leaf *l);
+/* O_RDONLY fd of the leaf directory, or -1 (owned by the leaf). */
+int pcg_leaf_dir_fd(const struct pcg_leaf *l);
 const char *pcg_leaf_path(const struct pcg_leaf *l);
 
 /*

@@ -1315,6 +1315,7 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	if (p->cg) {
 		rq.join_cgroup = true;
 		rq.cgroup_procs_fd = pcg_leaf_procs_fd(p->cg);
+		rq.cgroup_dir_fd = pcg_leaf_dir_fd(p->cg);
 	}
 	p->t_start_us = mono_us();
 	pid = spawn_start(&rq, serr, sizeof(serr));
