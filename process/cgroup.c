@@ -132,6 +132,14 @@ unsigned pcg_controllers(void)
 
 /* ---- leaves ---- */
 
+bool pcg_parent_frozen(bool pty)
+{
+	char buf[16];
+
+	return pcg_read(pty ? ptys_dir : user_dir, "cgroup.freeze", buf, sizeof(buf)) > 0 &&
+	       buf[0] == '1';
+}
+
 struct pcg_leaf *pcg_leaf_new(bool pty, char *err, size_t errlen)
 {
 	struct pcg_leaf *l = calloc(1, sizeof(*l));

@@ -63,6 +63,13 @@ bool pcg_active(void);
 unsigned pcg_controllers(void);
 
 /*
+ * True while `ptys` (or `user`) is frozen for a snapshot. A child created
+ * in a frozen cgroup stops before it can exec, and the vfork-style spawn
+ * would hold envd's loop until the thaw: such starts must be refused.
+ */
+bool pcg_parent_frozen(bool pty);
+
+/*
  * Create a fresh leaf under `ptys` or `user`. NULL with a message in err
  * when it cannot be created (the caller fails the start).
  */

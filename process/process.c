@@ -1182,6 +1182,11 @@ static enum rpc_code place(struct process *p, const struct process_spec *s, char
 				  "filesystem, or not root)");
 		return RPC_FAILED_PRECONDITION;
 	}
+	if (pcg_parent_frozen(s->pty)) {
+		snprintf(err, errlen, "error starting process: the workload is frozen for a snapshot; "
+				      "try again once it is thawed");
+		return RPC_UNAVAILABLE;
+	}
 	p->cg = pcg_leaf_new(s->pty, why, sizeof(why));
 	if (!p->cg) {
 		snprintf(err, errlen, "error starting process: cannot create its cgroup: %s", why);

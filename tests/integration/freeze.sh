@@ -56,6 +56,12 @@ if [ -n "$CG" ]; then
 	check "and List" "200" "$(unary List '{}' | cut -d' ' -f1)"
 	sleep 0.5
 	check "no output while frozen" "$n0" "$(out_len)"
+	# A command born into a frozen cgroup could not even exec: refused at once.
+	out=$(MAXTIME=20 stream Start '{"process":{"cmd":"true"},"stdin":false}')
+	check_re "Start while frozen: unavailable" '"unavailable".*frozen' "$out"
+	out=$(MAXTIME=20 stream Start '{"process":{"cmd":"echo","args":["sys"]},"stdin":false,"tag":"_system"}')
+	check_re "a _system command still runs while frozen" '"stdout": "sys\\n"' "$out"
+	check "envd still serves after that" "204" "$(curl -s -o /dev/null -w '%{http_code}' "$(base)/health")"
 
 	# --- /unfreeze resumes ---
 	r=$(post /unfreeze -D "$TMP/h")
