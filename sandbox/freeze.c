@@ -283,16 +283,12 @@ static void arm_watchdog(void)
 	ev_timer_stop(envd_loop, &watchdog);
 	ev_timer_set(&watchdog, FREEZE_WATCHDOG_S, 0.);
 	ev_timer_start(envd_loop, &watchdog);
-	/* A pending watchdog alone must not keep envd from exiting. */
-	ev_unref(envd_loop);
 }
 
 static void disarm_watchdog(void)
 {
-	if (watchdog_init && ev_is_active(&watchdog)) {
-		ev_ref(envd_loop);
+	if (watchdog_init)
 		ev_timer_stop(envd_loop, &watchdog);
-	}
 }
 
 static void do_freeze(struct result *res, size_t max)
