@@ -30,7 +30,10 @@
  * first.
  *
  * Signals go to the process group (pipes) or to every member of the
- * session (PTY: an interactive shell gives each job its own group).
+ * session (PTY: an interactive shell gives each job its own group);
+ * SIGKILL, when the command has a cgroup of its own (cgroup.h), empties
+ * that cgroup instead, so nothing that left the group survives it. The
+ * end event carries the command's resource usage.
  *
  * Everything runs on envd_loop.
  */
