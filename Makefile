@@ -4,6 +4,7 @@
 #   make            build/envd (static musl) and build/init
 #   make run        build and start envd on 0.0.0.0:49983 (dual-stack)
 #   make test       build everything, then unit, integration and SDK tests
+#   make test-under-load  the same while two CPU-burning loops run
 #   make asan       glibc debug build with ASan+UBSan (build/asan/envd)
 #   make clean      remove build/ except the cached dependency builds
 
@@ -88,6 +89,13 @@ $(ASAN_OBJ)/tests/%: tests/unit/%.c $(call asan_objs,$(LIB_SRCS) $(GEN_SRCS))
 	@mkdir -p $(dir $@)
 	$(ASAN_CC) $(ASAN_CFLAGS) -Itests/unit $^ -o $@ $(LIBS) -lcriterion
 
+# *_alloc_test: allocation-failure tests (tests/unit/failalloc.h). Every
+# allocation from our objects goes through the counting wrapper.
+ALLOC_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup
+$(ASAN_OBJ)/tests/%_alloc_test: tests/unit/%_alloc_test.c tests/unit/failalloc.c $(call asan_objs,$(LIB_SRCS) $(GEN_SRCS))
+	@mkdir -p $(dir $@)
+	$(ASAN_CC) $(ASAN_CFLAGS) -Itests/unit $^ -o $@ $(ALLOC_WRAP) $(LIBS) -lcriterion
+
 UNIT_BINS := $(patsubst tests/unit/%.c,$(ASAN_OBJ)/tests/%,$(UNIT_SRCS))
 
 asan: $(ASAN_OBJ)/envd
@@ -107,12 +115,20 @@ test:
 .PHONY: test-build
 test-build: all asan $(UNIT_BINS) fuzz-build $(BENCH_BIN)
 
+# The same suite while two CPU-burning loops run (stopped afterwards, also
+# on an interrupt): the tests wait for events, not for an idle machine.
+.PHONY: test-under-load
+test-under-load:
+	@$(MAKE) --no-print-directory setup bench-setup
+	@$(MAKE) --no-print-directory test-build
+	@bash scripts/test-under-load.sh
+
 clean:
 	rm -rf $(MUSL_OBJ) $(ASAN_OBJ) $(GEN) $(BUILD)/envd $(BUILD)/init $(BUILD)/test-*
 distclean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/musl $(BUILD)/asan -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/musl $(BUILD)/asan $(BUILD)/fuzz -name '*.d' 2>/dev/null)
 
 # --- fuzzing (libFuzzer, clang, ASan+UBSan) ---
 FUZZ_CC      := clang
@@ -133,9 +149,11 @@ $(FUZZ_OBJ)/fuzz_%: $(FUZZ_OBJ)/obj/fuzz/fuzz_%.o $(call fuzz_objs,fuzz/fuzz_ser
 
 .PHONY: fuzz fuzz-build
 fuzz-build: $(FUZZ_BINS)
-# make fuzz FUZZ_SECONDS=300: run every target that long on its corpus.
+# make fuzz FUZZ_SECONDS=300: run every target that long on its corpus, then
+# merge what it found, minimised, into fuzz/corpus/<target>/ (commit it).
+# FUZZ_JOBS=2 runs two targets at a time.
 fuzz: fuzz-build
-	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
+	@bash scripts/fuzz.sh $(FUZZ_SECONDS) --keep
 
 # --- benchmarks (bench/, scripts/bench*.sh) ---
 #   make bench        the whole suite (< 10 min on 2 cores); bench/results/latest.json

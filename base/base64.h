@@ -5,6 +5,8 @@
  *
  * No allocation: the caller provides the output buffer, sized with the
  * *_len helpers below. Nothing here keeps pointers to its arguments.
+ *
+ * Errors: encoders cannot fail; decoders return the length or -EINVAL.
  */
 #ifndef ENVD_BASE64_H
 #define ENVD_BASE64_H

@@ -2,6 +2,8 @@
 /*
  * log.h - JSON-lines logging to stdout (only with -verbose) and start-up
  * errors to stderr.
+ *
+ * Errors: none; a line that cannot be written is dropped.
  */
 #ifndef ENVD_LOG_H
 #define ENVD_LOG_H

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * loop.h - the one libev loop every module runs on.
+ *
+ * Errors: none.
  */
 #ifndef ENVD_LOOP_H
 #define ENVD_LOOP_H

@@ -2,8 +2,11 @@
 /*
  * sha2.h - SHA-256 and SHA-512 (FIPS 180-4), streaming and one-shot.
  *
- * Used for /files URL signatures (spec §2.3) and the MMDS token hash
- * (§3.4). No allocation; contexts live wherever the caller puts them.
+ * Used for /files URL signatures (SHA-256) and the /init token hash that
+ * MMDS holds (SHA-512). No allocation; contexts live wherever the caller
+ * puts them.
+ *
+ * Errors: none.
  */
 #ifndef ENVD_SHA2_H
 #define ENVD_SHA2_H

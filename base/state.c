@@ -35,7 +35,8 @@ void state_set_default_workdir(const char *dir)
 	default_workdir = d;
 }
 
-/* The token lives in a locked page and is wiped on replacement (§2.1). */
+/* The token lives in a locked, non-dumpable page and is wiped on replacement,
+   so it does not linger in core dumps or swap (docs/security.md). */
 #define TOKEN_MAX 4096
 static char *token_buf;
 static size_t token_len;

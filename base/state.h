@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * state.h - the daemon-wide state /init changes: default user and workdir,
- * the access token and the env store (spec §2.1, §3.4, §3.5).
+ * the access token and the env store (docs/protocol.md, "POST /init").
  * Everything here runs on the event loop thread only.
+ *
+ * Errors: none reported; a setter that cannot allocate keeps the previous value.
  */
 #ifndef ENVD_STATE_H
 #define ENVD_STATE_H

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * users.c - /etc/passwd and /etc/group parsing, path resolution and Go-style
- * path helpers (spec §2.4.3, §2.5, Appendix A.4).
+ * path helpers (docs/protocol.md, "Users and paths", "Go-compatible strings").
  *
  * The files are parsed directly, line by line, as Go's pure-Go os/user does:
  * no NSS, so results are identical under musl and glibc.

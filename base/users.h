@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * users.h - Linux users as envd sees them (spec §2.4.3, §2.5).
+ * users.h - Linux users as envd sees them (docs/protocol.md, "Users and
+ * paths").
  *
  * Lookups parse /etc/passwd and /etc/group directly (never NSS), as the
  * reference does, so results do not depend on the libc.
+ *
+ * Errors: 0 or a negative errno, with a Go-shaped message where a client
+ * sees it (docs/architecture.md, "Errors").
  */
 #ifndef ENVD_USERS_H
 #define ENVD_USERS_H
@@ -40,7 +44,7 @@ extern const char *users_passwd_path;
 extern const char *users_group_path;
 
 /*
- * Resolve a request path for `u` (spec §2.5): "" -> default workdir (when
+ * Resolve a request path for `u`: "" -> default workdir (when
  * set, may be NULL) else home; "~" and "~/x" -> under home, cleaned;
  * absolute paths returned unchanged (not cleaned); relative paths joined
  * onto home and cleaned. Returns 0; -EINVAL for "~other" forms (message in
@@ -49,7 +53,8 @@ extern const char *users_group_path;
 int path_resolve(const struct user *u, const char *path, const char *default_workdir, char *out,
 		 size_t outlen, char *err, size_t errlen);
 
-/* Go path.Clean / filepath.Base (spec Appendix A.4), into out. */
+/* Go path.Clean / filepath.Base (docs/protocol.md, "Go-compatible strings"),
+   into out. */
 void path_clean(const char *in, char *out, size_t outlen);
 void path_base(const char *in, char *out, size_t outlen);
 

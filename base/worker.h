@@ -11,6 +11,8 @@
  * Ownership: `arg` belongs to the caller throughout; typically `done`
  * frees it. If the client went away meanwhile, `done` still runs and must
  * notice that itself (e.g. a cancelled flag set by the cancel hook).
+ *
+ * Errors: worker_submit() returns 0 or a negative errno.
  */
 #ifndef ENVD_WORKER_H
 #define ENVD_WORKER_H

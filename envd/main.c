@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * main.c - flags, start-up (spec §1.1, §1.2) and the event loop.
+ * main.c - flags (README.md, "Flags"), start-up and the event loop.
  *
  * Flags follow Go's flag package, so the platform can run envd exactly as
  * it runs the reference: -name or --name, -name value or -name=value,
@@ -22,6 +22,7 @@
 #include "http/conn.h"
 #include "http/h1.h"
 #include "http/h2.h"
+#include "http/http.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/control.h"
 #include "base/errstr.h"
@@ -34,6 +35,10 @@
 #include "process/process_service.h"
 #include "rpc/rpc.h"
 #include "base/state.h"
+
+/* Services pace themselves on RPC_SEND_HIGH; the transport fires on_writable
+   relative to HTTP_QUEUE_HIGH. They must be the same mark. */
+_Static_assert(RPC_SEND_HIGH == HTTP_QUEUE_HIGH, "rpc.h and http.h disagree on the send high-water mark");
 
 #ifndef ENVD_VERSION
 #define ENVD_VERSION "0.7.0"

@@ -353,14 +353,14 @@ int files_parse_ranges(const char *hdr, int64_t size, struct files_range *out, s
 	if (!hdr || !*hdr)
 		return 0;
 	if (strncmp(hdr, "bytes=", 6) != 0)
-		return -2;
+		return -EINVAL;
 	s = hdr + 6;
 	while (*s) {
 		char spec[64];
 		const char *end = strchr(s, ',');
 		size_t l = end ? (size_t)(end - s) : strlen(s);
 		if (l >= sizeof(spec))
-			return -2;
+			return -EINVAL;
 		memcpy(spec, s, l);
 		spec[l] = '\0';
 		s = end ? end + 1 : s + l;
@@ -373,18 +373,18 @@ int files_parse_ranges(const char *hdr, int64_t size, struct files_range *out, s
 			continue;
 		char *dash = strchr(a, '-');
 		if (!dash)
-			return -2;
+			return -EINVAL;
 		*dash = '\0';
 		char *b = dash + 1, *ep;
 		int64_t st, ln;
 		if (!*a) {
 			/* suffix range: the last N bytes */
 			if (!*b)
-				return -2;
+				return -EINVAL;
 			errno = 0;
 			long long nlast = strtoll(b, &ep, 10);
 			if (*ep || errno || nlast < 0)
-				return -2;
+				return -EINVAL;
 			if (nlast > size)
 				nlast = size;
 			st = size - nlast;
@@ -395,7 +395,7 @@ int files_parse_ranges(const char *hdr, int64_t size, struct files_range *out, s
 			errno = 0;
 			long long i = strtoll(a, &ep, 10);
 			if (*ep || errno || i < 0)
-				return -2;
+				return -EINVAL;
 			if (i >= size)
 				continue; /* this one does not overlap */
 			st = i;
@@ -404,7 +404,7 @@ int files_parse_ranges(const char *hdr, int64_t size, struct files_range *out, s
 			} else {
 				long long j = strtoll(b, &ep, 10);
 				if (*ep || errno || j < i)
-					return -2;
+					return -EINVAL;
 				if (j >= size)
 					j = size - 1;
 				ln = j - i + 1;
@@ -417,7 +417,7 @@ int files_parse_ranges(const char *hdr, int64_t size, struct files_range *out, s
 		count++;
 	}
 	if (!count)
-		return -1;
+		return -ERANGE;
 	if (count > max)
 		return 0; /* too many to bother: serve the whole file */
 	return (int)count;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fs_service.c - filesystem.Filesystem handlers (spec §7).
+ * fs_service.c - filesystem.Filesystem handlers (docs/protocol.md,
+ * "filesystem.Filesystem").
  *
  * Quick single-path operations (Stat, MakeDir, Move) run on the loop;
  * ListDir and Remove can touch millions of inodes, so they go to the
@@ -26,6 +27,7 @@
 #include "base/state.h"
 #include "base/users.h"
 #include "fs/watch.h"
+#include "rpc/rpcerr.h"
 #include "base/worker.h"
 
 #define ERRLEN (2 * PATH_MAX + 256)
@@ -191,7 +193,7 @@ static void listdir_done(void *arg)
 
 	if (j->call) {
 		if (j->rc) {
-			rpc_fail(j->call, (enum rpc_code)j->rc, "%s", j->err);
+			rpc_fail(j->call, rpc_code_from_errno(j->rc), "%s", j->err);
 		} else {
 			Filesystem__ListDirResponse resp = FILESYSTEM__LIST_DIR_RESPONSE__INIT;
 			resp.entries = j->listing.entries;
@@ -460,7 +462,7 @@ static void watch_submit(struct rpc_call *call, const char *req_path, bool recur
 	}
 	rc = fs_watch_check(j->path, allow_network_mounts, j->err, sizeof(j->err));
 	if (rc) {
-		rpc_fail(call, (enum rpc_code)rc, "%s", j->err);
+		rpc_fail(call, rpc_code_from_errno(rc), "%s", j->err);
 		free(j);
 		return;
 	}

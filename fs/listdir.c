@@ -18,7 +18,6 @@
 
 #include "fs/entry.h"
 #include "base/errstr.h"
-#include "rpc/rpc.h"
 #include "base/users.h"
 
 void fs_listing_free(struct fs_listing *l)
@@ -99,7 +98,7 @@ static int walk_dir(struct walk *w, const char *rel, uint32_t level)
 
 	if (!b) {
 		snprintf(w->err, w->errlen, "error reading directory %s: %s", w->real, go_strerror(ENOMEM));
-		return RPC_RESOURCE_EXHAUSTED;
+		return -ENOMEM;
 	}
 	dir = b->dir;
 	child_rel = b->child_rel;
@@ -116,7 +115,7 @@ static int walk_dir(struct walk *w, const char *rel, uint32_t level)
 		snprintf(w->err, w->errlen, "error reading directory %s: open %s: %s", w->real, dir,
 			 go_strerror(-rc));
 		free(b);
-		return rc == -ENOMEM ? RPC_RESOURCE_EXHAUSTED : RPC_INTERNAL;
+		return rc == -ENOMEM ? -ENOMEM : -EIO; /* anything but memory is internal */
 	}
 	rc = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -136,7 +135,7 @@ static int walk_dir(struct walk *w, const char *rel, uint32_t level)
 			goto next;
 		if (erc < 0) {
 			snprintf(w->err, w->errlen, "error reading directory %s: %s", w->real, ebuf);
-			rc = RPC_INTERNAL;
+			rc = -EIO;
 			goto next;
 		}
 		fs_join(tmp, sizeof(b->tmp), w->req, child_rel);
@@ -144,7 +143,7 @@ static int walk_dir(struct walk *w, const char *rel, uint32_t level)
 		if (fs_entry_set_path(e, cleaned) < 0) {
 			fs_entry_free(e);
 			snprintf(w->err, w->errlen, "error reading directory %s: %s", w->real, go_strerror(ENOMEM));
-			rc = RPC_RESOURCE_EXHAUSTED;
+			rc = -ENOMEM;
 			goto next;
 		}
 		if (w->out->n == w->out->cap) {
@@ -155,7 +154,7 @@ static int walk_dir(struct walk *w, const char *rel, uint32_t level)
 			if (!ne) {
 				fs_entry_free(e);
 				snprintf(w->err, w->errlen, "error reading directory %s: too many entries", w->real);
-				rc = RPC_RESOURCE_EXHAUSTED;
+				rc = -E2BIG;
 				goto next;
 			}
 			w->out->entries = ne;
@@ -213,30 +212,30 @@ int fs_listdir(const char *requested, uint32_t depth, struct fs_listing *out, ch
 		if (e == ENOENT) {
 			first_missing(requested, missing, sizeof(missing));
 			snprintf(err, errlen, "path not found: lstat %s: %s", missing, go_strerror(e));
-			return RPC_NOT_FOUND;
+			return -ENOENT;
 		}
 		if (e == ELOOP) {
 			snprintf(err, errlen, "cyclic symlink or chain >255 links at \"%s\"", requested);
-			return RPC_FAILED_PRECONDITION;
+			return -ELOOP;
 		}
 		if (e == ENOTDIR) {
 			snprintf(err, errlen, "path is not a directory: %s", requested);
-			return RPC_INVALID_ARGUMENT;
+			return -ENOTDIR;
 		}
 		snprintf(err, errlen, "error resolving symlink: lstat %s: %s", requested, go_strerror(e));
-		return RPC_INTERNAL;
+		return -EIO;
 	}
 	if (stat(real, &st) < 0) {
 		int e = errno;
 		snprintf(err, errlen, "%s: stat %s: %s", e == ENOENT ? "directory not found" : "error getting file info",
 			 real, go_strerror(e));
 		free(real);
-		return e == ENOENT ? RPC_NOT_FOUND : RPC_INTERNAL;
+		return e == ENOENT ? -ENOENT : -EIO;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		snprintf(err, errlen, "path is not a directory: %s", real);
 		free(real);
-		return RPC_INVALID_ARGUMENT;
+		return -ENOTDIR;
 	}
 	w.real = real;
 	rc = walk_dir(&w, "", 1);

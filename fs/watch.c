@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * watch.c - inotify with recursive directories, as the reference's
- * fsnotify fork behaves (§7.7), plus an explicit overflow event.
+ * fsnotify fork behaves, plus an explicit overflow event (docs/protocol.md,
+ * "Watching").
  */
 #include "fs/watch.h"
 
@@ -20,7 +21,6 @@
 #include "fs/entry.h"
 #include "base/errstr.h"
 #include "base/loop.h"
-#include "rpc/rpc.h"
 #include "base/users.h"
 
 #define WATCH_MASK \
@@ -72,21 +72,21 @@ int fs_watch_check(const char *root, bool allow_network_mounts, char *err, size_
 		int e = errno;
 		if (e == ENOENT) {
 			snprintf(err, errlen, "path %s not found: stat %s: %s", root, root, go_strerror(e));
-			return RPC_NOT_FOUND;
+			return -ENOENT;
 		}
 		snprintf(err, errlen, "error statting path %s: stat %s: %s", root, root, go_strerror(e));
-		return RPC_INTERNAL;
+		return -EIO;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		snprintf(err, errlen, "path %s not a directory", root);
-		return RPC_INVALID_ARGUMENT;
+		return -ENOTDIR;
 	}
 	if (allow_network_mounts)
 		return 0;
 	if (statfs(root, &sf) < 0) {
 		int e = errno;
 		snprintf(err, errlen, "error checking mount status: failed to statfs %s: %s", root, go_strerror(e));
-		return RPC_INTERNAL;
+		return -EIO;
 	}
 	switch ((unsigned long)sf.f_type) {
 	case 0x6969UL:       /* NFS */
@@ -95,7 +95,7 @@ int fs_watch_check(const char *root, bool allow_network_mounts, char *err, size_
 	case 0xFE534D42UL:   /* SMB2 */
 	case 0x65735546UL:   /* FUSE */
 		snprintf(err, errlen, "cannot watch path on network filesystem: %s", root);
-		return RPC_INVALID_ARGUMENT;
+		return -EREMOTE;
 	default:
 		return 0;
 	}
@@ -180,8 +180,9 @@ static int cmp_str(const void *a, const void *b)
 
 /*
  * Watch every directory below root/rel (not following symlinks). When
- * `announce`, emit a synthetic CREATE for every entry found (§7.7: the
- * contents of a directory that appeared before its watch existed).
+ * `announce`, emit a synthetic CREATE for every entry found (the contents
+ * of a directory that appeared before its watch existed; the reference does
+ * the same, so `mkdir -p a/b/c` reports all three).
  * Unreadable directories are skipped.
  */
 static void walk_add(struct fs_watch *w, const char *rel, bool announce, int depth)

@@ -21,6 +21,7 @@
 #include <http_parser.h>
 
 #include "base/base64.h"
+#include "base/buf.h"
 #include "base/log.h"
 #include "http/h1.h"
 #include "http/http.h"
@@ -57,9 +58,8 @@ struct h1 {
 	bool body_paused;
 	bool upgrade;      /* Upgrade: h2c accepted for the current request */
 	bool in_exec;
-	/* head accumulation */
-	char *head;
-	size_t head_len, head_cap;
+	/* head accumulation: strings NUL-separated, bounded by h1_max_header_bytes */
+	struct buf head;
 	size_t url_len;
 	size_t field_off[H1_MAX_HEADERS];
 	size_t value_off[H1_MAX_HEADERS];
@@ -78,39 +78,22 @@ static void h1_close(struct h1 *h)
 
 static int head_append(struct h1 *h, const char *p, size_t n)
 {
-	if (h->head_len + n + 1 > h1_max_header_bytes) {
+	int rc = buf_append(&h->head, p, n);
+	if (rc == -E2BIG)
 		h->error_status = 431;
-		return -1;
-	}
-	if (h->head_len + n + 1 > h->head_cap) {
-		size_t cap = h->head_cap ? h->head_cap * 2 : 1024;
-		while (cap < h->head_len + n + 1)
-			cap *= 2;
-		char *nh = realloc(h->head, cap);
-		if (!nh)
-			return -1;
-		h->head = nh;
-		h->head_cap = cap;
-	}
-	memcpy(h->head + h->head_len, p, n);
-	h->head_len += n;
-	h->head[h->head_len] = '\0';
-	return 0;
+	return rc < 0 ? -1 : 0;
 }
 
 static int head_sep(struct h1 *h)
 {
 	/* NUL separator between strings of the head. */
-	if (head_append(h, "", 0) < 0)
-		return -1;
-	h->head_len++;
-	return head_append(h, "", 0);
+	return head_append(h, "", 1);
 }
 
 static int on_message_begin(http_parser *p)
 {
 	struct h1 *h = p->data;
-	h->head_len = 0;
+	buf_reset(&h->head);
 	h->url_len = 0;
 	h->n_fields = 0;
 	h->last_was_value = false;
@@ -130,7 +113,7 @@ static int on_url(http_parser *p, const char *at, size_t n)
 static int on_header_field(http_parser *p, const char *at, size_t n)
 {
 	struct h1 *h = p->data;
-	if (h->n_fields == 0 && !h->last_was_value && h->head_len == h->url_len) {
+	if (h->n_fields == 0 && !h->last_was_value && h->head.len == h->url_len) {
 		if (head_sep(h) < 0)
 			return -1;
 	}
@@ -141,7 +124,7 @@ static int on_header_field(http_parser *p, const char *at, size_t n)
 		}
 		if (h->n_fields > 0 && head_sep(h) < 0)
 			return -1;
-		h->field_off[h->n_fields++] = h->head_len;
+		h->field_off[h->n_fields++] = h->head.len;
 		h->value_off[h->n_fields - 1] = (size_t)-1;
 		h->last_was_value = false;
 	}
@@ -156,7 +139,7 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
 	if (!h->last_was_value) {
 		if (head_sep(h) < 0)
 			return -1;
-		h->value_off[h->n_fields - 1] = h->head_len;
+		h->value_off[h->n_fields - 1] = h->head.len;
 		h->last_was_value = true;
 	}
 	return head_append(h, at, n);
@@ -206,13 +189,14 @@ static int on_headers_complete(http_parser *p)
 	if (h->n_fields == 0 && head_sep(h) < 0)
 		return -1;
 	q = calloc(1, sizeof(*q));
-	mem = malloc(h->head_len + 1);
-	if (!q || !mem) {
+	if (!q)
+		return -1;
+	/* The request takes the head's bytes; the next head starts afresh. */
+	mem = buf_steal(&h->head, NULL);
+	if (!mem) {
 		free(q);
-		free(mem);
 		return -1;
 	}
-	memcpy(mem, h->head, h->head_len + 1);
 	q->mem = mem;
 	q->h = h;
 
@@ -509,11 +493,8 @@ static void h1_finish(struct h1 *h)
 	if (!q || !q->finishing)
 		return;
 	h->cur = NULL;
-	h->head_len = 0;
 	/* An idle keep-alive connection holds no head buffer. */
-	free(h->head);
-	h->head = NULL;
-	h->head_cap = 0;
+	buf_free(&h->head);
 	if (q->r.on_close)
 		q->r.on_close(&q->r, true);
 	bool keep = q->keep_alive;
@@ -540,6 +521,7 @@ struct h1 *h1_new(struct http_link *l)
 	if (!h)
 		return NULL;
 	h->link = l;
+	buf_init(&h->head, h1_max_header_bytes > 1 ? h1_max_header_bytes - 1 : 1);
 	http_parser_init(&h->parser, HTTP_REQUEST);
 	h->parser.data = h;
 	return h;
@@ -547,7 +529,7 @@ struct h1 *h1_new(struct http_link *l)
 
 bool h1_idle(const struct h1 *h)
 {
-	return !h || (!h->cur && h->head_len == 0);
+	return !h || (!h->cur && h->head.len == 0);
 }
 
 static void h1_send_error(struct h1 *h, int status)
@@ -674,6 +656,6 @@ void h1_free(struct h1 *h)
 	/* An upgraded request was never dispatched: nothing to tell. */
 	if (h->up_req)
 		h1_req_free(h->up_req);
-	free(h->head);
+	buf_free(&h->head);
 	free(h);
 }

@@ -19,6 +19,7 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include "base/buf.h"
 #include "base/log.h"
 #include "http/h2.h"
 #include "http/http.h"
@@ -38,8 +39,7 @@ struct h2_stream {
 	int32_t id;
 	struct h2_stream *prev, *next;
 	/* head strings: offsets into mem until dispatch */
-	char *mem;
-	size_t mem_len, mem_cap;
+	struct buf mem;
 	/* 32-bit offsets: the head is bounded by H2_MAX_HEAD_BYTES. */
 	uint32_t name_off[H2_MAX_HEADERS], value_off[H2_MAX_HEADERS];
 	int n_fields;
@@ -57,8 +57,7 @@ struct h2_stream {
 	size_t n_trailers;
 	/* request body while paused (bounded by the stream window) */
 	bool paused;
-	uint8_t *pending;
-	size_t pending_len, pending_cap;
+	struct buf pending;
 	bool dispatched;
 };
 
@@ -86,24 +85,15 @@ static void h2_schedule(struct h2 *h)
 	http_link_notify(h->link, HTTP_LINK_WANT_WRITE);
 }
 
+/* Add a NUL-terminated string to the head; its offset goes to *off. */
 static int mem_add(struct h2_stream *st, const uint8_t *p, size_t n, size_t *off)
 {
-	if (st->mem_len + n + 1 > H2_MAX_HEAD_BYTES)
+	size_t at = st->mem.len;
+	if (buf_reserve(&st->mem, n + 1) < 0)
 		return -1;
-	if (st->mem_len + n + 1 > st->mem_cap) {
-		size_t cap = st->mem_cap ? st->mem_cap * 2 : 512;
-		while (cap < st->mem_len + n + 1)
-			cap *= 2;
-		char *m = realloc(st->mem, cap);
-		if (!m)
-			return -1;
-		st->mem = m;
-		st->mem_cap = cap;
-	}
-	*off = st->mem_len;
-	memcpy(st->mem + st->mem_len, p, n);
-	st->mem_len += n;
-	st->mem[st->mem_len++] = '\0';
+	buf_append(&st->mem, p, n);
+	buf_append_byte(&st->mem, 0);
+	*off = at;
 	return 0;
 }
 
@@ -114,6 +104,9 @@ static struct h2_stream *stream_new(struct h2 *h, int32_t id)
 		return NULL;
 	st->h = h;
 	st->id = id;
+	buf_init(&st->mem, H2_MAX_HEAD_BYTES);
+	/* Flow control bounds it to the stream window; the bound is a backstop. */
+	buf_init(&st->pending, 2 * H2_STREAM_WINDOW);
 	st->r.ops = &h2_ops;
 	st->r.transport = st;
 	st->r.version = 20;
@@ -138,9 +131,9 @@ static void stream_free(struct h2_stream *st)
 		st->next->prev = st->prev;
 	h->n_streams--;
 	outq_clear(&st->out);
-	free(st->mem);
+	buf_free(&st->mem);
 	free(st->hdrs);
-	free(st->pending);
+	buf_free(&st->pending);
 	free(st->trailer_mem);
 	free(st);
 }
@@ -160,7 +153,7 @@ static enum http_verb method_from(const char *m)
 /* Turn offsets into pointers and hand the request to the router. */
 static void stream_dispatch(struct h2_stream *st)
 {
-	char *mem = st->mem;
+	char *mem = (char *)st->mem.p;
 	struct http_req *r = &st->r;
 
 	st->dispatched = true;
@@ -294,23 +287,13 @@ static int cb_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const ui
 		nghttp2_session_consume_connection(s, len);
 		return 0;
 	}
-	if (!st->paused && st->pending_len == 0) {
+	if (!st->paused && st->pending.len == 0) {
 		deliver_body(st, data, len);
 		return 0;
 	}
 	/* Paused: keep it; the unreturned window bounds how much can come. */
-	if (st->pending_len + len > st->pending_cap) {
-		size_t cap = st->pending_cap ? st->pending_cap * 2 : 65536;
-		while (cap < st->pending_len + len)
-			cap *= 2;
-		uint8_t *p = realloc(st->pending, cap);
-		if (!p)
-			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-		st->pending = p;
-		st->pending_cap = cap;
-	}
-	memcpy(st->pending + st->pending_len, data, len);
-	st->pending_len += len;
+	if (buf_append(&st->pending, data, len) < 0)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	return 0;
 }
 
@@ -500,16 +483,13 @@ static void h2_pause_body(struct http_req *r, bool paused)
 		return;
 	/* Deliver what arrived meanwhile; the handler may pause again. */
 	size_t off = 0;
-	while (off < st->pending_len && !st->paused && !st->r.aborted) {
-		size_t k = st->pending_len - off < 65536 ? st->pending_len - off : 65536;
-		deliver_body(st, st->pending + off, k);
+	while (off < st->pending.len && !st->paused && !st->r.aborted) {
+		size_t k = st->pending.len - off < 65536 ? st->pending.len - off : 65536;
+		deliver_body(st, st->pending.p + off, k);
 		off += k;
 	}
-	if (off > 0) {
-		memmove(st->pending, st->pending + off, st->pending_len - off);
-		st->pending_len -= off;
-	}
-	if (st->pending_len == 0 && !st->paused) {
+	buf_consume(&st->pending, off);
+	if (st->pending.len == 0 && !st->paused) {
 		int32_t id = st->id;
 		struct h2 *h = st->h;
 		if (nghttp2_session_get_stream_remote_close(h->s, id))

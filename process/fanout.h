@@ -7,6 +7,8 @@
  * gets next; fanout_lagging() says whether it is so far behind that the
  * child should not be read for its sake (reading pauses only while every
  * live subscriber lags).
+ *
+ * Errors: none; pure decisions.
  */
 #ifndef PROCESS_FANOUT_H
 #define PROCESS_FANOUT_H

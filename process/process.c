@@ -22,7 +22,6 @@
 #include "process/cgroup.h"
 #include "process/fanout.h"
 #include "process/lifecycle.h"
-#include "http/http.h"
 #include "base/loop.h"
 #include "process/ptable.h"
 #include "process/ring.h"
@@ -314,7 +313,7 @@ static void sub_pump(struct sub *s)
 		long n;
 
 		switch (fanout_next(&p->ring, end_ready, p->end_off, s->cursor, s->replay,
-				    rpc_call_queued(s->call) < HTTP_QUEUE_HIGH)) {
+				    rpc_call_queued(s->call) < RPC_SEND_HIGH)) {
 		case FANOUT_IDLE:
 		case FANOUT_WAIT: /* on_writable or the next read resumes */
 			goto out;
@@ -643,7 +642,8 @@ static void retain_cb(EV_P_ ev_timer *w, int revents)
 	leave(p);
 }
 
-/* A new process takes over its pid and tag from retained ones (§6.1). */
+/* A new process takes over its pid and tag from retained ones: a late
+   Connect by pid or tag must find the new process, not a finished one. */
 static void evict_retained(pid_t pid, const char *tag)
 {
 	struct ptable_entry *e, *next;
@@ -1058,7 +1058,7 @@ static void ka_cb(EV_P_ ev_timer *w, int revents)
 	Process__ProcessEvent__KeepAlive ka = PROCESS__PROCESS_EVENT__KEEP_ALIVE__INIT;
 
 	enter(p);
-	if (s->call && rpc_call_queued(s->call) < HTTP_QUEUE_HIGH) {
+	if (s->call && rpc_call_queued(s->call) < RPC_SEND_HIGH) {
 		ev.event_case = PROCESS__PROCESS_EVENT__EVENT_KEEPALIVE;
 		ev.keepalive = &ka;
 		sub_send(s, &ev);

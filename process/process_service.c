@@ -22,8 +22,9 @@
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 /*
- * Selector lookup (§6.11). Fails the call and returns NULL when there is
- * no such process.
+ * Selector lookup (pid, or the first process with the tag). Fails the call
+ * (not_found; unimplemented for an empty selector) and returns NULL when
+ * there is no such process.
  */
 static struct process *select_or_fail(struct rpc_call *call, const Process__ProcessSelector *sel,
 				      bool retained_too)

@@ -15,37 +15,21 @@ void env_dec_init(struct env_dec *d, size_t max_msg, size_t max_buffered, bool g
 {
 	memset(d, 0, sizeof(*d));
 	d->max_msg = max_msg;
-	d->max_buffered = max_buffered;
 	d->gzip_ok = gzip_ok;
+	buf_init(&d->in, max_buffered);
 }
 
 void env_dec_free(struct env_dec *d)
 {
-	free(d->buf);
-	d->buf = NULL;
-	d->len = d->cap = 0;
+	buf_free(&d->in);
 }
 
 int env_dec_push(struct env_dec *d, const uint8_t *p, size_t n)
 {
 	if (n == 0)
 		return 0;
-	if (d->len + n > d->max_buffered)
-		return -EMSGSIZE;
-	if (d->len + n > d->cap) {
-		/* Sized from what arrives: most bodies are a few dozen bytes. */
-		size_t cap = d->cap ? d->cap * 2 : (n < 256 ? 256 : n);
-		while (cap < d->len + n)
-			cap *= 2;
-		uint8_t *b = realloc(d->buf, cap);
-		if (!b)
-			return -ENOMEM;
-		d->buf = b;
-		d->cap = cap;
-	}
-	memcpy(d->buf + d->len, p, n);
-	d->len += n;
-	return 0;
+	int rc = buf_append(&d->in, p, n);
+	return rc == -E2BIG ? -EMSGSIZE : rc;
 }
 
 int env_dec_drain(struct env_dec *d, env_msg_fn fn, void *ud)
@@ -53,15 +37,15 @@ int env_dec_drain(struct env_dec *d, env_msg_fn fn, void *ud)
 	size_t off = 0;
 	int rc = 0;
 
-	while (d->len - off >= ENV_HDR) {
-		const uint8_t *h = d->buf + off;
+	while (d->in.len - off >= ENV_HDR) {
+		const uint8_t *h = d->in.p + off;
 		size_t n = (size_t)h[1] << 24 | (size_t)h[2] << 16 | (size_t)h[3] << 8 | h[4];
 		if (n > d->max_msg) {
 			d->last_len = n;
 			rc = -EMSGSIZE;
 			break;
 		}
-		if (d->len - off - ENV_HDR < n)
+		if (d->in.len - off - ENV_HDR < n)
 			break;
 		const uint8_t *p = h + ENV_HDR;
 		uint8_t *plain = NULL;
@@ -82,10 +66,7 @@ int env_dec_drain(struct env_dec *d, env_msg_fn fn, void *ud)
 		if (rc != 0)
 			break;
 	}
-	if (off > 0) {
-		memmove(d->buf, d->buf + off, d->len - off);
-		d->len -= off;
-	}
+	buf_consume(&d->in, off);
 	return rc;
 }
 

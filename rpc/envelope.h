@@ -26,17 +26,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
+
 #define ENV_HDR 5
 #define ENV_FLAG_COMPRESSED 0x01
 #define ENV_FLAG_END 0x02
 
 struct env_dec {
 	size_t max_msg;      /* bound on one message, compressed and decompressed */
-	size_t max_buffered; /* bound on bytes held while waiting for a whole envelope */
 	bool gzip_ok;        /* compressed messages were negotiated */
 	size_t last_len;     /* declared length of the envelope that failed with -EMSGSIZE */
-	uint8_t *buf;        /* input not yet decoded */
-	size_t len, cap;
+	struct buf in;       /* input not yet decoded, bounded by max_buffered */
 };
 
 /*
@@ -52,9 +52,9 @@ int env_dec_push(struct env_dec *d, const uint8_t *p, size_t n);
 /* Deliver every complete envelope buffered. 0, fn's non-zero value, or an error above. */
 int env_dec_drain(struct env_dec *d, env_msg_fn fn, void *ud);
 /* Bytes of an incomplete envelope still buffered. */
-static inline size_t env_dec_pending(const struct env_dec *d) { return d->len; }
+static inline size_t env_dec_pending(const struct env_dec *d) { return d->in.len; }
 /* The buffered input (a unary Connect body is one bare message). */
-static inline const uint8_t *env_dec_data(const struct env_dec *d) { return d->buf; }
+static inline const uint8_t *env_dec_data(const struct env_dec *d) { return d->in.p; }
 void env_dec_free(struct env_dec *d);
 
 /* gzip p[0..n) into a new buffer (*out, caller frees). 0, -ENOMEM, -EIO. */

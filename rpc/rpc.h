@@ -14,6 +14,11 @@
  *   - if the client goes away or the deadline passes first, the on_cancel
  *     hook is called instead (if set); after it returns the call is gone.
  * Exactly one of the two happens. Calls may be completed asynchronously.
+ *
+ * Errors: a service ends a call with an enum rpc_code (rpc_fail()); below
+ * the services, errors are negative errno values mapped with
+ * rpc_code_from_errno() (rpc/rpcerr.h). rpc_send() returns 0, -EPIPE or
+ * -EMSGSIZE.
  */
 #ifndef ENVD_RPC_H
 #define ENVD_RPC_H
@@ -49,7 +54,7 @@ enum rpc_code {
 
 /* "not_found" etc.; "unknown" for out-of-range values. */
 const char *rpc_code_name(enum rpc_code code);
-/* Connect unary HTTP status for a code (spec §5.5). */
+/* Connect unary HTTP status for a code (docs/protocol.md, "Connect-RPC"). */
 int rpc_code_http_status(enum rpc_code code);
 
 enum rpc_kind {
@@ -80,12 +85,20 @@ struct rpc_service {
 	size_t n_methods;
 };
 
+/*
+ * A call whose send queue (rpc_call_queued()) holds this many bytes is full:
+ * producers stop and wait for on_writable, which fires once the queue is
+ * below half of it. The transport's HTTP_QUEUE_HIGH has the same value
+ * (envd/main.c asserts it), so services need not know the transport.
+ */
+#define RPC_SEND_HIGH (256 * 1024)
+
 struct rpc_call_hooks {
 	/* Client streams: one decoded message; freed after the hook returns. */
 	void (*on_message)(struct rpc_call *call, const ProtobufCMessage *msg);
 	/* Client streams: the client finished sending. */
 	void (*on_input_end)(struct rpc_call *call);
-	/* The send queue drained below HTTP_QUEUE_HIGH / 2. */
+	/* The send queue drained below RPC_SEND_HIGH / 2. */
 	void (*on_writable)(struct rpc_call *call);
 	/*
 	 * The client went away (RPC_CANCELED) or the deadline passed
@@ -111,9 +124,9 @@ struct http_req *rpc_call_http(const struct rpc_call *call);
 const char *rpc_call_method(const struct rpc_call *call);
 
 /*
- * The user the call runs as (spec §2.4.2): the Basic-auth user if given,
- * else the default user. Returns 0, or RPC_UNAUTHENTICATED / RPC_INTERNAL
- * with a message in err.
+ * The user the call runs as (docs/protocol.md, "Users and paths"): the
+ * Basic-auth user if given, else the default user. Returns 0, or
+ * RPC_UNAUTHENTICATED / RPC_INTERNAL with a message in err.
  */
 int rpc_call_user(const struct rpc_call *call, struct user *out, char *err, size_t errlen);
 
@@ -156,7 +169,8 @@ void rpc_dispatch(struct http_req *r);
 /* True if `path` falls under a registered service prefix. */
 bool rpc_path_is_rpc(const char *path);
 
-/* Connect-formatted error for a non-handler failure (Basic auth), §2.4.1. */
+/* Connect-formatted error for a non-handler failure (Basic auth), in the
+   shape the request's protocol expects (docs/protocol.md, "Request pipeline"). */
 void rpc_respond_error(struct http_req *r, enum rpc_code code, const char *msg);
 
 /* Maximum encoded or decoded message size, bytes (flag -max-message). */

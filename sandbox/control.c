@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control.c - /health, /metrics, /envs, /init and the orchestrator-only
- * endpoints (spec §3).
+ * endpoints (docs/protocol.md, "Control endpoints").
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +21,7 @@
 
 #include "sandbox/control.h"
 #include "sandbox/freeze.h"
+#include "base/buf.h"
 #include "base/log.h"
 #include "sandbox/mmds.h"
 #include "sandbox/nfs.h"
@@ -186,28 +187,23 @@ void control_envs(struct http_req *r)
 		json_object_set_new(o, k, json_string(v));
 	}
 	char *s = json_dumps(o, JSON_COMPACT);
+	struct buf out = BUF_INIT(BUF_UNBOUNDED);
 	json_decref(o);
-	if (!s) {
+	if (!s || buf_append_fmt(&out, "%s\n", s) < 0) {
+		free(s);
 		http_respond(r, 500, NULL, NULL, 0, NULL, 0);
 		return;
 	}
-	size_t n = strlen(s);
-	char *b = realloc(s, n + 2);
-	if (b) {
-		s = b;
-		s[n++] = '\n';
-		s[n] = '\0';
-	}
-	http_respond(r, 200, "application/json", s, n, &no_store, 1);
 	free(s);
+	http_respond(r, 200, "application/json", out.p, out.len, &no_store, 1);
+	buf_free(&out);
 }
 
 /* ---- /init ---- */
 
 struct init_req {
 	struct http_req *r;      /* NULL once the client went away */
-	char *body;
-	size_t len, cap;
+	struct buf body;         /* bounded by INIT_MAX_BODY */
 	bool too_big;
 	json_t *root;            /* parsed body (NULL for an empty body) */
 	struct mmds_fetch *fetch;
@@ -220,7 +216,7 @@ struct init_req {
 	char audit[160];         /* X-Envd-Freeze-Audit value */
 };
 
-/* One /init at a time (§3.4.2 step 3): the rest wait in arrival order. */
+/* One /init at a time: the rest wait in arrival order. */
 static struct init_req *init_head, *init_tail;
 static struct init_req *init_current;
 
@@ -374,12 +370,13 @@ static void update_hosts(const char *ip)
 {
 	FILE *f = fopen("/etc/hosts", "re");
 	char line[1024];
-	size_t cap = 4096, len = 0;
-	char *out = malloc(cap);
+	struct buf out = BUF_INIT(BUF_UNBOUNDED);
 	bool present = false;
-	if (!out)
+	if (buf_append(&out, "", 0) < 0) {
+		if (f)
+			fclose(f);
 		return;
-	out[0] = '\0';
+	}
 	if (f) {
 		while (fgets(line, sizeof(line), f)) {
 			char a[256], b[256];
@@ -388,28 +385,20 @@ static void update_hosts(const char *ip)
 					present = true;
 				continue;
 			}
-			size_t l = strlen(line);
-			if (len + l + 1 > cap) {
-				char *no = realloc(out, cap * 2 + l);
-				if (!no)
-					break;
-				out = no;
-				cap = cap * 2 + l;
-			}
-			memcpy(out + len, line, l + 1);
-			len += l;
+			if (buf_append(&out, line, strlen(line)) < 0)
+				break;
 		}
 		fclose(f);
 	}
 	if (!present) {
 		FILE *w = fopen("/etc/hosts", "we");
 		if (w) {
-			fputs(out, w);
+			fputs((const char *)out.p, w);
 			fprintf(w, "%s        events.e2b.local\n", ip);
 			fclose(w);
 		}
 	}
-	free(out);
+	buf_free(&out);
 	char addr[300];
 	snprintf(addr, sizeof(addr), "http://%s", ip);
 	envstore_set_internal("E2B_EVENTS_ADDRESS", addr);
@@ -420,7 +409,7 @@ static void init_free(struct init_req *ir)
 	if (ir->fetch)
 		mmds_cancel(ir->fetch);
 	json_decref(ir->root);
-	free(ir->body);
+	buf_free(&ir->body);
 	free(ir);
 }
 
@@ -467,14 +456,16 @@ static void init_finish(struct init_req *ir, int status, const char *text)
 	init_run_next();
 }
 
-/* Validate the body's shape (§3.4.1); false means 400. */
+/* Validate the body's shape (docs/protocol.md, "POST /init"); false
+   means 400. */
 static bool init_parse(struct init_req *ir)
 {
 	json_error_t jerr;
-	if (ir->len == 0)
+	const char *body = (const char *)ir->body.p;
+	if (ir->body.len == 0)
 		return true;
-	ir->root = json_loadb(ir->body, ir->len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
-	if (!ir->root || !json_is_object(ir->root) || token_has_escape(ir->body, ir->len))
+	ir->root = json_loadb(body, ir->body.len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+	if (!ir->root || !json_is_object(ir->root) || token_has_escape(body, ir->body.len))
 		return false;
 	json_t *tok = json_object_get(ir->root, "accessToken");
 	if (tok && !json_is_null(tok) && (!json_is_string(tok) || json_string_length(tok) == 0))
@@ -520,7 +511,8 @@ static const char *init_str(struct init_req *ir, const char *key)
 	return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-/* Authorised: apply the data (§3.4.2 steps 7-12). */
+/* Authorised: the replay guard, then apply the data, mark initialised,
+   refresh the sandbox ids from MMDS, answer 204. */
 static void init_apply(struct init_req *ir)
 {
 	const char *tv = init_str(ir, "accessToken");
@@ -610,7 +602,8 @@ static void init_complete(struct init_req *ir)
 	init_finish(ir, 204, NULL);
 }
 
-/* §3.4.2 step 4, after MMDS answered (or could not). */
+/* Authorisation, once MMDS answered (or could not): current token, MMDS
+   hash, or first set-up. */
 static void init_decide(struct init_req *ir, bool mmds_exists, const char *hash)
 {
 	const char *tv = init_str(ir, "accessToken");
@@ -676,27 +669,9 @@ static void init_run_next(void)
 static void init_body(struct http_req *r, const uint8_t *p, size_t n)
 {
 	struct init_req *ir = r->ud;
-	if (ir->too_big)
-		return;
-	if (ir->len + n > INIT_MAX_BODY) {
+	/* Over the bound or out of memory: the body is refused with 400. */
+	if (!ir->too_big && buf_append(&ir->body, p, n) < 0)
 		ir->too_big = true;
-		return;
-	}
-	if (ir->len + n + 1 > ir->cap) {
-		size_t cap = ir->cap ? ir->cap * 2 : 4096;
-		while (cap < ir->len + n + 1)
-			cap *= 2;
-		char *b = realloc(ir->body, cap);
-		if (!b) {
-			ir->too_big = true;
-			return;
-		}
-		ir->body = b;
-		ir->cap = cap;
-	}
-	memcpy(ir->body + ir->len, p, n);
-	ir->len += n;
-	ir->body[ir->len] = '\0';
 }
 
 static void init_body_end(struct http_req *r)
@@ -749,6 +724,7 @@ void control_init(struct http_req *r)
 		return;
 	}
 	ir->r = r;
+	buf_init(&ir->body, INIT_MAX_BODY);
 	r->ud = ir;
 	r->on_body = init_body;
 	r->on_body_end = init_body_end;

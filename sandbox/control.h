@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control.h - the control endpoints (spec §3): health, metrics, envs,
- * init, and the orchestrator-only freeze/collapse/upgrade family.
+ * control.h - the control endpoints (docs/protocol.md, "Control
+ * endpoints"): health, metrics, envs, init, and the orchestrator-only
+ * freeze/collapse/upgrade family.
+ *
+ * Errors: answered on the exchange as HTTP statuses (docs/protocol.md,
+ * "Control endpoints").
  */
 #ifndef ENVD_CONTROL_H
 #define ENVD_CONTROL_H

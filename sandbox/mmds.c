@@ -19,6 +19,7 @@
 #include <http_parser.h>
 #include <jansson.h>
 
+#include "base/buf.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "sandbox/mmds.h"
@@ -40,24 +41,14 @@ struct mmds_fetch {
 	http_parser parser;
 	int status;
 	bool complete;
-	char *body;
-	size_t body_len;
+	struct buf body; /* bounded by MMDS_MAX_BODY */
 	char token[512];
 };
 
 static int on_body(http_parser *p, const char *at, size_t n)
 {
 	struct mmds_fetch *f = p->data;
-	if (f->body_len + n > MMDS_MAX_BODY)
-		return -1;
-	char *b = realloc(f->body, f->body_len + n + 1);
-	if (!b)
-		return -1;
-	f->body = b;
-	memcpy(f->body + f->body_len, at, n);
-	f->body_len += n;
-	f->body[f->body_len] = '\0';
-	return 0;
+	return buf_append(&f->body, at, n) < 0 ? -1 : 0;
 }
 
 static int on_complete(http_parser *p)
@@ -83,7 +74,7 @@ static void fetch_free(struct mmds_fetch *f)
 {
 	fetch_close_fd(f);
 	ev_timer_stop(envd_loop, &f->timeout);
-	free(f->body);
+	buf_free(&f->body);
 	free(f);
 }
 
@@ -132,9 +123,7 @@ static int fetch_connect(struct mmds_fetch *f)
 	f->parser.data = f;
 	f->complete = false;
 	f->status = 0;
-	free(f->body);
-	f->body = NULL;
-	f->body_len = 0;
+	buf_free(&f->body);
 	ev_io_init(&f->io, io_cb, f->fd, EV_WRITE);
 	f->io.data = f;
 	ev_io_start(envd_loop, &f->io);
@@ -146,7 +135,7 @@ static void parse_meta(struct mmds_fetch *f)
 	struct mmds_meta m;
 	json_error_t je;
 	memset(&m, 0, sizeof(m));
-	json_t *o = f->body ? json_loads(f->body, 0, &je) : NULL;
+	json_t *o = f->body.p ? json_loads((const char *)f->body.p, 0, &je) : NULL;
 	if (!o || !json_is_object(o)) {
 		json_decref(o);
 		fetch_done(f, -EBADMSG, NULL);
@@ -211,15 +200,15 @@ static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
 		return;
 	}
 	if (f->step == 0) {
-		/* An empty session token is a failure (§3.6). */
-		size_t tl = f->body_len;
-		while (tl > 0 && (f->body[tl - 1] == '\n' || f->body[tl - 1] == '\r'))
+		/* An empty session token is a failure, as in the reference. */
+		size_t tl = f->body.len;
+		while (tl > 0 && (f->body.p[tl - 1] == '\n' || f->body.p[tl - 1] == '\r'))
 			tl--;
 		if (tl == 0 || tl >= sizeof(f->token)) {
 			fetch_done(f, -EIO, NULL);
 			return;
 		}
-		memcpy(f->token, f->body, tl);
+		memcpy(f->token, f->body.p, tl);
 		f->token[tl] = '\0';
 		f->step = 1;
 		int rc = fetch_connect(f);
@@ -243,6 +232,7 @@ struct mmds_fetch *mmds_fetch(void (*cb)(void *ud, int rc, const struct mmds_met
 	f->cb = cb;
 	f->ud = ud;
 	f->fd = -1;
+	buf_init(&f->body, MMDS_MAX_BODY);
 	if (fetch_connect(f) < 0) {
 		free(f);
 		return NULL;

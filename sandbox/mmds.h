@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * mmds.h - Firecracker's metadata service (spec §3.6), fetched without
- * blocking the loop: PUT /latest/api/token, then GET / with that token.
+ * mmds.h - Firecracker's metadata service (docs/protocol.md, "POST /init"),
+ * fetched without blocking the loop: PUT /latest/api/token, then GET / with
+ * that token.
+ *
+ * Errors: a fetch reports 0 or a negative errno to its callback;
+ * mmds_fetch() returns NULL when it cannot start.
  */
 #ifndef ENVD_MMDS_H
 #define ENVD_MMDS_H

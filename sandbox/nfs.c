@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * nfs.c - NFS mounts for /init. The commands are the reference's (§3.8);
+ * nfs.c - NFS mounts for /init. The commands are the reference's;
  * they run in a worker thread with a 10 s budget for the whole job.
  */
 #include <errno.h>

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * nfs.h - NFS volume mounts requested by /init (spec §3.8), done by the
- * worker pool so the loop never waits on mount(8).
+ * nfs.h - NFS volume mounts requested by /init (docs/protocol.md, "POST
+ * /init"), done by the worker pool so the loop never waits on mount(8).
+ *
+ * Errors: 0 or a negative errno; mount failures come back as a message.
  */
 #ifndef ENVD_NFS_H
 #define ENVD_NFS_H

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * portfwd.c - the in-daemon port forwarder (spec §8, user-pain #11).
+ * portfwd.c - the in-daemon port forwarder (docs/protocol.md, "Port
+ * forwarding").
  *
  * The reference polls /proc once a second and runs one socat per port;
  * a port is reachable up to a second late, a read error of /proc tears

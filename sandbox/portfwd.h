@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * portfwd.h - make loopback-only services reachable on the sandbox address
- * (spec §8), inside envd and on its event loop.
+ * (docs/protocol.md, "Port forwarding"), inside envd and on its event loop.
  *
  * A scanner lists listening TCP sockets (netlink sock_diag; /proc/net/tcp*
  * when netlink is unavailable) every PORTFWD_SCAN_MS. For every port that
@@ -14,6 +14,9 @@
  * reset. A port whose listener is gone for PORTFWD_MISS_SCANS scans in a
  * row stops being forwarded (established relays carry on); when it comes
  * back it is forwarded again.
+ *
+ * Errors: 0 or a negative errno; failures after start-up are logged and
+ * retried, never fatal.
  */
 #ifndef ENVD_PORTFWD_H
 #define ENVD_PORTFWD_H
@@ -26,7 +29,8 @@
 /* Scan period: a new listener is forwarded within one period. */
 #define PORTFWD_SCAN_MS 50
 /* Consecutive scans a listener must be missing before its forward closes:
- * one lost scan must not cut a port off (user-pain #11). */
+ * one lost scan must not cut a port off (the reference's forwarder tore
+ * every forward down on a single /proc read error). */
 #define PORTFWD_MISS_SCANS 3
 /* Bounds: forwarded ports and concurrent relayed connections. */
 #define PORTFWD_MAX_FORWARDS 1024

@@ -409,7 +409,7 @@ Test(pbjson, round_trip_empty_messages)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Golden outputs (spec §10.6, sdk-expectations §3.1)                      */
+/* Golden outputs: the JSON the SDKs parse                                 */
 
 static void expect_event(Process__ProcessEvent *ev, const char *want)
 {
