@@ -19,6 +19,21 @@ body_of() { sed '$d' <<<"$1"; }
 json_field() { /usr/bin/python3 -c 'import sys, json; print(json.loads(sys.stdin.read())[sys.argv[1]])' "$1"; }
 # output size of the counter stream so far
 out_len() { stdout_of <"$TMP/c.out" | wc -c; }
+# settle: wait (up to 20 s) until output already in flight has arrived:
+# the length stays the same over three samples 0.2 s apart.
+settle() {
+	local a b c
+	a=$(out_len)
+	for _ in $(seq 100); do
+		sleep 0.2
+		b=$(out_len)
+		sleep 0.2
+		c=$(out_len)
+		[ "$a" = "$b" ] && [ "$b" = "$c" ] && return 0
+		a=$c
+	done
+	return 1
+}
 # grows_within SECONDS: the counter's output grows
 grows_within() {
 	local n0 n
@@ -50,7 +65,7 @@ if [ -n "$CG" ]; then
 		"$(/usr/bin/python3 -c 'import sys, json; print(" ".join(json.loads(sys.stdin.read())))' <<<"$b")"
 	check "cgroup.freeze of user is 1" "1" "$(cat "$CG/user/cgroup.freeze")"
 	check "the command's task is frozen" "frozen 1" "$(grep frozen "$(dirname "$CG")$(grep '^0::' /proc/$pid/cgroup | cut -d: -f3)/cgroup.events" 2>/dev/null || grep frozen "$CG/user/cgroup.events")"
-	sleep 0.3 # let output already in flight arrive
+	settle
 	n0=$(out_len)
 	check "envd serves /health while the workload is frozen" "204" "$(curl -s -o /dev/null -w '%{http_code}' "$(base)/health")"
 	check "and List" "200" "$(unary List '{}' | cut -d' ' -f1)"
@@ -72,8 +87,8 @@ if [ -n "$CG" ]; then
 	# --- freeze without waiting, then /init thaws (with the audit header) ---
 	r=$(post /freeze)
 	check "/freeze without maxWaitMs: 204" "204" "$(status_of "$r")"
-	for _ in $(seq 100); do grep -q 'frozen 1' "$CG/user/cgroup.events" && break; sleep 0.02; done
-	sleep 0.3
+	for _ in $(seq 500); do grep -q 'frozen 1' "$CG/user/cgroup.events" && break; sleep 0.02; done
+	settle
 	n0=$(out_len)
 	sleep 0.5
 	check "no output while frozen (again)" "$n0" "$(out_len)"
