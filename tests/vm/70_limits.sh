@@ -6,9 +6,10 @@
 # pidsMax stops a fork bomb; cpuPercent caps CPU time; List shows limits;
 # the end event carries a memory peak.
 #
-#   ENVD_URL=http://<guest>:49983 [ENVD_TOKEN=...] bash tests/vm/limits.sh
+#   ENVD_URL=http://<guest>:49983 [ENVD_TOKEN=...] bash tests/vm/70_limits.sh
 #
-# ENVD_URL / ENVD_TOKEN default to VM_URL / VM_TOKEN of the VM test bed.
+# ENVD_URL / ENVD_TOKEN default to VM_URL / VM_TOKEN of the VM test bed
+# (scripts/vm-test.sh runs tests/vm/[0-9]*.sh in order).
 set -u
 URL=${ENVD_URL:-${VM_URL:-}}
 TOKEN=${ENVD_TOKEN:-${VM_TOKEN:-}}
