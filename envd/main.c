@@ -246,8 +246,6 @@ int main(int argc, char **argv)
 	envstore_set_internal("E2B_SANDBOX", sandbox);
 	write_run_file(".E2B_SANDBOX", sandbox, 0444);
 
-	/* Workload cgroups before the first command can start. */
-	cgroup_setup(flag_get("cgroup-root")->v.s, flag_get("no-cgroups")->v.b);
 	control_metrics_init();
 	if (!control_not_fc)
 		mmds_poll_ids(0);
@@ -260,6 +258,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "server stopped: listen tcp 0.0.0.0:%lld: bind: %s\n", port, go_strerror(-rc));
 		return 1;
 	}
+	/* Workload cgroups once the port is ours (a second envd that cannot
+	 * bind must not touch them), before the loop can start a command. */
+	cgroup_setup(flag_get("cgroup-root")->v.s, flag_get("no-cgroups")->v.b);
 	log_info("envd", "listening on port %lld, version %s", port, ENVD_VERSION);
 	if (!flag_get("no-port-forward")->v.b && portfwd_start(flag_get("sandbox-addr")->v.s, (int)port) < 0)
 		fprintf(stderr, "port forwarding disabled: bad -sandbox-addr %s\n", flag_get("sandbox-addr")->v.s);

@@ -35,7 +35,6 @@ static void note(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	fputs("cgroups: ", stderr);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	va_end(ap);
@@ -62,7 +61,7 @@ static void prop(const char *dir, const char *file, const char *val)
 	int rc = pcg_write(dir, file, val);
 
 	if (rc < 0)
-		note("skipping %s/%s=%s: %s", dir, file, val, go_strerror(-rc));
+		note("cgroups: skipping %s/%s=%s: %s", dir, file, val, go_strerror(-rc));
 }
 
 /* Hand controllers down; each separately, since any may be absent. */
@@ -143,7 +142,7 @@ bool cgroup_setup(const char *root, bool disabled)
 		return false;
 	}
 	on = true;
-	note("commands run in cgroups under %s (controllers for limits:%s%s%s)", root_dir,
+	note("cgroups: commands run in cgroups under %s (controllers for limits:%s%s%s)", root_dir,
 		 pcg_controllers() & PCG_CPU ? " cpu" : "", pcg_controllers() & PCG_MEMORY ? " memory" : "",
 		 pcg_controllers() & PCG_PIDS ? " pids" : "");
 	return true;
