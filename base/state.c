@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include "base/state.h"
+#include "base/buf.h"
 
 int64_t state_last_init_ns;
 
@@ -103,14 +104,24 @@ struct env_entry {
 	char *key, *value;
 	bool internal;
 };
-static struct env_entry *envs;
-static size_t n_envs, cap_envs;
+/* An array of struct env_entry, env_count() of them. */
+static struct buf env_buf = BUF_INIT(BUF_UNBOUNDED);
+
+static struct env_entry *env_at(size_t i)
+{
+	return (struct env_entry *)env_buf.p + i;
+}
+
+static size_t env_count(void)
+{
+	return env_buf.len / sizeof(struct env_entry);
+}
 
 static struct env_entry *env_find(const char *key)
 {
-	for (size_t i = 0; i < n_envs; i++)
-		if (strcmp(envs[i].key, key) == 0)
-			return &envs[i];
+	for (size_t i = 0; i < env_count(); i++)
+		if (strcmp(env_at(i)->key, key) == 0)
+			return env_at(i);
 	return NULL;
 }
 
@@ -126,22 +137,11 @@ static void env_put(const char *key, const char *value, bool internal)
 		e->internal = internal;
 		return;
 	}
-	if (n_envs == cap_envs) {
-		size_t cap = cap_envs ? cap_envs * 2 : 16;
-		struct env_entry *ne = realloc(envs, cap * sizeof(*ne));
-		if (!ne) {
-			free(v);
-			return;
-		}
-		envs = ne;
-		cap_envs = cap;
-	}
-	char *k = strdup(key);
-	if (!k) {
+	struct env_entry ne = {strdup(key), v, internal};
+	if (!ne.key || buf_append(&env_buf, &ne, sizeof(ne)) < 0) {
+		free(ne.key);
 		free(v);
-		return;
 	}
-	envs[n_envs++] = (struct env_entry){k, v, internal};
 }
 
 void envstore_set_internal(const char *key, const char *value) { env_put(key, value, true); }
@@ -151,15 +151,15 @@ void envstore_replace_user(const char *const *keys, const char *const *vals, siz
 	/* Drop user entries, keep internals; then add the new set, never
 	 * overriding an internal entry (users cannot change E2B_*). */
 	size_t k = 0;
-	for (size_t i = 0; i < n_envs; i++) {
-		if (envs[i].internal) {
-			envs[k++] = envs[i];
+	for (size_t i = 0; i < env_count(); i++) {
+		if (env_at(i)->internal) {
+			*env_at(k++) = *env_at(i);
 		} else {
-			free(envs[i].key);
-			free(envs[i].value);
+			free(env_at(i)->key);
+			free(env_at(i)->value);
 		}
 	}
-	n_envs = k;
+	env_buf.len = k * sizeof(struct env_entry);
 	for (size_t i = 0; i < n; i++) {
 		struct env_entry *e = env_find(keys[i]);
 		if (e && e->internal)
@@ -174,10 +174,10 @@ const char *envstore_get(const char *key)
 	return e ? e->value : NULL;
 }
 
-size_t envstore_count(void) { return n_envs; }
+size_t envstore_count(void) { return env_count(); }
 
 void envstore_entry(size_t i, const char **key, const char **value)
 {
-	*key = envs[i].key;
-	*value = envs[i].value;
+	*key = env_at(i)->key;
+	*value = env_at(i)->value;
 }

@@ -262,7 +262,7 @@ void group_name_of(gid_t gid, char *buf, size_t len)
  * Go path.Clean. Works on a bounded copy; output is truncated to outlen-1
  * (callers size it at PATH_MAX, which also bounds the input).
  */
-void path_clean(const char *in, char *out, size_t outlen)
+int path_clean(const char *in, char *out, size_t outlen)
 {
 	size_t n = strlen(in);
 	bool rooted = n > 0 && in[0] == '/';
@@ -270,15 +270,17 @@ void path_clean(const char *in, char *out, size_t outlen)
 	char *buf;
 
 	if (!outlen)
-		return;
+		return 0;
 	if (n == 0) {
 		snprintf(out, outlen, ".");
-		return;
+		return 0;
 	}
-	buf = malloc(n + 2);
+	/* Cleaning never lengthens a non-empty path: when `in` fits in `out`
+	   the work is done there, without allocating. */
+	buf = outlen > n ? out : malloc(n + 2);
 	if (!buf) {
 		out[0] = '\0';
-		return;
+		return -ENOMEM;
 	}
 	if (rooted) {
 		buf[w++] = '/';
@@ -313,8 +315,11 @@ void path_clean(const char *in, char *out, size_t outlen)
 	if (w == 0)
 		buf[w++] = '.';
 	buf[w] = '\0';
-	snprintf(out, outlen, "%s", buf);
-	free(buf);
+	if (buf != out) {
+		snprintf(out, outlen, "%s", buf);
+		free(buf);
+	}
+	return 0;
 }
 
 /* Go filepath.Base. */

@@ -55,7 +55,9 @@ int path_resolve(const struct user *u, const char *path, const char *default_wor
 
 /* Go path.Clean / filepath.Base (docs/protocol.md, "Go-compatible strings"),
    into out. */
-void path_clean(const char *in, char *out, size_t outlen);
+/* path_clean: 0; -ENOMEM (out "") only when `out` is shorter than `in`,
+   the one case that needs a scratch buffer. `in` and `out` must differ. */
+int path_clean(const char *in, char *out, size_t outlen);
 void path_base(const char *in, char *out, size_t outlen);
 
 #endif

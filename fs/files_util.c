@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "base/base64.h"
+#include "base/buf.h"
 #include "base/sha2.h"
 
 void files_signature(const char *path, const char *op, const char *user, const char *token, size_t toklen,
@@ -231,7 +232,7 @@ static void mime_load(void)
 {
 	FILE *f = fopen(files_mime_types_path, "re");
 	char line[1024];
-	size_t cap = 0;
+	struct buf b = BUF_INIT(BUF_UNBOUNDED); /* struct mime_ent, kept for good */
 
 	if (!f)
 		return;
@@ -244,14 +245,6 @@ static void mime_load(void)
 			continue;
 		while ((ext = strtok_r(NULL, " \t\r\n", &save))) {
 			char typ[256];
-			if (mime_n == cap) {
-				size_t nc = cap ? cap * 2 : 256;
-				struct mime_ent *ne = realloc(mime_extra, nc * sizeof(*ne));
-				if (!ne)
-					goto out;
-				mime_extra = ne;
-				cap = nc;
-			}
 			if (strncmp(type, "text/", 5) == 0 && !strstr(type, "charset"))
 				snprintf(typ, sizeof(typ), "%s; charset=utf-8", type);
 			else
@@ -259,6 +252,7 @@ static void mime_load(void)
 			size_t el = strlen(ext);
 			char *e = malloc(el + 2);
 			char *t = strdup(typ);
+			struct mime_ent me = { e, t };
 			if (!e || !t) {
 				free(e);
 				free(t);
@@ -267,13 +261,18 @@ static void mime_load(void)
 			e[0] = '.';
 			for (size_t i = 0; i <= el; i++)
 				e[i + 1] = (char)tolower((unsigned char)ext[i]);
-			mime_extra[mime_n].ext = e;
-			mime_extra[mime_n].type = t;
-			mime_n++;
+			if (buf_append(&b, &me, sizeof(me)) < 0) {
+				free(e);
+				free(t);
+				goto out;
+			}
 		}
 	}
 out:
 	fclose(f);
+	/* What was read before a failure is kept, as a partial table. */
+	mime_extra = (struct mime_ent *)b.p;
+	mime_n = b.len / sizeof(struct mime_ent);
 }
 
 const char *files_mime_by_ext(const char *path)

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "fs/entry.h"
+#include "base/buf.h"
 #include "base/errstr.h"
 #include "fs/listdir.h"
 #include "base/log.h"
@@ -518,8 +519,7 @@ struct watcher {
 	char id[24];
 	struct fs_watch *w;
 	bool include_entry;
-	Filesystem__FilesystemEvent **events;
-	size_t n, cap;
+	struct buf events; /* Filesystem__FilesystemEvent *, at most WATCHER_EVENTS_MAX */
 	bool overflowed; /* the buffer limit was hit; an overflow event is queued */
 };
 
@@ -533,18 +533,26 @@ size_t fs_service_watcher_count(void)
 	return n;
 }
 
+static Filesystem__FilesystemEvent **watcher_events(const struct watcher *wt)
+{
+	return (Filesystem__FilesystemEvent **)wt->events.p;
+}
+
+static size_t watcher_n(const struct watcher *wt)
+{
+	return wt->events.len / sizeof(Filesystem__FilesystemEvent *);
+}
+
+static void watcher_clear(struct watcher *wt)
+{
+	for (size_t i = 0; i < watcher_n(wt); i++)
+		event_free(watcher_events(wt)[i]);
+	buf_free(&wt->events);
+}
+
 static bool watcher_push(struct watcher *wt, Filesystem__FilesystemEvent *ev)
 {
-	if (wt->n == wt->cap) {
-		size_t nc = wt->cap ? wt->cap * 2 : 16;
-		Filesystem__FilesystemEvent **ne = realloc(wt->events, nc * sizeof(*ne));
-		if (!ne)
-			return false;
-		wt->events = ne;
-		wt->cap = nc;
-	}
-	wt->events[wt->n++] = ev;
-	return true;
+	return buf_append(&wt->events, &ev, sizeof(ev)) == 0;
 }
 
 static void watcher_on_event(void *ud, const char *name, const char *path, Filesystem__EventType type)
@@ -554,7 +562,7 @@ static void watcher_on_event(void *ud, const char *name, const char *path, Files
 
 	if (wt->overflowed)
 		return;
-	if (wt->n >= WATCHER_EVENTS_MAX - 1)
+	if (watcher_n(wt) >= WATCHER_EVENTS_MAX - 1)
 		type = FILESYSTEM__EVENT_TYPE__EVENT_TYPE_OVERFLOW;
 	if (type == FILESYSTEM__EVENT_TYPE__EVENT_TYPE_OVERFLOW) {
 		/* Everything after this point is lost until the client drains. */
@@ -571,9 +579,7 @@ static void watcher_on_event(void *ud, const char *name, const char *path, Files
 static void watcher_free(struct watcher *wt)
 {
 	fs_watch_free(wt->w);
-	for (size_t i = 0; i < wt->n; i++)
-		event_free(wt->events[i]);
-	free(wt->events);
+	watcher_clear(wt);
 	free(wt);
 }
 
@@ -629,6 +635,7 @@ static void watcher_ready(struct watch_job *j)
 		return;
 	}
 	wt->include_entry = j->include_entry;
+	buf_init(&wt->events, WATCHER_EVENTS_MAX * sizeof(Filesystem__FilesystemEvent *));
 	do {
 		rc = watcher_new_id(wt->id);
 	} while (rc == 0 && watcher_find(wt->id));
@@ -667,14 +674,10 @@ static void fs_get_watcher_events(struct rpc_call *call, const ProtobufCMessage 
 	/* Whatever the kernel has queued by now belongs in this answer: a
 	 * client polling right after a write must see it. */
 	fs_watch_drain(wt->w);
-	resp.events = wt->events;
-	resp.n_events = wt->n;
+	resp.events = watcher_events(wt);
+	resp.n_events = watcher_n(wt);
 	rpc_reply(call, &resp.base);
-	for (size_t i = 0; i < wt->n; i++)
-		event_free(wt->events[i]);
-	free(wt->events);
-	wt->events = NULL;
-	wt->n = wt->cap = 0;
+	watcher_clear(wt);
 	wt->overflowed = false;
 }
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "fs/entry.h"
+#include "base/buf.h"
 #include "base/errstr.h"
 #include "base/users.h"
 
@@ -34,44 +35,48 @@ static int cmp_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Sorted names of directory `dir`, without . and ..; -errno on failure. */
-static int read_names(const char *dir, char ***names_out, size_t *n_out)
+void fs_names_free(char **names, size_t n)
 {
-	char **names = NULL;
-	size_t n = 0, cap = 0;
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+int fs_read_names(const char *dir, char ***names_out, size_t *n_out)
+{
+	struct buf b = BUF_INIT(BUF_UNBOUNDED); /* an array of char * */
 	struct dirent *de;
+	char **names;
+	size_t n;
 	DIR *d = opendir(dir);
 
 	if (!d)
 		return -errno;
-	errno = 0;
 	while ((de = readdir(d))) {
+		char *s;
+
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 32;
-			char **nn = realloc(names, nc * sizeof(*nn));
-			if (!nn)
-				goto nomem;
-			names = nn;
-			cap = nc;
+		s = strdup(de->d_name);
+		if (!s || buf_append(&b, &s, sizeof(s)) < 0) {
+			free(s);
+			closedir(d);
+			fs_names_free((char **)b.p, b.len / sizeof(char *));
+			return -ENOMEM;
 		}
-		if (!(names[n] = strdup(de->d_name)))
-			goto nomem;
-		n++;
 	}
 	closedir(d);
+	n = b.len / sizeof(char *);
+	names = (char **)buf_steal(&b, NULL);
+	if (!names) {
+		/* only possible for an empty directory: nothing to free */
+		return -ENOMEM;
+	}
 	if (n)
 		qsort(names, n, sizeof(*names), cmp_name);
 	*names_out = names;
 	*n_out = n;
 	return 0;
-nomem:
-	closedir(d);
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	return -ENOMEM;
 }
 
 struct walk {
@@ -106,7 +111,7 @@ static int walk_dir(struct walk *w, const char *rel, uint32_t level)
 	tmp = b->tmp;
 	cleaned = b->cleaned;
 	fs_join(dir, PATH_MAX, w->real, rel);
-	rc = read_names(dir, &names, &n);
+	rc = fs_read_names(dir, &names, &n);
 	if (rc < 0) {
 		if (rc == -ENOENT && *rel) {
 			free(b);

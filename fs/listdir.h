@@ -34,6 +34,14 @@ int fs_listdir(const char *requested, uint32_t depth, struct fs_listing *out, ch
 void fs_listing_free(struct fs_listing *l);
 
 /*
+ * The names in directory `dir` without "." and "..", sorted byte-wise.
+ * Returns 0 with a malloc'd array of *n malloc'd names (fs_names_free()),
+ * or a negative errno (opendir's, or -ENOMEM).
+ */
+int fs_read_names(const char *dir, char ***names, size_t *n);
+void fs_names_free(char **names, size_t n);
+
+/*
  * rm -rf without following symlinks. A missing path is success. Returns 0
  * or -errno with err "unlinkat <path>: <text>" (the failing call).
  */

@@ -6,7 +6,6 @@
  */
 #include "fs/watch.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "fs/entry.h"
+#include "fs/listdir.h"
 #include "base/errstr.h"
 #include "base/loop.h"
 #include "base/users.h"
@@ -173,11 +173,6 @@ static int add_watch(struct fs_watch *w, const char *rel)
 	return 0;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /*
  * Watch every directory below root/rel (not following symlinks). When
  * `announce`, emit a synthetic CREATE for every entry found (the contents
@@ -188,35 +183,14 @@ static int cmp_str(const void *a, const void *b)
 static void walk_add(struct fs_watch *w, const char *rel, bool announce, int depth)
 {
 	char dirpath[PATH_MAX], child[PATH_MAX], abs[PATH_MAX];
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-	DIR *d;
+	char **names;
+	size_t n;
 
 	if (depth > 256)
 		return;
 	full_path(w, *rel ? rel : ".", dirpath, sizeof(dirpath));
-	d = opendir(dirpath);
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 32;
-			char **nn = realloc(names, nc * sizeof(*nn));
-			if (!nn)
-				break;
-			names = nn;
-			cap = nc;
-		}
-		if (!(names[n] = strdup(de->d_name)))
-			break;
-		n++;
-	}
-	closedir(d);
-	if (n)
-		qsort(names, n, sizeof(*names), cmp_str);
+	if (fs_read_names(dirpath, &names, &n) < 0)
+		return; /* unreadable (or out of memory): skipped */
 	for (size_t i = 0; i < n; i++) {
 		struct stat st;
 		join_rel(rel, names[i], child, sizeof(child));

@@ -12,6 +12,7 @@
 #include "failalloc.h"
 #include "base/base64.h"
 #include "base/buf.h"
+#include "base/users.h"
 #include "fs/multipart.h"
 #include "proto/pbjson.h"
 #include "filesystem.pb-c.h"
@@ -203,4 +204,31 @@ static int decode_bad_op(void *ctx)
 Test(cores_alloc, pbjson_decode_error_path_survives_failures)
 {
 	failalloc_run("decode error", decode_bad_op, NULL, FAILALLOC_MAY_ABSORB);
+}
+
+/* ---------------------------------------------------------------------- */
+/* base/users.c path_clean(): no allocation when the output fits            */
+
+static int clean_op(void *ctx)
+{
+	char out[64];
+
+	if (path_clean("/a/./b/../c//d/", out, sizeof(out)) < 0)
+		return -ENOMEM;
+	return strcmp(out, "/a/c/d") == 0 ? 0 : -EINVAL;
+}
+
+static int clean_short_op(void *ctx)
+{
+	char out[4];
+
+	/* The result "/c" fits, the input does not: a scratch buffer is used. */
+	return path_clean("/a/../b/../c", out, sizeof(out)) < 0 ? -ENOMEM
+	       : strcmp(out, "/c") == 0 ? 0 : -EINVAL;
+}
+
+Test(cores_alloc, path_clean_allocates_nothing_when_output_fits)
+{
+	cr_assert_eq(failalloc_count(clean_op, NULL), 0);
+	cr_assert_eq(failalloc_run("path_clean short", clean_short_op, NULL, 0), 1);
 }

@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <jansson.h>
+#include <sanitizer/common_interface_defs.h>
 #include <sanitizer/lsan_interface.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -28,6 +29,9 @@ static bool fa_fail(void)
 	fa_calls++;
 	if (fa_nth && fa_calls == fa_nth) {
 		fa_tripped = true;
+		/* FAILALLOC_TRACE=1: show where the failing allocation was made. */
+		if (getenv("FAILALLOC_TRACE"))
+			__sanitizer_print_stack_trace();
 		errno = ENOMEM;
 		return true;
 	}

@@ -30,6 +30,9 @@
  *      and, when the core is meant never to allocate,
  *      cr_assert_eq(failalloc_count(op, ctx), 0).
  * Nothing else: `make unit` builds and runs it with the wrapper.
+ *
+ * Debugging: FAILALLOC_TRACE=1 build/asan/tests/<core>_alloc_test prints
+ * which allocation is failed in each run, with its stack.
  */
 #ifndef ENVD_FAILALLOC_H
 #define ENVD_FAILALLOC_H
