@@ -168,6 +168,14 @@ def build(raw, flag):
                   "posix_spawn+waitpid", "us", "lower", "rtt", target=tgt, env_id="rtt", anchor_id="rtt", errors=err)
             R.add(sec, "Start /bin/true to end, %s, p99" % proto, r[key]["p99_us"], r["spawn"]["p99_us"],
                   "posix_spawn+waitpid", "us", "lower", "rtt", env_id="rtt", anchor_id="rtt", errors=err)
+    c = R.runs("rtt_cgroup")
+    if c and rtt:
+        c = c[0]
+        err = sum(c[k].get("errors", 0) for k in c)
+        for p in ("p50", "p99"):
+            R.add(sec, "Start /bin/true to end, HTTP/1.1 JSON, cgroup per command, %s" % p,
+                  c["h1_json"][p + "_us"], rtt[0]["h1_json"][p + "_us"], "the same without cgroups",
+                  "us", "lower", "rtt_cgroup", env_id="rtt_cgroup", anchor_id="rtt", errors=err)
     s = R.runs("sdk_rtt")
     if s:
         s = s[0]

@@ -23,6 +23,7 @@
 #include "http/h1.h"
 #include "http/h2.h"
 #include "http/http.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/control.h"
 #include "base/errstr.h"
 #include "fs/archive.h"
@@ -292,6 +293,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "server stopped: listen tcp 0.0.0.0:%lld: bind: %s\n", port, go_strerror(-rc));
 		return 1;
 	}
+	/* Workload cgroups once the port is ours (a second envd that cannot
+	 * bind must not touch them), before the loop can start a command. */
+	cgroup_setup(flag_get("cgroup-root")->v.s, flag_get("no-cgroups")->v.b);
 	log_info("envd", "listening on port %lld, version %s", port, ENVD_VERSION);
 	if (!flag_get("no-port-forward")->v.b && portfwd_start(flag_get("sandbox-addr")->v.s, (int)port) < 0)
 		fprintf(stderr, "port forwarding disabled: bad -sandbox-addr %s\n", flag_get("sandbox-addr")->v.s);

@@ -12,13 +12,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pty/pty.h"
-#include "base/buf.h"
 #include "base/errstr.h"
 #include "base/log.h"
+#include "process/cgroup.h"
 #include "process/fanout.h"
+#include "process/lifecycle.h"
 #include "base/loop.h"
 #include "process/ptable.h"
 #include "process/ring.h"
@@ -59,10 +62,15 @@ struct process {
 	ev_timer grace_w, kill_w, retain_w, stall_w;
 	struct ring ring;
 
-	struct buf inq;          /* input not yet accepted by the pipe/PTY */
-	bool stdin_close_pending;
+	/* Input not yet accepted by the pipe/PTY, in order (see "input"). */
+	struct inchunk *inq_head, *inq_tail;
+	size_t inq_len;          /* bytes of owned (copied) chunks: the memory bound */
+	struct inpause *in_paused; /* StreamInput calls paused for back-pressure */
+	bool stdin_close_pending; /* CloseStdin came while input was still queued */
 
-	bool in_table, reaped, out_eof, err_eof, end_ready, finalized, expired, paused;
+	enum lc_state lc;        /* lifecycle.h: reaped, ended, retained, expired */
+	bool out_eof, err_eof;   /* per output stream; both -> LC_EV_OUTPUT_EOF */
+	bool paused;             /* output reading paused for slow subscribers */
 	uint64_t end_off;        /* subscribers get data up to here, then end */
 	int exit_code;
 	bool exited;
@@ -70,9 +78,38 @@ struct process {
 
 	struct sub *subs;
 	int depth;               /* > 0 while a callback is working on p */
+
+	struct pcg_leaf *cg;     /* own cgroup leaf, or NULL (owned until released) */
+	uint64_t t_start_us;     /* CLOCK_MONOTONIC at spawn */
+	uint64_t t_end_us;       /* at reap */
+	struct pcg_usage usage;  /* filled at make_end */
+	bool usage_known;
+	struct rusage ru;        /* reaped children's usage credited to us (no cgroup) */
+};
+
+/*
+ * A piece of pending input. Owned chunks hold a copy of the bytes (they
+ * follow the struct); a unary SendInput larger than the bound borrows its
+ * request's bytes instead (valid until its call ends) and is answered when
+ * the last of them is written.
+ */
+struct inchunk {
+	struct inchunk *next;
+	struct process *p;
+	const uint8_t *data;
+	size_t len, off;
+	struct rpc_call *call;   /* borrowed: the SendInput to answer; else NULL */
+	bool owned;
+};
+
+struct inpause {
+	struct inpause *next;
+	struct rpc_call *call;
 };
 
 static struct ptable table;
+/* RUSAGE_CHILDREN when the last child was reaped (usage without cgroups). */
+static struct rusage children_seen;
 /* Ring storage held by finished processes, bounded by retain_budget(). */
 unsigned process_max_subs = 128;
 static size_t retained_bytes;
@@ -108,17 +145,34 @@ static void stop_io(struct process *p)
 	close_fd(&p->in_fd);
 }
 
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static uint64_t tv_us(const struct timeval *tv)
+{
+	return (uint64_t)tv->tv_sec * 1000000u + (uint64_t)tv->tv_usec;
+}
+
+static void in_drop(struct process *p, int err);
+
 static void process_free(struct process *p)
 {
+	pcg_leaf_release(p->cg);
+	p->cg = NULL;
 	stop_io(p);
 	ev_child_stop(envd_loop, &p->child_w);
 	ev_timer_stop(envd_loop, &p->retain_w);
-	if (p->in_table)
+	if (p->lc != LC_NEW)
 		ptable_remove(&table, &p->ent);
-	if (p->finalized)
+	if (lc_finalized(p->lc))
 		retained_bytes -= p->ring.cap;
 	ring_free(&p->ring);
-	buf_free(&p->inq);
+	in_drop(p, EPIPE);
 	if (p->config)
 		process__process_config__free_unpacked(p->config, NULL);
 	free(p->tag);
@@ -157,13 +211,13 @@ static void leave(struct process *p)
 		free(s);
 	}
 	update_reading(p);
-	if (p->expired && !p->subs) {
+	if (p->lc == LC_EXPIRED && !p->subs) {
 		process_free(p);
 		return;
 	}
 	/* The last reader of a finished process is gone: its ring may now
 	 * count against the retention budget. */
-	if (p->finalized && !p->subs && retained_bytes > retain_budget())
+	if (lc_finalized(p->lc) && !p->subs && retained_bytes > retain_budget())
 		trim_retained();
 }
 
@@ -207,8 +261,18 @@ static void sub_send_end(struct sub *s)
 	Process__ProcessEvent__EndEvent end = PROCESS__PROCESS_EVENT__END_EVENT__INIT;
 	struct rpc_call *call;
 
+	Process__ResourceUsage use = PROCESS__RESOURCE_USAGE__INIT;
+
 	end.exit_code = p->exit_code;
 	end.exited = p->exited;
+	if (p->usage_known) {
+		use.cpu_user_usec = p->usage.user_usec;
+		use.cpu_system_usec = p->usage.system_usec;
+		use.memory_peak_bytes = p->usage.memory_peak;
+		use.oom_killed = p->usage.oom_killed;
+		use.wall_usec = p->t_end_us > p->t_start_us ? p->t_end_us - p->t_start_us : 0;
+		end.usage = &use;
+	}
 	end.status = p->status;
 	if (p->exit_code != 0) {
 		end.optional_error_case = PROCESS__PROCESS_EVENT__END_EVENT__OPTIONAL_ERROR_ERROR;
@@ -238,7 +302,8 @@ static void sub_pump(struct sub *s)
 		return;
 	s->pumping = true;
 	while (s->call) {
-		uint64_t limit = p->end_ready ? p->end_off : ring_end(&p->ring);
+		bool end_ready = lc_end_ready(p->lc);
+		uint64_t limit = end_ready ? p->end_off : ring_end(&p->ring);
 		Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
 		Process__ProcessEvent__DataEvent data;
 		Process__ProcessEvent__GapEvent gap = PROCESS__PROCESS_EVENT__GAP_EVENT__INIT;
@@ -248,7 +313,7 @@ static void sub_pump(struct sub *s)
 		size_t want;
 		long n;
 
-		switch (fanout_next(&p->ring, p->end_ready, p->end_off, s->cursor, s->replay,
+		switch (fanout_next(&p->ring, end_ready, p->end_off, s->cursor, s->replay,
 				    rpc_call_queued(s->call) < RPC_SEND_HIGH)) {
 		case FANOUT_IDLE:
 		case FANOUT_WAIT: /* on_writable or the next read resumes */
@@ -279,7 +344,7 @@ static void sub_pump(struct sub *s)
 		want = limit - s->cursor < READ_CHUNK ? (size_t)(limit - s->cursor) : READ_CHUNK;
 		/* Straight from the ring (PTY output in whole characters): rpc_send
 		   encodes (copies) before returning. */
-		n = ring_peek_text(&p->ring, s->cursor, limit, p->end_ready, &kind, &chunk, want,
+		n = ring_peek_text(&p->ring, s->cursor, limit, end_ready, &kind, &chunk, want,
 				   tmp);
 		if (n <= 0)
 			goto out;
@@ -329,7 +394,7 @@ static void update_reading(struct process *p)
 {
 	bool any = false, want = true;
 
-	if (!p->end_ready && !p->finalized) {
+	if (!lc_end_ready(p->lc)) {
 		for (struct sub *s = p->subs; s; s = s->next) {
 			if (!s->call)
 				continue;
@@ -400,20 +465,22 @@ static void trim_retained(void)
 		 * cut a live stream short (lost output). It is trimmed on a later
 		 * pass, once its readers are done; until then the overshoot is
 		 * bounded by one ring per attached stream. */
-		if (!q->finalized || !q->ring.cap || q->subs)
+		if (!lc_finalized(q->lc) || !q->ring.cap || q->subs)
 			continue;
 		retained_bytes -= q->ring.cap;
 		ring_clear(&q->ring);
 	}
 }
 
+/* Entering LC_RETAINED: off the list, I/O closed, kept for late Connects. */
 static void finalize(struct process *p)
 {
-	if (p->finalized)
-		return;
-	p->finalized = true;
+	/* A background child of the command may live on in the leaf: it is
+	 * removed once empty, not killed. */
+	pcg_leaf_release(p->cg);
+	p->cg = NULL;
 	stop_io(p);
-	buf_free(&p->inq);
+	in_drop(p, EPIPE);
 	p->paused = false;
 	p->ent.listed = false;
 	p->ent.retained = true;
@@ -423,11 +490,24 @@ static void finalize(struct process *p)
 	trim_retained();
 }
 
+/* Usage as of the end event: the whole leaf, or the reaped leader. */
+static void take_usage(struct process *p)
+{
+	if (p->cg) {
+		pcg_leaf_usage(p->cg, &p->usage);
+	} else {
+		p->usage.user_usec = tv_us(&p->ru.ru_utime);
+		p->usage.system_usec = tv_us(&p->ru.ru_stime);
+	}
+	if (!p->t_end_us)
+		p->t_end_us = mono_us();
+	p->usage_known = true;
+}
+
+/* Entering an end-ready state: subscribers get data up to here, then end. */
 static void make_end(struct process *p)
 {
-	if (p->end_ready)
-		return;
-	p->end_ready = true;
+	take_usage(p);
 	p->end_off = ring_end(&p->ring);
 	log_info("process", "process %d ended: %s (%llu output bytes)", (int)p->pid, p->status,
 		 (unsigned long long)p->end_off);
@@ -435,12 +515,30 @@ static void make_end(struct process *p)
 	fanout(p);
 }
 
-static void check_done(struct process *p)
+/*
+ * Apply a lifecycle event (lifecycle.h has the table) and perform what
+ * entering the new state means. Events that do not apply are ignored.
+ */
+static void lc_step(struct process *p, enum lc_event e)
 {
-	if (!p->reaped || !p->out_eof || !p->err_eof)
+	enum lc_state prev = p->lc, next = lifecycle_next(prev, e);
+
+	if (next == LC_NONE)
 		return;
-	make_end(p);
-	finalize(p);
+	p->lc = next;
+	if (next == LC_REAPED) {
+		/* A descendant still holds the output open: wait a little, no more. */
+		ev_timer_set(&p->grace_w, PROCESS_GRACE_S, 0.);
+		ev_timer_start(envd_loop, &p->grace_w);
+	}
+	if (!lc_end_ready(prev) && lc_end_ready(next))
+		make_end(p);
+	if (!lc_finalized(prev) && lc_finalized(next) && next != LC_EXPIRED)
+		finalize(p);
+	if (next == LC_EXPIRED) {
+		ev_timer_stop(envd_loop, &p->retain_w);
+		p->ent.retained = false;
+	}
 }
 
 static void read_cb(EV_P_ ev_io *w, int revents)
@@ -474,7 +572,8 @@ static void read_cb(EV_P_ ev_io *w, int revents)
 			if (!p->pty)
 				close_fd(&p->out_fd);
 		}
-		check_done(p);
+		if (p->out_eof && p->err_eof)
+			lc_step(p, LC_EV_OUTPUT_EOF);
 		break;
 	}
 	leave(p);
@@ -485,16 +584,29 @@ static void child_cb(EV_P_ ev_child *w, int revents)
 	struct process *p = w->data;
 
 	enter(p);
+	struct rusage now;
+
 	ev_child_stop(EV_A_ w);
-	p->reaped = true;
-	waitstatus_describe(w->rstatus, &p->exit_code, &p->exited, p->status, sizeof(p->status));
-	if (p->out_eof && p->err_eof) {
-		check_done(p);
-	} else {
-		/* A descendant still holds the output open: wait a little, no more. */
-		ev_timer_set(&p->grace_w, PROCESS_GRACE_S, 0.);
-		ev_timer_start(EV_A_ & p->grace_w);
+	p->t_end_us = mono_us();
+	/*
+	 * Without a cgroup the usage is the leader's rusage (with the
+	 * descendants it waited for). libev reaps for us, so it is taken as
+	 * the growth of RUSAGE_CHILDREN since the previous reap: exact unless
+	 * two children are reaped in the same loop iteration, when the first
+	 * callback gets both shares.
+	 */
+	if (getrusage(RUSAGE_CHILDREN, &now) == 0) {
+		uint64_t u = tv_us(&now.ru_utime), su = tv_us(&now.ru_stime);
+		uint64_t u0 = tv_us(&children_seen.ru_utime), s0 = tv_us(&children_seen.ru_stime);
+
+		p->ru.ru_utime.tv_sec = (time_t)((u > u0 ? u - u0 : 0) / 1000000u);
+		p->ru.ru_utime.tv_usec = (suseconds_t)((u > u0 ? u - u0 : 0) % 1000000u);
+		p->ru.ru_stime.tv_sec = (time_t)((su > s0 ? su - s0 : 0) / 1000000u);
+		p->ru.ru_stime.tv_usec = (suseconds_t)((su > s0 ? su - s0 : 0) % 1000000u);
+		children_seen = now;
 	}
+	waitstatus_describe(w->rstatus, &p->exit_code, &p->exited, p->status, sizeof(p->status));
+	lc_step(p, LC_EV_REAPED);
 	leave(p);
 }
 
@@ -512,7 +624,7 @@ static void grace_cb(EV_P_ ev_timer *w, int revents)
 		return;
 	}
 	enter(p);
-	make_end(p);
+	lc_step(p, LC_EV_GRACE);
 	leave(p);
 }
 
@@ -522,7 +634,7 @@ static void kill_cb(EV_P_ ev_timer *w, int revents)
 
 	char err[128];
 
-	if (!p->finalized)
+	if (!lc_finalized(p->lc))
 		process_signal(p, SIGKILL, err, sizeof(err));
 }
 
@@ -531,8 +643,7 @@ static void retain_cb(EV_P_ ev_timer *w, int revents)
 	struct process *p = w->data;
 
 	enter(p);
-	p->ent.retained = false;
-	p->expired = true;
+	lc_step(p, LC_EV_EXPIRED);
 	leave(p);
 }
 
@@ -552,50 +663,163 @@ static void evict_retained(pid_t pid, const char *tag)
 		if (e->pid != (uint32_t)pid && !(tag && e->tag && strcmp(e->tag, tag) == 0))
 			continue;
 		enter(q);
-		ev_timer_stop(envd_loop, &q->retain_w);
-		e->retained = false;
-		q->expired = true;
+		lc_step(q, LC_EV_EXPIRED);
 		leave(q);
 	}
 }
 
 /* ---- input --------------------------------------------------------------- */
 
-static void in_cb(EV_P_ ev_io *w, int revents)
+static const Process__SendInputResponse si_resp = PROCESS__SEND_INPUT_RESPONSE__INIT;
+
+static void in_write_error(struct process *p, int e, char *err, size_t errlen)
 {
-	struct process *p = w->data;
-	size_t off = 0;
+	if (p->pty)
+		snprintf(err, errlen, "error writing to tty: error writing to tty of process "
+				      "'%d': write /dev/ptmx: %s", (int)p->pid, go_strerror(e));
+	else
+		snprintf(err, errlen, "error writing to stdin: error writing to stdin of "
+				      "process '%d': write |1: %s", (int)p->pid, go_strerror(e));
+}
 
-	while (off < p->inq.len) {
-		ssize_t n = write(p->in_fd, p->inq.p + off, p->inq.len - off);
-
-		if (n > 0) {
-			off += (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			break;
-		/* Reader gone: nothing queued can be delivered any more. */
-		off = p->inq.len;
-		break;
-	}
-	buf_consume(&p->inq, off);
-	if (p->inq.len)
+/* Below half the bound again: let paused StreamInput calls go on. */
+static void in_resume_streams(struct process *p, bool all)
+{
+	if (!all && p->inq_len > PROCESS_STDIN_MAX / 2)
 		return;
-	ev_io_stop(EV_A_ w);
+	while (p->in_paused) {
+		struct inpause *ip = p->in_paused;
+
+		p->in_paused = ip->next;
+		rpc_call_pause_input(ip->call, false);
+		free(ip);
+	}
+}
+
+static void chunk_free(struct process *p, struct inchunk *c)
+{
+	if (c->owned)
+		p->inq_len -= c->len;
+	free(c);
+}
+
+/*
+ * Drop all pending input; unary SendInput calls waiting on it get the
+ * error a write would have given (`err`, e.g. EPIPE once the reader is
+ * gone).
+ */
+static void in_drop(struct process *p, int e)
+{
+	char msg[256];
+
+	while (p->inq_head) {
+		struct inchunk *c = p->inq_head;
+
+		p->inq_head = c->next;
+		if (c->call) {
+			struct rpc_call *call = c->call;
+
+			c->call = NULL;
+			rpc_call_set_hooks(call, NULL, NULL);
+			in_write_error(p, e, msg, sizeof(msg));
+			rpc_fail(call, RPC_INTERNAL, "%s", msg);
+		}
+		chunk_free(p, c);
+	}
+	p->inq_tail = NULL;
+	ev_io_stop(envd_loop, &p->in_w);
+	in_resume_streams(p, true);
+}
+
+/* Write pending chunks in order until the pipe is full. */
+static void in_flush(struct process *p)
+{
+	while (p->inq_head) {
+		struct inchunk *c = p->inq_head;
+
+		while (c->off < c->len) {
+			ssize_t n = write(p->in_fd, c->data + c->off, c->len - c->off);
+
+			if (n > 0) {
+				c->off += (size_t)n;
+				continue;
+			}
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				goto full;
+			/* Reader gone: nothing queued can be delivered any more. */
+			in_drop(p, n < 0 ? errno : EPIPE);
+			goto done;
+		}
+		p->inq_head = c->next;
+		if (!p->inq_head)
+			p->inq_tail = NULL;
+		if (c->call) {
+			struct rpc_call *call = c->call;
+
+			c->call = NULL;
+			rpc_call_set_hooks(call, NULL, NULL);
+			rpc_reply(call, &si_resp.base);
+		}
+		chunk_free(p, c);
+	}
+done:
+	ev_io_stop(envd_loop, &p->in_w);
+	in_resume_streams(p, true);
 	if (p->stdin_close_pending) {
 		p->stdin_close_pending = false;
 		close_fd(&p->in_fd);
 	}
+	return;
+full:
+	in_resume_streams(p, false);
+	ev_io_set(&p->in_w, p->in_fd, EV_WRITE);
+	ev_io_start(envd_loop, &p->in_w);
 }
 
-enum rpc_code process_write_input(struct process *p, bool to_pty, const uint8_t *data, size_t n,
+static void in_cb(EV_P_ ev_io *w, int revents)
+{
+	struct process *p = w->data;
+
+	enter(p);
+	in_flush(p);
+	leave(p);
+}
+
+/* The client of a waiting SendInput left: the rest of its bytes go too. */
+static void si_cancel(struct rpc_call *call, enum rpc_code why)
+{
+	struct inchunk *c = rpc_call_ud(call);
+
+	c->call = NULL;
+	c->data = NULL;
+	c->len = c->off;
+}
+
+static const struct rpc_call_hooks si_wait_hooks = {
+	.on_cancel = si_cancel,
+};
+
+static void in_append(struct process *p, struct inchunk *c)
+{
+	if (p->inq_tail)
+		p->inq_tail->next = c;
+	else
+		p->inq_head = c;
+	p->inq_tail = c;
+	if (c->owned)
+		p->inq_len += c->len;
+}
+
+enum rpc_code process_write_input(struct process *p, struct rpc_call *call, bool stream,
+				  bool to_pty, const uint8_t *data, size_t n, bool *later,
 				  char *err, size_t errlen)
 {
-	size_t done = 0;
+	size_t done = 0, rest;
+	struct inchunk *c;
 
+	*later = false;
 	if (to_pty && !p->pty) {
 		snprintf(err, errlen, "error writing to tty: tty not assigned to process — input "
 				      "should be written to the stdin, not the tty");
@@ -616,7 +840,7 @@ enum rpc_code process_write_input(struct process *p, bool to_pty, const uint8_t 
 	}
 	if (n == 0)
 		return RPC_OK;
-	while (p->inq.len == 0 && done < n) {
+	while (!p->inq_head && done < n) {
 		ssize_t w = write(p->in_fd, data + done, n - done);
 
 		if (w > 0) {
@@ -627,33 +851,68 @@ enum rpc_code process_write_input(struct process *p, bool to_pty, const uint8_t 
 			continue;
 		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
-		if (to_pty)
-			snprintf(err, errlen, "error writing to tty: error writing to tty of process "
-					      "'%d': write /dev/ptmx: %s", (int)p->pid,
-				 go_strerror(errno));
-		else
-			snprintf(err, errlen, "error writing to stdin: error writing to stdin of "
-					      "process '%d': write |1: %s", (int)p->pid,
-				 go_strerror(errno));
+		in_write_error(p, errno, err, errlen);
 		return RPC_INTERNAL;
 	}
 	if (done == n)
 		return RPC_OK;
-	/* The pipe is full: keep the rest, bounded, and write it when it drains. */
-	if (p->inq.len + (n - done) > PROCESS_STDIN_MAX) {
-		snprintf(err, errlen, "error writing to %s: process %d is not reading its input; "
-				      "%u bytes are already waiting", to_pty ? "tty" : "stdin",
-			 (int)p->pid, (unsigned)p->inq.len);
-		return RPC_RESOURCE_EXHAUSTED;
+	rest = n - done;
+	/*
+	 * The pipe is full. A unary call too big for the bound keeps its own
+	 * bytes and is answered once they are all written; anything else is
+	 * copied. A stream over the bound is paused until the pipe drains.
+	 */
+	if (call && !stream && p->inq_len + rest > PROCESS_STDIN_MAX) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			goto nomem;
+		c->data = data + done;
+		c->call = call;
+		rpc_call_set_hooks(call, &si_wait_hooks, c);
+		*later = true;
+	} else {
+		c = calloc(1, sizeof(*c) + rest);
+		if (!c)
+			goto nomem;
+		memcpy(c + 1, data + done, rest);
+		c->data = (const uint8_t *)(c + 1);
+		c->owned = true;
 	}
-	if (buf_append(&p->inq, data + done, n - done) < 0) {
-		snprintf(err, errlen, "error writing to %s: %s", to_pty ? "tty" : "stdin",
-			 go_strerror(ENOMEM));
-		return RPC_INTERNAL;
-	}
+	c->p = p;
+	c->len = rest;
+	in_append(p, c);
 	ev_io_set(&p->in_w, p->in_fd, EV_WRITE);
 	ev_io_start(envd_loop, &p->in_w);
+	if (call && stream && p->inq_len > PROCESS_STDIN_MAX) {
+		struct inpause *ip;
+
+		for (ip = p->in_paused; ip && ip->call != call; ip = ip->next)
+			;
+		if (!ip && (ip = calloc(1, sizeof(*ip)))) {
+			ip->call = call;
+			ip->next = p->in_paused;
+			p->in_paused = ip;
+			rpc_call_pause_input(call, true);
+		}
+	}
 	return RPC_OK;
+nomem:
+	snprintf(err, errlen, "error writing to %s: %s", to_pty ? "tty" : "stdin",
+		 go_strerror(ENOMEM));
+	return RPC_INTERNAL;
+}
+
+void process_input_forget(struct process *p, struct rpc_call *call)
+{
+	for (struct inpause **pp = &p->in_paused; *pp; pp = &(*pp)->next) {
+		if ((*pp)->call == call) {
+			struct inpause *ip = *pp;
+
+			*pp = ip->next;
+			free(ip);
+			return;
+		}
+	}
 }
 
 enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen)
@@ -665,7 +924,7 @@ enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen)
 	}
 	if (p->in_fd < 0)
 		return RPC_OK;
-	if (p->inq.len) {
+	if (p->inq_head) {
 		p->stdin_close_pending = true;
 		return RPC_OK;
 	}
@@ -741,13 +1000,26 @@ enum rpc_code process_signal(struct process *p, int sig, char *err, size_t errle
 {
 	int rc;
 
+	/*
+	 * SIGKILL empties the command's cgroup: descendants that left the
+	 * process group (setsid, double fork) die too. Other signals are the
+	 * command's to handle and go to its group as before.
+	 */
+	if (sig == SIGKILL && p->cg && pcg_leaf_populated(p->cg)) {
+		rc = pcg_leaf_kill(p->cg);
+		if (rc == 0)
+			return RPC_OK;
+		log_info("process", "cgroup kill of %s failed: %s; signalling the group",
+			 pcg_leaf_path(p->cg), go_strerror(-rc));
+	}
+
 	/* The whole group: descendants of the command die with it. */
 	rc = kill(-p->pid, sig);
 	if (p->pty && signal_session(p->pid, sig) > 0)
 		rc = 0;
 	if (rc == 0)
 		return RPC_OK;
-	if (!p->reaped && kill(p->pid, sig) == 0)
+	if (!lc_reaped(p->lc) && kill(p->pid, sig) == 0)
 		return RPC_OK;
 	if (errno == ESRCH)
 		snprintf(err, errlen, "error sending signal: os: process already finished");
@@ -886,6 +1158,57 @@ static void cmdline(const Process__ProcessConfig *c, char *out, size_t len)
 		o += (size_t)snprintf(out + o, len - o, "%s%s", i ? " " : "", c->args[i]);
 }
 
+static bool has_limits(const Process__ProcessLimits *l)
+{
+	return l && (l->memory_max_bytes || l->cpu_percent || l->pids_max);
+}
+
+/*
+ * The command's own cgroup leaf, limits applied, before the spawn. A
+ * `_system` command stays in envd's cgroup as in the reference (never
+ * frozen with the workload). Limits that cannot be applied fail the start:
+ * silently running without them would be worse.
+ */
+static enum rpc_code place(struct process *p, const struct process_spec *s, char *err,
+			   size_t errlen)
+{
+	const Process__ProcessLimits *lim = s->config->limits;
+	bool system = s->tag && strcmp(s->tag, "_system") == 0;
+	struct pcg_limits pl;
+	char why[512];
+
+	if (!pcg_active() || system) {
+		if (!has_limits(lim))
+			return RPC_OK;
+		snprintf(err, errlen, "error starting process: resource limits need a cgroup for the "
+				      "command, and %s",
+			 system ? "a process tagged _system runs in envd's own cgroup"
+				: "envd runs without cgroups here (-no-cgroups, no cgroup2 "
+				  "filesystem, or not root)");
+		return RPC_FAILED_PRECONDITION;
+	}
+	if (pcg_parent_frozen(s->pty)) {
+		snprintf(err, errlen, "error starting process: the workload is frozen for a snapshot; "
+				      "try again once it is thawed");
+		return RPC_UNAVAILABLE;
+	}
+	p->cg = pcg_leaf_new(s->pty, why, sizeof(why));
+	if (!p->cg) {
+		snprintf(err, errlen, "error starting process: cannot create its cgroup: %s", why);
+		return RPC_INTERNAL;
+	}
+	if (!has_limits(lim))
+		return RPC_OK;
+	pl.memory_max = lim->memory_max_bytes;
+	pl.cpu_percent = lim->cpu_percent;
+	pl.pids_max = lim->pids_max;
+	if (pcg_leaf_limit(p->cg, &pl, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "error starting process: %s", why);
+		return RPC_FAILED_PRECONDITION;
+	}
+	return RPC_OK;
+}
+
 static void init_once(void)
 {
 	static bool done;
@@ -918,9 +1241,9 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 		snprintf(err, errlen, "error starting process: %s", go_strerror(ENOMEM));
 		return RPC_INTERNAL;
 	}
+	p->lc = LC_NEW;
 	p->out_fd = p->err_fd = p->in_fd = -1;
 	ring_init(&p->ring, process_ring_size);
-	buf_init(&p->inq, PROCESS_STDIN_MAX);
 	p->pty = s->pty;
 	p->config = config_copy(c);
 	p->tag = s->tag ? strdup(s->tag) : NULL;
@@ -930,6 +1253,10 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 		goto fail;
 	}
 	cmdline(c, cl, sizeof(cl));
+	code = place(p, s, err, errlen);
+	if (code != RPC_OK)
+		goto fail;
+	code = RPC_INTERNAL;
 
 	if (s->pty) {
 		int m, sl, rc = pty_open(&m, &sl, s->cols, s->rows);
@@ -995,6 +1322,12 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	rq.fd_out = child_fd[1];
 	rq.fd_err = child_fd[2];
 	rq.pty = s->pty;
+	if (p->cg) {
+		rq.join_cgroup = true;
+		rq.cgroup_procs_fd = pcg_leaf_procs_fd(p->cg);
+		rq.cgroup_dir_fd = pcg_leaf_dir_fd(p->cg);
+	}
+	p->t_start_us = mono_us();
 	pid = spawn_start(&rq, serr, sizeof(serr));
 	if (s->pty) {
 		close(child_fd[0]);
@@ -1022,7 +1355,7 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	evict_retained(pid, p->tag);
 	p->ent.listed = true;
 	ptable_add(&table, &p->ent);
-	p->in_table = true;
+	lc_step(p, LC_EV_REGISTERED);
 
 	ev_child_init(&p->child_w, child_cb, pid, 0);
 	p->child_w.data = p;
@@ -1133,6 +1466,8 @@ void process_snapshot_each(void (*fn)(void *ud, const struct process_snapshot *s
 	for (struct ptable_entry *e = table.head; e; e = e->next) {
 		struct process *p = of_entry(e);
 		struct process_snapshot s = { 0 };
+		uint8_t *pending = NULL;
+		size_t n = 0;
 
 		if (!e->listed && !e->retained)
 			continue;
@@ -1140,23 +1475,34 @@ void process_snapshot_each(void (*fn)(void *ud, const struct process_snapshot *s
 		s.tag = p->tag;
 		s.pty = p->pty;
 		s.config = p->config;
-		s.finished = p->finalized;
+		s.finished = lc_finalized(p->lc);
 		s.out_fd = p->out_fd;
 		s.err_fd = p->err_fd;
 		s.in_fd = p->pty ? (p->out_fd >= 0 ? p->out_fd : -1) : p->in_fd;
-		if (p->stdin_close_pending) {
-			s.stdin_close_pending = true;
-		}
+		s.stdin_close_pending = p->stdin_close_pending;
 		s.timeout_left_ms = timer_left_ms(&p->kill_w);
 		s.retain_left_ms = timer_left_ms(&p->retain_w);
 		s.ring = &p->ring;
-		s.reaped = p->reaped;
+		s.reaped = lc_reaped(p->lc);
 		s.exit_code = p->exit_code;
 		s.exited = p->exited;
 		s.status = p->status;
-		s.stdin_pending = p->inq.p;
-		s.stdin_pending_len = p->inq.len;
+		s.cgroup = p->cg ? pcg_leaf_path(p->cg) : NULL;
+		/* Pending input, flattened (chunks may borrow request bytes). */
+		for (struct inchunk *c = p->inq_head; c; c = c->next)
+			n += c->len - c->off;
+		if (n && (pending = malloc(n))) {
+			size_t o = 0;
+			for (struct inchunk *c = p->inq_head; c; c = c->next) {
+				if (c->data)
+					memcpy(pending + o, c->data + c->off, c->len - c->off);
+				o += c->len - c->off;
+			}
+			s.stdin_pending = pending;
+			s.stdin_pending_len = n;
+		}
 		fn(ud, &s);
+		free(pending);
 	}
 }
 
@@ -1178,18 +1524,26 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 
 	if (!p)
 		return -ENOMEM;
-	buf_init(&p->inq, PROCESS_STDIN_MAX);
-	if (s->stdin_pending_len && buf_append(&p->inq, s->stdin_pending, s->stdin_pending_len) < 0) {
-		free(p);
-		return -ENOMEM;
+	if (s->stdin_pending_len) {
+		struct inchunk *c = malloc(sizeof(*c) + s->stdin_pending_len);
+		if (!c) {
+			free(p);
+			return -ENOMEM;
+		}
+		memset(c, 0, sizeof(*c));
+		c->p = p;
+		c->data = (const uint8_t *)(c + 1);
+		memcpy(c + 1, s->stdin_pending, s->stdin_pending_len);
+		c->len = s->stdin_pending_len;
+		c->owned = true;
+		in_append(p, c);
 	}
-	p->config = s->config ? config_copy(s->config)
-			      : calloc(1, sizeof(Process__ProcessConfig));
+	p->config = s->config ? config_copy(s->config) : calloc(1, sizeof(Process__ProcessConfig));
 	if (p->config && !s->config)
 		process__process_config__init(p->config);
 	p->tag = s->tag ? strdup(s->tag) : NULL;
 	if (!p->config || (s->tag && !p->tag)) {
-		buf_free(&p->inq);
+		in_drop(p, EPIPE);
 		if (p->config)
 			process__process_config__free_unpacked(p->config, NULL);
 		free(p->tag);
@@ -1204,10 +1558,12 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 	p->pty = s->pty;
 	p->out_fd = p->err_fd = p->in_fd = -1;
 	p->stdin_close_pending = s->stdin_close_pending;
-	p->reaped = s->reaped;
 	p->exit_code = s->exit_code;
 	p->exited = s->exited;
 	snprintf(p->status, sizeof(p->status), "%s", s->status ? s->status : "");
+	p->t_start_us = mono_us();
+	if (s->cgroup && !s->finished)
+		p->cg = pcg_leaf_adopt(s->cgroup);
 
 	ev_child_init(&p->child_w, child_cb, p->pid, 0);
 	p->child_w.data = p;
@@ -1219,18 +1575,23 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 	p->retain_w.data = p;
 	ev_timer_init(&p->stall_w, stall_cb, PROCESS_STALL_S, 0.);
 	p->stall_w.data = p;
+	ev_io_init(&p->out_w, read_cb, 0, EV_READ);
+	p->out_w.data = p;
+	ev_io_init(&p->err_w, read_cb, 0, EV_READ);
+	p->err_w.data = p;
+	ev_io_init(&p->in_w, in_cb, 0, EV_WRITE);
+	p->in_w.data = p;
 
 	p->ent.pid = s->pid;
 	p->ent.tag = p->tag;
 	if (s->finished) {
 		/* Retained: the end event is all that is left to give. */
-		p->reaped = p->out_eof = p->err_eof = true;
-		p->end_ready = true;
+		p->out_eof = p->err_eof = true;
 		p->end_off = ring_end(&p->ring);
-		p->finalized = true;
+		p->usage_known = false;
+		p->lc = LC_RETAINED;
 		p->ent.retained = true;
 		ptable_add(&table, &p->ent);
-		p->in_table = true;
 		retained_bytes += p->ring.cap;
 		ev_timer_set(&p->retain_w, s->retain_left_ms > 0 ? (double)s->retain_left_ms / 1000.0 : 0.001,
 			     0.);
@@ -1257,27 +1618,25 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 		nonblock(p->in_fd);
 		fcntl(p->in_fd, F_SETFD, FD_CLOEXEC);
 	}
+	ev_io_set(&p->out_w, p->out_fd < 0 ? 0 : p->out_fd, EV_READ);
+	ev_io_set(&p->err_w, p->err_fd < 0 ? 0 : p->err_fd, EV_READ);
+	ev_io_set(&p->in_w, p->in_fd < 0 ? 0 : p->in_fd, EV_WRITE);
+	p->lc = LC_NEW;
 	p->ent.listed = true;
 	ptable_add(&table, &p->ent);
-	p->in_table = true;
-
-	ev_io_init(&p->out_w, read_cb, p->out_fd < 0 ? 0 : p->out_fd, EV_READ);
-	p->out_w.data = p;
-	ev_io_init(&p->err_w, read_cb, p->err_fd < 0 ? 0 : p->err_fd, EV_READ);
-	p->err_w.data = p;
-	ev_io_init(&p->in_w, in_cb, p->in_fd < 0 ? 0 : p->in_fd, EV_WRITE);
-	p->in_w.data = p;
-	if (!p->reaped)
+	enter(p);
+	lc_step(p, LC_EV_REGISTERED);
+	if (s->reaped)
+		lc_step(p, LC_EV_REAPED);
+	else
 		ev_child_start(envd_loop, &p->child_w);
-	else if (!p->out_eof || !p->err_eof)
-		ev_timer_start(envd_loop, &p->grace_w);
 	if (s->timeout_left_ms > 0)
 		ev_timer_start(envd_loop, &p->kill_w);
-	if (p->inq.len && p->in_fd >= 0)
-		ev_io_start(envd_loop, &p->in_w);
+	if (p->inq_head && p->in_fd >= 0)
+		in_flush(p);
 	arm_reads(p);
-	enter(p);
-	check_done(p);
+	if (p->out_eof && p->err_eof)
+		lc_step(p, LC_EV_OUTPUT_EOF);
 	leave(p);
 	return 0;
 }

@@ -30,7 +30,10 @@
  * first.
  *
  * Signals go to the process group (pipes) or to every member of the
- * session (PTY: an interactive shell gives each job its own group).
+ * session (PTY: an interactive shell gives each job its own group);
+ * SIGKILL, when the command has a cgroup of its own (cgroup.h), empties
+ * that cgroup instead, so nothing that left the group survives it. The
+ * end event carries the command's resource usage.
  *
  * Everything runs on envd_loop.
  *
@@ -61,7 +64,7 @@ extern size_t process_ring_size;
 #define PROCESS_STALL_S 10.0
 /* Streams attached to one process at once (flag -max-process-streams). */
 extern unsigned process_max_subs;
-/* Unwritten SendInput bytes a process may hold before input is refused. */
+/* Copied input bytes a process holds before StreamInput calls are paused. */
 #define PROCESS_STDIN_MAX (4u * 1024 * 1024)
 
 struct process_spec {
@@ -109,8 +112,23 @@ void process_subscribe(struct process *p, struct rpc_call *call, bool replay, ui
 
 /* The rest return RPC_OK or a code with the spec's message in err. */
 enum rpc_code process_signal(struct process *p, int sig, char *err, size_t errlen);
-enum rpc_code process_write_input(struct process *p, bool to_pty, const uint8_t *data, size_t n,
+/*
+ * Input (§6.7) with back-pressure. Bytes the pipe does not take at once
+ * wait in order; owned copies are bounded by PROCESS_STDIN_MAX:
+ *   - `stream` (a StreamInput call): the message is copied, and when the
+ *     bound is exceeded the call is paused (rpc_call_pause_input) until
+ *     the pipe drains below half of it;
+ *   - unary (`call` is a SendInput): if the rest does not fit the bound,
+ *     the request's own bytes are written as the process reads and *later
+ *     is set: the call is answered here once all is written (or failed
+ *     with the write error when the reader goes away), not by the caller.
+ * `call` may be NULL (copy, as for a small write).
+ */
+enum rpc_code process_write_input(struct process *p, struct rpc_call *call, bool stream,
+				  bool to_pty, const uint8_t *data, size_t n, bool *later,
 				  char *err, size_t errlen);
+/* A StreamInput call is ending: drop it from p's paused list. */
+void process_input_forget(struct process *p, struct rpc_call *call);
 enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen);
 enum rpc_code process_resize(struct process *p, unsigned cols, unsigned rows, char *err,
 			     size_t errlen);
@@ -139,6 +157,7 @@ struct process_snapshot {
 	const uint8_t *stdin_pending;
 	size_t stdin_pending_len;
 	bool stdin_close_pending;
+	const char *cgroup;                   /* the command's own cgroup leaf, or NULL */
 };
 
 /* Call fn for every process envd knows (listed and retained), in start order. */

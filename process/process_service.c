@@ -182,6 +182,7 @@ static void do_send_input(struct rpc_call *call, const ProtobufCMessage *msg)
 	struct process *p = select_or_fail(call, rq->process, false);
 	const Process__ProcessInput *in = rq->input;
 	enum rpc_code code;
+	bool later;
 	char err[512];
 
 	if (!p)
@@ -191,13 +192,14 @@ static void do_send_input(struct rpc_call *call, const ProtobufCMessage *msg)
 		return;
 	}
 	/* stdin and pty are the same union slot type; .pty reads either. */
-	code = process_write_input(p, in->input_case == PROCESS__PROCESS_INPUT__INPUT_PTY,
-				   in->pty.data, in->pty.len, err, sizeof(err));
+	code = process_write_input(p, call, false, in->input_case == PROCESS__PROCESS_INPUT__INPUT_PTY,
+				   in->pty.data, in->pty.len, &later, err, sizeof(err));
 	if (code != RPC_OK) {
 		rpc_fail(call, code, "%s", err);
 		return;
 	}
-	rpc_reply(call, &resp.base);
+	if (!later) /* else answered once the process has read it all */
+		rpc_reply(call, &resp.base);
 }
 
 static const struct rpc_call_hooks si_hooks;
@@ -210,6 +212,7 @@ static void si_message(struct rpc_call *call, const ProtobufCMessage *msg)
 	const Process__ProcessInput *in;
 	struct process *p;
 	enum rpc_code code;
+	bool later;
 	char err[512];
 
 	switch (rq->event_case) {
@@ -235,14 +238,28 @@ static void si_message(struct rpc_call *call, const ProtobufCMessage *msg)
 			rpc_fail(call, RPC_UNIMPLEMENTED, "invalid input type <nil>");
 			return;
 		}
-		code = process_write_input(p, in->input_case == PROCESS__PROCESS_INPUT__INPUT_PTY,
-					   in->pty.data, in->pty.len, err, sizeof(err));
-		if (code != RPC_OK)
+		/* Copied; over the bound the call is paused until stdin drains. */
+		code = process_write_input(p, call, true,
+					   in->input_case == PROCESS__PROCESS_INPUT__INPUT_PTY,
+					   in->pty.data, in->pty.len, &later, err, sizeof(err));
+		if (code != RPC_OK) {
+			process_input_forget(p, call);
 			rpc_fail(call, code, "%s", err);
+		}
 		return;
 	default:
 		return; /* keepalive */
 	}
+}
+
+/* The client left or the deadline passed: the process must forget the call. */
+static void si_cancel(struct rpc_call *call, enum rpc_code why)
+{
+	uintptr_t sel = (uintptr_t)rpc_call_ud(call);
+	struct process *p = sel ? process_find_pid((uint32_t)sel, true) : NULL;
+
+	if (p)
+		process_input_forget(p, call);
 }
 
 static void si_end(struct rpc_call *call)
@@ -255,6 +272,7 @@ static void si_end(struct rpc_call *call)
 static const struct rpc_call_hooks si_hooks = {
 	.on_message = si_message,
 	.on_input_end = si_end,
+	.on_cancel = si_cancel,
 };
 
 static void do_stream_input(struct rpc_call *call, const ProtobufCMessage *msg)

@@ -5,7 +5,8 @@
  * daemon's heap, with set-up failures reported through a close-on-exec pipe
  * (EOF = exec reached, a record = failed at that step).
  *
- * In the child: a new process group (or, for a PTY, a new session with the
+ * In the child: the command's cgroup (when given; born in it through
+ * clone3 where the kernel can), a new process group (or, for a PTY, a new session with the
  * slave as controlling terminal), oom_score_adj 100, nice 0, ionice
  * best-effort 4, the original RLIMIT_NOFILE, supplementary groups, gid,
  * uid, cwd, default signal dispositions and an empty mask, only fds 0-2.
@@ -35,6 +36,18 @@ struct spawn_req {
 	int n_groups;
 	int fd_in, fd_out, fd_err; /* become 0, 1, 2 in the child */
 	bool pty;                /* setsid + TIOCSCTTY on fd_in */
+	/*
+	 * Join a cgroup before anything else: the child writes "0" to this
+	 * cgroup.procs fd while still sharing our memory (CLONE_VFORK holds us
+	 * until it execs), so no instruction of the command runs outside it.
+	 */
+	bool join_cgroup;
+	int cgroup_procs_fd;
+	/*
+	 * The same cgroup's directory (O_RDONLY), or -1: where the kernel has
+	 * clone3(CLONE_INTO_CGROUP) the child is created inside it instead.
+	 */
+	int cgroup_dir_fd;
 };
 
 /*

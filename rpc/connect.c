@@ -56,6 +56,10 @@ struct rpc_call {
 	int64_t timeout_ms;
 	const struct rpc_call_hooks *hooks;
 	void *ud;
+	/* Client-stream back-pressure (rpc_call_pause_input). */
+	bool in_paused;      /* deliver no messages; transport body paused */
+	bool end_pending;    /* the body ended while paused */
+	ev_timer resume_w;   /* resumes delivery outside the caller's stack */
 };
 
 static const char *const code_names[] = {
@@ -90,6 +94,7 @@ static void call_unref(struct rpc_call *c)
 	if (--c->refs > 0)
 		return;
 	ev_timer_stop(envd_loop, &c->deadline);
+	ev_timer_stop(envd_loop, &c->resume_w);
 	if (c->req_msg)
 		protobuf_c_message_free_unpacked(c->req_msg, NULL);
 	env_dec_free(&c->dec);
@@ -543,9 +548,10 @@ static int on_envelope(void *ud, uint8_t flags, const uint8_t *p, size_t n)
 	c->refs++;
 	c->hooks->on_message(c, m);
 	protobuf_c_message_free_unpacked(m, NULL);
-	bool fin = c->finished;
+	/* The handler may have paused input: stop after this message. */
+	bool stop = c->finished || c->in_paused;
 	call_unref(c);
-	return fin ? 1 : 0;
+	return stop ? 1 : 0;
 }
 
 /* Fail the call for a decoder error (envelope.h's codes). */
@@ -574,12 +580,16 @@ static void fail_decode(struct rpc_call *c, int rc)
 /* Handle whole envelopes buffered; false when the call ended. */
 static bool drain_envelopes(struct rpc_call *c, bool at_end)
 {
+	/* Paused: the next envelope stays buffered (the decoder consumes
+	 * an envelope before handing it on, so it must not even be asked). */
+	if (c->in_paused)
+		return !c->finished;
 	int rc = env_dec_drain(&c->dec, on_envelope, c);
 	if (rc < 0) {
 		fail_decode(c, rc);
 		return false;
 	}
-	if (at_end && env_dec_pending(&c->dec) > 0 && !c->finished) {
+	if (at_end && env_dec_pending(&c->dec) > 0 && !c->finished && !c->in_paused) {
 		rpc_fail(c, RPC_INVALID_ARGUMENT, "protocol error: incomplete envelope");
 		return false;
 	}
@@ -639,8 +649,17 @@ static void on_body_end(struct http_req *r)
 		goto out;
 	}
 	bool streaming_in = c->impl && (c->impl->kind == RPC_CLIENT_STREAM || c->impl->kind == RPC_BIDI_STREAM);
+	/* Paused: messages are still buffered; the end waits for them. */
+	if (streaming_in && c->in_paused) {
+		c->end_pending = true;
+		goto out;
+	}
 	if (!drain_envelopes(c, true))
 		goto out;
+	if (streaming_in && c->in_paused) {
+		c->end_pending = true;
+		goto out;
+	}
 	if (streaming_in) {
 		if (c->hooks && c->hooks->on_input_end)
 			c->hooks->on_input_end(c);
@@ -655,6 +674,47 @@ static void on_body_end(struct http_req *r)
 	start_handler(c, m);
 out:
 	call_unref(c);
+}
+
+/*
+ * Client-stream back-pressure. Pausing stops message delivery at once
+ * (envelopes already buffered stay buffered) and pauses the request body
+ * in the transport, so the client's flow control (TCP window, HTTP/2
+ * stream window) holds the rest. Resuming is deferred to a zero timer:
+ * the handler usually resumes from deep inside its own callbacks, and
+ * delivering the next message there would re-enter it.
+ */
+static void resume_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct rpc_call *c = w->data;
+
+	if (c->finished || c->in_paused)
+		return;
+	c->refs++;
+	if (!c->http_gone && c->r)
+		http_req_pause_body(c->r, false); /* h2 may deliver right here */
+	if (!c->finished && !c->in_paused && drain_envelopes(c, c->end_pending) && c->end_pending &&
+	    !c->in_paused) {
+		c->end_pending = false;
+		if (c->hooks && c->hooks->on_input_end)
+			c->hooks->on_input_end(c);
+	}
+	call_unref(c);
+}
+
+void rpc_call_pause_input(struct rpc_call *c, bool paused)
+{
+	if (c->finished || c->in_paused == paused)
+		return;
+	c->in_paused = paused;
+	if (paused) {
+		ev_timer_stop(envd_loop, &c->resume_w);
+		if (!c->http_gone && c->r)
+			http_req_pause_body(c->r, true);
+		return;
+	}
+	ev_timer_set(&c->resume_w, 0., 0.);
+	ev_timer_start(envd_loop, &c->resume_w);
 }
 
 static void on_writable(struct http_req *r)
@@ -882,6 +942,8 @@ void rpc_dispatch(struct http_req *r)
 	r->on_close = on_close;
 	ev_init(&c->deadline, deadline_cb);
 	c->deadline.data = c;
+	ev_init(&c->resume_w, resume_cb);
+	c->resume_w.data = c;
 
 	const char *cpv = http_req_header(r, "connect-protocol-version");
 	if (cpv && (c->proto == P_CONNECT_UNARY || c->proto == P_CONNECT_STREAM) && strcmp(cpv, "1") != 0) {

@@ -142,6 +142,15 @@ unsigned rpc_call_keepalive_s(const struct rpc_call *call);
  */
 int rpc_send(struct rpc_call *call, const ProtobufCMessage *msg);
 
+/*
+ * Client streams: stop (true) or resume (false) handing messages to
+ * on_message, for input back-pressure. While paused the request body is
+ * paused in the transport too, so memory stays bounded by what was
+ * already buffered. Resuming takes effect on a later loop iteration (never
+ * inside the caller); on_input_end comes only after every message.
+ */
+void rpc_call_pause_input(struct rpc_call *call, bool paused);
+
 /* Bytes sent but not yet written to the socket (for back-pressure). */
 size_t rpc_call_queued(const struct rpc_call *call);
 

@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "sandbox/control.h"
+#include "sandbox/freeze.h"
 #include "base/buf.h"
 #include "base/log.h"
 #include "sandbox/mmds.h"
@@ -212,6 +213,9 @@ struct init_req {
 	bool waiting, running;
 	bool nfs_pending;
 	bool healing;            /* the route self-heal job holds a pointer */
+	bool thaw;               /* authorised: thaw the workload when done */
+	bool audited;
+	char audit[160];         /* X-Envd-Freeze-Audit value */
 };
 
 /* One /init at a time: the rest wait in arrival order. */
@@ -510,13 +514,22 @@ static void init_nfs_done(void *ud, const char *err)
 /* The current /init is over: answer (if still possible), free, go on. */
 static void init_finish(struct init_req *ir, int status, const char *text)
 {
+	/* Authorised: the workload is thawed whatever the outcome. */
+	if (ir->thaw) {
+		int rc = freeze_thaw();
+
+		if (rc < 0)
+			log_info("freeze", "thaw on /init: %s", strerror(-rc));
+	}
 	if (ir->r) {
 		struct http_req *r = ir->r;
 		ir->r->ud = NULL;
 		ir->r = NULL;
 		if (status == 204) {
-			struct http_hdr h[3] = {{"X-Envd-Version", ENVD_VERSION}, no_store};
+			struct http_hdr h[4] = {{"X-Envd-Version", ENVD_VERSION}, no_store};
 			size_t nh = 2;
+			if (ir->audited)
+				h[nh++] = (struct http_hdr){"X-Envd-Freeze-Audit", ir->audit};
 			if (upgrade_handover_header())
 				h[nh++] = (struct http_hdr){"X-Envd-Handover", upgrade_handover_header()};
 			upgrade_init_done();
@@ -594,6 +607,9 @@ static void init_apply(struct init_req *ir)
 	const char *ts = init_str(ir, "timestamp");
 	int64_t ts_ns = 0;
 
+	/* Before the thaw scheduled below: what a snapshot would have held. */
+	ir->audited = freeze_audit(ir->audit, sizeof(ir->audit));
+	ir->thaw = true;
 	if (ts)
 		control_parse_rfc3339(ts, &ts_ns);
 	/* Replay guard: only data at least as new as what was applied. */
@@ -827,15 +843,10 @@ bool control_initialised(void) { return initialised; }
 
 void control_freeze(struct http_req *r)
 {
-	/* No cgroup manager in this build: nothing to freeze (-no-cgroups). */
-	log_info("envd", "freeze requested (no cgroup manager: nothing to freeze)");
-	http_respond(r, 204, NULL, NULL, 0, &no_store, 1);
+	log_info("envd", "freeze requested");
+	freeze_http(r);
 }
-
-void control_unfreeze(struct http_req *r)
-{
-	http_respond(r, 204, NULL, NULL, 0, &no_store, 1);
-}
+void control_unfreeze(struct http_req *r) { freeze_http_unfreeze(r); }
 
 void control_collapse(struct http_req *r)
 {
@@ -844,28 +855,8 @@ void control_collapse(struct http_req *r)
 	http_respond(r, 200, "application/json", body, sizeof(body) - 1, &no_store, 1);
 }
 
-static void fs_ioctl(struct http_req *r, unsigned long req, int ok_errno, const char *name)
-{
-	char msg[256];
-	int fd = open("/", O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(msg, sizeof(msg), "open /: %s", strerror(errno));
-		http_respond_json_error(r, 500, msg);
-		return;
-	}
-	int rc = ioctl(fd, req, 0);
-	int e = errno;
-	close(fd);
-	if (rc < 0 && e != ok_errno) {
-		snprintf(msg, sizeof(msg), "%s /: %s", name, strerror(e));
-		http_respond_json_error(r, 500, msg);
-		return;
-	}
-	http_respond(r, 204, NULL, NULL, 0, &no_store, 1);
-}
-
-void control_fsfreeze(struct http_req *r) { fs_ioctl(r, FIFREEZE, EBUSY, "FIFREEZE"); }
-void control_fsthaw(struct http_req *r) { fs_ioctl(r, FITHAW, EINVAL, "FITHAW"); }
+void control_fsfreeze(struct http_req *r) { freeze_http_fs(r, true); }
+void control_fsthaw(struct http_req *r) { freeze_http_fs(r, false); }
 
 void control_upgrade(struct http_req *r)
 {

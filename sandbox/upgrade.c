@@ -42,6 +42,7 @@
 #include "http/conn.h"
 #include "process/process.h"
 #include "process/ring.h"
+#include "sandbox/freeze.h"
 #include "sandbox/logexport.h"
 #include "sandbox/nfs.h"
 #include "sandbox/portfwd.h"
@@ -322,6 +323,7 @@ static void add_process(void *ud, const struct process_snapshot *s)
 	p->exit_code = s->exit_code;
 	p->exited = s->exited;
 	p->status = (char *)s->status;
+	p->cgroup = (char *)(s->cgroup ? s->cgroup : "");
 	PUSH(a, b->st->processes, b->st->n_processes, p);
 }
 
@@ -464,6 +466,16 @@ static int build_record(struct fdlist *fds, uint8_t **out, size_t *out_len)
 		PUSH(&a, st.user_env, st.n_user_env, e);
 	}
 	st.last_init_ns = state_last_init_ns;
+
+	/* The freeze state: whether a freeze of ours is in effect, and the
+	 * cgroups the guest had frozen itself (a thaw must leave them). */
+	static struct freeze_state fz;
+	freeze_state_get(&fz);
+	st.frozen = fz.applied;
+	for (size_t i = 0; i < fz.n_guest && i < FREEZE_GUEST_MAX; i++)
+		PUSH(&a, st.guest_frozen_cgroups, st.n_guest_frozen_cgroups, fz.guest[i]);
+	if (st.n_guest_frozen_cgroups)
+		st.schema = 2;
 	if (a.oom) {
 		rc = -ENOMEM;
 	} else {
@@ -831,8 +843,17 @@ const char *upgrade_handover_header(void)
 static void thaw(const char *why)
 {
 	ev_timer_stop(envd_loop, &thaw_timer);
-	/* Without a cgroup manager this envd never froze anything: the
-	 * workload ran through the exec. Logged so the sequence is visible. */
+	/* The workload runs through the exec; what may be frozen is a freeze
+	 * that was in effect when the upgrade began (carried in the record).
+	 * /init thaws that itself; the timer does it when no /init comes. */
+	struct freeze_state fz;
+	freeze_state_get(&fz);
+	if (fz.applied && strcmp(why, "/init") != 0) {
+		int rc = freeze_thaw();
+		log_info(LOGGER, "upgrade: workload thawed (%s)%s%s", why, rc < 0 ? ": " : "",
+			 rc < 0 ? strerror(-rc) : "");
+		return;
+	}
 	log_info(LOGGER, "upgrade: workload thawed (%s)", why);
 }
 
@@ -932,6 +953,7 @@ static int adopt_proc(const Upgrade__HandoverProc *hp)
 	s.stdin_pending = hp->stdin_pending.data;
 	s.stdin_pending_len = hp->stdin_pending.len;
 	s.stdin_close_pending = hp->stdin_close_pending;
+	s.cgroup = hp->cgroup && *hp->cgroup ? hp->cgroup : NULL;
 	if (s.pid == 0 || (!s.reaped && kill((pid_t)s.pid, 0) < 0 && errno == ESRCH && s.out_fd < 0))
 		return -ESRCH;
 	rc = ring_from_record(&rg, hp->output);
@@ -1065,6 +1087,15 @@ int upgrade_resume(void)
 	}
 	if (st->last_init_ns > state_last_init_ns)
 		state_last_init_ns = st->last_init_ns;
+	{
+		static struct freeze_state fz;
+		memset(&fz, 0, sizeof(fz));
+		fz.applied = st->frozen;
+		for (size_t i = 0; i < st->n_guest_frozen_cgroups && fz.n_guest < FREEZE_GUEST_MAX; i++)
+			snprintf(fz.guest[fz.n_guest++], sizeof(fz.guest[0]), "%s", st->guest_frozen_cgroups[i]);
+		if (fz.applied || fz.n_guest)
+			freeze_state_set(&fz);
+	}
 
 	for (size_t i = 0; i < st->n_processes; i++) {
 		rc = adopt_proc(st->processes[i]);

@@ -6,7 +6,7 @@
 #
 #   scripts/bench.sh [--quick] [--only ID,ID...] [--out FILE]
 #
-# IDs: rtt sdk_rtt unary stream files archive footprint idle busy sdk_concurrent conns
+# IDs: rtt rtt_cgroup sdk_rtt unary stream files archive footprint idle busy sdk_concurrent conns
 # Writes FILE (default bench/results/latest.json) and prints a table. Each
 # figure carries the command that reproduces it: `scripts/bench.sh --only ID`
 # (add --quick for the small variant), and the raw client command it ran.
@@ -82,10 +82,13 @@ wait_port() {
 	return 1
 }
 
-# start_envd [flags]: sets EPORT, EPID.
+# start_envd [flags]: sets EPORT, EPID. No cgroups unless -cgroup-root is
+# given: the machine's own cgroup tree is left alone.
 start_envd() {
 	EPORT=$(free_port)
-	"$ENVD" -isnotfc -port "$EPORT" "$@" >>"$TMP/envd.log" 2>&1 &
+	local cg=-no-cgroups
+	case " $* " in *" -cgroup-root "*) cg= ;; esac
+	"$ENVD" -isnotfc -port "$EPORT" $cg "$@" >>"$TMP/envd.log" 2>&1 &
 	EPID=$!
 	PIDS+=("$EPID")
 	wait_port "$EPORT" || { log "envd did not start"; cat "$TMP/envd.log" >&2; return 1; }
@@ -203,6 +206,29 @@ if want rtt; then
 	start_envd
 	run_json rtt "$BENCH" rtt "$EPORT" "$N_RTT"
 	stop_pid "$EPID"
+fi
+
+# 1b. The same with a cgroup per command, where a private cgroup2 directory
+# can be made (root, writable cgroup2 mount): the cost of the leaf.
+if want rtt_cgroup; then
+	CGB=""
+	for base in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+		[ "$(stat -fc %T "$base" 2>/dev/null)" = cgroup2fs ] || continue
+		mkdir "$base/envd-bench-$$" 2>/dev/null && { CGB=$base/envd-bench-$$; break; }
+	done
+	if [ -n "$CGB" ]; then
+		log "command round trip with a cgroup per command ($N_RTT runs each)"
+		start_envd -cgroup-root "$CGB"
+		run_json rtt_cgroup "$BENCH" rtt "$EPORT" "$N_RTT"
+		stop_pid "$EPID"
+		for _ in $(seq 100); do
+			find "$CGB" -depth -type d -exec rmdir {} \; 2>/dev/null
+			[ -d "$CGB" ] || break
+			sleep 0.05
+		done
+	else
+		log "rtt_cgroup: no writable cgroup2 mount here, skipped"
+	fi
 fi
 
 SDK_OK=0

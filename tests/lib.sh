@@ -27,13 +27,25 @@ s.close()
 PY
 }
 
+# cgroup_flags [flags...]: a test envd leaves the machine's cgroup tree
+# alone unless the script passes -cgroup-root itself, or ENVD_CGROUP_ROOT
+# names a cgroup2 directory to run every suite under.
+cgroup_flags() {
+	case " $* " in *" -cgroup-root "* | *" -no-cgroups "*) return 0 ;; esac
+	if [ -n "${ENVD_CGROUP_ROOT:-}" ]; then
+		echo "-cgroup-root $ENVD_CGROUP_ROOT"
+	else
+		echo "-no-cgroups"
+	fi
+}
+
 # envd_start [flags...]: start envd, wait until /health answers.
 envd_start() {
 	ENVD_PORT=$(free_port)
 	ENVD_URL="http://127.0.0.1:$ENVD_PORT"
 	ENVD_LOG=$(mktemp /tmp/envd-test-log.XXXXXX)
 	ENVD_LOGS+=("$ENVD_LOG")
-	"$ENVD_BIN" -isnotfc -port "$ENVD_PORT" "$@" >"$ENVD_LOG" 2>&1 &
+	"$ENVD_BIN" -isnotfc -port "$ENVD_PORT" $(cgroup_flags "$@") "$@" >"$ENVD_LOG" 2>&1 &
 	ENVD_PID=$!
 	ENVD_PIDS+=("$ENVD_PID")
 	local deadline=$((SECONDS + 60))

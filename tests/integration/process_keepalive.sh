@@ -50,6 +50,6 @@ wait $bg
 out=$(cat "$TMP/c.out")
 n=$(count_ka "$out")
 check_re "Connect stream keep-alives ($n)" '^[1-9]$' "$n"
-check_re "Connect stream end" '"end": \{"exited": true, "status": "exit status 0"\}' "$out"
+check_re "Connect stream end" '"end": \{"exited": true, "status": "exit status 0"(, "usage": \{[^}]*\})?\}' "$out"
 kill -0 "$ENVD_PID" && ok "envd alive" || nok "envd alive"
 summary

@@ -46,12 +46,24 @@ free_port() {
 	"$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+# cgroup_flags [flags...]: a test envd leaves the machine's cgroup tree
+# alone unless the script passes -cgroup-root itself, or ENVD_CGROUP_ROOT
+# names a cgroup2 directory to run every suite under.
+cgroup_flags() {
+	case " $* " in *" -cgroup-root "* | *" -no-cgroups "*) return 0 ;; esac
+	if [ -n "${ENVD_CGROUP_ROOT:-}" ]; then
+		echo "-cgroup-root $ENVD_CGROUP_ROOT"
+	else
+		echo "-no-cgroups"
+	fi
+}
+
 # start_envd [extra flags...]
 start_envd() {
 	PORT=$(free_port)
 	# Under ASan a small quarantine keeps RSS figures meaningful.
 	ASAN_OPTIONS="quarantine_size_mb=4:thread_local_quarantine_size_kb=64${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
-		"$ENVD_BIN" -isnotfc -port "$PORT" "$@" >"$TMP/envd.log" 2>&1 &
+		"$ENVD_BIN" -isnotfc -port "$PORT" $(cgroup_flags "$@") "$@" >"$TMP/envd.log" 2>&1 &
 	ENVD_PID=$!
 	wait_for 60 curl -s -o /dev/null "http://127.0.0.1:$PORT/health" && return 0
 	echo "envd did not start: $(cat "$TMP/envd.log")" >&2

@@ -20,6 +20,7 @@ if [ -z "${UPGRADE_IN_NETNS:-}" ]; then
 fi
 
 . tests/lib.sh
+. tests/integration/cgroup_lib.sh
 T_NAME=upgrade
 PY=/usr/bin/python3
 [ -x $PY ] || PY=python3
@@ -31,13 +32,18 @@ ip addr add "$SBX/32" dev lo
 
 W=$(mktemp -d /tmp/envd-upgrade.XXXXXX)
 PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null; done; _t_cleanup; rm -rf "$W"' EXIT
+# A private cgroup tree when the machine has one: commands get their own
+# leaves, and the freeze state is carried too.
+CG=$(cgroup_test_dir upgrade)
+CGFLAGS=()
+[ -n "$CG" ] && CGFLAGS=(-cgroup-root "$CG")
+trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null; done; _t_cleanup; cgroup_remove "$CG"; rm -rf "$W"' EXIT
 TOK=upgrade-token
 H=(-H "X-Access-Token: $TOK")
 
 # The pre-flight gets more than its 2 s default: a loaded machine (and the
 # sanitizer build) must not turn a good binary into a refused one.
-envd_start -verbose -upgrade-dir "$W" -handover-file "$W/handover.pb" -sandbox-addr "$SBX" -upgrade-preflight-ms 30000 ||
+envd_start -verbose -upgrade-dir "$W" -handover-file "$W/handover.pb" -sandbox-addr "$SBX" -upgrade-preflight-ms 30000 "${CGFLAGS[@]}" ||
 	{ fail "envd starts"; finish; exit 1; }
 U=$ENVD_URL
 code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
@@ -146,6 +152,17 @@ expect_match "the open Start stream ended with unavailable" '"code":"unavailable
 expect_match "the open WatchDir stream too" '"code":"unavailable","message":"envd is upgrading; watch again' \
 	"$(tail -c 300 "$W/watch.out" | tr -d '\0')"
 
+counter_pid=$(rpc process.Process/List '{}' | $PY -c '
+import json, sys
+print([p["pid"] for p in json.load(sys.stdin)["processes"] if p.get("tag") == "counter"][0])')
+cg_before=$(cat "/proc/$counter_pid/cgroup" 2>/dev/null)
+if [ -n "$CG" ]; then
+	# A freeze in effect when the upgrade begins is carried over: the new
+	# image's /init thaws it and reports the audit.
+	expect_eq "/freeze before the second upgrade" 204 "$(code "${H[@]}" -X POST "$U/freeze")"
+	expect_eq "workload frozen" 1 "$(cat "$CG/user/cgroup.freeze")"
+fi
+
 # --- upgrade 2: a binary that reports another version ---
 old_ver=$("$ENVD_BIN" -version)
 new_ver="${old_ver%?}9"
@@ -168,6 +185,12 @@ expect_eq "upgrade with an uploaded binary: the connection drops" "000" "$r"
 hdrs=$(wait_upgraded)
 expect_match "/init after the second upgrade reports the new version" "X-Envd-Version: $new_ver" "$hdrs"
 expect_match "second hand-over complete" 'X-Envd-Handover: \{"failed":false,"procs":2,.*"watchers":1,"watchers_failed":0' "$hdrs"
+if [ -n "$CG" ]; then
+	expect_match "the new image knew of the freeze (audit on /init)" 'X-Envd-Freeze-Audit: ' "$hdrs"
+	expect_eq "and /init thawed the workload" 0 "$(cat "$CG/user/cgroup.freeze")"
+	expect_eq "the counter is still in its own cgroup leaf" "$cg_before" "$(cat "/proc/$counter_pid/cgroup")"
+	expect_match "which is a command leaf" 'user/cmd-[0-9]+-[0-9]+$' "$cg_before"
+fi
 check "uploaded binary is mode 0755" test "$(stat -c %a "$W/envd.next")" = 755
 expect_eq "running image is the uploaded one" "$(readlink -f "$W/envd.next")" "$(readlink /proc/$ENVD_PID/exe)"
 expect_eq "and its -version is the new one" "$new_ver" "$(/proc/$ENVD_PID/exe -version)"
@@ -292,5 +315,10 @@ U=$U1
 
 rpc process.Process/SendSignal '{"process":{"tag":"counter"},"signal":"SIGNAL_SIGKILL"}' >/dev/null
 rpc process.Process/SendSignal "{\"process\":{\"pid\":$pty},\"signal\":\"SIGNAL_SIGKILL\"}" >/dev/null
+if [ -n "$CG" ]; then
+	leaf=${cg_before#0::}
+	check "the adopted leaf is emptied and removed once its command is killed" \
+		wait_for 30 test ! -d "/sys/fs/cgroup$leaf"
+fi
 grep -q 'upgrade: executing' "$L1" && pass "upgrade logged" || fail "upgrade logged"
 finish

@@ -119,6 +119,8 @@ static const ProtobufCMessageDescriptor *const all_types[] = {
 	&process__pty__size__descriptor,
 	&process__process_config__descriptor,
 	&process__process_config__envs_entry__descriptor,
+	&process__process_limits__descriptor,
+	&process__resource_usage__descriptor,
 	&process__list_request__descriptor,
 	&process__process_info__descriptor,
 	&process__list_response__descriptor,
@@ -468,6 +470,27 @@ Test(pbjson, golden_process_events)
 	end.status = "";
 	end.error = "";
 	expect_event(&ev, "{\"event\":{\"end\":{\"error\":\"\"}}}");
+
+	/* Additive usage: uint64 as strings, zero members omitted. */
+	{
+		Process__ResourceUsage use = PROCESS__RESOURCE_USAGE__INIT;
+
+		end.optional_error_case = PROCESS__PROCESS_EVENT__END_EVENT__OPTIONAL_ERROR__NOT_SET;
+		end.exited = 1;
+		end.status = "exit status 0";
+		use.cpu_user_usec = 1234;
+		use.memory_peak_bytes = 18446744073709551615ull;
+		use.oom_killed = 1;
+		use.wall_usec = 5;
+		end.usage = &use;
+		expect_event(&ev, "{\"event\":{\"end\":{\"exited\":true,\"status\":\"exit status 0\","
+				  "\"usage\":{\"cpuUserUsec\":\"1234\",\"memoryPeakBytes\":"
+				  "\"18446744073709551615\",\"oomKilled\":true,\"wallUsec\":\"5\"}}}}");
+		end.usage = NULL;
+		end.exited = 0;
+		end.status = "";
+		end.optional_error_case = PROCESS__PROCESS_EVENT__END_EVENT__OPTIONAL_ERROR_ERROR;
+	}
 
 	ev.event_case = PROCESS__PROCESS_EVENT__EVENT_KEEPALIVE;
 	ev.keepalive = &ka;

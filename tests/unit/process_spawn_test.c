@@ -191,3 +191,86 @@ Test(spawn, child_nice_is_reset_to_zero)
 	else
 		cr_expect_str_eq(r.out, "5\n", "without privilege nice cannot go down");
 }
+
+/*
+ * The join: the child writes "0" to the cgroup.procs fd before anything
+ * else. A regular file stands in for cgroup.procs here (no cgroup2 needed),
+ * which also takes the clone() path: clone3 needs a cgroup directory.
+ */
+static void run_joined(struct run *r, char **argv, int procs_fd, int dir_fd)
+{
+	int o[2], e[2], in;
+	struct spawn_req rq = { 0 };
+
+	cr_assert_eq(pipe2(o, O_CLOEXEC), 0);
+	cr_assert_eq(pipe2(e, O_CLOEXEC), 0);
+	in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	rq.file = argv[0];
+	rq.argv = argv;
+	rq.argc = 1;
+	rq.envp = env_path;
+	rq.cwd = "/";
+	rq.fd_in = in;
+	rq.fd_out = o[1];
+	rq.fd_err = e[1];
+	rq.join_cgroup = true;
+	rq.cgroup_procs_fd = procs_fd;
+	rq.cgroup_dir_fd = dir_fd;
+	memset(r, 0, sizeof(*r));
+	r->pid = spawn_start(&rq, r->msg, sizeof(r->msg));
+	close(in);
+	close(o[1]);
+	close(e[1]);
+	if (r->pid > 0) {
+		slurp(o[0], r->out, sizeof(r->out));
+		cr_assert_eq(waitpid(r->pid, &r->status, 0), r->pid);
+	}
+	close(o[0]);
+	close(e[0]);
+}
+
+Test(spawn, joins_its_cgroup_before_exec)
+{
+	char path[] = "/tmp/spawn-procs-XXXXXX", buf[8] = "";
+	char *argv[] = { "true", NULL };
+	struct run r;
+	int fd = mkstemp(path);
+
+	cr_assert_geq(fd, 0);
+	run_joined(&r, argv, fd, -1);
+	cr_assert_gt(r.pid, 0, "%s", r.msg);
+	cr_expect(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
+	cr_expect_eq(pread(fd, buf, sizeof(buf) - 1, 0), 1);
+	cr_expect_str_eq(buf, "0", "the child wrote 0 (itself) to cgroup.procs");
+	close(fd);
+	unlink(path);
+}
+
+Test(spawn, a_failed_join_fails_the_start)
+{
+	char *argv[] = { "true", NULL };
+	struct run r;
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC); /* not writable */
+
+	run_joined(&r, argv, fd, -1);
+	cr_expect_lt(r.pid, 0, "nothing runs outside its cgroup");
+	cr_expect(strstr(r.msg, "fork/exec true") != NULL, "%s", r.msg);
+	close(fd);
+}
+
+Test(spawn, a_directory_that_is_not_a_cgroup_falls_back_to_the_join)
+{
+	char path[] = "/tmp/spawn-procs-XXXXXX", buf[8] = "";
+	char *argv[] = { "true", NULL };
+	struct run r;
+	int fd = mkstemp(path), dir = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	cr_assert_geq(fd, 0);
+	run_joined(&r, argv, fd, dir);
+	cr_assert_gt(r.pid, 0, "%s", r.msg);
+	cr_expect(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
+	cr_expect_eq(pread(fd, buf, sizeof(buf) - 1, 0), 1, "clone3 refused the fd; clone() joined");
+	close(dir);
+	close(fd);
+	unlink(path);
+}
