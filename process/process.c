@@ -344,7 +344,7 @@ static void sub_pump(struct sub *s)
 		want = limit - s->cursor < READ_CHUNK ? (size_t)(limit - s->cursor) : READ_CHUNK;
 		/* Straight from the ring (PTY output in whole characters): rpc_send
 		   encodes (copies) before returning. */
-		n = ring_peek_text(&p->ring, s->cursor, limit, end_ready, &kind, &chunk, want,
+		n = ring_peek_text(&p->ring, s->cursor, limit, lc_end_ready(p->lc), &kind, &chunk, want,
 				   tmp);
 		if (n <= 0)
 			goto out;
