@@ -723,7 +723,10 @@ static bool pick_protocol(struct rpc_call *c, const char *ct)
 				return false;
 			c->proto = tab[k].p;
 			c->json = tab[k].json;
-			snprintf(c->ctype, sizeof(c->ctype), "%s%s", tab[k].t, charset ? "; charset=utf-8" : "");
+			/* Both parts are literals that fit c->ctype. */
+			size_t tl = strlen(tab[k].t);
+			memcpy(c->ctype, tab[k].t, tl);
+			strcpy(c->ctype + tl, charset ? "; charset=utf-8" : "");
 			return true;
 		}
 	}
