@@ -282,6 +282,10 @@ def build(raw, flag):
                   ref["bytes"] / 1048576 / ref["best_s"] if (ref.get("bytes") and ref.get("best_s")) else None,
                   "node fetch() of the same file from nginx, identity", "MiB/s", "higher", "sdk_files", target=tgt,
                   env_id="sdk_files", anchor_id="sdk_files", errors=sdk["errors"] + ref["errors"])
+            if sdk.get("cpu_ms") is not None and ref.get("cpu_ms") is not None:
+                R.add(sec, "  node's own CPU for that read (receive + decode)", sdk["cpu_ms"], ref["cpu_ms"],
+                      "the same for the fetch() from nginx", "ms", "lower", "sdk_files", env_id="sdk_files",
+                      anchor_id="sdk_files")
 
     sec = "5 footprint"
     b = R.runs("binary")

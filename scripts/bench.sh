@@ -334,7 +334,7 @@ if want sdk_files && [ $SDK_OK = 1 ]; then
 	head -c "$((SDK_FILE_MB << 20))" /dev/urandom >"$WWW/sdk-random.bin"
 	gen_text "$SDK_FILE_MB" "$WWW/sdk-text.log"
 	chmod 644 "$WWW"/sdk-*
-	run_json sdk_files node bench/sdk.mjs download 3 \
+	run_json sdk_files node bench/sdk.mjs download 5 \
 		"random=$WWW/sdk-random.bin=http://127.0.0.1:$XPORT/sdk-random.bin" \
 		"text=$WWW/sdk-text.log=http://127.0.0.1:$XPORT/sdk-text.log"
 	rm -f "$WWW"/sdk-*
