@@ -343,7 +343,11 @@ void path_base(const char *in, char *out, size_t outlen)
 	s = in + n;
 	while (s > in && s[-1] != '/')
 		s--;
-	snprintf(out, outlen, "%.*s", (int)(n - (size_t)(s - in)), s);
+	n -= (size_t)(s - in);
+	if (n >= outlen)
+		n = outlen - 1;
+	memcpy(out, s, n);
+	out[n] = '\0';
 }
 
 /* Join a and b with '/', clean, into out. -ENAMETOOLONG on overflow. */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -52,7 +53,12 @@ void fs_perm_string(mode_t mode, char *buf, size_t len)
 	for (int i = 0; i < 9; i++)
 		tmp[w++] = (mode & (1u << (8 - i))) ? "rwxrwxrwx"[i] : '-';
 	tmp[w] = '\0';
-	snprintf(buf, len, "%s", tmp);
+	if (!len)
+		return;
+	if (w >= len)
+		w = len - 1;
+	memcpy(buf, tmp, w);
+	buf[w] = '\0';
 }
 
 Filesystem__FileType fs_file_type(mode_t mode)
@@ -102,8 +108,12 @@ bool fs_utf8_valid(const char *str, size_t n)
 /*
  * uid/gid -> name with a small per-thread cache: a deep ListDir would
  * otherwise re-read /etc/passwd for every entry. Entries expire when the
- * file changes (mtime/size/inode) so renamed users show up.
+ * file changes (mtime/size/inode) so renamed users show up. The file is
+ * looked at no more than every NAME_RECHECK_MS: two stat() calls were a
+ * fifth of a unary Stat's system calls, so a renamed user may show under
+ * the old name for that long.
  */
+#define NAME_RECHECK_MS 100
 struct name_cache {
 	unsigned long id;
 	char name[64];
@@ -116,6 +126,8 @@ struct name_cache_set {
 	struct timespec mtime;
 	off_t size;
 	ino_t ino;
+	int64_t checked_ms; /* when the file was last compared, 0 never */
+	bool file_ok;       /* the file could be stat()ed then */
 };
 
 static _Thread_local struct name_cache_set users_cache, groups_cache;
@@ -124,19 +136,31 @@ static void cached_name(struct name_cache_set *c, const char *file, unsigned lon
 			char *buf, size_t len)
 {
 	struct stat st;
+	struct timespec now;
+	int64_t now_ms;
 
-	if (stat(file, &st) == 0) {
-		if (st.st_mtim.tv_sec != c->mtime.tv_sec || st.st_mtim.tv_nsec != c->mtime.tv_nsec ||
-		    st.st_size != c->size || st.st_ino != c->ino) {
-			memset(c, 0, sizeof(*c));
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+	now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 + 1;
+	if (!c->checked_ms || now_ms - c->checked_ms >= NAME_RECHECK_MS) {
+		c->file_ok = stat(file, &st) == 0;
+		if (c->file_ok && (st.st_mtim.tv_sec != c->mtime.tv_sec || st.st_mtim.tv_nsec != c->mtime.tv_nsec ||
+				   st.st_size != c->size || st.st_ino != c->ino)) {
+			memset(c->e, 0, sizeof(c->e));
+			c->next = 0;
 			c->mtime = st.st_mtim;
 			c->size = st.st_size;
 			c->ino = st.st_ino;
 		}
+		c->checked_ms = now_ms;
+	}
+	if (c->file_ok) {
 		for (int i = 0; i < 8; i++) {
 			if (c->e[i].used && c->e[i].id == id) {
-				snprintf(buf, len, "%s", c->e[i].name);
-				return;
+				size_t n = strlen(c->e[i].name);
+				if (n < len) {
+					memcpy(buf, c->e[i].name, n + 1);
+					return;
+				}
 			}
 		}
 	}

@@ -6,8 +6,9 @@
  * Memory is O(1) in the file size in every direction:
  *   - identity downloads queue file ranges (sendfile on HTTP/1.1) a few
  *     MiB at a time, refilled from on_writable;
- *   - gzip downloads read and deflate 64 KiB at a time on the worker
- *     pool, while the output queue is below HTTP_QUEUE_HIGH;
+ *   - gzip downloads are read and compressed in blocks on the worker
+ *     pool, a few in flight, while the output queue is below
+ *     HTTP_QUEUE_HIGH (fs/gzsend.c);
  *   - uploads are inflated (if gzip) and parsed (if multipart) as they
  *     arrive and written straight to the target file. That work runs on
  *     the worker pool, one job per upload at a time; the loop only
@@ -39,6 +40,7 @@
 #include "base/buf.h"
 #include "base/errstr.h"
 #include "fs/files_util.h"
+#include "fs/gzsend.h"
 #include "fs/multipart.h"
 #include "base/log.h"
 #include "base/state.h"
@@ -171,28 +173,12 @@ static void random_hex(char *out, size_t n)
 struct download {
 	int fd;
 	int64_t off, end;   /* next byte to queue, end of range */
-	bool gzip;
-	bool zinit;
-	z_stream zs;
-	uint8_t *in, *out;
-	bool eof;           /* file fully read (gzip) */
-	/* gzip: reading and deflating run on the worker, one chunk a job */
-	struct http_req *r;
-	bool busy;          /* a job owns in/out/zs/fd right now */
-	bool orphaned;      /* the exchange ended while busy: free on return */
-	size_t have;        /* output bytes the last job produced */
-	int zr;             /* its deflate() result */
-	int rd_err;         /* its read() errno, 0 if none */
 };
 
 static void dl_free(struct download *d)
 {
 	if (d->fd >= 0)
 		close(d->fd);
-	if (d->zinit)
-		deflateEnd(&d->zs);
-	free(d->in);
-	free(d->out);
 	free(d);
 }
 
@@ -200,10 +186,6 @@ static void dl_on_close(struct http_req *r, bool completed)
 {
 	struct download *d = r->ud;
 	r->ud = NULL;
-	if (d && d->busy) {
-		d->orphaned = true; /* the job's completion frees it */
-		return;
-	}
 	if (d)
 		dl_free(d);
 }
@@ -227,95 +209,12 @@ static void dl_pump_identity(struct http_req *r)
 		http_resp_end(r, NULL, 0); /* may free d */
 }
 
-/*
- * Worker side: produce one chunk of gzip output (or reach the end). Reading
- * the file and deflating it are the slow parts of a gzip download; off the
- * loop they cannot delay other clients.
- */
-static void dl_gzip_work(void *arg)
-{
-	struct download *d = arg;
-
-	d->have = 0;
-	d->rd_err = 0;
-	d->zs.next_out = d->out;
-	d->zs.avail_out = CHUNK;
-	for (;;) {
-		if (d->zs.avail_in == 0 && !d->eof) {
-			ssize_t n = read(d->fd, d->in, CHUNK);
-			if (n < 0 && errno == EAGAIN)
-				n = 0; /* a FIFO or device with nothing to give: end here */
-			if (n < 0) {
-				if (errno == EINTR)
-					continue;
-				d->rd_err = errno;
-				break;
-			}
-			if (n == 0)
-				d->eof = true;
-			d->zs.next_in = d->in;
-			d->zs.avail_in = (uInt)n;
-		}
-		d->zr = deflate(&d->zs, d->eof ? Z_FINISH : Z_NO_FLUSH);
-		if (d->zr == Z_STREAM_END || (d->zr != Z_OK && d->zr != Z_BUF_ERROR) || d->zs.avail_out == 0)
-			break;
-		if (d->eof && d->zr == Z_BUF_ERROR)
-			break; /* no progress possible: avoid spinning */
-	}
-	d->have = CHUNK - d->zs.avail_out;
-}
-
-static void dl_pump_gzip(struct http_req *r);
-
-/* Loop side: queue what the job produced, then ask for more. */
-static void dl_gzip_done(void *arg)
-{
-	struct download *d = arg;
-	struct http_req *r = d->r;
-
-	d->busy = false;
-	if (d->orphaned) {
-		dl_free(d);
-		return;
-	}
-	if (d->rd_err) {
-		/* Headers are out: all we can do is cut the stream. */
-		log_error("files", "files_get: read failed mid-download: %s", go_strerror(d->rd_err));
-		http_resp_end(r, NULL, 0); /* may free d */
-		return;
-	}
-	if (d->have && http_resp_write(r, d->out, d->have) < 0)
-		return; /* client gone; on_close follows */
-	if (d->zr == Z_STREAM_END || (d->zr != Z_OK && d->zr != Z_BUF_ERROR) || (d->eof && d->have == 0)) {
-		http_resp_end(r, NULL, 0); /* may free d */
-		return;
-	}
-	dl_pump_gzip(r);
-}
-
-static void dl_pump_gzip(struct http_req *r)
-{
-	struct download *d = r->ud;
-
-	if (!d || d->busy || r->resp_ended || http_resp_queued(r) >= HTTP_QUEUE_HIGH)
-		return; /* on_writable or the running job calls again */
-	d->busy = true;
-	if (worker_submit(dl_gzip_work, dl_gzip_done, d) < 0) {
-		/* Worker queue full: do this one chunk here rather than stall. */
-		dl_gzip_work(d);
-		dl_gzip_done(d);
-	}
-}
-
 static void dl_on_writable(struct http_req *r)
 {
 	struct download *d = r->ud;
 	if (!d || r->resp_ended)
 		return;
-	if (d->gzip)
-		dl_pump_gzip(r);
-	else
-		dl_pump_identity(r);
+	dl_pump_identity(r);
 }
 
 /*
@@ -489,25 +388,12 @@ void files_get(struct http_req *r)
 	const char *ctype = files_mime_by_ext(qpath);
 
 	if (enc == FILES_ENC_GZIP) {
-		d->gzip = true;
-		d->in = malloc(CHUNK);
-		d->out = malloc(CHUNK);
-		if (!d->in || !d->out || deflateInit2(&d->zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8,
-						      Z_DEFAULT_STRATEGY) != Z_OK) {
-			dl_free(d);
-			http_respond_json_error(r, 500, "error creating gzip writer");
-			return;
-		}
-		d->zinit = true;
-		d->r = r;
+		/* Read and compressed block by block on the worker pool. */
 		h[nh++] = (struct http_hdr){ "content-encoding", "gzip" };
 		h[nh++] = (struct http_hdr){ "content-type", ctype ? ctype : "application/octet-stream" };
-		r->ud = d;
-		r->on_writable = dl_on_writable;
-		r->on_close = dl_on_close;
-		if (http_resp_begin(r, 200, h, nh, -1) < 0)
-			return;
-		dl_pump_gzip(r);
+		d->fd = -1;
+		dl_free(d);
+		gzsend_start(r, fd, h, nh);
 		return;
 	}
 

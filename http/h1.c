@@ -317,10 +317,44 @@ static size_t put_header(char *buf, size_t cap, const char *name, const char *va
 		up = ch == '-';
 		buf[k++] = ch;
 	}
-	int n = snprintf(buf + k, cap - k, ": %s\r\n", value);
-	if (n < 0 || (size_t)n >= cap - k)
+	size_t vl = strlen(value);
+	if (k + 4 + vl >= cap)
 		return cap; /* full: the caller fails with -E2BIG */
-	return k + (size_t)n;
+	buf[k++] = ':';
+	buf[k++] = ' ';
+	memcpy(buf + k, value, vl);
+	k += vl;
+	buf[k++] = '\r';
+	buf[k++] = '\n';
+	return k;
+}
+
+/*
+ * Appenders for the response head, which every request builds: printf was
+ * the largest single cost of a small HTTP/1.1 response. Like appendf they
+ * never move *k past cap, and a buffer that would overflow stays full.
+ */
+static void put_str(char *buf, size_t cap, size_t *k, const char *s)
+{
+	size_t n = strlen(s);
+	if (*k >= cap || n >= cap - *k) {
+		*k = cap;
+		return;
+	}
+	memcpy(buf + *k, s, n);
+	*k += n;
+}
+
+static void put_uint(char *buf, size_t cap, size_t *k, unsigned long long v)
+{
+	char t[24];
+	size_t n = sizeof(t);
+	t[--n] = '\0';
+	do {
+		t[--n] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	put_str(buf, cap, k, t + n);
 }
 
 /* snprintf that never moves *k past cap (a full buffer stays full). */
@@ -349,8 +383,13 @@ static int h1_begin(struct http_req *r, int status, const struct http_hdr *hs, s
 	 * the connection reusable without reading that body; close instead. */
 	if (!r->body_done && q->expect_body && (r->content_length < 0 || r->content_length > 65536))
 		q->keep_alive = false; /* a small rest of body is read and dropped */
-	appendf(buf, sizeof(buf), &k, "HTTP/1.%d %d %s\r\nDate: %s\r\n",
-			      r->version == 10 ? 0 : 1, status, http_reason(status), date);
+	put_str(buf, sizeof(buf), &k, r->version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+	put_uint(buf, sizeof(buf), &k, (unsigned)status);
+	put_str(buf, sizeof(buf), &k, " ");
+	put_str(buf, sizeof(buf), &k, http_reason(status));
+	put_str(buf, sizeof(buf), &k, "\r\nDate: ");
+	put_str(buf, sizeof(buf), &k, date);
+	put_str(buf, sizeof(buf), &k, "\r\n");
 	for (size_t i = 0; i < r->n_extra && k < sizeof(buf); i++)
 		k += put_header(buf + k, sizeof(buf) - k, r->extra[i].name, r->extra[i].value);
 	for (size_t i = 0; i < n && k < sizeof(buf); i++) {
@@ -361,16 +400,18 @@ static int h1_begin(struct http_req *r, int status, const struct http_hdr *hs, s
 	}
 	if (k < sizeof(buf) && !q->no_body) {
 		if (len >= 0) {
-			appendf(buf, sizeof(buf), &k, "Content-Length: %lld\r\n", (long long)len);
+			put_str(buf, sizeof(buf), &k, "Content-Length: ");
+			put_uint(buf, sizeof(buf), &k, (unsigned long long)len);
+			put_str(buf, sizeof(buf), &k, "\r\n");
 		} else if (r->version == 11) {
 			q->chunked = true;
-			appendf(buf, sizeof(buf), &k, "Transfer-Encoding: chunked\r\n");
+			put_str(buf, sizeof(buf), &k, "Transfer-Encoding: chunked\r\n");
 		} else {
 			q->keep_alive = false;
 		}
 	}
 	if (k < sizeof(buf) && !q->keep_alive)
-		appendf(buf, sizeof(buf), &k, "Connection: close\r\n");
+		put_str(buf, sizeof(buf), &k, "Connection: close\r\n");
 	if (k + 2 >= sizeof(buf))
 		return -E2BIG;
 	buf[k++] = '\r';
@@ -394,7 +435,12 @@ static int h1_queue_body(struct http_req *r, const void *p, int fd, off_t off, s
 	if (q->no_body)
 		return 0;
 	if (q->chunked) {
-		int k = snprintf(hdr, sizeof(hdr), "%zx\r\n", n);
+		int k = 0;
+		for (int sh = (int)(sizeof(n) * 8) - 4; sh >= 0; sh -= 4)
+			if ((n >> sh) || k || sh == 0)
+				hdr[k++] = "0123456789abcdef"[(n >> sh) & 15];
+		hdr[k++] = '\r';
+		hdr[k++] = '\n';
 		if (outq_append(o, hdr, (size_t)k) < 0)
 			return -ENOMEM;
 	}

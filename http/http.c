@@ -235,7 +235,13 @@ void http_date(char *buf, size_t len)
 		strftime(cached, sizeof(cached), "%a, %d %b %Y %H:%M:%S GMT", &tm);
 		cached_t = now;
 	}
-	snprintf(buf, len, "%s", cached);
+	size_t n = strlen(cached);
+	if (!len)
+		return;
+	if (n >= len)
+		n = len - 1;
+	memcpy(buf, cached, n);
+	buf[n] = '\0';
 }
 
 const char *http_reason(int s)

@@ -10,6 +10,8 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +64,31 @@ struct child_ctx {
 	char **sh_argv;          /* "sh", <slot for the script path>, args... */
 	const char *path;        /* PATH of the child environment */
 	bool in_cgroup;          /* created inside the cgroup (clone3): no join */
+	uint64_t ignored;        /* bit s-1: signal s is SIG_IGN in envd */
 };
+
+/*
+ * Signals envd ignores, found once. exec() resets every caught signal to
+ * its default by itself; only ignored ones would survive into the child,
+ * so only those need a sigaction call there (one or two instead of 62 per
+ * spawn). envd sets its dispositions at start-up, before any spawn.
+ */
+static uint64_t ignored_signals(void)
+{
+	static bool known;
+	static uint64_t mask;
+
+	if (!known) {
+		for (int sig = 1; sig < 65; sig++) {
+			struct sigaction sa;
+			if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, NULL, &sa) == 0 &&
+			    sa.sa_handler == SIG_IGN)
+				mask |= 1ull << (sig - 1);
+		}
+		known = true;
+	}
+	return mask;
+}
 
 /*
  * The child shares our memory until it execs (CLONE_VM|CLONE_VFORK), so it
@@ -176,12 +202,13 @@ CHILD_CODE static int child_main(void *arg)
 	int fd;
 
 	/*
-	 * Dispositions first, while every signal is still blocked. Raw
-	 * syscalls: libc wrappers may take locks (musl's sigaction) or run
-	 * synccalls across the parent's threads (musl's setrlimit).
+	 * Dispositions first (those envd ignores: see ignored_signals), while
+	 * every signal is still blocked. Raw syscalls: libc wrappers may take
+	 * locks (musl's sigaction) or run synccalls across the parent's
+	 * threads (musl's setrlimit).
 	 */
 	for (int sig = 1; sig < 65; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
+		if (c->ignored & (1ull << (sig - 1)))
 			syscall(SYS_rt_sigaction, sig, ksa, NULL, 8);
 
 	/* First, while still root: the command's whole life is in its cgroup. */
@@ -346,6 +373,7 @@ pid_t spawn_start(const struct spawn_req *rq, char *err, size_t errlen)
 		goto out;
 	}
 	c.status_fd = sp[1];
+	c.ignored = ignored_signals();
 
 	/* No handler of ours may run on the child's borrowed stack. */
 	sigfillset(&all);

@@ -156,6 +156,9 @@ static void encsink_append(ProtobufCBuffer *b, size_t n, const uint8_t *data)
 	s->len += n;
 }
 
+/* Messages up to this size are packed in one pass (see encode_msg). */
+#define ENC_PACK_DIRECT 4096
+
 /* Serialize msg with the call's codec into encbuf + ENV_HDR. */
 static int encode_msg(struct rpc_call *c, const ProtobufCMessage *msg, uint8_t **out, size_t *len)
 {
@@ -171,9 +174,16 @@ static int encode_msg(struct rpc_call *c, const ProtobufCMessage *msg, uint8_t *
 			encbuf = b;
 			enccap = n + ENV_HDR;
 		}
-		struct encsink sink = {{encsink_append}, (uint8_t *)encbuf + ENV_HDR, 0};
-		protobuf_c_message_pack_to_buffer(msg, &sink.base);
-		*len = sink.len;
+		if (n <= ENC_PACK_DIRECT) {
+			/* Small (unary replies): pack() guesses each sub-message's
+			 * length prefix right and moves nothing; pack_to_buffer()
+			 * would size every sub-message twice. */
+			*len = protobuf_c_message_pack(msg, (uint8_t *)encbuf + ENV_HDR);
+		} else {
+			struct encsink sink = {{encsink_append}, (uint8_t *)encbuf + ENV_HDR, 0};
+			protobuf_c_message_pack_to_buffer(msg, &sink.base);
+			*len = sink.len;
+		}
 	}
 	*out = (uint8_t *)encbuf + ENV_HDR;
 	if (*len > rpc_max_message) {
@@ -784,7 +794,10 @@ static bool pick_protocol(struct rpc_call *c, const char *ct)
 				return false;
 			c->proto = tab[k].p;
 			c->json = tab[k].json;
-			snprintf(c->ctype, sizeof(c->ctype), "%s%s", tab[k].t, charset ? "; charset=utf-8" : "");
+			/* Both parts are literals that fit c->ctype. */
+			size_t tl = strlen(tab[k].t);
+			memcpy(c->ctype, tab[k].t, tl);
+			strcpy(c->ctype + tl, charset ? "; charset=utf-8" : "");
 			return true;
 		}
 	}

@@ -6,7 +6,7 @@
 #
 #   scripts/bench.sh [--quick] [--only ID,ID...] [--out FILE]
 #
-# IDs: rtt rtt_cgroup sdk_rtt unary stream files archive footprint idle busy sdk_concurrent conns
+# IDs: rtt rtt_cgroup sdk_rtt unary stream files sdk_files archive footprint idle busy sdk_concurrent conns
 # Writes FILE (default bench/results/latest.json) and prints a table. Each
 # figure carries the command that reproduces it: `scripts/bench.sh --only ID`
 # (add --quick for the small variant), and the raw client command it ran.
@@ -29,11 +29,11 @@ done
 
 if [ $QUICK = 1 ]; then
 	N_RTT=100 N_SDK=30 N_SDK_CONC=50 N_UNARY=2000 STREAM_BYTES=$((16 << 20))
-	FILE_MB=16 N_IDLE=50 N_BUSY=10 BUSY_BYTES=$((1 << 20)) N_CONNS=200 N_EXEC=5
+	FILE_MB=16 TEXT_MB=8 SDK_FILE_MB=8 N_IDLE=50 N_BUSY=10 BUSY_BYTES=$((1 << 20)) N_CONNS=200 N_EXEC=5
 	ARCH_FILES=1000 ARCH_MB=16
 else
 	N_RTT=1000 N_SDK=1000 N_SDK_CONC=1000 N_UNARY=100000 STREAM_BYTES=$((1 << 30))
-	FILE_MB=1024 N_IDLE=1000 N_BUSY=100 BUSY_BYTES=$((16 << 20)) N_CONNS=10000 N_EXEC=20
+	FILE_MB=1024 TEXT_MB=128 SDK_FILE_MB=64 N_IDLE=1000 N_BUSY=100 BUSY_BYTES=$((16 << 20)) N_CONNS=10000 N_EXEC=20
 	ARCH_FILES=10000 ARCH_MB=1024
 fi
 MODE_FLAG=$([ $QUICK = 1 ] && echo " --quick" || true)
@@ -157,6 +157,35 @@ EOF
 	XPID=$!
 	PIDS+=("$XPID")
 	wait_port "$XPORT"
+}
+
+# gen_text MIB FILE: deterministic log-like text (timestamps, levels,
+# words from a few hundred, numbers, paths) that gzip shrinks 3-6x, as
+# build and application logs do.
+gen_text() {
+	python3 - "$1" "$2" <<'PY'
+import random, sys
+mib, path = int(sys.argv[1]), sys.argv[2]
+rnd = random.Random(15)
+syll = ["ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "ve", "dex", "bin", "proc", "file", "net", "io"]
+words = sorted({"".join(rnd.choice(syll) for _ in range(rnd.randint(1, 4))) for _ in range(600)})
+levels = ["INFO", "INFO", "INFO", "DEBUG", "WARN", "ERROR"]
+lines = []
+for i in range(20000):
+    w = " ".join(rnd.choice(words) for _ in range(rnd.randint(3, 12)))
+    lines.append("2026-11-30T%02d:%02d:%02d.%06dZ %-5s [%s] %s id=%d path=/home/user/%s/%s.txt\n" % (
+        rnd.randrange(24), rnd.randrange(60), rnd.randrange(60), rnd.randrange(10**6), rnd.choice(levels),
+        rnd.choice(words), w, rnd.randrange(10**7), rnd.choice(words), rnd.choice(words)))
+block = "".join(lines).encode()
+with open(path, "wb") as f:
+    left = mib << 20
+    while left > 0:
+        # Reorder lines per block: repeats are farther apart than a window.
+        rnd.shuffle(lines)
+        b = "".join(lines).encode()[:left]
+        f.write(b)
+        left -= len(b)
+PY
 }
 
 # record ID JSON CMD: one raw result line.
@@ -301,6 +330,17 @@ if want files; then
 	record dl_gzip_envd "$(curl_json -H 'Accept-Encoding: gzip' "$U")" "curl -H 'Accept-Encoding: gzip' -o /dev/null 'http://127.0.0.1:PORT/files?path=FILE'"
 	record dl_gzip_nginx "$(curl_json -H 'Accept-Encoding: gzip' "http://127.0.0.1:$XPORT/big.bin")" "curl -H 'Accept-Encoding: gzip' -o /dev/null http://127.0.0.1:NGINX_PORT/big.bin"
 	record dl_gzip_floor "$(timed_json "gzip -6 -c '$F' >/dev/null")" "gzip -6 -c FILE >/dev/null"
+	# Compressible text: throughput and the compressed size beside nginx at
+	# level 6 (size_download is what went over the wire).
+	T=$WWW/text.log
+	gen_text "$TEXT_MB" "$T"
+	UT="http://127.0.0.1:$EPORT/files?path=$T"
+	for round in 1 2; do
+		record dl_gzip_text_envd "$(curl_json -H 'Accept-Encoding: gzip' "$UT")" "curl -H 'Accept-Encoding: gzip' -o /dev/null 'http://127.0.0.1:PORT/files?path=TEXT'"
+		record dl_gzip_text_nginx "$(curl_json -H 'Accept-Encoding: gzip' "http://127.0.0.1:$XPORT/text.log")" "curl -H 'Accept-Encoding: gzip' -o /dev/null http://127.0.0.1:NGINX_PORT/text.log"
+	done
+	record dl_gzip_text_size "{\"bytes\":$(stat -c %s "$T")}" "stat -c %s TEXT"
+	rm -f "$T"
 	for round in 1 2; do
 		record ul_envd "$(curl_json -X POST -T "$F" -H 'Content-Type: application/octet-stream' "http://127.0.0.1:$EPORT/files?path=$TMP/up.bin")" \
 			"curl -X POST -T FILE -H 'Content-Type: application/octet-stream' 'http://127.0.0.1:PORT/files?path=DIR/up.bin'"
@@ -363,6 +403,25 @@ PY
 	record arch_extract_tar "$(timed_json "tar -xf '$TMP/small.tar' -C '$TMP/x2'")" "tar -xf DIR.tar -C OUT"
 	stop_pid "$EPID"
 	rm -rf "$A" "$TMP/x1" "$TMP/x2" "$TMP/small.tar"
+fi
+
+# SDK downloads: files.read(..., {format:'stream'}) through the official
+# SDK (gzip-encoded, as its HTTP stack always asks) against node's fetch of
+# the same file from nginx without encoding.
+if want sdk_files && [ $SDK_OK = 1 ]; then
+	log "SDK files.read: ${SDK_FILE_MB} MiB random and text"
+	start_envd -default-user user
+	start_nginx
+	sdk_env
+	chmod 755 "$TMP" "$WWW"
+	head -c "$((SDK_FILE_MB << 20))" /dev/urandom >"$WWW/sdk-random.bin"
+	gen_text "$SDK_FILE_MB" "$WWW/sdk-text.log"
+	chmod 644 "$WWW"/sdk-*
+	run_json sdk_files node bench/sdk.mjs download 5 \
+		"random=$WWW/sdk-random.bin=http://127.0.0.1:$XPORT/sdk-random.bin" \
+		"text=$WWW/sdk-text.log=http://127.0.0.1:$XPORT/sdk-text.log"
+	rm -f "$WWW"/sdk-*
+	stop_pid "$EPID"; stop_pid "$XPID"
 fi
 
 # 5. Footprint ---------------------------------------------------------------

@@ -4,7 +4,7 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync, readFileSync, statSync, existsSync, symlinkSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, readFileSync, statSync, existsSync, symlinkSync, writeFileSync, appendFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -88,6 +88,70 @@ test('gzip read and gzip (octet-stream) upload', async () => {
   assert.equal(w.path, `${base}/gz/up.txt`)
   assert.equal(readFileSync(`${base}/gz/up.txt`, 'utf8'), text)
   assert.equal(await sbx.files.read(`${base}/gz/up.txt`, { gzip: true }), text)
+})
+
+// Downloads are gzip-encoded whenever the SDK's HTTP stack asks for it
+// (it always does); its own decoder must accept every stream envd builds:
+// stored blocks for random data, deflated blocks for text, the edges.
+test('gzip downloads decode in the SDK: random, text, empty, 1 byte, block edges', async () => {
+  const rnd = (n) => {
+    const b = Buffer.alloc(n)
+    let x = 0x9e3779b9
+    for (let i = 0; i < n; i++) {
+      x ^= x << 13
+      x ^= x >>> 17
+      x ^= x << 5
+      b[i] = x & 0xff
+    }
+    return b
+  }
+  const words = ['sandbox', 'stream', 'gzip', 'block', 'file', 'the', 'of', 'and']
+  const text = (n) => {
+    let s = ''
+    for (let i = 0; s.length < n; i++) s += words[(i * 7) % 8] + (i % 11 ? ' ' : '\n')
+    return Buffer.from(s.slice(0, n))
+  }
+  const cases = {
+    'random.bin': rnd(3 * 131072 + 5),
+    'text.txt': text(1 << 20),
+    'empty.bin': Buffer.alloc(0),
+    'one.bin': Buffer.from('x'),
+    'block.bin': rnd(131072),
+  }
+  for (const [name, data] of Object.entries(cases)) writeFileSync(`${base}/${name}`, data)
+  for (const [name, data] of Object.entries(cases)) {
+    const bytes = await sbx.files.read(`${base}/${name}`, { format: 'bytes' })
+    assert.deepEqual(Buffer.from(bytes), data, `${name} (bytes)`)
+    const stream = await sbx.files.read(`${base}/${name}`, { format: 'stream' })
+    const chunks = []
+    for await (const c of stream) chunks.push(Buffer.from(c))
+    assert.deepEqual(Buffer.concat(chunks), data, `${name} (stream)`)
+  }
+  // The same HTTP stack the SDK uses, to see the encoding on the wire.
+  const res = await fetch(`${process.env.ENVD_URL}/files?path=${encodeURIComponent(`${base}/text.txt`)}&username=user`)
+  assert.equal(res.headers.get('content-encoding'), 'gzip')
+  assert.deepEqual(Buffer.from(await res.arrayBuffer()), cases['text.txt'])
+})
+
+test('gzip download of a file growing while it is read decodes to a prefix of it', async () => {
+  const p = `${base}/grow.txt`
+  const line = Buffer.from('a line of text that keeps coming\n')
+  writeFileSync(p, Buffer.concat(Array(100000).fill(line)))
+  let writing = true
+  const writer = (async () => {
+    for (let i = 0; writing && i < 2000; i++) {
+      appendFileSync(p, Buffer.concat(Array(2000).fill(line)))
+      await sleep(1)
+    }
+  })()
+  const stream = await sbx.files.read(p, { format: 'stream' })
+  const chunks = []
+  for await (const c of stream) chunks.push(Buffer.from(c))
+  writing = false
+  await writer
+  const got = Buffer.concat(chunks)
+  assert.ok(got.length >= 100000 * line.length, `got ${got.length} bytes`)
+  assert.deepEqual(got, readFileSync(p).subarray(0, got.length))
 })
 
 test('streamed upload (ReadableStream, octet-stream)', async () => {

@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gzsend.c - parallel gzip of a file into a response (see gzsend.h).
+ *
+ * Threads: a slot belongs to the loop while IDLE or DONE and to one worker
+ * job while BUSY. The loop alone touches the gzsend struct's other
+ * fields. Worker jobs complete in submit order; a piece that had to be
+ * compressed again (below) completes later than its successors, so the
+ * loop emits strictly by sequence number and lets early pieces wait.
+ *
+ * Dictionary check: a piece reads its 32 KiB dictionary from the file
+ * together with its data, while the piece before it may still be read in
+ * parallel. If the file is rewritten in place between those two reads,
+ * the dictionary is not what the client has decoded and the stream would
+ * fail its CRC. The loop keeps the last 32 KiB it emitted and compares;
+ * on a mismatch the piece is deflated again with the right dictionary.
+ */
+#include "fs/gzsend.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/errstr.h"
+#include "base/log.h"
+#include "base/pgzip.h"
+#include "base/worker.h"
+
+enum slot_state { SLOT_IDLE, SLOT_BUSY, SLOT_DONE };
+
+struct gzsend;
+
+struct gz_slot {
+	struct gzsend *g;
+	enum slot_state state;
+	uint8_t *buf;      /* PGZ_DICT_MAX dictionary room, then GZSEND_BLOCK data */
+	uint8_t *out;      /* pgz_block_bound(GZSEND_BLOCK) */
+	struct pgz_block pb;
+	uint64_t seq;
+	int64_t off;       /* file offset of the data */
+	size_t dictlen;    /* dictionary bytes, ending at buf + PGZ_DICT_MAX */
+	bool have_data;    /* data already read: only compress (dictionary fix) */
+	size_t n;          /* data bytes read */
+	size_t outlen;
+	uint32_t crc;
+	int err;           /* read errno, 0 if none */
+};
+
+struct gzsend {
+	struct http_req *r;  /* NULL once the exchange is over */
+	int fd;
+	int64_t size0;       /* size at the start: how far to read ahead */
+	struct gz_slot slot[GZSEND_SLOTS];
+	uint64_t next_seq;   /* next piece to read */
+	uint64_t emit_seq;   /* next piece to queue */
+	int busy;            /* jobs in flight */
+	bool eof;            /* a short piece was queued: nothing more to read */
+	bool driving;        /* gz_drive() is on the stack */
+	struct pgz_sum sum;
+	uint8_t tail[PGZ_DICT_MAX]; /* the last bytes queued, for the check */
+	size_t tail_len;
+};
+
+static void gz_free(struct gzsend *g)
+{
+	for (int i = 0; i < GZSEND_SLOTS; i++) {
+		pgz_block_end(&g->slot[i].pb);
+		free(g->slot[i].buf);
+		free(g->slot[i].out);
+	}
+	if (g->fd >= 0)
+		close(g->fd);
+	free(g);
+}
+
+/* Fill buf[0..len) from off; short only at the end of the file. */
+static ssize_t pread_full(int fd, uint8_t *buf, size_t len, int64_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t k = pread(fd, buf + got, len - got, (off_t)(off + (int64_t)got));
+		if (k == 0)
+			break;
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN) /* a FIFO or device with nothing to give */
+				break;
+			return -errno;
+		}
+		got += (size_t)k;
+	}
+	return (ssize_t)got;
+}
+
+/* Worker: read (unless already read) and compress one piece. */
+static void gz_work(void *arg)
+{
+	struct gz_slot *s = arg;
+	uint8_t *data = s->buf + PGZ_DICT_MAX;
+
+	s->err = 0;
+	if (!s->have_data) {
+		s->dictlen = s->off < PGZ_DICT_MAX ? (size_t)s->off : PGZ_DICT_MAX;
+		ssize_t k = pread_full(s->g->fd, data - s->dictlen, s->dictlen + GZSEND_BLOCK, s->off - (int64_t)s->dictlen);
+		if (k < 0) {
+			s->err = (int)-k;
+			s->n = 0;
+			return;
+		}
+		/* A file cut shorter since the previous piece: nothing here. */
+		s->n = (size_t)k > s->dictlen ? (size_t)k - s->dictlen : 0;
+		s->have_data = true;
+	}
+	s->outlen = pgz_block_compress(&s->pb, data - s->dictlen, s->dictlen, data, s->n, s->out, &s->crc);
+}
+
+static void gz_drive(struct gzsend *g);
+
+static void gz_done(void *arg)
+{
+	struct gz_slot *s = arg;
+	struct gzsend *g = s->g;
+
+	s->state = SLOT_DONE;
+	g->busy--;
+	if (!g->r) {
+		if (!g->busy && !g->driving)
+			gz_free(g);
+		return;
+	}
+	gz_drive(g);
+}
+
+static void gz_on_close(struct http_req *r, bool completed)
+{
+	struct gzsend *g = r->ud;
+
+	r->ud = NULL;
+	if (!g)
+		return;
+	g->r = NULL;
+	if (!g->busy && !g->driving)
+		gz_free(g); /* else the last job or gz_drive frees it */
+}
+
+static void gz_on_writable(struct http_req *r)
+{
+	if (r->ud)
+		gz_drive(r->ud);
+}
+
+/* Hand a slot to the pool; when the pool is full, do the work here. */
+static void gz_submit(struct gzsend *g, struct gz_slot *s)
+{
+	s->state = SLOT_BUSY;
+	if (worker_submit(gz_work, gz_done, s) == 0) {
+		g->busy++;
+		return;
+	}
+	gz_work(s);
+	s->state = SLOT_DONE;
+}
+
+static bool gz_slot_alloc(struct gz_slot *s)
+{
+	if (!s->buf)
+		s->buf = malloc(PGZ_DICT_MAX + GZSEND_BLOCK);
+	if (!s->out)
+		s->out = malloc(pgz_block_bound(GZSEND_BLOCK));
+	return s->buf && s->out;
+}
+
+/* Remember the last PGZ_DICT_MAX bytes of everything queued. */
+static void gz_keep_tail(struct gzsend *g, const uint8_t *p, size_t n)
+{
+	if (n >= PGZ_DICT_MAX) {
+		memcpy(g->tail, p + n - PGZ_DICT_MAX, PGZ_DICT_MAX);
+		g->tail_len = PGZ_DICT_MAX;
+		return;
+	}
+	size_t keep = g->tail_len + n > PGZ_DICT_MAX ? PGZ_DICT_MAX - n : g->tail_len;
+	memmove(g->tail, g->tail + g->tail_len - keep, keep);
+	memcpy(g->tail + keep, p, n);
+	g->tail_len = keep + n;
+}
+
+/*
+ * Queue the next piece if it is done. Returns 1 if one was queued, 0 if
+ * none is ready, -1 when the response ended or the client is gone.
+ */
+static int gz_emit(struct gzsend *g)
+{
+	struct gz_slot *s = &g->slot[g->emit_seq % GZSEND_SLOTS];
+	struct http_req *r = g->r;
+
+	if (s->state != SLOT_DONE || s->seq != g->emit_seq)
+		return 0;
+	if (s->err) {
+		/* Headers are out: all we can do is cut the stream. */
+		log_error("files", "files_get: read failed mid-download: %s", go_strerror(s->err));
+		g->eof = true;
+		http_resp_end(r, NULL, 0);
+		return -1;
+	}
+	uint8_t *data = s->buf + PGZ_DICT_MAX;
+	if (!s->pb.stored && s->dictlen &&
+	    (s->dictlen > g->tail_len || memcmp(data - s->dictlen, g->tail + g->tail_len - s->dictlen, s->dictlen))) {
+		/* Rewritten in place under us: compress again with what the
+		 * client really has. dictlen never exceeds what was queued. */
+		s->dictlen = s->dictlen < g->tail_len ? s->dictlen : g->tail_len;
+		memcpy(data - s->dictlen, g->tail + g->tail_len - s->dictlen, s->dictlen);
+		gz_submit(g, s);
+		return s->state == SLOT_DONE ? 1 : 0;
+	}
+	if (s->outlen && http_resp_write(r, s->out, s->outlen) < 0)
+		return -1; /* client gone; on_close follows */
+	pgz_sum_add(&g->sum, s->crc, s->n);
+	gz_keep_tail(g, data, s->n);
+	s->state = SLOT_IDLE;
+	g->emit_seq++;
+	if (s->n < GZSEND_BLOCK) {
+		uint8_t t[PGZ_TRAILER_LEN];
+		g->eof = true;
+		pgz_trailer(t, g->sum.crc, g->sum.total);
+		if (http_resp_write(r, t, sizeof(t)) < 0)
+			return -1;
+		http_resp_end(r, NULL, 0); /* may call on_close */
+		return -1;
+	}
+	return 1;
+}
+
+/* Start reading the next piece if a slot is free and it is worth it. */
+static int gz_read_ahead(struct gzsend *g)
+{
+	if (g->eof || g->next_seq >= g->emit_seq + GZSEND_SLOTS)
+		return 0;
+	if (http_resp_queued(g->r) >= HTTP_QUEUE_HIGH)
+		return 0; /* on_writable calls again */
+	int64_t off = (int64_t)g->next_seq * GZSEND_BLOCK;
+	/* Past the size seen at the start, read one piece at a time: the
+	 * file may have grown, or may end exactly on a piece boundary. */
+	if (off > g->size0 && g->next_seq != g->emit_seq)
+		return 0;
+	struct gz_slot *s = &g->slot[g->next_seq % GZSEND_SLOTS];
+	if (s->state != SLOT_IDLE)
+		return 0;
+	if (!gz_slot_alloc(s)) {
+		log_error("files", "files_get: out of memory for a gzip block");
+		g->eof = true;
+		http_resp_end(g->r, NULL, 0);
+		return -1;
+	}
+	s->seq = g->next_seq++;
+	s->off = off;
+	s->have_data = false;
+	gz_submit(g, s);
+	return 1;
+}
+
+static void gz_drive(struct gzsend *g)
+{
+	if (g->driving)
+		return;
+	g->driving = true;
+	for (;;) {
+		int progress = 0, rc;
+		while (g->r && !g->r->resp_ended && (rc = gz_emit(g)) > 0)
+			progress = 1;
+		while (g->r && !g->r->resp_ended && (rc = gz_read_ahead(g)) > 0)
+			progress = 1;
+		if (!progress || !g->r || g->r->resp_ended)
+			break;
+	}
+	g->driving = false;
+	if (!g->r && !g->busy)
+		gz_free(g);
+}
+
+void gzsend_start(struct http_req *r, int fd, const struct http_hdr *h, size_t n)
+{
+	struct gzsend *g = calloc(1, sizeof(*g));
+	struct stat st;
+	uint8_t hdr[PGZ_HEADER_LEN];
+
+	if (!g) {
+		close(fd);
+		http_respond_json_error(r, 500, "error creating gzip writer");
+		return;
+	}
+	g->r = r;
+	g->fd = fd;
+	g->size0 = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (int64_t)st.st_size : 0;
+	pgz_sum_init(&g->sum);
+	for (int i = 0; i < GZSEND_SLOTS; i++) {
+		g->slot[i].g = g;
+		pgz_block_init(&g->slot[i].pb, PGZ_LEVEL_DEFAULT);
+	}
+	r->ud = g;
+	r->on_writable = gz_on_writable;
+	r->on_close = gz_on_close;
+	if (http_resp_begin(r, 200, h, n, -1) < 0)
+		return; /* on_close follows */
+	pgz_header(hdr);
+	if (http_resp_write(r, hdr, sizeof(hdr)) < 0)
+		return;
+	gz_drive(g);
+}

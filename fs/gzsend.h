@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gzsend.h - a file as a gzip response body, compressed in parallel.
+ *
+ * The file is read in GZSEND_BLOCK pieces on the worker pool, several in
+ * flight at once; each piece is either stored (data that does not shrink:
+ * a CRC and a copy) or deflated with the 32 KiB before it as dictionary
+ * (base/pgzip.h). Pieces are queued in file order as one gzip stream.
+ * The file is read until a read comes back short, so a file that grows
+ * while it is sent is sent up to wherever its end was at that read.
+ *
+ * Memory per download is bounded: GZSEND_SLOTS pieces in flight plus the
+ * response queue's high-water mark.
+ */
+#ifndef FS_GZSEND_H
+#define FS_GZSEND_H
+
+#include "http/http.h"
+
+#define GZSEND_BLOCK (128 * 1024)
+#define GZSEND_SLOTS 3
+
+/*
+ * Begin a 200 response with headers h[0..n) (the caller includes
+ * Content-Encoding: gzip) and stream fd as its gzip body. Takes the fd in
+ * every case. Sets r->ud, r->on_writable and r->on_close; the exchange
+ * owns the state from here. On an allocation failure before the response
+ * began, a 500 is sent.
+ */
+void gzsend_start(struct http_req *r, int fd, const struct http_hdr *h, size_t n);
+
+#endif

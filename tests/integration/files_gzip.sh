@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# gzip downloads (GET /files with Accept-Encoding: gzip): every stream must
+# pass `gzip -t` and decode to the file, over HTTP/1.1 and h2c, for random
+# data (stored blocks), text (deflated blocks), empty and 1-byte files,
+# sizes on and around the block boundary, a file growing while it is read,
+# a file rewritten in place while it is read, and a client that leaves
+# mid-stream.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/lib.sh
+
+envd_start || exit 1
+D=$(mktemp -d /tmp/envd-gzip-it.XXXXXX)
+WRITER=""
+cleanup_gzip() {
+	[ -n "$WRITER" ] && kill "$WRITER" 2>/dev/null
+	rm -rf "$D"
+	_t_cleanup
+}
+trap cleanup_gzip EXIT
+U="$ENVD_URL/files?username=root&path="
+
+# Deterministic text that shrinks well under gzip (words and lines).
+make_text() {
+	python3 - "$1" "$2" <<'PY'
+import random, sys
+n = int(sys.argv[1]); rnd = random.Random(int(sys.argv[2]))
+words = "sandbox process stream file block gzip read write the of and to in is envd output input".split()
+out = []
+size = 0
+while size < n:
+    line = " ".join(rnd.choice(words) for _ in range(rnd.randint(4, 14))) + "\n"
+    out.append(line); size += len(line)
+sys.stdout.write("".join(out)[:n])
+PY
+}
+
+# get NAME FILE [curl args]: download FILE gzip-encoded into $D/NAME.gz,
+# headers into $D/NAME.hdr.
+get() {
+	local name=$1 f=$2
+	shift 2
+	curl -s -H 'Accept-Encoding: gzip' -D "$D/$name.hdr" -o "$D/$name.gz" "$@" "$U$f"
+}
+
+# verify NAME FILE: gzip -t passes and the body decodes to FILE.
+verify() {
+	local name=$1 f=$2
+	check "$name: Content-Encoding gzip" grep -qi '^content-encoding: gzip' "$D/$name.hdr"
+	check "$name: gzip -t" gzip -t "$D/$name.gz"
+	check "$name: decodes to the file" sh -c "gzip -dc '$D/$name.gz' | cmp -s - '$f'"
+}
+
+head -c $((3 * 1048576 + 12345)) /dev/urandom >"$D/random.bin"
+make_text $((2 * 1048576 + 999)) 1 >"$D/text.txt"
+: >"$D/empty.bin"
+printf 'x' >"$D/one.bin"
+head -c 131072 /dev/urandom >"$D/block.bin"
+make_text $((262144 + 1)) 2 >"$D/block1.txt"
+# Random and text pieces alternating, so stored and deflated blocks mix.
+for i in 1 2 3; do head -c 200000 /dev/urandom; make_text 200000 $i; done >"$D/mixed.bin"
+
+for f in random.bin text.txt empty.bin one.bin block.bin block1.txt mixed.bin; do
+	get "h1-$f" "$D/$f"
+	verify "h1-$f" "$D/$f"
+	get "h2-$f" "$D/$f" --http2-prior-knowledge
+	verify "h2-$f" "$D/$f"
+done
+
+# Data that does not shrink costs no more than a copy: a 128 KiB block goes
+# out as three stored blocks (5 bytes each), plus the header and trailer.
+rs=$(stat -c %s "$D/random.bin")
+gs=$(stat -c %s "$D/h1-random.bin.gz")
+check "random data sent stored (gzip $gs for $rs bytes)" test "$gs" -le $((rs + (rs / 131072 + 1) * 15 + 23))
+ts=$(stat -c %s "$D/text.txt")
+gs=$(stat -c %s "$D/h1-text.txt.gz")
+check "text shrinks at least 3x (gzip $gs for $ts bytes)" test $((gs * 3)) -le "$ts"
+
+# A file growing while it is read: the client gets a valid stream of a
+# prefix of the final file. The download is slowed down so that the
+# writer appends while blocks are still being read.
+make_text $((4 * 1048576)) 3 >"$D/grow.txt"
+make_text 65536 4 >"$D/chunk.txt"
+(for _ in $(seq 1 400); do cat "$D/chunk.txt" >>"$D/grow.txt"; sleep 0.01; done) &
+WRITER=$!
+get grow "$D/grow.txt" --limit-rate 4M
+kill "$WRITER" 2>/dev/null
+wait "$WRITER" 2>/dev/null
+WRITER=""
+check "growing file: gzip -t" gzip -t "$D/grow.gz"
+gzip -dc "$D/grow.gz" >"$D/grow.out" 2>/dev/null
+gl=$(stat -c %s "$D/grow.out")
+check "growing file: at least the size at the start ($gl bytes)" test "$gl" -ge $((4 * 1048576))
+check "growing file: a prefix of the final file" cmp -s "$D/grow.out" <(head -c "$gl" "$D/grow.txt")
+
+# A file rewritten in place while it is read: whatever mix of old and new
+# bytes the client gets, the stream must stay valid (the dictionary each
+# block was compressed with must be what the client decoded).
+make_text $((4 * 1048576)) 5 >"$D/rewrite.txt"
+make_text $((4 * 1048576)) 6 >"$D/rewrite2.txt"
+(for i in $(seq 0 63); do
+	dd if="$D/rewrite2.txt" of="$D/rewrite.txt" bs=65536 skip="$i" seek="$i" count=1 conv=notrunc 2>/dev/null
+	sleep 0.01
+done) &
+WRITER=$!
+get rewrite "$D/rewrite.txt" --limit-rate 4M
+wait "$WRITER" 2>/dev/null
+WRITER=""
+check "rewritten file: gzip -t" gzip -t "$D/rewrite.gz"
+rl=$(gzip -dc "$D/rewrite.gz" 2>/dev/null | wc -c)
+expect_eq "rewritten file: full length" $((4 * 1048576)) "$rl"
+
+# A client that goes away mid-stream costs the daemon nothing.
+make_text $((16 * 1048576)) 7 >"$D/big.txt"
+curl -s -H 'Accept-Encoding: gzip' -o /dev/null --limit-rate 1M --max-time 1 "$U$D/big.txt"
+check "client left mid-stream: envd alive" envd_alive
+get after "$D/text.txt"
+verify after "$D/text.txt"
+
+# Identity is untouched when gzip is not asked for.
+curl -s -D "$D/id.hdr" -o "$D/id.out" "$U$D/text.txt"
+check "no Accept-Encoding: identity" sh -c "! grep -qi '^content-encoding' '$D/id.hdr' && cmp -s '$D/id.out' '$D/text.txt'"
+
+finish
