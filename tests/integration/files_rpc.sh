@@ -122,7 +122,7 @@ while b'"start"' not in data:
 before = rss()
 peak = before
 for i in range(40000):
-    open(os.path.join(d, "f%05d-%s" % (i, "x" * 40)), "w").close()
+    open(os.path.join(d, "f%05d-%s" % (i, "x" * 200)), "w").close()
     if i % 1000 == 0:
         peak = max(peak, rss())
 # Now read slowly until the overflow event arrives (60 s is a deadline),
