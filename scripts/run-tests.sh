@@ -94,6 +94,25 @@ run_sdk() {
 	fi
 }
 
+run_vm() {
+	# The image booted as a QEMU microVM and tested from the host
+	# (scripts/vm-test.sh, tests/vm/); it skips itself where QEMU cannot run.
+	local log="$logdir/vm.log"
+	timeout 1800 bash scripts/vm-test.sh >"$log" 2>&1
+	local rc=$? line p f
+	line=$(grep -a -E '^vm: [0-9]+ passed' "$log" | tail -n1)
+	p=$(sed -n 's/^vm: \([0-9]*\) passed.*/\1/p' <<<"$line")
+	f=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
+	p=${p:-0}; f=${f:-0}
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	add "$p" "$f"
+	echo "vm    QEMU microVM: $p passed, $f failed ($(grep -a '^boot:' "$log" | tail -n1))"
+	if [ "$f" -ne 0 ]; then
+		failures+=("vm")
+		grep -a -E '^FAIL|^vm ' "$log" | head -n 40
+	fi
+}
+
 run_fuzz() {
 	# A few seconds per libFuzzer target on its seed corpus; `make fuzz`
 	# runs the long version.
@@ -134,6 +153,7 @@ all)
 	run_scripts build/envd static
 	run_scripts build/asan/envd asan
 	run_sdk
+	run_vm
 	run_fuzz
 	run_bench
 	;;

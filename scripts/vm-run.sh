@@ -132,40 +132,57 @@ esac
 khz=$(awk -F: '/^cpu MHz/ {printf "%d", $2 * 1000; exit}' /proc/cpuinfo)
 append="console=ttyS0 root=/dev/vda init=/usr/sbin/envd-init panic=-1 vm.ip=$GUEST_IP/30 vm.gw=$HOST_IP"
 [ -n "$khz" ] && append+=" tsc_early_khz=$khz"
+# With more than one vCPU under TCG the kernel finds the TSCs "unsynchronized"
+# and falls back to jiffies, which lose time whenever the host is busy (the
+# guest clock fell 3 minutes behind in 20 on a loaded host); QEMU's TSC follows the host.
+append+=" tsc=reliable"
 append+=" ${VM_APPEND:-}"
 
 netdev="user,id=net0,net=169.254.0.0/16,host=$HOST_IP,dhcpstart=$GUEST_IP,restrict=on"
 netdev+=",hostfwd=tcp:127.0.0.1:$PORT-$GUEST_IP:49983"
 netdev+=",guestfwd=tcp:169.254.169.254:80-cmd:socat STDIO TCP:127.0.0.1:$MMDS_PORT"
 
-t0=$(ms_now)
-qemu-system-x86_64 -name envd-vm -M microvm,rtc=on "${accel_opts[@]}" -smp "$CPUS" -m "$MEM" \
-	-nodefaults -no-user-config -nographic -no-reboot \
-	-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.gz" -append "$append" \
-	-serial "file:$RUN/console.log" \
-	-monitor "unix:$RUN/monitor.sock,server=on,wait=off" \
-	-pidfile "$RUN/qemu.pid" \
-	-drive "id=root,file=$IMG/rootfs.ext4,format=raw,if=none,snapshot=on" \
-	-device virtio-blk-device,drive=root \
-	-netdev "$netdev" -device virtio-net-device,netdev=net0 \
-	-device virtio-rng-device \
-	>"$RUN/qemu.log" 2>&1 &
-QEMU_PID=$!
-echo "$QEMU_PID" >"$RUN/qemu.pid"
+start_qemu() {
+	t0=$(ms_now)
+	qemu-system-x86_64 -name envd-vm -M microvm,rtc=on "${accel_opts[@]}" -smp "$CPUS" -m "$MEM" \
+		-nodefaults -no-user-config -nographic -no-reboot \
+		-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.gz" -append "$append" \
+		-serial "file:$RUN/console.log" \
+		-monitor "unix:$RUN/monitor.sock,server=on,wait=off" \
+		-pidfile "$RUN/qemu.pid" \
+		-drive "id=root,file=$IMG/rootfs.ext4,format=raw,if=none,snapshot=on" \
+		-device virtio-blk-device,drive=root \
+		-netdev "$netdev" -device virtio-net-device,netdev=net0 \
+		-device virtio-rng-device \
+		>"$RUN/qemu.log" 2>&1 &
+	QEMU_PID=$!
+	echo "$QEMU_PID" >"$RUN/qemu.pid"
+}
 
 URL="http://127.0.0.1:$PORT"
 boot_ms=
-for _ in $(seq 1 1200); do
-	kill -0 "$QEMU_PID" 2>/dev/null || break
-	if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$URL/health")" = 204 ]; then
-		boot_ms=$(($(ms_now) - t0))
-		break
-	fi
-	sleep 0.05
+for attempt in 1 2 3 4 5; do
+	start_qemu
+	for _ in $(seq 1 1200); do
+		kill -0 "$QEMU_PID" 2>/dev/null || break
+		if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$URL/health")" = 204 ]; then
+			boot_ms=$(($(ms_now) - t0))
+			break
+		fi
+		sleep 0.05
+	done
+	[ -n "$boot_ms" ] && break
+	# The port can be taken for a moment by another program's outgoing
+	# connection (it is in the ephemeral range): try again.
+	grep -q 'Could not set up host forwarding' "$RUN/qemu.log" || break
+	log "port $PORT is busy; retrying"
+	wait "$QEMU_PID" 2>/dev/null
+	QEMU_PID=
+	sleep 1
 done
 if [ -z "$boot_ms" ]; then
-	log "envd did not answer within 60 s; last console lines:"
-	tail -n 30 "$RUN/console.log" >&2
+	log "envd did not answer; last console lines:"
+	tail -n 30 "$RUN/console.log" >&2 2>/dev/null
 	cat "$RUN/qemu.log" >&2
 	exit 1
 fi

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# A command that allocates until the guest runs out of memory is killed by
+# the kernel; envd and init live on (same pids, no restart).
+. "$(dirname "$0")/lib.sh"
+
+envd_before=$(vm_exec 'pidof envd')
+t0=$(date +%s%3N)
+vm_exec -u user -t 300 'python3 -c "
+x = []
+while True:
+    x.append(bytearray(32 << 20))
+"' >/dev/null 2>"$VM_RUN_DIR/oom.err"
+st=$?
+ms=$(($(date +%s%3N) - t0))
+expect_eq "the allocating command is killed (SIGKILL, status 137) after $ms ms" 137 "$st"
+expect_eq "envd still answers /health" 204 "$(vm_health)"
+expect_eq "the same envd runs (no restart)" "$envd_before" "$(vm_exec 'pidof envd')"
+expect_eq "init is still PID 1" envd-init "$(vm_exec 'cat /proc/1/comm')"
+kern=$(vm_exec 'dmesg | grep -E "Out of memory|oom-kill" | tail -n 2')
+expect_match "the kernel's OOM killer chose the allocator" 'python3' "$kern"
+expect_match "commands still run" '^ok$' "$(vm_exec 'echo ok')"
+finish
