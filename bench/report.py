@@ -321,7 +321,7 @@ def build(raw, flag):
         for key, what in (("health_ms", "first /health"), ("command_ms", "first command result")):
             st = v.get(key) or {}
             R.add(sec, "QEMU start to %s (%s, median of %d)" % (what, v.get("accel"), v.get("boots", 0)),
-                  st.get("p50"), None, "", "ms", "lower", "vm_boot", env_id="vm_boot", errors=v.get("errors", 0))
+                  st.get("p50"), None, "no anchor", "ms", "lower", "vm_boot", env_id="vm_boot", errors=v.get("errors", 0))
     return R.rows
 
 

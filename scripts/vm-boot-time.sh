@@ -20,7 +20,7 @@ for i in $(seq 1 "$N"); do
 	run=$PWD/$RUNS/boot-$$-$i
 	mkdir -p "$run"
 	port=$((20000 + RANDOM % 12000))
-	VM_PORT=$port VM_RUN_DIR=$run bash scripts/vm-run.sh >"$run.log" 2>&1 &
+	VM_PORT=$port VM_RUN_DIR=$run VM_PARENT_PID=$$ bash scripts/vm-run.sh >"$run.log" 2>&1 &
 	rp=$!
 	for _ in $(seq 1 2400); do
 		[ -s "$run/env" ] && break

@@ -18,6 +18,7 @@
 #                    orchestrator does), so /init may install that token
 #   VM_CPUS, VM_MEM  guest CPUs (2) and MiB of memory (1024)
 #   VM_ACCEL         kvm or tcg (default: kvm when /dev/kvm works, else tcg)
+#   VM_PARENT_PID    stop the VM when this process is gone (for scripts)
 #   VM_RUN_DIR       where to keep the run's state (default: a fresh
 #                    build/vm/runs/<pid>); VM_RUN_DIR/env is written once
 #                    envd answers, for scripts to source
@@ -52,7 +53,7 @@ done
 pid_in() {
 	local pid
 	pid=$(cat "$1/$2" 2>/dev/null) || return 1
-	[ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$1" && echo "$pid"
+	[ -n "$pid" ] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "$1" && echo "$pid"
 }
 
 # Remove what an interrupted run left: its owner is gone but QEMU or the
@@ -202,6 +203,15 @@ EOF
 log "envd at $URL ($accel, ${CPUS} CPUs, ${MEM} MiB): QEMU start to first /health in $boot_ms ms"
 log "console: $RUN/console.log; monitor: $RUN/monitor.sock; Ctrl-C stops the VM"
 
+# A script that started us (VM_PARENT_PID) and died without stopping us
+# must not leave the VM running.
+while kill -0 "$QEMU_PID" 2>/dev/null; do
+	if [ -n "${VM_PARENT_PID:-}" ] && ! kill -0 "$VM_PARENT_PID" 2>/dev/null; then
+		log "process $VM_PARENT_PID that started the VM is gone; stopping"
+		exit 1
+	fi
+	sleep 0.5
+done
 wait "$QEMU_PID"
 st=$?
 QEMU_PID=

@@ -76,7 +76,7 @@ for _ in $(seq 1 50); do
 	ss -Hltn "sport = :$PORT" | grep -q . || break
 done
 TOKEN=vm-test-token-$$-$RANDOM
-VM_PORT=$PORT VM_RUN_DIR=$RUN VM_ACCESS_TOKEN=$TOKEN bash scripts/vm-run.sh >"$LOGS/vm-run.log" 2>&1 &
+VM_PORT=$PORT VM_RUN_DIR=$RUN VM_ACCESS_TOKEN=$TOKEN VM_PARENT_PID=$$ bash scripts/vm-run.sh >"$LOGS/vm-run.log" 2>&1 &
 RUN_PID=$!
 for _ in $(seq 1 1800); do
 	[ -s "$RUN/env" ] && break
