@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # A command that allocates until the guest runs out of memory is killed by
-# the kernel; envd and init live on (same pids, no restart).
+# the kernel; envd and init live on (same pids, no restart). envd has the
+# OOM protection its systemd unit would give it.
 . "$(dirname "$0")/lib.sh"
+
+# What envd.service would set, given by our init instead; envd puts its
+# commands back to normal.
+expect_eq "envd is never the OOM killer's choice (oom_score_adj)" -1000 \
+	"$(vm_exec 'cat /proc/$(pidof envd)/oom_score_adj')"
+expect_eq "envd runs at nice -20" -20 "$(vm_exec 'ps -o ni= -p $(pidof envd) | tr -d " "')"
+expect_eq "a command runs with oom_score_adj 100, nice 0" "100 0" \
+	"$(vm_exec 'echo $(cat /proc/self/oom_score_adj) $(nice)')"
 
 envd_before=$(vm_exec 'pidof envd')
 t0=$(date +%s%3N)
