@@ -145,7 +145,9 @@ netdev+=",guestfwd=tcp:169.254.169.254:80-cmd:socat STDIO TCP:127.0.0.1:$MMDS_PO
 
 start_qemu() {
 	t0=$(ms_now)
-	qemu-system-x86_64 -name envd-vm -M microvm,rtc=on "${accel_opts[@]}" -smp "$CPUS" -m "$MEM" \
+	# A session of its own: Ctrl-C reaches this script, which stops QEMU
+	# in order, instead of QEMU quitting under it.
+	setsid qemu-system-x86_64 -name envd-vm -M microvm,rtc=on "${accel_opts[@]}" -smp "$CPUS" -m "$MEM" \
 		-nodefaults -no-user-config -nographic -no-reboot \
 		-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.gz" -append "$append" \
 		-serial "file:$RUN/console.log" \

@@ -116,8 +116,10 @@ for t in tests/vm/[0-9]*.sh; do
 	[ -f "$t" ] || continue
 	name=$(basename "$t" .sh)
 	log="$LOGS/vm-$name.log"
+	t0=$(ms_now)
 	timeout 600 bash "$t" >"$log" 2>&1
 	rc=$?
+	secs=$((($(ms_now) - t0) / 1000))
 	line=$(grep -a -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
 	p=$(sed -n 's/.*: \([0-9]*\) passed.*/\1/p' <<<"$line")
 	f=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
@@ -125,7 +127,7 @@ for t in tests/vm/[0-9]*.sh; do
 	[ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
 	T_PASS=$((T_PASS + p))
 	T_FAIL=$((T_FAIL + f))
-	echo "vm $name: $p passed, $f failed"
+	echo "vm $name: $p passed, $f failed (${secs} s)"
 	[ "$f" -ne 0 ] && grep -a -E '^FAIL|^not ok|Error' "$log" | head -n 30
 	if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$VM_URL/health")" != 204 ]; then
 		fail "envd answers after $name"
@@ -150,8 +152,9 @@ wait "$RUN_PID" 2>/dev/null
 st=$?
 RUN_PID=
 [ "$st" = 0 ] && pass "vm-run saw the guest power off and exited 0" || fail "vm-run exit status" "$st"
-left=$(pgrep -f "$RUN" | wc -l)
-[ "$left" = 0 ] && pass "nothing of the run is left (QEMU, metadata stand-in)" || fail "leftover processes" "$left"
+mport=$(cat "$VM_MMDS_DIR/port" 2>/dev/null)
+left=$( (pgrep -f "$RUN"; [ -n "$mport" ] && pgrep -f "socat STDIO TCP:127.0.0.1:$mport$") | wc -l)
+[ "$left" = 0 ] && pass "nothing of the run is left (QEMU, metadata stand-in, socat)" || fail "leftover processes" "$left"
 
 echo "boot: QEMU start to /health $VM_BOOT_MS ms, to first command $run_ms ms ($VM_ACCEL)"
 finish
