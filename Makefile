@@ -4,6 +4,7 @@
 #   make            build/envd (static musl) and build/init
 #   make run        build and start envd on 0.0.0.0:49983 (dual-stack)
 #   make test       build everything, then unit, integration and SDK tests
+#   make test-under-load  the same while two CPU-burning loops run
 #   make asan       glibc debug build with ASan+UBSan (build/asan/envd)
 #   make clean      remove build/ except the cached dependency builds
 
@@ -13,7 +14,9 @@ GEN     := $(BUILD)/gen
 VERSION := 0.7.0
 COMMIT  := $(shell git rev-parse --short=7 HEAD 2>/dev/null)
 
-SRCS      := $(sort $(wildcard envd/*.c proto/*.c process/*.c pty/*.c fs/*.c))
+# Sources by folder, lowest layer first (docs/architecture.md).
+LAYERS    := base proto http rpc pty process fs sandbox envd
+SRCS      := $(foreach d,$(LAYERS),$(sort $(wildcard $(d)/*.c)))
 PROTOS    := proto/process.proto proto/filesystem.proto proto/google/protobuf/timestamp.proto
 GEN_SRCS  := $(GEN)/process.pb-c.c $(GEN)/filesystem.pb-c.c $(GEN)/google/protobuf/timestamp.pb-c.c
 GEN_HDRS  := $(GEN_SRCS:.c=.h)
@@ -21,7 +24,8 @@ LIB_SRCS  := $(filter-out envd/main.c,$(SRCS))
 UNIT_SRCS := $(sort $(wildcard tests/unit/*_test.c))
 INIT_SRCS := $(sort $(wildcard init/*.c))
 
-INCS     := -iquote envd -iquote proto -iquote process -iquote pty -iquote fs -iquote $(GEN)
+# Includes name their folder ("http/h1.h"); generated protobuf-c headers are flat.
+INCS     := -iquote . -iquote $(GEN)
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-missing-braces
 DEFS     := -D_GNU_SOURCE -DENVD_VERSION=\"$(VERSION)\" -DENVD_COMMIT=\"$(COMMIT)\"
 LIBS     := -lnghttp2 -lev -lprotobuf-c -ljansson -lhttp_parser -lz -lm -lpthread
@@ -44,16 +48,17 @@ asan_objs = $(patsubst %.c,$(ASAN_OBJ)/obj/%.o,$(1))
 .PHONY: all setup deps run test asan unit clean distclean
 .DEFAULT_GOAL := all
 
-all: setup $(BUILD)/envd $(if $(INIT_SRCS),$(BUILD)/init)
+all: $(BUILD)/envd $(if $(INIT_SRCS),$(BUILD)/init)
 
-# Re-checked on every build: cheap when everything is installed.
+# Installs what is missing (Debian packages, deb-src entries). Plain `make`
+# never installs; `make run`, `make test` and `make bench` call this first.
 setup:
 	@bash scripts/setup.sh
 
 $(DEPS)/.done: scripts/deps.sh
 	@bash scripts/deps.sh
 	@touch $@
-deps: setup $(DEPS)/.done
+deps: $(DEPS)/.done
 
 $(GEN)/.done: $(PROTOS)
 	@mkdir -p $(GEN)
@@ -84,24 +89,46 @@ $(ASAN_OBJ)/tests/%: tests/unit/%.c $(call asan_objs,$(LIB_SRCS) $(GEN_SRCS))
 	@mkdir -p $(dir $@)
 	$(ASAN_CC) $(ASAN_CFLAGS) -Itests/unit $^ -o $@ $(LIBS) -lcriterion
 
+# *_alloc_test: allocation-failure tests (tests/unit/failalloc.h). Every
+# allocation from our objects goes through the counting wrapper.
+ALLOC_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup
+$(ASAN_OBJ)/tests/%_alloc_test: tests/unit/%_alloc_test.c tests/unit/failalloc.c $(call asan_objs,$(LIB_SRCS) $(GEN_SRCS))
+	@mkdir -p $(dir $@)
+	$(ASAN_CC) $(ASAN_CFLAGS) -Itests/unit $^ -o $@ $(ALLOC_WRAP) $(LIBS) -lcriterion
+
 UNIT_BINS := $(patsubst tests/unit/%.c,$(ASAN_OBJ)/tests/%,$(UNIT_SRCS))
 
-asan: setup $(ASAN_OBJ)/envd
-unit: setup $(UNIT_BINS)
+asan: $(ASAN_OBJ)/envd
+unit: $(UNIT_BINS)
 	@bash scripts/run-tests.sh unit
 
-run: all
+run:
+	@$(MAKE) --no-print-directory setup
+	@$(MAKE) --no-print-directory all
 	exec $(BUILD)/envd -isnotfc -port 49983
 
-test: all asan $(UNIT_BINS) fuzz-build bench-setup build/bench/envdbench
+test:
+	@$(MAKE) --no-print-directory setup bench-setup
+	@$(MAKE) --no-print-directory test-build
 	@bash scripts/run-tests.sh all
+
+.PHONY: test-build
+test-build: all asan $(UNIT_BINS) fuzz-build $(BENCH_BIN)
+
+# The same suite while two CPU-burning loops run (stopped afterwards, also
+# on an interrupt): the tests wait for events, not for an idle machine.
+.PHONY: test-under-load
+test-under-load:
+	@$(MAKE) --no-print-directory setup bench-setup
+	@$(MAKE) --no-print-directory test-build
+	@bash scripts/test-under-load.sh
 
 clean:
 	rm -rf $(MUSL_OBJ) $(ASAN_OBJ) $(GEN) $(BUILD)/envd $(BUILD)/init $(BUILD)/test-*
 distclean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/musl $(BUILD)/asan -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/musl $(BUILD)/asan $(BUILD)/fuzz -name '*.d' 2>/dev/null)
 
 # --- fuzzing (libFuzzer, clang, ASan+UBSan) ---
 FUZZ_CC      := clang
@@ -121,10 +148,12 @@ $(FUZZ_OBJ)/fuzz_%: $(FUZZ_OBJ)/obj/fuzz/fuzz_%.o $(call fuzz_objs,fuzz/fuzz_ser
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(LIBS)
 
 .PHONY: fuzz fuzz-build
-fuzz-build: setup $(FUZZ_BINS)
-# make fuzz FUZZ_SECONDS=300: run every target that long on its corpus.
+fuzz-build: $(FUZZ_BINS)
+# make fuzz FUZZ_SECONDS=300: run every target that long on its corpus, then
+# merge what it found, minimised, into fuzz/corpus/<target>/ (commit it).
+# FUZZ_JOBS=2 runs two targets at a time.
 fuzz: fuzz-build
-	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
+	@bash scripts/fuzz.sh $(FUZZ_SECONDS) --keep
 
 # --- benchmarks (bench/, scripts/bench*.sh) ---
 #   make bench        the whole suite (< 10 min on 2 cores); bench/results/latest.json

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * main.c - flags, start-up (spec §1.1, §1.2) and the event loop.
+ * main.c - flags (README.md, "Flags"), start-up and the event loop.
  *
  * Flags follow Go's flag package, so the platform can run envd exactly as
  * it runs the reference: -name or --name, -name value or -name=value,
@@ -18,18 +18,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "conn.h"
-#include "control.h"
-#include "errstr.h"
-#include "fs_service.h"
-#include "log.h"
-#include "loop.h"
-#include "portfwd.h"
-#include "mmds.h"
-#include "process.h"
-#include "process_service.h"
-#include "rpc.h"
-#include "state.h"
+#include "envd/router.h"
+#include "http/conn.h"
+#include "http/h1.h"
+#include "http/h2.h"
+#include "http/http.h"
+#include "sandbox/control.h"
+#include "base/errstr.h"
+#include "fs/fs_service.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "sandbox/portfwd.h"
+#include "sandbox/mmds.h"
+#include "process/process.h"
+#include "process/process_service.h"
+#include "rpc/rpc.h"
+#include "base/state.h"
+
+/* Services pace themselves on RPC_SEND_HIGH; the transport fires on_writable
+   relative to HTTP_QUEUE_HIGH. They must be the same mark. */
+_Static_assert(RPC_SEND_HIGH == HTTP_QUEUE_HIGH, "rpc.h and http.h disagree on the send high-water mark");
 
 #ifndef ENVD_VERSION
 #define ENVD_VERSION "0.7.0"
@@ -38,8 +46,6 @@
 #define ENVD_COMMIT ""
 #endif
 
-extern size_t h1_max_header_bytes;
-extern unsigned h2_max_streams;
 
 enum flag_type { F_BOOL, F_INT, F_STR };
 
@@ -245,6 +251,7 @@ int main(int argc, char **argv)
 	rpc_register(&process_service);
 	rpc_register(&fs_service);
 
+	server_on_request = router_dispatch;
 	int rc = server_listen((int)port, flag_get("addr")->v.s);
 	if (rc < 0) {
 		fprintf(stderr, "server stopped: listen tcp 0.0.0.0:%lld: bind: %s\n", port, go_strerror(-rc));

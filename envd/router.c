@@ -5,50 +5,18 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "base64.h"
-#include "control.h"
-#include "files_http.h"
-#include "router.h"
-#include "rpc.h"
-#include "state.h"
-#include "users.h"
+#include "base/base64.h"
+#include "sandbox/control.h"
+#include "fs/files_http.h"
+#include "envd/router.h"
+#include "rpc/rpc.h"
+#include "base/state.h"
+#include "base/users.h"
 
-const char *http_reason(int s)
-{
-	switch (s) {
-	case 100: return "Continue";
-	case 101: return "Switching Protocols";
-	case 200: return "OK";
-	case 201: return "Created";
-	case 204: return "No Content";
-	case 206: return "Partial Content";
-	case 304: return "Not Modified";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 406: return "Not Acceptable";
-	case 409: return "Conflict";
-	case 411: return "Length Required";
-	case 412: return "Precondition Failed";
-	case 413: return "Request Entity Too Large";
-	case 415: return "Unsupported Media Type";
-	case 416: return "Requested Range Not Satisfiable";
-	case 429: return "Too Many Requests";
-	case 431: return "Request Header Fields Too Large";
-	case 499: return "Client Closed Request";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	case 507: return "Insufficient Storage";
-	default: return "Unknown";
-	}
-}
 
 int router_basic_user(const char *authz, char *out, size_t outlen)
 {
@@ -69,6 +37,37 @@ int router_basic_user(const char *authz, char *out, size_t outlen)
 	*colon = '\0';
 	snprintf(out, outlen, "%s", dec);
 	return 1;
+}
+
+/*
+ * Resolve the Basic-auth user once, for every handler after this one: the
+ * request carries it (r->user). An unknown user fails every path; a passwd
+ * entry that does not parse is left for the RPC layer to report (it answers
+ * internal, as the reference does). Returns 0, or -1 after answering.
+ */
+static int router_resolve_user(struct http_req *r)
+{
+	char name[256], msg[320], err[256] = "";
+	if (router_basic_user(http_req_header(r, "authorization"), name, sizeof(name)) != 1)
+		return 0;
+	struct user *u = malloc(sizeof(*u));
+	if (!u) {
+		rpc_respond_error(r, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		return -1;
+	}
+	int rc = user_lookup(name, u, err, sizeof(err));
+	if (rc == 0) {
+		r->user = u;
+		return 0;
+	}
+	free(u);
+	if (rc == -EINVAL) {
+		r->user_error = strdup(err);
+		return 0;
+	}
+	snprintf(msg, sizeof(msg), "invalid username: '%s'", name);
+	rpc_respond_error(r, RPC_UNAUTHENTICATED, msg);
+	return -1;
 }
 
 static const char cors_expose[] =
@@ -162,16 +161,8 @@ void router_dispatch(struct http_req *r)
 	}
 
 	/* 3. Basic auth: an unknown user named in the header fails every path. */
-	char user[256], msg[320];
-	if (router_basic_user(http_req_header(r, "authorization"), user, sizeof(user)) == 1) {
-		struct user u;
-		int rc = user_lookup(user, &u, NULL, 0);
-		if (rc == -ENOENT || (rc < 0 && rc != -EINVAL)) {
-			snprintf(msg, sizeof(msg), "invalid username: '%s'", user);
-			rpc_respond_error(r, RPC_UNAUTHENTICATED, msg);
-			return;
-		}
-	}
+	if (router_resolve_user(r) < 0)
+		return;
 
 	/* 4. Routes */
 	if (rpc_path_is_rpc(r->path)) {

@@ -6,7 +6,7 @@
  * protobuf_c_message_free_unpacked() releases one (unset strings point at
  * protobuf_c_empty_string, which it knows to skip).
  */
-#include "entry.h"
+#include "fs/entry.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,8 +18,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "errstr.h"
-#include "users.h"
+#include "base/errstr.h"
+#include "base/users.h"
 
 void fs_perm_string(mode_t mode, char *buf, size_t len)
 {

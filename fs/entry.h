@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * entry.h - EntryInfo construction, user.e2b.* metadata and the directory
- * creation helper shared by the filesystem RPCs and /files (spec §2.6,
- * §4.3, §7.1, Appendix A.2).
+ * creation helper shared by the filesystem RPCs and /files (docs/protocol.md,
+ * "EntryInfo", "Users and paths", "Go-compatible strings").
  *
  * Everything here does blocking syscalls on one path at a time; it is safe
  * to call from worker threads (no shared mutable state).
+ *
+ * Errors: 0 or a negative errno naming the situation, with a Go-shaped
+ * message in err; the service edge maps it to a code.
  */
 #ifndef FS_ENTRY_H
 #define FS_ENTRY_H
@@ -19,7 +22,8 @@
 /* Go's FileMode.String() for an st_mode, e.g. "-rw-r--r--". buf >= 16. */
 void fs_perm_string(mode_t mode, char *buf, size_t len);
 
-/* FILE / DIRECTORY / UNSPECIFIED for an st_mode (never SYMLINK, §7.1). */
+/* FILE / DIRECTORY / UNSPECIFIED for an st_mode (never SYMLINK: the
+   reference reports a symlink by its target's type, and SDKs rely on it). */
 Filesystem__FileType fs_file_type(mode_t mode);
 
 /*
@@ -59,7 +63,9 @@ void fs_meta_clear(struct fs_meta *m);
 /* Add key/value (copied); a key already present keeps its first value. */
 int fs_meta_add(struct fs_meta *m, const char *key, size_t klen, const char *value, size_t vlen);
 /*
- * Validate a metadata set against the limits of §4.3. Returns 0, or
+ * Validate a metadata set: non-empty keys of at most FS_META_KEY_MAX bytes,
+ * keys and values printable ASCII, at most FS_META_TOTAL_MAX bytes in total
+ * counted as the reference does (9 + key + value each). Returns 0, or
  * -EINVAL with the reason (without the "invalid metadata: " prefix) in err.
  */
 int fs_meta_validate(const struct fs_meta *m, char *err, size_t errlen);
@@ -70,7 +76,7 @@ int fs_meta_validate(const struct fs_meta *m, char *err, size_t errlen);
 int fs_meta_replace_fd(int fd, const struct fs_meta *m);
 
 /*
- * EnsureDirs (§2.6): create every missing component of `dir`, 0755,
+ * EnsureDirs: create every missing component of `dir`, 0755,
  * chowned to uid/gid. Returns 0 or -errno with err set to the Go-shaped
  * message ("path is a file: /a", "failed to create directory: ...").
  */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * files_http.c - GET /files, POST /files and POST /files/compose (§4).
+ * files_http.c - GET /files, POST /files and POST /files/compose
+ * (docs/protocol.md, "Files HTTP API").
  *
  * Memory is O(1) in the file size in every direction:
  *   - identity downloads queue file ranges (sendfile on HTTP/1.1) a few
@@ -17,7 +18,7 @@
  * on_close synchronously, so nothing touches the context after ending a
  * response.
  */
-#include "files_http.h"
+#include "fs/files_http.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,14 +34,15 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "entry.h"
-#include "errstr.h"
-#include "files_util.h"
-#include "multipart.h"
-#include "log.h"
-#include "state.h"
-#include "users.h"
-#include "worker.h"
+#include "fs/entry.h"
+#include "base/buf.h"
+#include "base/errstr.h"
+#include "fs/files_util.h"
+#include "fs/multipart.h"
+#include "base/log.h"
+#include "base/state.h"
+#include "base/users.h"
+#include "base/worker.h"
 
 #define MSGLEN (2 * PATH_MAX + 512)
 #define CHUNK (64 * 1024)
@@ -50,7 +52,8 @@
 /* --- common: auth, user, path --- */
 
 /*
- * §2.3. Returns 0 if allowed; otherwise the 401 (or 400) has been sent.
+ * Token header or signed URL (docs/protocol.md, "Signed URLs"). Returns 0
+ * if allowed; otherwise the 401 (or 400) has been sent.
  */
 static int check_signing(struct http_req *r, const char *op)
 {
@@ -527,7 +530,7 @@ void files_get(struct http_req *r)
 		int rr = files_parse_ranges(range, size, rg, MAX_RANGES);
 		/* Go ignores an unsatisfiable range on an empty file (clients
 		 * that always send Range get a 200, not a 416). */
-		if (rr == -1 && size == 0)
+		if (rr == -ERANGE && size == 0)
 			rr = 0;
 		if (rr < 0) {
 			snprintf(crange, sizeof(crange), "bytes */%lld", (long long)size);
@@ -714,7 +717,9 @@ static void random_suffix(char *out, size_t len)
 	random_hex(out, len > 17 ? 16 : len - 1);
 }
 
-/* "Process file" steps 1-3 (§4.3) for up->target. */
+/* Open up->target for writing: create its parent directories, refuse a
+   directory, chown an existing file, open (a temporary beside it when
+   atomic). */
 static int up_begin_file(struct upload *up)
 {
 	char parent[PATH_MAX], err[MSGLEN];
@@ -1260,8 +1265,7 @@ fail:
 struct compose {
 	struct http_req *r;     /* NULL once the client went away */
 	struct user u;
-	char *body;
-	size_t blen;
+	struct buf body;        /* bounded by COMPOSE_BODY_MAX */
 	bool too_big;
 	char dest[PATH_MAX];
 	char **srcs;            /* resolved */
@@ -1281,7 +1285,7 @@ static void compose_free(struct compose *c)
 	}
 	free(c->srcs);
 	free(c->srcs_given);
-	free(c->body);
+	buf_free(&c->body);
 	free(c);
 }
 
@@ -1300,21 +1304,8 @@ static void compose_on_close(struct http_req *r, bool completed)
 static void compose_on_body(struct http_req *r, const uint8_t *p, size_t n)
 {
 	struct compose *c = r->ud;
-	if (c->too_big)
-		return;
-	if (c->blen + n > COMPOSE_BODY_MAX) {
+	if (!c->too_big && buf_append(&c->body, p, n) < 0)
 		c->too_big = true;
-		return;
-	}
-	char *nb = realloc(c->body, c->blen + n + 1);
-	if (!nb) {
-		c->too_big = true;
-		return;
-	}
-	c->body = nb;
-	memcpy(c->body + c->blen, p, n);
-	c->blen += n;
-	c->body[c->blen] = '\0';
 }
 
 /* Copy all of src into dst at its end with the kernel doing the work. */
@@ -1479,7 +1470,8 @@ static void compose_on_body_end(struct http_req *r)
 		http_respond_json_error(r, 400, "invalid request body: request body too large");
 		return;
 	}
-	root = json_loadb(c->body ? c->body : "", c->blen, JSON_REJECT_DUPLICATES, &je);
+	root = json_loadb(c->body.p ? (const char *)c->body.p : "", c->body.len, JSON_REJECT_DUPLICATES,
+			  &je);
 	if (!root || !json_is_object(root)) {
 		respond_fmt(r, 400, "invalid request body: %s", root ? "expected a JSON object" : je.text);
 		goto out;
@@ -1572,6 +1564,7 @@ void files_compose(struct http_req *r)
 		return;
 	}
 	c->r = r;
+	buf_init(&c->body, COMPOSE_BODY_MAX);
 	r->ud = c;
 	r->on_body = compose_on_body;
 	r->on_body_end = compose_on_body_end;

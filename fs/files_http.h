@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * files_http.h - the /files HTTP API (spec §2.3, §4).
+ * files_http.h - the /files HTTP API (docs/protocol.md, "Files HTTP API").
  *
  * The router calls these after CORS, the token gate and Basic-auth
  * validation. Each handler owns the exchange from then on: it checks the
@@ -12,11 +12,14 @@
  * Additive query parameter on POST /files: atomic=true writes each target
  * through a temporary file in the same directory, renamed over the target
  * only once complete.
+ *
+ * Errors: answered on the exchange as an HTTP status with an envd JSON error
+ * (docs/protocol.md, "Files HTTP API").
  */
 #ifndef FS_FILES_HTTP_H
 #define FS_FILES_HTTP_H
 
-#include "http.h"
+#include "http/http.h"
 
 void files_get(struct http_req *r);
 void files_post(struct http_req *r);

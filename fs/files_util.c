@@ -2,7 +2,7 @@
 /*
  * files_util.c - pure helpers for /files.
  */
-#include "files_util.h"
+#include "fs/files_util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -12,8 +12,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "base64.h"
-#include "sha2.h"
+#include "base/base64.h"
+#include "base/buf.h"
+#include "base/sha2.h"
 
 void files_signature(const char *path, const char *op, const char *user, const char *token, size_t toklen,
 		     int64_t exp, char *out, size_t outlen)
@@ -231,7 +232,7 @@ static void mime_load(void)
 {
 	FILE *f = fopen(files_mime_types_path, "re");
 	char line[1024];
-	size_t cap = 0;
+	struct buf b = BUF_INIT(BUF_UNBOUNDED); /* struct mime_ent, kept for good */
 
 	if (!f)
 		return;
@@ -244,14 +245,6 @@ static void mime_load(void)
 			continue;
 		while ((ext = strtok_r(NULL, " \t\r\n", &save))) {
 			char typ[256];
-			if (mime_n == cap) {
-				size_t nc = cap ? cap * 2 : 256;
-				struct mime_ent *ne = realloc(mime_extra, nc * sizeof(*ne));
-				if (!ne)
-					goto out;
-				mime_extra = ne;
-				cap = nc;
-			}
 			if (strncmp(type, "text/", 5) == 0 && !strstr(type, "charset"))
 				snprintf(typ, sizeof(typ), "%s; charset=utf-8", type);
 			else
@@ -259,6 +252,7 @@ static void mime_load(void)
 			size_t el = strlen(ext);
 			char *e = malloc(el + 2);
 			char *t = strdup(typ);
+			struct mime_ent me = { e, t };
 			if (!e || !t) {
 				free(e);
 				free(t);
@@ -267,13 +261,18 @@ static void mime_load(void)
 			e[0] = '.';
 			for (size_t i = 0; i <= el; i++)
 				e[i + 1] = (char)tolower((unsigned char)ext[i]);
-			mime_extra[mime_n].ext = e;
-			mime_extra[mime_n].type = t;
-			mime_n++;
+			if (buf_append(&b, &me, sizeof(me)) < 0) {
+				free(e);
+				free(t);
+				goto out;
+			}
 		}
 	}
 out:
 	fclose(f);
+	/* What was read before a failure is kept, as a partial table. */
+	mime_extra = (struct mime_ent *)b.p;
+	mime_n = b.len / sizeof(struct mime_ent);
 }
 
 const char *files_mime_by_ext(const char *path)
@@ -353,14 +352,14 @@ int files_parse_ranges(const char *hdr, int64_t size, struct files_range *out, s
 	if (!hdr || !*hdr)
 		return 0;
 	if (strncmp(hdr, "bytes=", 6) != 0)
-		return -2;
+		return -EINVAL;
 	s = hdr + 6;
 	while (*s) {
 		char spec[64];
 		const char *end = strchr(s, ',');
 		size_t l = end ? (size_t)(end - s) : strlen(s);
 		if (l >= sizeof(spec))
-			return -2;
+			return -EINVAL;
 		memcpy(spec, s, l);
 		spec[l] = '\0';
 		s = end ? end + 1 : s + l;
@@ -373,18 +372,18 @@ int files_parse_ranges(const char *hdr, int64_t size, struct files_range *out, s
 			continue;
 		char *dash = strchr(a, '-');
 		if (!dash)
-			return -2;
+			return -EINVAL;
 		*dash = '\0';
 		char *b = dash + 1, *ep;
 		int64_t st, ln;
 		if (!*a) {
 			/* suffix range: the last N bytes */
 			if (!*b)
-				return -2;
+				return -EINVAL;
 			errno = 0;
 			long long nlast = strtoll(b, &ep, 10);
 			if (*ep || errno || nlast < 0)
-				return -2;
+				return -EINVAL;
 			if (nlast > size)
 				nlast = size;
 			st = size - nlast;
@@ -395,7 +394,7 @@ int files_parse_ranges(const char *hdr, int64_t size, struct files_range *out, s
 			errno = 0;
 			long long i = strtoll(a, &ep, 10);
 			if (*ep || errno || i < 0)
-				return -2;
+				return -EINVAL;
 			if (i >= size)
 				continue; /* this one does not overlap */
 			st = i;
@@ -404,7 +403,7 @@ int files_parse_ranges(const char *hdr, int64_t size, struct files_range *out, s
 			} else {
 				long long j = strtoll(b, &ep, 10);
 				if (*ep || errno || j < i)
-					return -2;
+					return -EINVAL;
 				if (j >= size)
 					j = size - 1;
 				ln = j - i + 1;
@@ -417,7 +416,7 @@ int files_parse_ranges(const char *hdr, int64_t size, struct files_range *out, s
 		count++;
 	}
 	if (!count)
-		return -1;
+		return -ERANGE;
 	if (count > max)
 		return 0; /* too many to bother: serve the whole file */
 	return (int)count;

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * files_util.h - the protocol pieces of /files that need no I/O: URL
- * signatures (§2.3), Accept-Encoding negotiation (§4.2), Content-
- * Disposition formatting, MIME types by extension, content sniffing,
- * Range and HTTP-date parsing.
+ * signatures, Accept-Encoding negotiation (docs/protocol.md, "Files HTTP
+ * API"), Content-Disposition formatting, MIME types by extension, content
+ * sniffing, Range and HTTP-date parsing.
+ *
+ * Errors: negative errno values (-ERANGE, -EINVAL) where a call can fail.
  */
 #ifndef FS_FILES_UTIL_H
 #define FS_FILES_UTIL_H
@@ -47,8 +49,8 @@ const char *files_sniff(const uint8_t *p, size_t n);
 /*
  * Parse a Range header against `size`. Returns 1 with [*start,*len) for
  * a single satisfiable range; 0 when the header should be ignored (absent,
- * not bytes=, or several ranges, which we serve as a full 200); -1 when
- * unsatisfiable (416); -2 when malformed (Go answers 416 too).
+ * not bytes=, or several ranges, which we serve as a full 200); -ERANGE
+ * when unsatisfiable (416); -EINVAL when malformed (Go answers 416 too).
  */
 int files_parse_range(const char *hdr, int64_t size, int64_t *start, int64_t *len);
 
@@ -59,8 +61,8 @@ struct files_range {
 /*
  * All ranges of a Range header that overlap [0, size), clipped. Returns
  * their number (1..max); 0 when the header should be ignored (absent, or
- * more than max ranges); -1 when none is satisfiable (416); -2 when
- * malformed (416 too).
+ * more than max ranges); -ERANGE when none is satisfiable (416); -EINVAL
+ * when malformed (416 too).
  */
 int files_parse_ranges(const char *hdr, int64_t size, struct files_range *out, size_t max);
 

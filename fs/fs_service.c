@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fs_service.c - filesystem.Filesystem handlers (spec §7).
+ * fs_service.c - filesystem.Filesystem handlers (docs/protocol.md,
+ * "filesystem.Filesystem").
  *
  * Quick single-path operations (Stat, MakeDir, Move) run on the loop;
  * ListDir and Remove can touch millions of inodes, so they go to the
  * worker pool and answer from its completion. WatchDir streams inotify
  * events; CreateWatcher keeps a bounded event buffer per watcher id.
  */
-#include "fs_service.h"
+#include "fs/fs_service.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -18,15 +19,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "entry.h"
-#include "errstr.h"
-#include "listdir.h"
-#include "log.h"
-#include "loop.h"
-#include "state.h"
-#include "users.h"
-#include "watch.h"
-#include "worker.h"
+#include "fs/entry.h"
+#include "base/buf.h"
+#include "base/errstr.h"
+#include "fs/listdir.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/state.h"
+#include "base/users.h"
+#include "fs/watch.h"
+#include "rpc/rpcerr.h"
+#include "base/worker.h"
 
 #define ERRLEN (2 * PATH_MAX + 256)
 
@@ -191,7 +194,7 @@ static void listdir_done(void *arg)
 
 	if (j->call) {
 		if (j->rc) {
-			rpc_fail(j->call, (enum rpc_code)j->rc, "%s", j->err);
+			rpc_fail(j->call, rpc_code_from_errno(j->rc), "%s", j->err);
 		} else {
 			Filesystem__ListDirResponse resp = FILESYSTEM__LIST_DIR_RESPONSE__INIT;
 			resp.entries = j->listing.entries;
@@ -460,7 +463,7 @@ static void watch_submit(struct rpc_call *call, const char *req_path, bool recur
 	}
 	rc = fs_watch_check(j->path, allow_network_mounts, j->err, sizeof(j->err));
 	if (rc) {
-		rpc_fail(call, (enum rpc_code)rc, "%s", j->err);
+		rpc_fail(call, rpc_code_from_errno(rc), "%s", j->err);
 		free(j);
 		return;
 	}
@@ -516,8 +519,7 @@ struct watcher {
 	char id[24];
 	struct fs_watch *w;
 	bool include_entry;
-	Filesystem__FilesystemEvent **events;
-	size_t n, cap;
+	struct buf events; /* Filesystem__FilesystemEvent *, at most WATCHER_EVENTS_MAX */
 	bool overflowed; /* the buffer limit was hit; an overflow event is queued */
 };
 
@@ -531,18 +533,26 @@ size_t fs_service_watcher_count(void)
 	return n;
 }
 
+static Filesystem__FilesystemEvent **watcher_events(const struct watcher *wt)
+{
+	return (Filesystem__FilesystemEvent **)wt->events.p;
+}
+
+static size_t watcher_n(const struct watcher *wt)
+{
+	return wt->events.len / sizeof(Filesystem__FilesystemEvent *);
+}
+
+static void watcher_clear(struct watcher *wt)
+{
+	for (size_t i = 0; i < watcher_n(wt); i++)
+		event_free(watcher_events(wt)[i]);
+	buf_free(&wt->events);
+}
+
 static bool watcher_push(struct watcher *wt, Filesystem__FilesystemEvent *ev)
 {
-	if (wt->n == wt->cap) {
-		size_t nc = wt->cap ? wt->cap * 2 : 16;
-		Filesystem__FilesystemEvent **ne = realloc(wt->events, nc * sizeof(*ne));
-		if (!ne)
-			return false;
-		wt->events = ne;
-		wt->cap = nc;
-	}
-	wt->events[wt->n++] = ev;
-	return true;
+	return buf_append(&wt->events, &ev, sizeof(ev)) == 0;
 }
 
 static void watcher_on_event(void *ud, const char *name, const char *path, Filesystem__EventType type)
@@ -552,7 +562,7 @@ static void watcher_on_event(void *ud, const char *name, const char *path, Files
 
 	if (wt->overflowed)
 		return;
-	if (wt->n >= WATCHER_EVENTS_MAX - 1)
+	if (watcher_n(wt) >= WATCHER_EVENTS_MAX - 1)
 		type = FILESYSTEM__EVENT_TYPE__EVENT_TYPE_OVERFLOW;
 	if (type == FILESYSTEM__EVENT_TYPE__EVENT_TYPE_OVERFLOW) {
 		/* Everything after this point is lost until the client drains. */
@@ -569,9 +579,7 @@ static void watcher_on_event(void *ud, const char *name, const char *path, Files
 static void watcher_free(struct watcher *wt)
 {
 	fs_watch_free(wt->w);
-	for (size_t i = 0; i < wt->n; i++)
-		event_free(wt->events[i]);
-	free(wt->events);
+	watcher_clear(wt);
 	free(wt);
 }
 
@@ -627,6 +635,7 @@ static void watcher_ready(struct watch_job *j)
 		return;
 	}
 	wt->include_entry = j->include_entry;
+	buf_init(&wt->events, WATCHER_EVENTS_MAX * sizeof(Filesystem__FilesystemEvent *));
 	do {
 		rc = watcher_new_id(wt->id);
 	} while (rc == 0 && watcher_find(wt->id));
@@ -665,14 +674,10 @@ static void fs_get_watcher_events(struct rpc_call *call, const ProtobufCMessage 
 	/* Whatever the kernel has queued by now belongs in this answer: a
 	 * client polling right after a write must see it. */
 	fs_watch_drain(wt->w);
-	resp.events = wt->events;
-	resp.n_events = wt->n;
+	resp.events = watcher_events(wt);
+	resp.n_events = watcher_n(wt);
 	rpc_reply(call, &resp.base);
-	for (size_t i = 0; i < wt->n; i++)
-		event_free(wt->events[i]);
-	free(wt->events);
-	wt->events = NULL;
-	wt->n = wt->cap = 0;
+	watcher_clear(wt);
 	wt->overflowed = false;
 }
 

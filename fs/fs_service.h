@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fs_service.h - the filesystem.Filesystem Connect service (spec §7).
+ * fs_service.h - the filesystem.Filesystem Connect service
+ * (docs/protocol.md, "filesystem.Filesystem").
  * main registers it with rpc_register(&fs_service).
+ *
+ * Errors: the internals' negative errno values are mapped once, with
+ * rpc_code_from_errno() (rpc/rpcerr.h), where a call is answered.
  */
 #ifndef FS_FS_SERVICE_H
 #define FS_FS_SERVICE_H
 
 #include <stddef.h>
 
-#include "rpc.h"
+#include "rpc/rpc.h"
 
 extern const struct rpc_service fs_service;
 

@@ -4,7 +4,7 @@
  * listed but not descended) and recursive remove. Blocking; run these on
  * the worker pool.
  */
-#include "listdir.h"
+#include "fs/listdir.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,10 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "entry.h"
-#include "errstr.h"
-#include "rpc.h"
-#include "users.h"
+#include "fs/entry.h"
+#include "base/buf.h"
+#include "base/errstr.h"
+#include "base/users.h"
 
 void fs_listing_free(struct fs_listing *l)
 {
@@ -35,44 +35,48 @@ static int cmp_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Sorted names of directory `dir`, without . and ..; -errno on failure. */
-static int read_names(const char *dir, char ***names_out, size_t *n_out)
+void fs_names_free(char **names, size_t n)
 {
-	char **names = NULL;
-	size_t n = 0, cap = 0;
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+int fs_read_names(const char *dir, char ***names_out, size_t *n_out)
+{
+	struct buf b = BUF_INIT(BUF_UNBOUNDED); /* an array of char * */
 	struct dirent *de;
+	char **names;
+	size_t n;
 	DIR *d = opendir(dir);
 
 	if (!d)
 		return -errno;
-	errno = 0;
 	while ((de = readdir(d))) {
+		char *s;
+
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 32;
-			char **nn = realloc(names, nc * sizeof(*nn));
-			if (!nn)
-				goto nomem;
-			names = nn;
-			cap = nc;
+		s = strdup(de->d_name);
+		if (!s || buf_append(&b, &s, sizeof(s)) < 0) {
+			free(s);
+			closedir(d);
+			fs_names_free((char **)b.p, b.len / sizeof(char *));
+			return -ENOMEM;
 		}
-		if (!(names[n] = strdup(de->d_name)))
-			goto nomem;
-		n++;
 	}
 	closedir(d);
+	n = b.len / sizeof(char *);
+	names = (char **)buf_steal(&b, NULL);
+	if (!names) {
+		/* only possible for an empty directory: nothing to free */
+		return -ENOMEM;
+	}
 	if (n)
 		qsort(names, n, sizeof(*names), cmp_name);
 	*names_out = names;
 	*n_out = n;
 	return 0;
-nomem:
-	closedir(d);
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	return -ENOMEM;
 }
 
 struct walk {
@@ -99,7 +103,7 @@ static int walk_dir(struct walk *w, const char *rel, uint32_t level)
 
 	if (!b) {
 		snprintf(w->err, w->errlen, "error reading directory %s: %s", w->real, go_strerror(ENOMEM));
-		return RPC_RESOURCE_EXHAUSTED;
+		return -ENOMEM;
 	}
 	dir = b->dir;
 	child_rel = b->child_rel;
@@ -107,7 +111,7 @@ static int walk_dir(struct walk *w, const char *rel, uint32_t level)
 	tmp = b->tmp;
 	cleaned = b->cleaned;
 	fs_join(dir, PATH_MAX, w->real, rel);
-	rc = read_names(dir, &names, &n);
+	rc = fs_read_names(dir, &names, &n);
 	if (rc < 0) {
 		if (rc == -ENOENT && *rel) {
 			free(b);
@@ -116,7 +120,7 @@ static int walk_dir(struct walk *w, const char *rel, uint32_t level)
 		snprintf(w->err, w->errlen, "error reading directory %s: open %s: %s", w->real, dir,
 			 go_strerror(-rc));
 		free(b);
-		return rc == -ENOMEM ? RPC_RESOURCE_EXHAUSTED : RPC_INTERNAL;
+		return rc == -ENOMEM ? -ENOMEM : -EIO; /* anything but memory is internal */
 	}
 	rc = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -136,7 +140,7 @@ static int walk_dir(struct walk *w, const char *rel, uint32_t level)
 			goto next;
 		if (erc < 0) {
 			snprintf(w->err, w->errlen, "error reading directory %s: %s", w->real, ebuf);
-			rc = RPC_INTERNAL;
+			rc = -EIO;
 			goto next;
 		}
 		fs_join(tmp, sizeof(b->tmp), w->req, child_rel);
@@ -144,7 +148,7 @@ static int walk_dir(struct walk *w, const char *rel, uint32_t level)
 		if (fs_entry_set_path(e, cleaned) < 0) {
 			fs_entry_free(e);
 			snprintf(w->err, w->errlen, "error reading directory %s: %s", w->real, go_strerror(ENOMEM));
-			rc = RPC_RESOURCE_EXHAUSTED;
+			rc = -ENOMEM;
 			goto next;
 		}
 		if (w->out->n == w->out->cap) {
@@ -155,7 +159,7 @@ static int walk_dir(struct walk *w, const char *rel, uint32_t level)
 			if (!ne) {
 				fs_entry_free(e);
 				snprintf(w->err, w->errlen, "error reading directory %s: too many entries", w->real);
-				rc = RPC_RESOURCE_EXHAUSTED;
+				rc = -E2BIG;
 				goto next;
 			}
 			w->out->entries = ne;
@@ -213,30 +217,30 @@ int fs_listdir(const char *requested, uint32_t depth, struct fs_listing *out, ch
 		if (e == ENOENT) {
 			first_missing(requested, missing, sizeof(missing));
 			snprintf(err, errlen, "path not found: lstat %s: %s", missing, go_strerror(e));
-			return RPC_NOT_FOUND;
+			return -ENOENT;
 		}
 		if (e == ELOOP) {
 			snprintf(err, errlen, "cyclic symlink or chain >255 links at \"%s\"", requested);
-			return RPC_FAILED_PRECONDITION;
+			return -ELOOP;
 		}
 		if (e == ENOTDIR) {
 			snprintf(err, errlen, "path is not a directory: %s", requested);
-			return RPC_INVALID_ARGUMENT;
+			return -ENOTDIR;
 		}
 		snprintf(err, errlen, "error resolving symlink: lstat %s: %s", requested, go_strerror(e));
-		return RPC_INTERNAL;
+		return -EIO;
 	}
 	if (stat(real, &st) < 0) {
 		int e = errno;
 		snprintf(err, errlen, "%s: stat %s: %s", e == ENOENT ? "directory not found" : "error getting file info",
 			 real, go_strerror(e));
 		free(real);
-		return e == ENOENT ? RPC_NOT_FOUND : RPC_INTERNAL;
+		return e == ENOENT ? -ENOENT : -EIO;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		snprintf(err, errlen, "path is not a directory: %s", real);
 		free(real);
-		return RPC_INVALID_ARGUMENT;
+		return -ENOTDIR;
 	}
 	w.real = real;
 	rc = walk_dir(&w, "", 1);

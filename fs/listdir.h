@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * listdir.h - the ListDir walk and the recursive remove (spec §7.3, §7.6),
+ * listdir.h - the ListDir walk and the recursive remove (docs/protocol.md,
+ * "filesystem.Filesystem"),
  * as blocking functions meant for the worker pool.
+ *
+ * Errors: 0 or a negative errno naming the situation (see each function),
+ * message in err; fs_service.c maps it to a code.
  */
 #ifndef FS_LISTDIR_H
 #define FS_LISTDIR_H
@@ -21,12 +25,21 @@ struct fs_listing {
 
 /*
  * List `requested` (a resolved path) to `depth` levels (0 means 1).
- * Returns 0 with the entries in `out`, or an rpc code (RPC_NOT_FOUND,
- * RPC_INVALID_ARGUMENT, RPC_FAILED_PRECONDITION, RPC_INTERNAL,
- * RPC_RESOURCE_EXHAUSTED) with a message in err.
+ * Returns 0 with the entries in `out`, or a negative errno with a message
+ * in err: -ENOENT (the path or a component is missing), -ENOTDIR (not a
+ * directory), -ELOOP (symlink loop), -ENOMEM, -E2BIG (more than
+ * FS_LISTDIR_MAX_ENTRIES), -EIO (any other failure, reported as internal).
  */
 int fs_listdir(const char *requested, uint32_t depth, struct fs_listing *out, char *err, size_t errlen);
 void fs_listing_free(struct fs_listing *l);
+
+/*
+ * The names in directory `dir` without "." and "..", sorted byte-wise.
+ * Returns 0 with a malloc'd array of *n malloc'd names (fs_names_free()),
+ * or a negative errno (opendir's, or -ENOMEM).
+ */
+int fs_read_names(const char *dir, char ***names, size_t *n);
+void fs_names_free(char **names, size_t n);
 
 /*
  * rm -rf without following symlinks. A missing path is success. Returns 0

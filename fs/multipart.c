@@ -9,7 +9,7 @@
  * passed through with memchr and one callback, which keeps large uploads
  * at memory speed.
  */
-#include "multipart.h"
+#include "fs/multipart.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -303,7 +303,7 @@ int mp_header_param(const char *v, const char *param, char *out, size_t outlen, 
 		while (*s == ' ' || *s == '\t')
 			s++;
 		if (!kl || *s != '=')
-			return -1;
+			return -EINVAL;
 		s++;
 		while (*s == ' ' || *s == '\t')
 			s++;
@@ -322,19 +322,19 @@ int mp_header_param(const char *v, const char *param, char *out, size_t outlen, 
 				s++;
 			}
 			if (*s != '"')
-				return -1;
+				return -EINVAL;
 			s++;
 		} else {
 			while (*s && *s != ';' && *s != ' ' && *s != '\t')
 				put(tmp, sizeof(tmp), &k, *s++, &tr);
 			if (!k)
-				return -1;
+				return -EINVAL;
 		}
 		tmp[k] = '\0';
 		while (*s == ' ' || *s == '\t')
 			s++;
 		if (*s && *s != ';')
-			return -1;
+			return -EINVAL;
 		if (!want)
 			continue;
 		size_t o = 0;
@@ -352,7 +352,7 @@ int mp_header_param(const char *v, const char *param, char *out, size_t outlen, 
 				if (*c == '%') {
 					int h = hexv((unsigned char)c[1]), l = h >= 0 ? hexv((unsigned char)c[2]) : -1;
 					if (h < 0 || l < 0)
-						return -1;
+						return -EINVAL;
 					put(out, outlen, &o, (char)(h * 16 + l), &otr);
 					c += 2;
 				} else {
@@ -371,7 +371,7 @@ int mp_header_param(const char *v, const char *param, char *out, size_t outlen, 
 		found = 1;
 	}
 	if (*s)
-		return -1;
+		return -EINVAL;
 	return found;
 }
 
@@ -385,10 +385,10 @@ int mp_content_type_boundary(const char *ctype, char *out, size_t outlen)
 	while (ctype[tl] && ctype[tl] != ';' && ctype[tl] != ' ')
 		tl++;
 	if (tl != strlen("multipart/form-data") || strncasecmp(ctype, "multipart/form-data", tl) != 0)
-		return -1;
+		return -EINVAL;
 	int r = mp_header_param(ctype, "boundary", out, outlen, &trunc);
 	if (r < 0)
-		return -1;
+		return -EINVAL;
 	if (r == 0 || !out[0] || trunc || strlen(out) > MP_BOUNDARY_MAX)
 		return 0;
 	return 1;

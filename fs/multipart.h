@@ -6,6 +6,9 @@
  * mp_feed() in chunks of any size (a boundary may be split anywhere), and
  * come out through callbacks as soon as they are known not to belong to a
  * delimiter. Only part headers are buffered, up to MP_HEADER_MAX bytes.
+ *
+ * Errors: 0 or a negative errno: -EBADMSG for a malformed body, -EINVAL for
+ * a malformed parameter; a callback's negative value is passed through.
  */
 #ifndef FS_MULTIPART_H
 #define FS_MULTIPART_H
@@ -78,14 +81,14 @@ int mp_finish(struct mp_parser *p);
  * Parse a Content-Disposition (or any media-type-with-parameters) value
  * and copy parameter `param` (lower-case), decoding quoted strings and
  * RFC 2231 `param*=charset''pct` forms. Returns 1 if found, 0 if not,
- * -1 if the value is malformed. Truncates to outlen-1 (sets *truncated).
+ * -EINVAL if the value is malformed. Truncates to outlen-1 (sets *truncated).
  */
 int mp_header_param(const char *value, const char *param, char *out, size_t outlen, bool *truncated);
 
 /*
  * Boundary parameter of a multipart Content-Type. Returns 1 and copies it
  * when the media type is multipart/form-data with a usable boundary; 0 if
- * it is multipart/form-data without one; -1 if it is not form-data.
+ * it is multipart/form-data without one; -EINVAL if it is not form-data.
  */
 int mp_content_type_boundary(const char *ctype, char *out, size_t outlen);
 

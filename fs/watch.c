@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * watch.c - inotify with recursive directories, as the reference's
- * fsnotify fork behaves (§7.7), plus an explicit overflow event.
+ * fsnotify fork behaves, plus an explicit overflow event (docs/protocol.md,
+ * "Watching").
  */
-#include "watch.h"
+#include "fs/watch.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -17,11 +17,11 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include "entry.h"
-#include "errstr.h"
-#include "loop.h"
-#include "rpc.h"
-#include "users.h"
+#include "fs/entry.h"
+#include "fs/listdir.h"
+#include "base/errstr.h"
+#include "base/loop.h"
+#include "base/users.h"
 
 #define WATCH_MASK \
 	(IN_CREATE | IN_MODIFY | IN_DELETE | IN_DELETE_SELF | IN_MOVED_FROM | IN_MOVED_TO | IN_MOVE_SELF | \
@@ -72,21 +72,21 @@ int fs_watch_check(const char *root, bool allow_network_mounts, char *err, size_
 		int e = errno;
 		if (e == ENOENT) {
 			snprintf(err, errlen, "path %s not found: stat %s: %s", root, root, go_strerror(e));
-			return RPC_NOT_FOUND;
+			return -ENOENT;
 		}
 		snprintf(err, errlen, "error statting path %s: stat %s: %s", root, root, go_strerror(e));
-		return RPC_INTERNAL;
+		return -EIO;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		snprintf(err, errlen, "path %s not a directory", root);
-		return RPC_INVALID_ARGUMENT;
+		return -ENOTDIR;
 	}
 	if (allow_network_mounts)
 		return 0;
 	if (statfs(root, &sf) < 0) {
 		int e = errno;
 		snprintf(err, errlen, "error checking mount status: failed to statfs %s: %s", root, go_strerror(e));
-		return RPC_INTERNAL;
+		return -EIO;
 	}
 	switch ((unsigned long)sf.f_type) {
 	case 0x6969UL:       /* NFS */
@@ -95,7 +95,7 @@ int fs_watch_check(const char *root, bool allow_network_mounts, char *err, size_
 	case 0xFE534D42UL:   /* SMB2 */
 	case 0x65735546UL:   /* FUSE */
 		snprintf(err, errlen, "cannot watch path on network filesystem: %s", root);
-		return RPC_INVALID_ARGUMENT;
+		return -EREMOTE;
 	default:
 		return 0;
 	}
@@ -173,49 +173,24 @@ static int add_watch(struct fs_watch *w, const char *rel)
 	return 0;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /*
  * Watch every directory below root/rel (not following symlinks). When
- * `announce`, emit a synthetic CREATE for every entry found (§7.7: the
- * contents of a directory that appeared before its watch existed).
+ * `announce`, emit a synthetic CREATE for every entry found (the contents
+ * of a directory that appeared before its watch existed; the reference does
+ * the same, so `mkdir -p a/b/c` reports all three).
  * Unreadable directories are skipped.
  */
 static void walk_add(struct fs_watch *w, const char *rel, bool announce, int depth)
 {
 	char dirpath[PATH_MAX], child[PATH_MAX], abs[PATH_MAX];
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-	DIR *d;
+	char **names;
+	size_t n;
 
 	if (depth > 256)
 		return;
 	full_path(w, *rel ? rel : ".", dirpath, sizeof(dirpath));
-	d = opendir(dirpath);
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 32;
-			char **nn = realloc(names, nc * sizeof(*nn));
-			if (!nn)
-				break;
-			names = nn;
-			cap = nc;
-		}
-		if (!(names[n] = strdup(de->d_name)))
-			break;
-		n++;
-	}
-	closedir(d);
-	if (n)
-		qsort(names, n, sizeof(*names), cmp_str);
+	if (fs_read_names(dirpath, &names, &n) < 0)
+		return; /* unreadable (or out of memory): skipped */
 	for (size_t i = 0; i < n; i++) {
 		struct stat st;
 		join_rel(rel, names[i], child, sizeof(child));

@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * watch.h - inotify directory watching on the event loop (spec §7.7).
+ * watch.h - inotify directory watching on the event loop (docs/protocol.md,
+ * "Watching").
  *
  * One struct fs_watch is one inotify instance watching a root directory
  * (and, when recursive, every directory below it, including ones created
  * later). Raw inotify events are turned into FilesystemEvent types and
  * names relative to the root, and handed to a callback on the loop.
+ *
+ * Errors: 0 or a negative errno naming the situation (see each function),
+ * message in err; fs_service.c maps it to a code.
  */
 #ifndef FS_WATCH_H
 #define FS_WATCH_H
@@ -28,9 +32,10 @@ struct fs_watch;
 typedef void (*fs_watch_cb)(void *ud, const char *name, const char *path, Filesystem__EventType type);
 
 /*
- * Validate `root` for watching (§7.7 steps 1-2). Returns 0, or an
- * rpc_code-compatible value (RPC_NOT_FOUND 5, RPC_INVALID_ARGUMENT 3,
- * RPC_INTERNAL 13) with the message in err.
+ * Validate `root` for watching: it exists, is a directory and, unless
+ * allowed, is not on a network filesystem (NFS, CIFS/SMB, FUSE). Returns 0,
+ * or a negative errno with the message in err: -ENOENT, -ENOTDIR, -EREMOTE
+ * (network filesystem), -EIO (stat/statfs failed otherwise).
  */
 int fs_watch_check(const char *root, bool allow_network_mounts, char *err, size_t errlen);
 

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "files_util.h"
-#include "http.h"
-#include "router.h"
-#include "users.h"
+#include "fs/files_util.h"
+#include "http/http.h"
+#include "envd/router.h"
+#include "base/users.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 {

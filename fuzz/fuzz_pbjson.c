@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "filesystem.pb-c.h"
-#include "pbjson.h"
+#include "proto/pbjson.h"
 #include "process.pb-c.h"
 
 static const ProtobufCMessageDescriptor *const descs[] = {

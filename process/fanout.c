@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "fanout.h"
+#include "process/fanout.h"
 
 enum fanout_action fanout_next(const struct ring *r, bool end_ready, uint64_t end_off,
 			       uint64_t cursor, bool replay, bool writable)

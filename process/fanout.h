@@ -7,6 +7,8 @@
  * gets next; fanout_lagging() says whether it is so far behind that the
  * child should not be read for its sake (reading pauses only while every
  * live subscriber lags).
+ *
+ * Errors: none; pure decisions.
  */
 #ifndef PROCESS_FANOUT_H
 #define PROCESS_FANOUT_H
@@ -14,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ring.h"
+#include "process/ring.h"
 
 enum fanout_action {
 	FANOUT_IDLE,   /* caught up: nothing to send until more output */

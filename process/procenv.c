@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "procenv.h"
+#include "process/procenv.h"
 
 #include <stdlib.h>
 #include <string.h>

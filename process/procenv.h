@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * procenv.h - the environment a started process gets (spec §6.2.4).
+ * procenv.h - the environment a started process gets (docs/protocol.md,
+ * "Start").
  *
  * Layers, later ones winning for the same name: PATH, HOME, USER, LOGNAME;
  * the env store; the request's envs. A name keeps the position of its
  * first appearance and the value of its last.
+ *
+ * Errors: NULL when memory runs out.
  */
 #ifndef PROCESS_PROCENV_H
 #define PROCESS_PROCENV_H

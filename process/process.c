@@ -2,7 +2,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "process.h"
+#include "process/process.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,16 +14,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../pty/pty.h"
-#include "errstr.h"
-#include "fanout.h"
-#include "http.h"
-#include "loop.h"
-#include "ptable.h"
-#include "ring.h"
-#include "spawn.h"
-#include "users.h"
-#include "waitstatus.h"
+#include "pty/pty.h"
+#include "base/buf.h"
+#include "base/errstr.h"
+#include "process/fanout.h"
+#include "base/loop.h"
+#include "process/ptable.h"
+#include "process/ring.h"
+#include "process/spawn.h"
+#include "base/users.h"
+#include "process/waitstatus.h"
 
 size_t process_ring_size = 1024 * 1024;
 
@@ -58,8 +58,7 @@ struct process {
 	ev_timer grace_w, kill_w, retain_w, stall_w;
 	struct ring ring;
 
-	uint8_t *inq;            /* input not yet accepted by the pipe/PTY */
-	size_t inq_len, inq_cap;
+	struct buf inq;          /* input not yet accepted by the pipe/PTY */
 	bool stdin_close_pending;
 
 	bool in_table, reaped, out_eof, err_eof, end_ready, finalized, expired, paused;
@@ -118,7 +117,7 @@ static void process_free(struct process *p)
 	if (p->finalized)
 		retained_bytes -= p->ring.cap;
 	ring_free(&p->ring);
-	free(p->inq);
+	buf_free(&p->inq);
 	if (p->config)
 		process__process_config__free_unpacked(p->config, NULL);
 	free(p->tag);
@@ -248,7 +247,7 @@ static void sub_pump(struct sub *s)
 		long n;
 
 		switch (fanout_next(&p->ring, p->end_ready, p->end_off, s->cursor, s->replay,
-				    rpc_call_queued(s->call) < HTTP_QUEUE_HIGH)) {
+				    rpc_call_queued(s->call) < RPC_SEND_HIGH)) {
 		case FANOUT_IDLE:
 		case FANOUT_WAIT: /* on_writable or the next read resumes */
 			goto out;
@@ -410,9 +409,7 @@ static void finalize(struct process *p)
 		return;
 	p->finalized = true;
 	stop_io(p);
-	free(p->inq);
-	p->inq = NULL;
-	p->inq_len = p->inq_cap = 0;
+	buf_free(&p->inq);
 	p->paused = false;
 	p->ent.listed = false;
 	p->ent.retained = true;
@@ -533,7 +530,8 @@ static void retain_cb(EV_P_ ev_timer *w, int revents)
 	leave(p);
 }
 
-/* A new process takes over its pid and tag from retained ones (§6.1). */
+/* A new process takes over its pid and tag from retained ones: a late
+   Connect by pid or tag must find the new process, not a finished one. */
 static void evict_retained(pid_t pid, const char *tag)
 {
 	struct ptable_entry *e, *next;
@@ -562,8 +560,8 @@ static void in_cb(EV_P_ ev_io *w, int revents)
 	struct process *p = w->data;
 	size_t off = 0;
 
-	while (off < p->inq_len) {
-		ssize_t n = write(p->in_fd, p->inq + off, p->inq_len - off);
+	while (off < p->inq.len) {
+		ssize_t n = write(p->in_fd, p->inq.p + off, p->inq.len - off);
 
 		if (n > 0) {
 			off += (size_t)n;
@@ -574,12 +572,11 @@ static void in_cb(EV_P_ ev_io *w, int revents)
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
 		/* Reader gone: nothing queued can be delivered any more. */
-		off = p->inq_len;
+		off = p->inq.len;
 		break;
 	}
-	memmove(p->inq, p->inq + off, p->inq_len - off);
-	p->inq_len -= off;
-	if (p->inq_len)
+	buf_consume(&p->inq, off);
+	if (p->inq.len)
 		return;
 	ev_io_stop(EV_A_ w);
 	if (p->stdin_close_pending) {
@@ -613,7 +610,7 @@ enum rpc_code process_write_input(struct process *p, bool to_pty, const uint8_t 
 	}
 	if (n == 0)
 		return RPC_OK;
-	while (p->inq_len == 0 && done < n) {
+	while (p->inq.len == 0 && done < n) {
 		ssize_t w = write(p->in_fd, data + done, n - done);
 
 		if (w > 0) {
@@ -637,29 +634,17 @@ enum rpc_code process_write_input(struct process *p, bool to_pty, const uint8_t 
 	if (done == n)
 		return RPC_OK;
 	/* The pipe is full: keep the rest, bounded, and write it when it drains. */
-	if (p->inq_len + (n - done) > PROCESS_STDIN_MAX) {
+	if (p->inq.len + (n - done) > PROCESS_STDIN_MAX) {
 		snprintf(err, errlen, "error writing to %s: process %d is not reading its input; "
 				      "%u bytes are already waiting", to_pty ? "tty" : "stdin",
-			 (int)p->pid, (unsigned)p->inq_len);
+			 (int)p->pid, (unsigned)p->inq.len);
 		return RPC_RESOURCE_EXHAUSTED;
 	}
-	if (p->inq_len + (n - done) > p->inq_cap) {
-		size_t cap = p->inq_cap ? p->inq_cap : 64 * 1024;
-		uint8_t *q;
-
-		while (cap < p->inq_len + (n - done))
-			cap *= 2;
-		q = realloc(p->inq, cap);
-		if (!q) {
-			snprintf(err, errlen, "error writing to %s: %s", to_pty ? "tty" : "stdin",
-				 go_strerror(ENOMEM));
-			return RPC_INTERNAL;
-		}
-		p->inq = q;
-		p->inq_cap = cap;
+	if (buf_append(&p->inq, data + done, n - done) < 0) {
+		snprintf(err, errlen, "error writing to %s: %s", to_pty ? "tty" : "stdin",
+			 go_strerror(ENOMEM));
+		return RPC_INTERNAL;
 	}
-	memcpy(p->inq + p->inq_len, data + done, n - done);
-	p->inq_len += n - done;
 	ev_io_set(&p->in_w, p->in_fd, EV_WRITE);
 	ev_io_start(envd_loop, &p->in_w);
 	return RPC_OK;
@@ -674,7 +659,7 @@ enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen)
 	}
 	if (p->in_fd < 0)
 		return RPC_OK;
-	if (p->inq_len) {
+	if (p->inq.len) {
 		p->stdin_close_pending = true;
 		return RPC_OK;
 	}
@@ -800,7 +785,7 @@ static void ka_cb(EV_P_ ev_timer *w, int revents)
 	Process__ProcessEvent__KeepAlive ka = PROCESS__PROCESS_EVENT__KEEP_ALIVE__INIT;
 
 	enter(p);
-	if (s->call && rpc_call_queued(s->call) < HTTP_QUEUE_HIGH) {
+	if (s->call && rpc_call_queued(s->call) < RPC_SEND_HIGH) {
 		ev.event_case = PROCESS__PROCESS_EVENT__EVENT_KEEPALIVE;
 		ev.keepalive = &ka;
 		sub_send(s, &ev);
@@ -929,6 +914,7 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	}
 	p->out_fd = p->err_fd = p->in_fd = -1;
 	ring_init(&p->ring, process_ring_size);
+	buf_init(&p->inq, PROCESS_STDIN_MAX);
 	p->pty = s->pty;
 	p->config = config_copy(c);
 	p->tag = s->tag ? strdup(s->tag) : NULL;

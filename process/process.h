@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * process.h - one started command: its child, output ring, input, and the
- * streams subscribed to it (spec §6.1-§6.12).
+ * streams subscribed to it (docs/protocol.md, "process.Process").
  *
  * Output path: the child's pipes (or PTY master) are read in >= 64 KiB
  * chunks into one reused buffer and appended to the process's ring
  * (ring.h); every subscriber is a cursor into that ring and is sent data
- * while its RPC send queue is below HTTP_QUEUE_HIGH, resuming from
+ * while its RPC send queue is below RPC_SEND_HIGH, resuming from
  * on_writable. So:
  *   - with no subscriber, output still goes into the ring (kept for replay);
  *   - a slow subscriber never holds up a faster one or the child: when its
@@ -33,6 +33,11 @@
  * session (PTY: an interactive shell gives each job its own group).
  *
  * Everything runs on envd_loop.
+ *
+ * Errors: this module is the process service's RPC edge: the entry points
+ * stream to an rpc_call and return an enum rpc_code with the message in err;
+ * the modules below it (spawn, ring, ptable, procenv, waitstatus) return
+ * negative errno values (docs/architecture.md, "Errors").
  */
 #ifndef PROCESS_PROCESS_H
 #define PROCESS_PROCESS_H
@@ -43,7 +48,7 @@
 #include <sys/types.h>
 
 #include "process.pb-c.h"
-#include "rpc.h"
+#include "rpc/rpc.h"
 
 struct user;
 struct process;
@@ -54,7 +59,6 @@ extern size_t process_ring_size;
 #define PROCESS_RETAIN_S 30.0
 #define PROCESS_GRACE_S 2.0
 #define PROCESS_STALL_S 10.0
-/* Streams attached to one process at once (each may queue HTTP_QUEUE_HIGH). */
 /* Streams attached to one process at once (flag -max-process-streams). */
 extern unsigned process_max_subs;
 /* Unwritten SendInput bytes a process may hold before input is refused. */
@@ -81,7 +85,8 @@ struct process_spec {
 enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call, char *err,
 			    size_t errlen);
 
-/* Lookups (§6.11): listed processes first; `retained_too` for Connect. */
+/* Lookups by pid or tag (first match): listed processes first;
+   `retained_too` for Connect. */
 struct process *process_find_pid(uint32_t pid, bool retained_too);
 struct process *process_find_tag(const char *tag, bool retained_too);
 

@@ -2,7 +2,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "process_service.h"
+#include "process/process_service.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -12,18 +12,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "errstr.h"
-#include "procenv.h"
-#include "process.h"
+#include "base/errstr.h"
+#include "process/procenv.h"
+#include "process/process.h"
 #include "process.pb-c.h"
-#include "state.h"
-#include "users.h"
+#include "base/state.h"
+#include "base/users.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 /*
- * Selector lookup (§6.11). Fails the call and returns NULL when there is
- * no such process.
+ * Selector lookup (pid, or the first process with the tag). Fails the call
+ * (not_found; unimplemented for an empty selector) and returns NULL when
+ * there is no such process.
  */
 static struct process *select_or_fail(struct rpc_call *call, const Process__ProcessSelector *sel,
 				      bool retained_too)

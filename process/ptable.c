@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "ptable.h"
+#include "process/ptable.h"
 
 #include <string.h>
 

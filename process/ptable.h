@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * ptable.h - the process table and the retention cache (spec §6.1, §6.11).
+ * ptable.h - the process table and the retention cache (docs/protocol.md,
+ * "Output, subscribers and the end", "Connect").
  *
  * One intrusive list, in start order, of every process envd knows about.
  * An entry is either `listed` (running, or exited with output not yet at
@@ -8,6 +9,8 @@
  * `retained` (finished; kept for a while so a late Connect still gets the
  * end event). The entries are embedded in their owners; the table owns
  * nothing.
+ *
+ * Errors: none; lookups return NULL.
  */
 #ifndef PROCESS_PTABLE_H
 #define PROCESS_PTABLE_H

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "ring.h"
+#include "process/ring.h"
 
 #include <errno.h>
 #include <stdlib.h>

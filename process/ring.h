@@ -11,6 +11,8 @@
  *
  * Storage grows on demand (doubling, up to the budget), so a process that
  * writes little costs little. No I/O, no event loop: unit-testable.
+ *
+ * Errors: 0 or -ENOMEM.
  */
 #ifndef PROCESS_RING_H
 #define PROCESS_RING_H

@@ -2,8 +2,8 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "spawn.h"
-#include "errstr.h"
+#include "process/spawn.h"
+#include "base/errstr.h"
 
 #include <errno.h>
 #include <fcntl.h>

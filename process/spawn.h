@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * spawn.h - start a command the way envd starts processes (spec §6.2.2,
- * §6.2.3): clone(CLONE_VM|CLONE_VFORK) + execve, never fork() of the
+ * spawn.h - start a command the way envd starts processes (docs/protocol.md,
+ * "Start"): clone(CLONE_VM|CLONE_VFORK) + execve, never fork() of the
  * daemon's heap, with set-up failures reported through a close-on-exec pipe
  * (EOF = exec reached, a record = failed at that step).
  *
@@ -12,6 +12,8 @@
  * `file` is looked up on the PATH of `envp`; when it cannot be executed
  * the child writes a shell-style message on its stderr and exits 127 (not
  * found) or 126, as the reference's /bin/sh wrapper does.
+ *
+ * Errors: a pid, or a negative errno with a Go-shaped message.
  */
 #ifndef PROCESS_SPAWN_H
 #define PROCESS_SPAWN_H

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "waitstatus.h"
+#include "process/waitstatus.h"
 
 #include <stdio.h>
 #include <sys/wait.h>

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * waitstatus.h - a child's wait status as Go's os.ProcessState shows it
- * (EndEvent fields, spec §6.4 and Appendix A.3).
+ * (EndEvent fields; docs/protocol.md, "Go-compatible strings").
+ *
+ * Errors: none.
  */
 #ifndef PROCESS_WAITSTATUS_H
 #define PROCESS_WAITSTATUS_H

@@ -9,8 +9,9 @@
  * descriptor, allocating exactly what protobuf_c_message_free_unpacked()
  * expects to free (malloc'd strings, bytes, arrays and sub-messages).
  */
-#include "pbjson.h"
-#include "base64.h"
+#include "proto/pbjson.h"
+#include "base/base64.h"
+#include "base/buf.h"
 
 #include <float.h>
 #include <inttypes.h>
@@ -175,38 +176,21 @@ static void civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d)
 /* ---------------------------------------------------------------------- */
 /* Output buffer                                                           */
 
+/* The output (base/buf.h) plus a sticky failure flag, so the encoder can
+   write without checking every append and test once at the end. */
 struct jbuf {
-	char *p;
-	size_t len;
-	size_t cap; /* always > len once allocated: room for the final NUL */
+	struct buf b;
 	bool failed;
 };
 
 /* Room for n more bytes (plus the NUL); NULL after any failure. */
 static char *jb_reserve(struct jbuf *b, size_t n)
 {
-	size_t want, ncap;
-	char *np;
-
-	if (b->failed)
+	if (b->failed || buf_reserve(&b->b, n) < 0) {
+		b->failed = true;
 		return NULL;
-	if (b->cap > b->len && b->cap - b->len > n)
-		return b->p + b->len;
-	if (n > SIZE_MAX / 4 - b->len)
-		goto fail;
-	want = b->len + n + 1;
-	ncap = b->cap ? b->cap : 256;
-	while (ncap < want)
-		ncap *= 2;
-	np = realloc(b->p, ncap);
-	if (!np)
-		goto fail;
-	b->p = np;
-	b->cap = ncap;
-	return b->p + b->len;
-fail:
-	b->failed = true;
-	return NULL;
+	}
+	return (char *)b->b.p + b->b.len;
 }
 
 static void jb_put(struct jbuf *b, const void *s, size_t n)
@@ -216,7 +200,7 @@ static void jb_put(struct jbuf *b, const void *s, size_t n)
 	if (!w)
 		return;
 	memcpy(w, s, n);
-	b->len += n;
+	b->b.len += n;
 }
 
 static void jb_putc(struct jbuf *b, char c)
@@ -226,7 +210,7 @@ static void jb_putc(struct jbuf *b, char c)
 	if (!w)
 		return;
 	*w = c;
-	b->len++;
+	b->b.len++;
 }
 
 static void jb_puts(struct jbuf *b, const char *s)
@@ -527,7 +511,7 @@ static void enc_bytes(struct jbuf *b, const ProtobufCBinaryData *bd)
 	w[0] = '"';
 	base64_encode(w + 1, bd->data, n);
 	w[need + 1] = '"';
-	b->len += need + 2;
+	b->b.len += need + 2;
 }
 
 /* One value of field `f` stored at `p` (a single element, not an array). */
@@ -812,36 +796,34 @@ static void enc_message(struct jbuf *b, const ProtobufCMessage *m, int depth)
 
 int pbjson_encode_into(const ProtobufCMessage *msg, char **buf, size_t *cap, size_t off, size_t *len)
 {
-	struct jbuf b = {.p = *buf, .len = 0, .cap = *cap};
+	struct jbuf b = {.b = {.p = (uint8_t *)*buf, .len = 0, .cap = *cap, .max = BUF_UNBOUNDED}};
 
 	if (!jb_reserve(&b, off)) {
-		*buf = b.p;
-		*cap = b.cap;
+		*buf = (char *)b.b.p;
+		*cap = b.b.cap;
 		return -ENOMEM;
 	}
-	b.len = off;
+	b.b.len = off;
 	enc_message(&b, msg, 1);
-	*buf = b.p;
-	*cap = b.cap;
+	*buf = (char *)b.b.p;
+	*cap = b.b.cap;
 	if (b.failed)
 		return -ENOMEM;
-	*len = b.len - off;
+	*len = b.b.len - off;
 	return 0;
 }
 
 char *pbjson_encode(const ProtobufCMessage *msg, size_t *len)
 {
-	struct jbuf b = { 0 };
+	struct jbuf b = {.b = BUF_INIT(BUF_UNBOUNDED)};
 
 	enc_message(&b, msg, 1);
 	if (!jb_reserve(&b, 0)) {
-		free(b.p);
+		buf_free(&b.b);
 		return NULL;
 	}
-	b.p[b.len] = '\0';
-	if (len)
-		*len = b.len;
-	return b.p;
+	b.b.p[b.b.len] = '\0';
+	return buf_steal(&b.b, len);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -883,7 +865,7 @@ static int dec_fail(struct dec *d, const char *fmt, ...)
  */
 static void describe(const json_t *v, char *out, size_t outlen)
 {
-	struct jbuf b = { 0 };
+	struct jbuf b = {.b = BUF_INIT(BUF_UNBOUNDED)};
 	char *txt;
 
 	switch (json_typeof(v)) {
@@ -907,10 +889,11 @@ static void describe(const json_t *v, char *out, size_t outlen)
 		if (b.failed || !jb_reserve(&b, 0)) {
 			snprintf(out, outlen, "string");
 		} else {
-			b.p[b.len] = '\0';
-			snprintf(out, outlen, "%s%s", b.p, n < json_string_length(v) ? "..." : "");
+			b.b.p[b.b.len] = '\0';
+			snprintf(out, outlen, "%s%s", (char *)b.b.p,
+				 n < json_string_length(v) ? "..." : "");
 		}
-		free(b.p);
+		buf_free(&b.b);
 		return;
 	}
 	default:

@@ -3,7 +3,8 @@
  * pbjson.h - canonical proto3 JSON (protojson) for any protobuf-c message.
  *
  * The codec walks protobuf-c descriptors, so it serves every message type
- * of every service without per-type code. Mapping (spec §5.9):
+ * of every service without per-type code. Mapping (docs/protocol.md,
+ * "Connect-RPC"):
  *   - field names in lowerCamelCase on output; lowerCamelCase or the
  *     original proto name on input;
  *   - implicit-presence fields are omitted when they hold their default;
@@ -18,6 +19,9 @@
  *
  * Known limit: a uint64 given as a JSON *number* above 2^63-1 is rejected
  * (the JSON parser stores integers as long long); as a string it works.
+ *
+ * Errors: the encoders return NULL or -ENOMEM; the decoder returns NULL with
+ * a message (the RPC edge reports it as invalid_argument).
  */
 #ifndef ENVD_PBJSON_H
 #define ENVD_PBJSON_H

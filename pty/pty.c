@@ -2,7 +2,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "pty.h"
+#include "pty/pty.h"
 
 #include <errno.h>
 #include <fcntl.h>

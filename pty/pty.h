@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * pty.h - pseudo-terminal pairs for PTY processes (spec §6.2.5, §6.12).
+ * pty.h - pseudo-terminal pairs for PTY processes: opened with the requested
+ * window size before the child starts, resized by Update.
+ *
+ * Errors: 0 or a negative errno.
  */
 #ifndef PTY_PTY_H
 #define PTY_PTY_H

@@ -1,165 +1,288 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Run envd's tests and print one summary line: "tests: N passed, N failed".
+# Run envd's tests and print one summary line last: "tests: N passed, N failed".
 #   run-tests.sh unit   Criterion unit tests (sanitizer build)
-#   run-tests.sh all    unit, integration (curl/nghttp) and SDK tests
-# Integration and SDK tests run against the static build (ENVD_BIN) and
-# again against the sanitizer build for the protocol-level suites.
+#   run-tests.sh all    unit, integration (curl/nghttp), SDK, a short fuzz run
+#                       and the quick benchmark run
+#
+# Every tests/integration/*.sh (not *_lib.sh) runs against the static build
+# (build/envd) and again against the sanitizer build, unless it has a
+# "# asan: skip" line; new scripts are picked up as they come. The suites
+# are independent (each starts its own envd on a free port), so they run
+# side by side, TEST_JOBS at a time (default: twice the CPUs), the longest
+# of the last run first. The two passes of one script never overlap, and a
+# script with a "# tests: alone" line runs after the others, by itself.
+#
+# Each suite's log is in build/test-logs/; the report ends with a table of
+# every suite's wall time, then the summary line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-mode=${1:-all}
-passed=0
-failed=0
-failures=()
 logdir=build/test-logs
-mkdir -p "$logdir"
+resdir=$logdir/results
+durations=$logdir/durations # "<suite> <seconds>" of the last run: the order of the next
 
-add() { passed=$((passed + $1)); failed=$((failed + $2)); }
+# --- one suite, run as its own process: run-tests.sh job SUITE KIND ARGS... ---
+# Writes $resdir/<suite with / as _>: "<passed> <failed> <seconds>" on the
+# first line, then the line to print, then excerpts of the failures.
 
-run_unit() {
-	for t in build/asan/tests/*_test; do
-		[ -x "$t" ] || continue
-		local name log
-		name=$(basename "$t")
-		log="$logdir/$name.log"
-		ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 timeout 300 "$t" -j2 >"$log" 2>&1
-		local rc=$?
-		local line
-		line=$(grep -a 'Synthesis:' "$log" | tail -n1)
-		local p f c
-		p=$(sed -n 's/.*Passing: \([0-9]*\).*/\1/p' <<<"$line")
-		f=$(sed -n 's/.*Failing: \([0-9]*\).*/\1/p' <<<"$line")
-		c=$(sed -n 's/.*Crashing: \([0-9]*\).*/\1/p' <<<"$line")
-		p=${p:-0}; f=$((${f:-0} + 0)); c=${c:-0}
-		if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
-		add "$p" "$f"
-		echo "unit  $name: $p passed, $f failed${c:+ ($c crashing)}"
-		if [ "$f" -ne 0 ]; then
-			failures+=("$name")
-			grep -a -E '\[----\]|\[FAIL\]|ERROR|runtime error' "$log" | head -n 40
-		fi
-	done
+# run_timed SECONDS CMD...: CMD under timeout, interruptible: a TERM or INT
+# to the job reaches timeout, which passes it to the whole test.
+run_timed() {
+	local secs=$1
+	shift
+	timeout "$secs" "$@" &
+	local t=$!
+	trap 'kill -TERM $t 2>/dev/null; wait $t; exit 130' TERM INT
+	wait $t
 }
 
-run_scripts() { # run_scripts BIN LABEL
-	local bin=$1 label=$2
-	for t in tests/integration/*.sh; do
-		[ -f "$t" ] || continue
-		case $t in *_lib.sh) continue ;; esac # sourced helpers, not tests
-		# Scripts that only make sense for the static product (a rootfs,
-		# multi-GiB transfers) say so with a "# asan: skip" line.
-		if [ "$label" = asan ] && grep -q '^# asan: skip' "$t"; then
-			continue
-		fi
-		local name log
-		name=$(basename "$t" .sh)
-		log="$logdir/$label-$name.log"
-		ENVD_BIN=$bin timeout 900 bash "$t" >"$log" 2>&1
-		local rc=$?
-		local line p f
-		line=$(grep -a -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
-		p=$(sed -n 's/.*: \([0-9]*\) passed.*/\1/p' <<<"$line")
-		f=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
-		p=${p:-0}; f=${f:-0}
-		if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
-		add "$p" "$f"
-		echo "$label $name: $p passed, $f failed"
-		if [ "$f" -ne 0 ]; then
-			failures+=("$label/$name")
-			grep -a -E '^FAIL|error' "$log" | head -n 40
-		fi
-	done
+job_unit() { # job_unit BIN LOG
+	local t=$1 log=$2 name line p f c rc
+	name=$(basename "$t")
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_timed 300 "$t" -j2 >"$log" 2>&1
+	rc=$?
+	line=$(grep -a 'Synthesis:' "$log" | tail -n1)
+	p=$(sed -n 's/.*Passing: \([0-9]*\).*/\1/p' <<<"$line")
+	f=$(sed -n 's/.*Failing: \([0-9]*\).*/\1/p' <<<"$line")
+	c=$(sed -n 's/.*Crashing: \([0-9]*\).*/\1/p' <<<"$line")
+	p=${p:-0}; f=$((${f:-0} + 0)); c=${c:-0}
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	R_P=$p R_F=$f
+	R_LINE="unit  $name: $p passed, $f failed${c:+ ($c crashing)}"
+	[ "$f" -ne 0 ] && grep -a -E '\[----\]|\[FAIL\]|ERROR|runtime error' "$log" | head -n 40
 }
 
-run_sdk() {
-	ls tests/sdk/*.test.mjs >/dev/null 2>&1 || return 0
+job_script() { # job_script SCRIPT BIN LABEL LOG
+	local t=$1 bin=$2 label=$3 log=$4 name line p f rc
+	name=$(basename "$t" .sh)
+	ENVD_BIN=$bin run_timed 900 bash "$t" >"$log" 2>&1
+	rc=$?
+	line=$(grep -a -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
+	p=$(sed -n 's/.*: \([0-9]*\) passed.*/\1/p' <<<"$line")
+	f=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
+	p=${p:-0}; f=${f:-0}
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	R_P=$p R_F=$f
+	R_LINE="$label $name: $p passed, $f failed"
+	[ "$f" -ne 0 ] && grep -a -E '^FAIL|error' "$log" | head -n 40
+}
+
+job_cmd() { # job_cmd SECONDS LABEL LOG CMD...: any script whose last count line is "... N passed, N failed"
+	local secs=$1 label=$2 log=$3 line p f rc
+	shift 3
+	run_timed "$secs" "$@" >"$log" 2>&1
+	rc=$?
+	line=$(grep -a -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
+	p=$(sed -n 's/.*[^0-9]\([0-9][0-9]*\) passed.*/\1/p' <<<"$line")
+	f=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
+	p=${p:-0}; f=${f:-0}
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	R_P=$p R_F=$f
+	R_LINE="$label: $p passed, $f failed"
+	[ "$f" -ne 0 ] && grep -a -E '^FAIL|error' "$log" | head -n 40
+}
+
+job_sdk() { # job_sdk LOG
+	local log=$1 p f rc
 	if [ ! -d tests/sdk/node_modules/e2b ]; then
-		(cd tests/sdk && npm ci --no-audit --no-fund >/dev/null 2>&1) || {
-			echo "sdk: npm ci failed"; add 0 1; failures+=("sdk/npm"); return; }
+		if ! (cd tests/sdk && npm ci --no-audit --no-fund >/dev/null 2>&1); then
+			R_P=0 R_F=1 R_LINE="sdk: npm ci failed"
+			return
+		fi
 	fi
-	local log="$logdir/sdk.log"
-	ENVD_BIN=build/envd timeout 1200 bash tests/sdk/run.sh >"$log" 2>&1
-	local rc=$?
-	local p f
+	ENVD_BIN=build/envd run_timed 1200 bash tests/sdk/run.sh >"$log" 2>&1
+	rc=$?
 	p=$(grep -a -E '^# pass ' "$log" | tail -n1 | awk '{print $3}')
 	f=$(grep -a -E '^# fail ' "$log" | tail -n1 | awk '{print $3}')
 	p=${p:-0}; f=${f:-0}
 	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
-	add "$p" "$f"
-	echo "sdk   e2b SDK tests: $p passed, $f failed"
-	if [ "$f" -ne 0 ]; then
-		failures+=("sdk")
-		grep -a -E '^not ok|# Subtest|Error|error:' "$log" | head -n 60
-	fi
+	R_P=$p R_F=$f
+	R_LINE="sdk   e2b SDK tests: $p passed, $f failed"
+	[ "$f" -ne 0 ] && grep -a -E '^not ok|# Subtest|Error|error:' "$log" | head -n 60
 }
 
-run_vm() {
-	# The image booted as a QEMU microVM and tested from the host
-	# (scripts/vm-test.sh, tests/vm/); it skips itself where QEMU cannot run.
-	local log="$logdir/vm.log"
-	timeout 1800 bash scripts/vm-test.sh >"$log" 2>&1
-	local rc=$? line p f
-	line=$(grep -a -E '^vm: [0-9]+ passed' "$log" | tail -n1)
-	p=$(sed -n 's/^vm: \([0-9]*\) passed.*/\1/p' <<<"$line")
-	f=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
-	p=${p:-0}; f=${f:-0}
-	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
-	add "$p" "$f"
-	echo "vm    QEMU microVM: $p passed, $f failed ($(grep -a '^boot:' "$log" | tail -n1))"
-	if [ "$f" -ne 0 ]; then
-		failures+=("vm")
-		grep -a -E '^FAIL|^vm ' "$log" | head -n 40
-	fi
-}
-
-run_fuzz() {
-	# A few seconds per libFuzzer target on its seed corpus; `make fuzz`
-	# runs the long version.
-	ls build/fuzz/fuzz_* >/dev/null 2>&1 || return 0
-	local log="$logdir/fuzz.log"
-	bash scripts/fuzz.sh "${FUZZ_TEST_SECONDS:-5}" >"$log" 2>&1
-	local line p f
+job_fuzz() { # job_fuzz LOG: a few seconds per libFuzzer target; make fuzz runs the long version
+	local log=$1 line p f
+	run_timed 900 bash scripts/fuzz.sh "${FUZZ_TEST_SECONDS:-5}" >"$log" 2>&1
 	line=$(grep -a -E '^fuzz: [0-9]+ passed' "$log" | tail -n1)
 	p=$(sed -n 's/^fuzz: \([0-9]*\) passed.*/\1/p' <<<"$line")
 	f=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
 	p=${p:-0}; f=${f:-1}
-	add "$p" "$f"
-	grep -a '^fuzz fuzz_' "$log"
-	[ "$f" -ne 0 ] && failures+=("fuzz")
+	R_P=$p R_F=$f
+	R_LINE=$(grep -a '^fuzz fuzz_' "$log")
 }
 
-run_bench() {
-	# The quick benchmark run checks that the benchmark itself still
-	# works (it asserts nothing about speed; make bench is the real one).
-	[ -x build/bench/envdbench ] || return 0
-	local log="$logdir/bench-quick.log"
-	timeout 300 bash scripts/bench.sh --quick >"$log" 2>&1
-	local rc=$?
+job_bench() { # job_bench LOG: the quick benchmark run checks that the benchmark still works
+	local log=$1 rc
+	run_timed 300 bash scripts/bench.sh --quick >"$log" 2>&1
+	rc=$?
 	if [ $rc -eq 0 ] && [ -s bench/results/latest.json ]; then
-		add 1 0
-		echo "bench quick run: 1 passed, 0 failed ($(tail -n1 "$log"))"
+		R_P=1 R_F=0 R_LINE="bench quick run: 1 passed, 0 failed ($(tail -n1 "$log"))"
 	else
-		add 0 1
-		failures+=("bench")
-		echo "bench quick run: 0 passed, 1 failed (exit $rc, see $log)"
+		R_P=0 R_F=1 R_LINE="bench quick run: 0 passed, 1 failed (exit $rc, see $log)"
 	fi
 }
 
-case $mode in
-unit) run_unit ;;
-all)
-	run_unit
-	run_scripts build/envd static
-	run_scripts build/asan/envd asan
-	run_sdk
-	run_vm
-	run_fuzz
-	run_bench
-	;;
-*) echo "usage: $0 unit|all" >&2; exit 2 ;;
-esac
+if [ "${1:-}" = job ]; then
+	suite=$2 kind=$3
+	shift 3
+	t0=$(date +%s%N)
+	R_P=0 R_F=1 R_LINE="$suite: did not report"
+	res=$resdir/${suite//\//_}
+	"job_$kind" "$@" >"$res.excerpt"
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	{
+		echo "$R_P $R_F $((ms / 1000)).$((ms % 1000 / 100))"
+		echo "$R_LINE"
+		cat "$res.excerpt"
+	} >"$res.tmp"
+	rm -f "$res.excerpt"
+	mv "$res.tmp" "$res"
+	exit 0
+fi
 
+# --- the run ---
+mode=${1:-all}
+case $mode in unit | all) ;; *) echo "usage: $0 unit|all" >&2; exit 2 ;; esac
+mkdir -p "$resdir"
+rm -f "$resdir"/*
+ncpu=$(nproc 2>/dev/null || echo 2)
+jobs=${TEST_JOBS:-$((ncpu * 2))}
+[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
+
+# The suites: name, kind and arguments, conflict key, alone (1 or 0).
+S_NAME=() S_ARGS=() S_KEY=() S_ALONE=()
+add_suite() { S_NAME+=("$1"); S_ARGS+=("$2"); S_KEY+=("$3"); S_ALONE+=("${4:-0}"); }
+
+for t in build/asan/tests/*_test; do
+	[ -x "$t" ] || continue
+	n=$(basename "$t")
+	add_suite "unit/$n" "unit $t $logdir/$n.log" "unit/$n"
+done
+if [ "$mode" = all ]; then
+	for label in static asan; do
+		bin=build/envd
+		[ $label = asan ] && bin=build/asan/envd
+		for t in tests/integration/*.sh; do
+			[ -f "$t" ] || continue
+			case $t in *_lib.sh) continue ;; esac # sourced helpers, not tests
+			# Scripts that only make sense for the static product (a rootfs)
+			# or do not run envd at all say so with a "# asan: skip" line.
+			if [ $label = asan ] && grep -q '^# asan: skip' "$t"; then
+				continue
+			fi
+			n=$(basename "$t" .sh)
+			alone=0
+			grep -q '^# tests: alone' "$t" && alone=1
+			add_suite "$label/$n" "script $t $bin $label $logdir/$label-$n.log" "script/$n" $alone
+		done
+	done
+	ls tests/sdk/*.test.mjs >/dev/null 2>&1 && add_suite sdk "sdk $logdir/sdk.log" sdk
+	# Suites with a script of their own run when it is there: name, time
+	# limit, script (its last line "<name>: N passed, N failed").
+	for s in "vm 1800 scripts/vm-test.sh"; do
+		set -- $s
+		[ -f "$3" ] && add_suite "$1" "cmd $2 $1 $logdir/$1.log bash $3" "$1"
+	done
+	ls build/fuzz/fuzz_* >/dev/null 2>&1 && add_suite fuzz "fuzz $logdir/fuzz.log" fuzz
+	[ -x build/bench/envdbench ] && add_suite bench "bench $logdir/bench-quick.log" bench
+fi
+
+# Longest first, by the last run's times; suites never timed count as long.
+last_secs() { awk -v s="$1" '$1 == s {print int($2); f = 1} END {if (!f) print 100000}' "$durations" 2>/dev/null || echo 100000; }
+queue=()
+alone_q=()
+while read -r _ i; do
+	if [ "${S_ALONE[$i]}" = 1 ]; then alone_q+=("$i"); else queue+=("$i"); fi
+done < <(for i in "${!S_NAME[@]}"; do echo "$(last_secs "${S_NAME[$i]}") $i"; done | sort -s -k1,1nr)
+
+declare -A pid_suite=() busy_key=()
+passed=0
+failed=0
+failures=()
+wall0=$(date +%s%N)
+
+start_suite() { # start_suite INDEX
+	local i=$1
+	# Its own session: an interrupt is passed on to every job explicitly.
+	# shellcheck disable=SC2086
+	setsid bash "$0" job "${S_NAME[$i]}" ${S_ARGS[$i]} </dev/null &
+	pid_suite[$!]=$i
+	busy_key[${S_KEY[$i]}]=1
+}
+
+collect() { # collect PID: account for a finished suite
+	local pid=$1 i res p f secs
+	i=${pid_suite[$pid]}
+	unset "pid_suite[$pid]"
+	unset "busy_key[${S_KEY[$i]}]"
+	res=$resdir/${S_NAME[$i]//\//_}
+	if [ -s "$res" ]; then
+		read -r p f secs <"$res"
+	else
+		p=0 f=1 secs=?
+		printf '0 1 ?\n%s: no result\n' "${S_NAME[$i]}" >"$res"
+	fi
+	passed=$((passed + p))
+	failed=$((failed + f))
+	sed -n '2,$p' "$res"
+	[ "$f" -ne 0 ] && failures+=("${S_NAME[$i]}")
+}
+
+stop_all() {
+	trap - INT TERM
+	echo "interrupted: stopping ${#pid_suite[@]} running suites" >&2
+	for pid in "${!pid_suite[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+	wait
+	exit 130
+}
+trap stop_all INT TERM
+
+run_pool() { # run_pool MAXJOBS INDEX...: run suites, at most MAXJOBS at a time
+	local max=$1 k i started pid
+	shift
+	local pending=("$@")
+	while [ ${#pending[@]} -gt 0 ] || [ ${#pid_suite[@]} -gt 0 ]; do
+		started=1
+		while [ $started = 1 ]; do
+			started=0
+			for k in "${!pending[@]}"; do
+				[ ${#pid_suite[@]} -ge "$max" ] && break
+				i=${pending[$k]}
+				[ -n "${busy_key[${S_KEY[$i]}]:-}" ] && continue
+				start_suite "$i"
+				unset "pending[$k]"
+				started=1
+			done
+			pending=("${pending[@]}")
+		done
+		if [ ${#pid_suite[@]} -gt 0 ]; then
+			pid=
+			wait -n -p pid "${!pid_suite[@]}"
+			[ -n "$pid" ] && [ -n "${pid_suite[$pid]:-}" ] && collect "$pid"
+		fi
+	done
+}
+
+echo "running ${#S_NAME[@]} suites, $jobs at a time (TEST_JOBS)"
+run_pool "$jobs" "${queue[@]}"
+[ ${#alone_q[@]} -gt 0 ] && run_pool 1 "${alone_q[@]}"
+wall=$((($(date +%s%N) - wall0) / 1000000000))
+
+# The report: each suite's wall time, the slowest first; then the summary.
+: >"$durations.new"
+echo
+printf '%-34s %8s %8s %9s\n' suite passed failed seconds
+for i in "${!S_NAME[@]}"; do
+	res=$resdir/${S_NAME[$i]//\//_}
+	read -r p f secs <"$res" 2>/dev/null || { p=0 f=1 secs=?; }
+	echo "${S_NAME[$i]} $secs" >>"$durations.new"
+	printf '%-34s %8s %8s %9s\n' "${S_NAME[$i]}" "$p" "$f" "$secs"
+done | sort -k4,4nr
+mv "$durations.new" "$durations"
+printf '%-34s %8s %8s %9s\n' "all (wall, $jobs at a time)" "$passed" "$failed" "$wall"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]} (logs in $logdir)"
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -10,6 +10,7 @@
 #   finish                            # prints "N passed, N failed", exits
 
 : "${ENVD_BIN:=build/envd}"
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 T_PASS=0
 T_FAIL=0
 T_NAME=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
@@ -17,7 +18,7 @@ ENVD_PIDS=()
 ENVD_LOGS=()
 
 free_port() {
-	python3 - <<'PY' 2>/dev/null || echo $((20000 + RANDOM % 20000))
+	"$PY" - <<'PY' 2>/dev/null || echo $((20000 + RANDOM % 20000))
 import socket
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
@@ -35,7 +36,8 @@ envd_start() {
 	"$ENVD_BIN" -isnotfc -port "$ENVD_PORT" "$@" >"$ENVD_LOG" 2>&1 &
 	ENVD_PID=$!
 	ENVD_PIDS+=("$ENVD_PID")
-	for _ in $(seq 1 200); do
+	local deadline=$((SECONDS + 60))
+	while [ "$SECONDS" -lt "$deadline" ]; do
 		if curl -s -o /dev/null "$ENVD_URL/health" 2>/dev/null; then
 			export ENVD_PORT ENVD_URL ENVD_PID
 			return 0

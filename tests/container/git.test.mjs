@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The SDK's git helpers (sdk-expectations §3.11) in the sandbox image: every
+// The SDK's git helpers in the sandbox image: every
 // call is a shell command through commands.run, against a `git daemon`
 // started in the sandbox, as the SDK's own tests do. Runs only in the
 // container test.
@@ -15,7 +15,8 @@ const authPort = 10500 + Math.floor(Math.random() * 1000)
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 async function waitFor(cmd) {
-  for (let i = 0; i < 200; i++) {
+  // A deadline for a loaded machine, not a timing check.
+  for (const end = Date.now() + 60000; Date.now() < end; ) {
     try {
       await sbx.commands.run(cmd)
       return

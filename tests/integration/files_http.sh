@@ -18,7 +18,7 @@ cleanup_files() {
 }
 trap cleanup_files EXIT
 U="$ENVD_URL/files"
-enc() { python3 -c 'import sys,urllib.parse;print(urllib.parse.quote(sys.argv[1],safe=""))' "$1"; }
+enc() { "$PY" -c 'import sys,urllib.parse;print(urllib.parse.quote(sys.argv[1],safe=""))' "$1"; }
 # status URL [curl args...]: HTTP status only
 status() { local u=$1; shift; curl -s -o /dev/null -w '%{http_code}' "$@" "$u"; }
 body() { local u=$1; shift; curl -s "$@" "$u"; }
@@ -74,16 +74,16 @@ expect_eq "empty username 401" "401" "$(status "$U?path=$(enc "$D/r.txt")&userna
 expect_eq "~other 400" "400" "$(status "$U?path=$(enc "~root/x")")"
 
 # --- path handling: .. resolves lexically (relative) or reaches syscalls as-is (absolute) ---
-mkdir -p /home/user/it-sub
-printf 'inside' >/home/user/it-sub/f.txt
-expect_eq "relative .. under home" "inside" "$(body "$U?path=$(enc "it-sub/../it-sub/f.txt")")"
+mkdir -p /home/user/it-sub-$$
+printf 'inside' >/home/user/it-sub-$$/f.txt
+expect_eq "relative .. under home" "inside" "$(body "$U?path=$(enc "it-sub-$$/../it-sub-$$/f.txt")")"
 expect_eq "relative escape above home is cleaned to /" "hello range world" \
 	"$(body "$U?path=$(enc "../../..$D/r.txt")")"
 mkdir -p "$D/sub"
 expect_eq "absolute .. reaches the kernel as-is" "hello range world" \
 	"$(body "$U?path=$(enc "$D/sub/../r.txt")")"
 expect_eq "absolute .. through a missing dir is 404" "404" "$(status "$U?path=$(enc "$D/missing/../r.txt")")"
-rm -rf /home/user/it-sub
+rm -rf /home/user/it-sub-$$
 
 # --- uploads ---
 r=$(curl -s -X POST "$U?path=$(enc "$D/up/raw.bin")" -H 'Content-Type: application/octet-stream' --data-binary 'raw body')
@@ -117,12 +117,12 @@ expect_eq "chunked content" "chunked data" "$(cat "$D/up/chunked.txt")"
 
 # multipart: filename is the full path, relative names under home, order kept
 printf 'AAA' >"$D/a.src"; printf 'BBB' >"$D/b.src"
-r=$(curl -s -X POST "$U" -F "file=@$D/a.src;filename=$D/mp/deep/a.txt" -F 'field=ignored' -F "file=@$D/b.src;filename=it-rel/b.txt")
+r=$(curl -s -X POST "$U" -F "file=@$D/a.src;filename=$D/mp/deep/a.txt" -F 'field=ignored' -F "file=@$D/b.src;filename=it-rel-$$/b.txt")
 expect_eq "multipart response order" \
-	"[{\"name\":\"a.txt\",\"type\":\"file\",\"path\":\"$D/mp/deep/a.txt\"},{\"name\":\"b.txt\",\"type\":\"file\",\"path\":\"/home/user/it-rel/b.txt\"}]" "$r"
+	"[{\"name\":\"a.txt\",\"type\":\"file\",\"path\":\"$D/mp/deep/a.txt\"},{\"name\":\"b.txt\",\"type\":\"file\",\"path\":\"/home/user/it-rel-$$/b.txt\"}]" "$r"
 expect_eq "multipart file a" "AAA" "$(cat "$D/mp/deep/a.txt")"
-expect_eq "multipart file b" "BBB" "$(cat /home/user/it-rel/b.txt)"
-rm -rf /home/user/it-rel
+expect_eq "multipart file b" "BBB" "$(cat /home/user/it-rel-$$/b.txt)"
+rm -rf /home/user/it-rel-$$
 r=$(curl -s -X POST "$U?path=$(enc "$D/mp/override.txt")" -F "file=@$D/a.src;filename=ignored.txt")
 expect_match "path overrides filename" "\"path\":\"$D/mp/override.txt\"" "$r"
 expect_eq "two parts + path -> 400" "400" \
@@ -162,10 +162,10 @@ expect_eq "default upload keeps the inode" "$ino" "$(stat -c %i "$D/atomic.txt")
 
 # --- a FIFO must not block the daemon (open would wait for a peer) ---
 mkfifo "$D/fifo"
-expect_eq "GET fifo answers at once" "200" "$(status "$U?path=$(enc "$D/fifo")" -m 5)"
+expect_eq "GET fifo answers at once" "200" "$(status "$U?path=$(enc "$D/fifo")" -m 30)"
 expect_eq "POST to fifo without reader fails at once" "500" \
-	"$(status "$U?path=$(enc "$D/fifo")" -m 5 -X POST -H 'Content-Type: application/octet-stream' --data-binary x)"
-expect_eq "envd responsive after fifo requests" "hello range world" "$(body "$U?path=$(enc "$D/r.txt")" -m 5)"
+	"$(status "$U?path=$(enc "$D/fifo")" -m 30 -X POST -H 'Content-Type: application/octet-stream' --data-binary x)"
+expect_eq "envd responsive after fifo requests" "hello range world" "$(body "$U?path=$(enc "$D/r.txt")" -m 30)"
 
 # --- 507 on a small tmpfs ---
 MNT="$D/small"
@@ -215,7 +215,7 @@ expect_eq "compose source==dest 400" "400" \
 
 # --- signatures (token set through /init) ---
 curl -s -o /dev/null -X POST "$ENVD_URL/init" -H 'Content-Type: application/json' -d '{"accessToken":"tok-123"}'
-sig=$(python3 - "$D/r.txt" <<'PY'
+sig=$("$PY" - "$D/r.txt" <<'PY'
 import base64, hashlib, sys
 raw = f"{sys.argv[1]}:read::tok-123"
 print("v1_" + base64.b64encode(hashlib.sha256(raw.encode()).digest()).decode().rstrip("="))

@@ -12,8 +12,8 @@ envd_start -default-user user || exit 1
 D=$(mktemp -d /tmp/envd-fsrpc.XXXXXX)
 trap 'rm -rf "$D"; _t_cleanup' EXIT
 rpc() { curl -s -X POST "$ENVD_URL/filesystem.Filesystem/$1" -H 'Content-Type: application/json' "${@:3}" -d "$2"; }
-code() { rpc "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("code",""))'; }
-field() { python3 -c 'import json,sys; d=json.load(sys.stdin); exec("print(" + sys.argv[1] + ")")' "$1"; }
+code() { rpc "$@" | "$PY" -c 'import json,sys; print(json.load(sys.stdin).get("code",""))'; }
+field() { "$PY" -c 'import json,sys; d=json.load(sys.stdin); exec("print(" + sys.argv[1] + ")")' "$1"; }
 
 expect_eq "Stat missing -> not_found" not_found "$(code Stat "{\"path\":\"$D/nope\"}")"
 expect_eq "Stat message" "file not found: lstat $D/nope: no such file or directory" \
@@ -65,18 +65,23 @@ expect_eq "unknown id message" "watcher with id wnope not found" \
 
 # WatchDir stream over Connect (enveloped JSON); keepalive after 1 s
 out="$D/stream.out"
-python3 - "$D/w" >"$D/req.bin" <<'PY'
+"$PY" - "$D/w" >"$D/req.bin" <<'PY'
 import json, struct, sys
 b = json.dumps({"path": sys.argv[1]}).encode()
 sys.stdout.buffer.write(struct.pack(">BI", 0, len(b)) + b)
 PY
-curl -s -N -m 3 -X POST "$ENVD_URL/filesystem.Filesystem/WatchDir" -H 'Content-Type: application/connect+json' \
+curl -s -N -m 120 -X POST "$ENVD_URL/filesystem.Filesystem/WatchDir" -H 'Content-Type: application/connect+json' \
 	-H 'Keepalive-Ping-Interval: 1' --data-binary @"$D/req.bin" -o "$out" &
 cpid=$!
-sleep 0.5
+# The watch is in place once the start message is out; the stream is read
+# until it has the event and a keepalive, then dropped.
+wait_for 60 has "$out" '"start"'
 echo x >"$D/w/streamed.txt"
+streamed() { grep -aq 'streamed.txt' "$out" && grep -aq '"keepalive"' "$out"; }
+wait_for 60 streamed
+kill $cpid 2>/dev/null
 wait $cpid
-msgs=$(python3 - "$out" <<'PY'
+msgs=$("$PY" - "$out" <<'PY'
 import json, struct, sys
 data = open(sys.argv[1], "rb").read()
 i, out = 0, []
@@ -92,7 +97,7 @@ expect_match "stream has a keepalive" '\{"keepalive":\{\}\}' "$msgs"
 # A watcher that does not read: envd's queue for it stays bounded, events
 # beyond it are dropped and an explicit overflow event tells it to rescan.
 mkdir -p "$D/flood"
-res=$(python3 - "$ENVD_PORT" "$D/flood" "$ENVD_PID" <<'PY'
+res=$("$PY" - "$ENVD_PORT" "$D/flood" "$ENVD_PID" <<'PY'
 import json, os, socket, struct, sys, time
 port, d, pid = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 def rss():
@@ -106,23 +111,34 @@ body = json.dumps({"path": d}).encode()
 env = struct.pack(">BI", 0, len(body)) + body
 s.sendall(b"POST /filesystem.Filesystem/WatchDir HTTP/1.1\r\nHost: x\r\n"
           b"Content-Type: application/connect+json\r\nContent-Length: %d\r\n\r\n" % len(env) + env)
-time.sleep(0.3)
+# The watch is in place once the start message is out.
+s.settimeout(60)
+data = b""
+while b'"start"' not in data:
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    data += chunk
 before = rss()
+peak = before
 for i in range(40000):
     open(os.path.join(d, "f%05d-%s" % (i, "x" * 40)), "w").close()
-time.sleep(1.0)
-during = rss()
-s.settimeout(2.0)
-data = b""
-try:
-    while True:
-        chunk = s.recv(1 << 20)
-        if not chunk:
-            break
-        data += chunk
-except socket.timeout:
-    pass
-print(("OVERFLOW" if b"EVENT_TYPE_OVERFLOW" in data else "no-overflow"), during - before)
+    if i % 1000 == 0:
+        peak = max(peak, rss())
+# Now read slowly until the overflow event arrives (60 s is a deadline),
+# sampling envd's memory on the way.
+deadline = time.time() + 60
+while b"EVENT_TYPE_OVERFLOW" not in data and time.time() < deadline:
+    peak = max(peak, rss())
+    try:
+        chunk = s.recv(1 << 16)
+    except socket.timeout:
+        break
+    if not chunk:
+        break
+    data += chunk
+peak = max(peak, rss())
+print(("OVERFLOW" if b"EVENT_TYPE_OVERFLOW" in data else "no-overflow"), peak - before)
 PY
 )
 expect_match "slow watcher gets an overflow event" "^OVERFLOW" "$res"

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../.." || exit 1
 MMDS_PORT=$(free_port)
 MMDS_STATE=$(mktemp -d)
 echo -n "" > "$MMDS_STATE/hash"
-python3 - "$MMDS_PORT" "$MMDS_STATE" <<'PY' &
+"$PY" - "$MMDS_PORT" "$MMDS_STATE" <<'PY' &
 import http.server, json, sys, os
 port, state = int(sys.argv[1]), sys.argv[2]
 class H(http.server.BaseHTTPRequestHandler):
@@ -29,7 +29,8 @@ http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 PY
 MMDS_PID=$!
 trap 'kill $MMDS_PID 2>/dev/null; rm -rf "$MMDS_STATE"; _t_cleanup' EXIT
-sleep 0.5
+mmds_up() { [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MMDS_PORT/")" = 401 ]; }
+wait_for 60 mmds_up
 
 # Firecracker mode: no -isnotfc, metadata on loopback.
 ENVD_PORT=$(free_port)
@@ -37,9 +38,11 @@ ENVD_URL="http://127.0.0.1:$ENVD_PORT"
 "$ENVD_BIN" -port "$ENVD_PORT" -mmds-addr "127.0.0.1:$MMDS_PORT" >/dev/null 2>&1 &
 ENVD_PID=$!
 ENVD_PIDS+=("$ENVD_PID")
-for _ in $(seq 1 100); do curl -s -o /dev/null "$ENVD_URL/health" && break; sleep 0.05; done
+wait_for 60 curl -s -o /dev/null "$ENVD_URL/health"
 U=$ENVD_URL
-sleep 0.3
+# The start-up poll of the metadata service runs after the listener is up.
+polled() { curl -s $U/envs | grep -q E2B_SANDBOX_ID; }
+wait_for 60 polled
 r=$(curl -s $U/envs)
 expect_match "start-up poll stores E2B_SANDBOX_ID" '"E2B_SANDBOX_ID":"sbx-123"' "$r"
 expect_match "start-up poll stores E2B_TEMPLATE_ID" '"E2B_TEMPLATE_ID":"tpl-9"' "$r"
@@ -73,8 +76,8 @@ expect_eq "older /init is still 204" 204 \
 expect_match "older /init does not override newer data" '"A":"new"' "$(curl -s $U/envs)"
 
 # NFS failure is a 400 with the reference's prefix.
-r=$(curl -s -w ' %{http_code}' -X POST -d '{"volumeMounts":[{"nfs_target":"127.0.0.1:/nope","path":"/tmp/envd-nfs-test/x"}]}' $U/init)
+r=$(curl -s -w ' %{http_code}' -X POST -d '{"volumeMounts":[{"nfs_target":"127.0.0.1:/nope","path":"/tmp/envd-nfs-test.$$/x"}]}' $U/init)
 expect_match "failed NFS mount is 400" '^failed to setup NFS volumes: .* 400$' "$r"
-rm -rf /tmp/envd-nfs-test
+rm -rf /tmp/envd-nfs-test.$$
 check "envd alive" envd_alive
 finish

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Port forwarding (spec §8): envd makes loopback-only listeners reachable on
+# Port forwarding (docs/protocol.md, "Port forwarding"): envd makes loopback-only listeners reachable on
 # the sandbox address. Runs in a private network namespace (the sandbox
 # address lives on its loopback there), so nothing touches the host network.
 set -uo pipefail
@@ -19,7 +19,7 @@ fi
 . tests/lib.sh
 T_NAME=portfwd
 SBX=169.254.0.21
-probe() { python3 tests/integration/portfwd_probe.py "$@"; }
+probe() { "$PY" tests/integration/portfwd_probe.py "$@"; }
 
 ip link set lo up
 ip addr add "$SBX/32" dev lo
@@ -30,7 +30,7 @@ envd_start -sandbox-addr "$SBX" || { fail "envd starts"; finish; exit 1; }
 out=$(probe latency "$SBX" 4111 10 2>&1)
 rc=$?
 echo "$out"
-[ $rc = 0 ] && pass "new loopback listener reachable on $SBX within 100 ms ($out)" ||
+[ $rc = 0 ] && pass "new loopback listener reachable on $SBX ($out)" ||
 	fail "detection latency" "$out"
 
 out=$(probe reopen "$SBX" 4112 2>&1) && pass "closed port torn down, reopened port forwarded again ($out)" ||
@@ -48,10 +48,14 @@ out=$(probe notfwd "$SBX" 4116 127.0.0.2 2>&1) && pass "listener on 127.0.0.2 no
 	fail "127.0.0.2 not forwarded" "$out"
 
 # A wildcard listener is reachable by itself; envd must not add its own.
-python3 -c 'import socket,time
-s=socket.socket(); s.bind(("0.0.0.0",4117)); s.listen(); time.sleep(3)' &
+# A loopback listener opened with it is a witness: once that one is
+# forwarded, envd has scanned since both were there.
+"$PY" -c 'import socket,time
+s=socket.socket(); s.bind(("0.0.0.0",4117)); s.listen()
+w=socket.socket(); w.bind(("127.0.0.1",4122)); w.listen(); time.sleep(120)' &
 wpid=$!
-sleep 0.4
+witness_forwarded() { [ "$(ss -Hltn "src $SBX and sport = :4122" | wc -l)" = 1 ]; }
+wait_for 60 witness_forwarded
 n=$(ss -Hltn 'sport = :4117' | wc -l)
 expect_eq "wildcard listener not forwarded (one listener on :4117)" 1 "$n"
 kill $wpid 2>/dev/null
@@ -61,14 +65,11 @@ n=$(ss -Hltn "src $SBX and sport = :$ENVD_PORT" | wc -l)
 expect_eq "envd's own port not forwarded" 0 "$n"
 
 # A real HTTP server, as in the issue.
-python3 -m http.server 4118 --bind 127.0.0.1 --directory tests/integration >/dev/null 2>&1 &
+"$PY" -m http.server 4118 --bind 127.0.0.1 --directory tests/integration >/dev/null 2>&1 &
 hpid=$!
 code=000
-for _ in $(seq 1 100); do
-	code=$(curl -s -o /dev/null -w '%{http_code}' "http://$SBX:4118/portfwd.sh" 2>/dev/null)
-	[ "$code" = 200 ] && break
-	sleep 0.05
-done
+served() { code=$(curl -s -o /dev/null -w '%{http_code}' "http://$SBX:4118/portfwd.sh" 2>/dev/null); [ "$code" = 200 ]; }
+wait_for 60 served
 expect_eq "python3 -m http.server on 127.0.0.1 answers on $SBX" 200 "$code"
 body=$(curl -s "http://$SBX:4118/portfwd.sh" | sha256sum | cut -c1-64)
 expect_eq "body relayed intact" "$(sha256sum tests/integration/portfwd.sh | cut -c1-64)" "$body"
@@ -77,14 +78,15 @@ wait $hpid 2>/dev/null
 
 fds_before=$(ls /proc/"$ENVD_PID"/fd | wc -l)
 out=$(probe many "$SBX" 4119 200 2>&1) && pass "$out" || fail "concurrent relays" "$out"
-sleep 0.3
+fds_back() { [ "$(ls /proc/"$ENVD_PID"/fd | wc -l)" -le "$fds_before" ]; }
+wait_for 30 fds_back
 fds_after=$(ls /proc/"$ENVD_PID"/fd | wc -l)
 # the forward for 4119 is gone too once the echo server closed
 [ "$fds_after" -le "$fds_before" ] && pass "no descriptors leaked by relays ($fds_before -> $fds_after)" ||
 	fail "descriptor leak" "$fds_before -> $fds_after"
 
 # Throughput: relay vs direct, same sink.
-python3 tests/integration/portfwd_probe.py sink 127.0.0.1 4120 &
+"$PY" tests/integration/portfwd_probe.py sink 127.0.0.1 4120 &
 spid=$!
 direct=$(probe throughput 127.0.0.1 4120 256 2>&1)
 relayed=$(probe throughput "$SBX" 4120 256 2>&1)

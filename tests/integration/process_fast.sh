@@ -7,7 +7,7 @@
 start_envd
 
 # One keep-alive HTTP/1.1 connection for all 200 calls, checked in Python.
-res=$(python3 - "$PORT" <<'PY'
+res=$("$PY" - "$PORT" <<'PY'
 import http.client, json, struct, base64, sys
 conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
 def start(cmd, args):
@@ -38,7 +38,7 @@ PY
 )
 check "200 sh -c 'seq; echo >&2' runs complete" "0" "$res"
 
-res=$(python3 - "$PORT" <<'PY'
+res=$("$PY" - "$PORT" <<'PY'
 import http.client, json, struct, base64, sys
 conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
 bad = 0
@@ -59,7 +59,7 @@ check "200 direct execs of a tiny command, output complete" "0" "$res"
 
 # Finished processes keep their output for replay, within a global budget.
 base=$(envd_rss_kb)
-pids=$(python3 - "$PORT" <<'PY'
+pids=$("$PY" - "$PORT" <<'PY'
 import http.client, json, struct, sys
 c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
 body = json.dumps({"process": {"cmd": "head", "args": ["-c", "1000000", "/dev/urandom"]}, "stdin": False}).encode()
@@ -84,7 +84,7 @@ check "the oldest reports its output as a gap, then its end" "start gap end eos"
 
 # Idle memory with 1000 processes listed.
 base=$(envd_rss_kb)
-python3 - "$PORT" <<'PY'
+"$PY" - "$PORT" <<'PY'
 import socket, json, struct, sys
 socks = []
 body = json.dumps({"process": {"cmd": "sleep", "args": ["60"]}, "stdin": False, "tag": "idle"}).encode()
@@ -101,7 +101,7 @@ echo "# envd RSS: ${base} KiB idle, ${rss} KiB with 1000 processes listed"
 grow=$(((rss - base) / 1024))
 check "1000 listed processes cost under 8 MiB of RSS (${grow} MiB)" yes "$([ "$grow" -lt 8 ] && echo yes)"
 # End them through envd, by pid (SIGKILL to each process group).
-python3 - "$PORT" <<'PY'
+"$PY" - "$PORT" <<'PY'
 import http.client, json, sys
 c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
 def call(m, body):
@@ -111,6 +111,7 @@ for p in call("List", {}).get("processes", []):
     if p.get("tag") == "idle":
         call("SendSignal", {"process": {"pid": p["pid"]}, "signal": "SIGNAL_SIGKILL"})
 PY
-sleep 0.5
+none_listed() { [ "$(unary List '{}' | grep -o '"pid"' | wc -l)" = 0 ]; }
+wait_for 60 none_listed
 check "all of them ended" "0" "$(unary List '{}' | grep -o '"pid"' | wc -l)"
 summary

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # process.Process over the wire: stream framing (JSON and binary, HTTP/1.1 and
 # h2c), errors on streams, StreamInput as a chunked client stream, and the
-# unary error codes of §6.13.
+# unary error codes (docs/protocol.md, "process.Process").
 . "$(dirname "$0")/process_lib.sh"
 start_envd
 
@@ -43,7 +43,7 @@ check_re "missing command: message on stderr" '"stderr": "/bin/sh: 1: exec: no-s
 check_re "missing command: exit 127" '"exitCode": 127' "$out"
 
 # --- binary protobuf framing ---
-python3 - "$TMP/start.bin" <<'PY'
+"$PY" - "$TMP/start.bin" <<'PY'
 import struct, sys
 def s(field, b): return bytes([field << 3 | 2, len(b)]) + b
 cfg = s(1, b"/bin/echo") + s(2, b"binary")
@@ -52,7 +52,7 @@ open(sys.argv[1], "wb").write(b"\0" + struct.pack(">I", len(msg)) + msg)
 PY
 curl -s -D "$TMP/h" -o "$TMP/resp.bin" -X POST "$(url Start)" -H 'Content-Type: application/connect+proto' \
 	--data-binary @"$TMP/start.bin"
-flags=$(python3 - "$TMP/resp.bin" <<'PY'
+flags=$("$PY" - "$TMP/resp.bin" <<'PY'
 import struct, sys
 d = open(sys.argv[1], "rb").read(); i = 0; out = []
 while i + 5 <= len(d):
@@ -96,7 +96,7 @@ resp=$(curl -s -X POST "$(url StreamInput)" -H 'Content-Type: application/connec
 	--data-binary @"$TMP/si3" | decode)
 check_re "StreamInput data before start is failed_precondition" '^2 .*"failed_precondition"' "$resp"
 
-# --- unary errors (§6.13) ---
+# --- unary errors ---
 stream Start '{"process":{"cmd":"sleep","args":["30"]},"stdin":false}' >"$TMP/sl.out" &
 bg1=$!
 spid2=$(pid_in "$TMP/sl.out") || exit 1

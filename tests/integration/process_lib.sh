@@ -8,6 +8,7 @@
 
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+. "$ROOT/tests/common.sh"
 ENVD_BIN=${ENVD_BIN:-$ROOT/build/envd}
 PASS=0
 FAIL=0
@@ -42,7 +43,7 @@ summary() {
 }
 
 free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+	"$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
 # start_envd [extra flags...]
@@ -52,29 +53,31 @@ start_envd() {
 	ASAN_OPTIONS="quarantine_size_mb=4:thread_local_quarantine_size_kb=64${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
 		"$ENVD_BIN" -isnotfc -port "$PORT" "$@" >"$TMP/envd.log" 2>&1 &
 	ENVD_PID=$!
-	for _ in $(seq 100); do
-		curl -s -o /dev/null "http://127.0.0.1:$PORT/health" && return 0
-		sleep 0.05
-	done
+	wait_for 60 curl -s -o /dev/null "http://127.0.0.1:$PORT/health" && return 0
 	echo "envd did not start: $(cat "$TMP/envd.log")" >&2
 	exit 1
 }
 
 url() { echo "http://127.0.0.1:$PORT/process.Process/$1"; }
 
-# frame JSON... : Connect envelopes (flag 0) for each argument.
+# frame JSON... : Connect envelopes (flag 0) for each argument. Plain bash:
+# no interpreter start per request.
 frame() {
-	python3 -c '
-import sys, struct
-for a in sys.argv[1:]:
-    b = a.encode()
-    sys.stdout.buffer.write(b"\0" + struct.pack(">I", len(b)) + b)' "$@"
+	local LC_ALL=C a n b0 b1 b2 b3
+	for a in "$@"; do
+		n=${#a}
+		printf -v b0 '%03o' $((n >> 24 & 255))
+		printf -v b1 '%03o' $((n >> 16 & 255))
+		printf -v b2 '%03o' $((n >> 8 & 255))
+		printf -v b3 '%03o' $((n & 255))
+		printf "\\000\\$b0\\$b1\\$b2\\$b3%s" "$a"
+	done
 }
 
 # decode: Connect+JSON stream on stdin -> one line per envelope:
 #   "<flags> <json>" with data payloads base64-decoded to text.
 decode() {
-	python3 -u -c '
+	"$PY" -u -c '
 import sys, struct, json, base64
 r = sys.stdin.buffer
 while True:
@@ -109,21 +112,60 @@ unary() {
 		-w ' %{http_code}' | awk '{code=$NF; $NF=""; sub(/ $/,""); print code, $0}'
 }
 
-# pid_in FILE: wait (up to 5 s) for the start event in a decoded stream file.
+# pid_in FILE: wait (up to 60 s) for the start event in a decoded stream file.
 pid_in() {
-	local p
-	for _ in $(seq 100); do
+	local p deadline=$((SECONDS + 60))
+	while :; do
 		p=$(head -1 "$1" 2>/dev/null | grep -o '"pid": [0-9]*' | grep -o '[0-9]*$')
 		[ -n "$p" ] && { echo "$p"; return 0; }
+		[ "$SECONDS" -ge "$deadline" ] && break
 		sleep 0.05
 	done
 	echo "no start event in $1" >&2
 	return 1
 }
 
+# stream_bg OUT METHOD JSON [curl args...]: run a server-streaming call in the
+# background, decoded into OUT; STREAM_PID is the curl (kill it to drop the
+# stream), STREAM_JOB the job to wait for (curl and decoder both done).
+stream_bg() {
+	local out=$1 m=$2 j=$3
+	shift 3
+	frame "$j" >"$out.req"
+	: >"$out"
+	rm -f "$out.fifo" "$out.curl"
+	mkfifo "$out.fifo"
+	(
+		curl -s -N --max-time "${MAXTIME:-60}" -X POST "$(url "$m")" \
+			-H 'Content-Type: application/connect+json' \
+			-H 'Connect-Protocol-Version: 1' --data-binary @"$out.req" "$@" \
+			>"$out.fifo" &
+		echo $! >"$out.curl"
+		decode <"$out.fifo" >"$out"
+		wait
+	) &
+	STREAM_JOB=$!
+	wait_for 60 test -s "$out.curl"
+	STREAM_PID=$(cat "$out.curl")
+}
+
+# stream_until OUT REGEX METHOD JSON [curl args...]: run a stream until its
+# decoded output in OUT matches REGEX (60 s at most), then drop it. With
+# SETTLE=S it is held S seconds longer first, for checks that nothing else
+# comes (a slow machine can only make those pass more easily).
+stream_until() {
+	local out=$1 re=$2
+	shift 2
+	stream_bg "$out" "$@"
+	wait_for 60 has "$out" "$re"
+	[ -n "${SETTLE:-}" ] && sleep "$SETTLE"
+	kill "$STREAM_PID" 2>/dev/null
+	wait "$STREAM_JOB"
+}
+
 # stdout_of DECODED: concatenated stdout text of a decoded stream.
 stdout_of() {
-	python3 -c '
+	"$PY" -c '
 import sys, json
 out = []
 for line in sys.stdin:

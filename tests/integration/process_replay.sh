@@ -6,16 +6,26 @@
 . "$(dirname "$0")/process_lib.sh"
 start_envd -output-buffer 262144
 
-# Output produced with nobody attached is kept.
-out=$(MAXTIME=1 stream Start '{"process":{"cmd":"sh","args":["-c","printf abc; sleep 0.3; printf def >&2; sleep 0.3; printf ghi; sleep 30"]},"stdin":false,"tag":"replay"}')
-pid=$(grep -o '"pid": [0-9]*' <<<"$out" | grep -o '[0-9]*$')
+# Output produced with nobody attached is kept. Three chunks, each written
+# once envd has read the one before (seen on the first stream), so the
+# chunk boundaries do not depend on the machine's speed; the first stream
+# goes away before the last.
+G=$TMP/go
+stream_bg "$TMP/s.out" Start "{\"process\":{\"cmd\":\"sh\",\"args\":[\"-c\",\"printf abc; while [ ! -e $G.1 ]; do sleep 0.02; done; printf def >&2; while [ ! -e $G.2 ]; do sleep 0.02; done; printf ghi; sleep 30\"]},\"stdin\":false,\"tag\":\"replay\"}"
+wait_for 60 has "$TMP/s.out" '"stdout": "abc"'
+touch "$G.1"
+wait_for 60 has "$TMP/s.out" '"stderr": "def"'
+kill "$STREAM_PID"
+wait "$STREAM_JOB"
+pid=$(pid_in "$TMP/s.out")
 check_re "started" '^[0-9]+$' "$pid"
-sleep 0.5
+touch "$G.2"
+ghi_out() { stream_until "$TMP/r.out" '"stdout": "ghi"' "$@"; out=$(cat "$TMP/r.out"); }
 
-out=$(MAXTIME=1 stream Connect "{\"process\":{\"pid\":$pid},\"replayFrom\":\"0\"}")
+ghi_out Connect "{\"process\":{\"pid\":$pid},\"replayFrom\":\"0\"}"
 check "replay from 0: every chunk with its stream and offset" \
 	'start abc@0 stderr:def@3 ghi@6' \
-	"$(python3 -c '
+	"$("$PY" -c '
 import sys, json
 r = []
 for l in sys.stdin:
@@ -26,23 +36,24 @@ for l in sys.stdin:
         r.append(("" if k == "stdout" else k + ":") + d[k] + "@" + d.get("offset", "0"))
 print(" ".join(r))' <<<"$out")"
 
-out=$(MAXTIME=1 stream Connect "{\"process\":{\"tag\":\"replay\"},\"replayFrom\":\"4\"}")
+ghi_out Connect "{\"process\":{\"tag\":\"replay\"},\"replayFrom\":\"4\"}"
 check_re "replay from the middle of a chunk" '"offset": "4", "stderr": "ef"' "$out"
 check_re "then the rest" '"offset": "6", "stdout": "ghi"' "$out"
 
-out=$(MAXTIME=1 stream Connect "{\"process\":{\"pid\":$pid},\"replay_from\":100}")
+SETTLE=0.5 stream_until "$TMP/r.out" '"start"' Connect "{\"process\":{\"pid\":$pid},\"replay_from\":100}"
+out=$(cat "$TMP/r.out")
 check "replay beyond the end is live-only" "start" "$(kinds <<<"$out")"
 
-out=$(MAXTIME=1 stream Connect "{\"process\":{\"pid\":$pid}}")
+SETTLE=0.5 stream_until "$TMP/r.out" '"start"' Connect "{\"process\":{\"pid\":$pid}}"
+out=$(cat "$TMP/r.out")
 check "default Connect is live only (SDK compatible)" "start" "$(kinds <<<"$out")"
 unary SendSignal "{\"process\":{\"pid\":$pid},\"signal\":\"SIGNAL_SIGKILL\"}" >/dev/null
 
 # More than the ring holds: the evicted part is a gap, the rest is exact.
-out=$(MAXTIME=1 stream Start '{"process":{"cmd":"sh","args":["-c","head -c 1000000 /dev/zero | tr \"\\0\" x; printf END; sleep 30"]},"stdin":false}')
-pid=$(grep -o '"pid": [0-9]*' <<<"$out" | grep -o '[0-9]*$')
-sleep 0.5
-MAXTIME=2 stream Connect "{\"process\":{\"pid\":$pid},\"replayFrom\":\"0\"}" >"$TMP/gap.out"
-res=$(python3 -c '
+stream_until "$TMP/big.out" 'END"' Start '{"process":{"cmd":"sh","args":["-c","head -c 1000000 /dev/zero | tr \"\\0\" x; printf END; sleep 30"]},"stdin":false}'
+pid=$(pid_in "$TMP/big.out")
+stream_until "$TMP/gap.out" 'END"' Connect "{\"process\":{\"pid\":$pid},\"replayFrom\":\"0\"}"
+res=$("$PY" -c '
 import sys, json
 gap = None; n = 0; first = None; contiguous = True; tail = ""
 for l in open(sys.argv[1]):

@@ -25,7 +25,8 @@ let base // absolute scratch directory
 const rel = `envd-sdk-files-${process.pid}` // scratch directory under /home/user
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-async function until(cond, ms = 5000) {
+// Wait for cond; ms is a deadline for a loaded machine, not a timing check.
+async function until(cond, ms = 60000) {
   const end = Date.now() + ms
   while (Date.now() < end) {
     if (await cond()) return true

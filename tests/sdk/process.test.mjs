@@ -20,7 +20,8 @@ const alive = (pid) => {
     return false
   }
 }
-async function until(cond, ms = 5000) {
+// Wait for cond; ms is a deadline for a loaded machine, not a timing check.
+async function until(cond, ms = 60000) {
   const end = Date.now() + ms
   while (Date.now() < end) {
     if (await cond()) return true
@@ -164,13 +165,16 @@ test('kill ends the whole process tree', async () => {
 })
 
 test('disconnect, then connect by pid gets later output and the result', async () => {
-  const h = await sbx.commands.run('echo first; sleep 1; echo second; exit 3', {
+  // "second" is printed once the new stream is attached, however long that takes.
+  const go = `/tmp/envd-sdk-go-${process.pid}`
+  const h = await sbx.commands.run(`echo first; while [ ! -e ${go} ]; do sleep 0.05; done; rm -f ${go}; echo second; exit 3`, {
     background: true,
   })
-  await until(() => h.stdout.includes('first'))
+  assert.ok(await until(() => h.stdout.includes('first')))
   await h.disconnect()
   const h2 = await sbx.commands.connect(h.pid)
   assert.equal(h2.pid, h.pid)
+  await sbx.commands.run(`touch ${go}`)
   await assert.rejects(h2.wait(), (e) => {
     assert.equal(e.exitCode, 3)
     assert.match(e.stdout, /second\n/)

@@ -13,7 +13,7 @@ export E2B_DEBUG=true
 export E2B_SANDBOX_URL=$ENVD_URL
 export ENVD_URL ENVD_PORT
 cd tests/sdk
-node --test --test-concurrency=1 ./*.test.mjs
+node --test --test-concurrency=1 ${SDK_TESTS:-./*.test.mjs}
 rc=$?
 cd ../..
 envd_alive || { echo "envd died during the SDK tests"; rc=1; }

@@ -6,7 +6,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { statSync, rmSync } from 'node:fs'
+import { statSync, rmSync, readdirSync, readFileSync } from 'node:fs'
 import { Sandbox } from 'e2b'
 
 const sbx = await Sandbox.create({ debug: true })
@@ -35,9 +35,21 @@ test('a user command cannot act as root', async () => {
 })
 
 test('only fds 0, 1 and 2 are inherited', async () => {
-  // ls runs as a child of sh, so list the shell's own fds.
-  const r = await sbx.commands.run('ls /proc/$$/fd | sort -n | tr "\\n" " "', { user: 'user' })
-  assert.equal(r.stdout.trim(), '0 1 2')
+  // Look at a command that opens nothing itself, from outside: a shell
+  // listing its own fds races with the pipes it makes for a pipeline.
+  const h = await sbx.commands.run('exec sleep 60', { user: 'user', background: true })
+  try {
+    // The login shell reads its profile (opening files) before the exec.
+    const until = Date.now() + 20000
+    while (readFileSync(`/proc/${h.pid}/comm`, 'utf8').trim() !== 'sleep') {
+      assert.ok(Date.now() < until, 'the command never became sleep')
+      await new Promise((r) => setTimeout(r, 20))
+    }
+    const fds = readdirSync(`/proc/${h.pid}/fd`).map(Number).sort((a, b) => a - b)
+    assert.deepEqual(fds, [0, 1, 2])
+  } finally {
+    await h.kill()
+  }
 })
 
 test('files written for user are owned by user, parents included', async () => {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base64.h"
+#include "base/base64.h"
 
 static const struct {
 	const char *raw, *padded, *unpadded;
@@ -128,8 +128,8 @@ Test(base64, strict_decode_as_go_stdencoding)
 
 Test(base64, signature_vector_shape)
 {
-	/* The SDK reference signature (spec sdk-expectations §3.8): 43
-	   unpadded characters for a 32-byte SHA-256 digest. */
+	/* A signature as the SDKs compute it: 43 unpadded characters for a
+	   32-byte SHA-256 digest. */
 	const char *sig = "gUtH/s9YCJWgCizjfUxuWfhFE4QSydOWEIIvfLwDr6E";
 	unsigned char digest[33];
 	char back[64];

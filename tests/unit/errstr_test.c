@@ -2,7 +2,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 
-#include "errstr.h"
+#include "base/errstr.h"
 
 Test(errstr, texts)
 {

@@ -10,9 +10,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "entry.h"
-#include "listdir.h"
-#include "rpc.h"
+#include "fs/entry.h"
+#include "fs/listdir.h"
 
 static char dir[64];
 
@@ -285,15 +284,15 @@ Test(fs_entry, listdir_order_depth_and_symlinks)
 	fs_listing_free(&l);
 
 	snprintf(p, sizeof(p), "%s/nope/deeper", dir);
-	cr_assert_eq(fs_listdir(p, 1, &l, err, sizeof(err)), RPC_NOT_FOUND);
+	cr_assert_eq(fs_listdir(p, 1, &l, err, sizeof(err)), -ENOENT);
 	char want[PATH_MAX + 100];
 	snprintf(want, sizeof(want), "path not found: lstat %s/nope: no such file or directory", dir);
 	cr_assert_str_eq(err, want);
 	snprintf(p, sizeof(p), "%s/a.txt", dir);
-	cr_assert_eq(fs_listdir(p, 1, &l, err, sizeof(err)), RPC_INVALID_ARGUMENT);
+	cr_assert_eq(fs_listdir(p, 1, &l, err, sizeof(err)), -ENOTDIR);
 	snprintf(p, sizeof(p), "%s/loop", dir);
 	cr_assert_eq(symlink(p, p), 0);
-	cr_assert_eq(fs_listdir(p, 1, &l, err, sizeof(err)), RPC_FAILED_PRECONDITION);
+	cr_assert_eq(fs_listdir(p, 1, &l, err, sizeof(err)), -ELOOP);
 }
 
 Test(fs_entry, remove_all)

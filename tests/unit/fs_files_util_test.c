@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "files_util.h"
+#include "fs/files_util.h"
 
 Test(files_util, signature_vectors)
 {
@@ -122,12 +123,12 @@ Test(files_util, ranges)
 	cr_assert_eq(l, 100);
 	cr_assert_eq(files_parse_range("bytes=50-1000", 100, &s, &l), 1);
 	cr_assert_eq(l, 50);
-	cr_assert_eq(files_parse_range("bytes=100-", 100, &s, &l), -1);
+	cr_assert_eq(files_parse_range("bytes=100-", 100, &s, &l), -ERANGE);
 	cr_assert_eq(files_parse_range("bytes=0-1,5-6", 100, &s, &l), 0);
-	cr_assert_eq(files_parse_range("bytes=5-1", 100, &s, &l), -2);
-	cr_assert_eq(files_parse_range("items=0-1", 100, &s, &l), -2);
-	cr_assert_eq(files_parse_range("bytes=x-1", 100, &s, &l), -2);
-	cr_assert_eq(files_parse_range("bytes=0-0", 0, &s, &l), -1);
+	cr_assert_eq(files_parse_range("bytes=5-1", 100, &s, &l), -EINVAL);
+	cr_assert_eq(files_parse_range("items=0-1", 100, &s, &l), -EINVAL);
+	cr_assert_eq(files_parse_range("bytes=x-1", 100, &s, &l), -EINVAL);
+	cr_assert_eq(files_parse_range("bytes=0-0", 0, &s, &l), -ERANGE);
 }
 
 Test(files_util, multi_ranges)
@@ -145,7 +146,7 @@ Test(files_util, multi_ranges)
 	cr_assert_eq(r[0].len, 1);
 	/* more than the caller's limit: serve everything */
 	cr_assert_eq(files_parse_ranges("bytes=0-0,1-1,2-2,3-3,4-4", 100, r, 4), 0);
-	cr_assert_eq(files_parse_ranges("bytes=200-300", 100, r, 4), -1);
+	cr_assert_eq(files_parse_ranges("bytes=200-300", 100, r, 4), -ERANGE);
 }
 
 Test(files_util, http_dates)

@@ -9,11 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "entry.h"
-#include "listdir.h"
-#include "loop.h"
-#include "rpc.h"
-#include "watch.h"
+#include "fs/entry.h"
+#include "fs/listdir.h"
+#include "base/loop.h"
+#include <errno.h>
+#include "fs/watch.h"
 
 #define E(t) FILESYSTEM__EVENT_TYPE__EVENT_TYPE_##t
 
@@ -97,10 +97,10 @@ Test(fs_watch_live, check_errors)
 {
 	char err[1024], p[PATH_MAX];
 	snprintf(p, sizeof(p), "%s/missing", dir);
-	cr_assert_eq(fs_watch_check(p, false, err, sizeof(err)), RPC_NOT_FOUND);
+	cr_assert_eq(fs_watch_check(p, false, err, sizeof(err)), -ENOENT);
 	sh("touch %s/file", dir);
 	snprintf(p, sizeof(p), "%s/file", dir);
-	cr_assert_eq(fs_watch_check(p, false, err, sizeof(err)), RPC_INVALID_ARGUMENT);
+	cr_assert_eq(fs_watch_check(p, false, err, sizeof(err)), -ENOTDIR);
 	cr_assert_eq(fs_watch_check(dir, false, err, sizeof(err)), 0);
 }
 

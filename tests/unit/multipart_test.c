@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "multipart.h"
+#include "fs/multipart.h"
 
 /* Collected parts: "name|filename|has|body" per part. */
 struct sink {
@@ -215,7 +215,7 @@ Test(multipart, header_params)
 	cr_assert_eq(mp_header_param("form-data; filename*=UTF-8''%E6%96%87.txt; filename=\"x\"", "filename",
 				     out, sizeof(out), &tr), 1);
 	cr_assert_str_eq(out, "\xe6\x96\x87.txt");
-	cr_assert_eq(mp_header_param("form-data; name=\"unterminated", "name", out, sizeof(out), &tr), -1);
+	cr_assert_eq(mp_header_param("form-data; name=\"unterminated", "name", out, sizeof(out), &tr), -EINVAL);
 	cr_assert_eq(mp_header_param("form-data; filename=\"0123456789\"", "filename", out, 5, &tr), 1);
 	cr_assert(tr);
 	cr_assert_str_eq(out, "0123");
@@ -225,7 +225,7 @@ Test(multipart, header_params)
 	cr_assert_eq(mp_content_type_boundary("Multipart/Form-Data; boundary=\"q q\"", out, sizeof(out)), 1);
 	cr_assert_str_eq(out, "q q");
 	cr_assert_eq(mp_content_type_boundary("multipart/form-data", out, sizeof(out)), 0);
-	cr_assert_eq(mp_content_type_boundary("multipart/mixed; boundary=x", out, sizeof(out)), -1);
+	cr_assert_eq(mp_content_type_boundary("multipart/mixed; boundary=x", out, sizeof(out)), -EINVAL);
 }
 
 /* Random bodies full of CR, LF and boundary look-alikes, fed in random

@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "pbjson.h"
+#include "proto/pbjson.h"
 #include "process.pb-c.h"
 #include "filesystem.pb-c.h"
 #include "google/protobuf/timestamp.pb-c.h"
@@ -407,7 +407,7 @@ Test(pbjson, round_trip_empty_messages)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Golden outputs (spec §10.6, sdk-expectations §3.1)                      */
+/* Golden outputs: the JSON the SDKs parse                                 */
 
 static void expect_event(Process__ProcessEvent *ev, const char *want)
 {

@@ -18,8 +18,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "loop.h"
-#include "portfwd.h"
+#include "base/loop.h"
+#include "sandbox/portfwd.h"
 
 static const char proc_tcp[] =
 	"  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"

@@ -2,8 +2,8 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "fanout.h"
-#include "ring.h"
+#include "process/fanout.h"
+#include "process/ring.h"
 
 static uint8_t junk[RING_REC_MAX];
 

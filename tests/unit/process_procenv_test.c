@@ -2,7 +2,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
-#include "procenv.h"
+#include "process/procenv.h"
 
 static size_t count(char **envp)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <criterion/criterion.h>
 
-#include "ptable.h"
+#include "process/ptable.h"
 
 static struct ptable_entry mk(uint32_t pid, const char *tag, bool listed)
 {

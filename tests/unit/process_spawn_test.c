@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "spawn.h"
+#include "process/spawn.h"
 
 struct run {
 	pid_t pid;

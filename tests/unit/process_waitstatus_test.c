@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "waitstatus.h"
+#include "process/waitstatus.h"
 
 /* Wait statuses as the kernel encodes them. */
 #define EXITED(n) (((n) & 0xff) << 8)

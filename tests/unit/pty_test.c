@@ -7,7 +7,7 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "pty.h"
+#include "pty/pty.h"
 
 Test(pty, opens_a_pair_with_the_requested_size)
 {

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "ring.h"
+#include "process/ring.h"
 
 /* Read everything in [off, end) into out; returns the bytes and checks kinds. */
 static size_t drain(const struct ring *r, uint64_t off, uint8_t *out, size_t len,

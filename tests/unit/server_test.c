@@ -19,14 +19,14 @@
 #include <nghttp2/nghttp2.h>
 #include <zlib.h>
 
-#include "conn.h"
-#include "http.h"
-#include "loop.h"
+#include "http/conn.h"
+#include "http/http.h"
+#include "base/loop.h"
 #include "process.pb-c.h"
-#include "router.h"
-#include "rpc.h"
-#include "state.h"
-#include "users.h"
+#include "envd/router.h"
+#include "rpc/rpc.h"
+#include "base/state.h"
+#include "base/users.h"
 
 /* ---- a test service on the process.Process descriptor ---- */
 
@@ -115,6 +115,7 @@ static void setup(void)
 	static bool registered;
 	int sv[2];
 	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+	server_on_request = router_dispatch;
 	cr_assert_not_null(conn_adopt(sv[0], "test"));
 	client = sv[1];
 	if (!registered) {

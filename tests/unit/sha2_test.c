@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sha2.h"
+#include "base/sha2.h"
 
 static const char *h256(const char *s)
 {

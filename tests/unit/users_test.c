@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "users.h"
+#include "base/users.h"
 
 static char passwd_tmp[] = "/tmp/users_test_passwd_XXXXXX";
 static char group_tmp[] = "/tmp/users_test_group_XXXXXX";

@@ -5,8 +5,8 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
-#include "loop.h"
-#include "worker.h"
+#include "base/loop.h"
+#include "base/worker.h"
 
 struct job {
 	int id;

@@ -68,3 +68,13 @@ export function symlinkSync(target, p) {
 export function writeFileSync(p, data) {
   run(`printf %s ${quote(data)} > ${quote(p)}`)
 }
+
+export function readdirSync(p) {
+  let out
+  try {
+    out = run(`ls -A ${quote(p)}`).toString()
+  } catch {
+    throw enoent(p, 'scandir')
+  }
+  return out.split('\n').filter(Boolean)
+}

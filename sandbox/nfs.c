@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * nfs.c - NFS mounts for /init. The commands are the reference's;
+ * they run in a worker thread with a 10 s budget for the whole job.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/errstr.h"
+#include "sandbox/nfs.h"
+#include "base/worker.h"
+
+extern char **environ;
+
+const char *nfs_mount_bin = "mount";
+const char *nfs_umount_bin = "umount";
+const char *nfs_findmnt_bin = "findmnt";
+
+#define NFS_BUDGET_S 10
+#define NFS_MAX_RECORDS 64
+
+/* path -> lifecycle of what this envd mounted; touched by workers only,
+ * and jobs are serialised by /init, so no lock is needed beyond that. */
+static struct { char *path, *lifecycle; } mounted[NFS_MAX_RECORDS];
+static size_t n_mounted;
+
+struct nfs_job {
+	struct nfs_volume *vols;
+	size_t n;
+	char *lifecycle;
+	void (*done)(void *ud, const char *err);
+	void *ud;
+	char err[1024];
+};
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Run argv with stdout captured (optional); -ETIMEDOUT past deadline. */
+static int run(char *const argv[], double deadline, char *out, size_t outlen)
+{
+	int pipefd[2] = {-1, -1};
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int status, rc;
+
+	posix_spawn_file_actions_init(&fa);
+	if (out && pipe2(pipefd, O_CLOEXEC) == 0)
+		posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (pipefd[1] >= 0)
+		close(pipefd[1]);
+	if (rc != 0) {
+		if (pipefd[0] >= 0)
+			close(pipefd[0]);
+		return -rc;
+	}
+	size_t len = 0;
+	if (pipefd[0] >= 0) {
+		ssize_t k;
+		while (len + 1 < outlen && (k = read(pipefd[0], out + len, outlen - 1 - len)) > 0)
+			len += (size_t)k;
+		close(pipefd[0]);
+		out[len] = '\0';
+	}
+	for (;;) {
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		if (w == pid)
+			break;
+		if (now_s() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			return -ETIMEDOUT;
+		}
+		usleep(10000);
+	}
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static bool recorded(const char *path, const char *lc)
+{
+	for (size_t i = 0; i < n_mounted; i++)
+		if (strcmp(mounted[i].path, path) == 0)
+			return strcmp(mounted[i].lifecycle, lc) == 0;
+	return false;
+}
+
+static void record(const char *path, const char *lc)
+{
+	for (size_t i = 0; i < n_mounted; i++) {
+		if (strcmp(mounted[i].path, path) == 0) {
+			free(mounted[i].lifecycle);
+			mounted[i].lifecycle = strdup(lc);
+			return;
+		}
+	}
+	if (n_mounted < NFS_MAX_RECORDS) {
+		mounted[n_mounted].path = strdup(path);
+		mounted[n_mounted].lifecycle = strdup(lc);
+		n_mounted++;
+	}
+}
+
+static int mkdir_p(const char *path)
+{
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static void nfs_work(void *arg)
+{
+	struct nfs_job *j = arg;
+	double deadline = now_s() + NFS_BUDGET_S;
+	const char *lc = j->lifecycle ? j->lifecycle : "";
+
+	for (size_t i = 0; i < j->n; i++) {
+		const char *path = j->vols[i].path, *target = j->vols[i].target;
+		char src[1024];
+		if (recorded(path, lc))
+			continue;
+		char *fm[] = {(char *)nfs_findmnt_bin, "--noheadings", "--output", "SOURCE", (char *)path, NULL};
+		if (run(fm, deadline, src, sizeof(src)) == 0 && src[0]) {
+			char *um[] = {(char *)nfs_umount_bin, "--force", (char *)path, NULL};
+			if (run(um, deadline, NULL, 0) != 0) {
+				char *ul[] = {(char *)nfs_umount_bin, "--lazy", (char *)path, NULL};
+				run(ul, deadline, NULL, 0);
+			}
+		}
+		int rc = mkdir_p(path);
+		if (rc < 0) {
+			snprintf(j->err, sizeof(j->err), "failed to setup NFS volumes: mkdir %s: %s", path,
+				 go_strerror(-rc));
+			return;
+		}
+		char *mt[] = {(char *)nfs_mount_bin, "-v", "-t", "nfs", "-o",
+			      "fg,hard,sync,rsize=1048576,wsize=1048576,mountproto=tcp,mountport=2049,proto=tcp,"
+			      "port=2049,nfsvers=3,noacl,noac,lookupcache=none",
+			      (char *)target, (char *)path, NULL};
+		rc = run(mt, deadline, NULL, 0);
+		if (rc != 0) {
+			snprintf(j->err, sizeof(j->err), "failed to setup NFS volumes: mount %s on %s: %s", target, path,
+				 rc == -ETIMEDOUT ? "timed out" : rc < 0 ? go_strerror(-rc) : "exit status non-zero");
+			return;
+		}
+		record(path, lc);
+	}
+}
+
+static void nfs_job_free(struct nfs_job *j)
+{
+	for (size_t i = 0; i < j->n; i++) {
+		free(j->vols[i].target);
+		free(j->vols[i].path);
+	}
+	free(j->vols);
+	free(j->lifecycle);
+	free(j);
+}
+
+static void nfs_done(void *arg)
+{
+	struct nfs_job *j = arg;
+	j->done(j->ud, j->err[0] ? j->err : NULL);
+	nfs_job_free(j);
+}
+
+int nfs_mount_async(const struct nfs_volume *vols, size_t n, const char *lifecycle,
+		    void (*done)(void *ud, const char *err), void *ud)
+{
+	struct nfs_job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->vols = calloc(n ? n : 1, sizeof(*j->vols));
+	j->lifecycle = lifecycle ? strdup(lifecycle) : NULL;
+	j->done = done;
+	j->ud = ud;
+	if (!j->vols) {
+		nfs_job_free(j);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		j->vols[i].target = strdup(vols[i].target ? vols[i].target : "");
+		j->vols[i].path = strdup(vols[i].path ? vols[i].path : "");
+		j->n++;
+		if (!j->vols[i].target || !j->vols[i].path) {
+			nfs_job_free(j);
+			return -ENOMEM;
+		}
+	}
+	int rc = worker_submit(nfs_work, nfs_done, j);
+	if (rc < 0)
+		nfs_job_free(j);
+	return rc;
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The layering check (scripts/check-layers.sh): the tree passes it, and it
+# catches what it exists to catch (an include against the layer order, an
+# include cycle, a stale layer list) with a message naming the files.
+# asan: skip
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/lib.sh
+
+out=$(bash scripts/check-layers.sh . 2>&1)
+rc=$?
+expect_eq "the tree passes the layering check" 0 "$rc"
+[ "$rc" -eq 0 ] || echo "$out"
+
+tmp=$(mktemp -d /tmp/envd-layers.XXXXXX)
+trap 'rm -rf "$tmp"; _t_cleanup' EXIT
+copy() { # copy DIR: a fresh copy of the sources the check reads
+	rm -rf "$tmp/$1"
+	mkdir -p "$tmp/$1"
+	cp -r base proto http rpc pty process fs sandbox envd docs scripts "$tmp/$1/"
+}
+
+# An upward include: base/ may not reach envd/.
+copy up
+sed -i '0,/^#include "base\/log.h"/s//#include "base\/log.h"\n#include "envd\/router.h"/' "$tmp/up/base/log.c"
+check "the upward include was planted" grep -q 'envd/router.h' "$tmp/up/base/log.c"
+out=$(bash scripts/check-layers.sh "$tmp/up" 2>&1)
+rc=$?
+expect_eq "an upward include fails the check" 1 "$rc"
+expect_match "the failure names the file and the include" \
+	'base/log\.c:[0-9]+: #include "envd/router\.h": layer base may not include envd' "$out"
+
+# A cycle inside one layer: base/sha2.h <-> base/base64.h.
+copy cycle
+sed -i '0,/^#include/s//#include "base\/base64.h"\n#include/' "$tmp/cycle/base/sha2.h"
+sed -i '0,/^#include/s//#include "base\/sha2.h"\n#include/' "$tmp/cycle/base/base64.h"
+out=$(bash scripts/check-layers.sh "$tmp/cycle" 2>&1)
+rc=$?
+expect_eq "an include cycle fails the check" 1 "$rc"
+expect_match "the failure names both modules" 'include cycle between base/base64, base/sha2' "$out"
+expect_match "the failure names the includes" 'base/sha2\.h:[0-9]+ includes "base/base64\.h"' "$out"
+
+# Removing an allow-list entry turns a tolerated include into a failure.
+copy noallow
+if grep -q '^[a-z]' scripts/layers-allow.txt; then
+	: >"$tmp/noallow/scripts/layers-allow.txt"
+	out=$(bash scripts/check-layers.sh "$tmp/noallow" 2>&1)
+	expect_match "allow-listed includes are real violations without the list" 'may not include' "$out"
+else
+	pass "allow list is empty (nothing tolerated)"
+fi
+
+# A header without its folder in the include.
+copy flat
+sed -i '0,/^#include "base\/log.h"/s//#include "log.h"/' "$tmp/flat/base/log.c"
+out=$(bash scripts/check-layers.sh "$tmp/flat" 2>&1)
+expect_match "an include must name its folder" 'base/log\.c:[0-9]+: #include "log\.h" does not name its folder' "$out"
+
+# The layer order is read from docs/architecture.md: no line, no check.
+copy nodoc
+sed -i '/^layers:/d' "$tmp/nodoc/docs/architecture.md"
+out=$(bash scripts/check-layers.sh "$tmp/nodoc" 2>&1)
+rc=$?
+expect_eq "a missing layer list is a setup error" 2 "$rc"
+
+echo "$T_NAME: $T_PASS passed, $T_FAIL failed"
+[ "$T_FAIL" -eq 0 ]
