@@ -16,7 +16,8 @@
 #   VM_PORT          host port for envd (default 49983)
 #   VM_ACCESS_TOKEN  the metadata service hands out its SHA-512 (as the
 #                    orchestrator does), so /init may install that token
-#   VM_CPUS, VM_MEM  guest CPUs (2) and MiB of memory (1024)
+#   VM_CPUS, VM_MEM  guest CPUs (2) and MiB of memory (512: the platform's
+#                    default sandbox size)
 #   VM_ACCEL         kvm or tcg (default: kvm when /dev/kvm works, else tcg)
 #   VM_PARENT_PID    stop the VM when this process is gone (for scripts)
 #   VM_RUN_DIR       where to keep the run's state (default: a fresh
@@ -31,7 +32,7 @@ REPO=$(pwd)
 
 PORT=${VM_PORT:-49983}
 CPUS=${VM_CPUS:-2}
-MEM=${VM_MEM:-1024}
+MEM=${VM_MEM:-512}
 GUEST_IP=169.254.0.21
 HOST_IP=169.254.0.22
 IMG=build/vm
