@@ -187,6 +187,18 @@ install: all
 	bash rootfs-overlay/install.sh --envd $(BUILD)/envd --init $(BUILD)/init $(if $(INSTALL_USER),--user $(INSTALL_USER)) $(or $(DESTDIR),/)
 .SECONDARY:
 
+# --- the image as a virtual machine (QEMU microvm, docs/vm.md) ---
+#   make vm-image   kernel, initramfs and raw ext4 root disk in build/vm (cached)
+#   make vm-run     boot it; envd on http://127.0.0.1:$${VM_PORT:-49983} until Ctrl-C
+#   make vm-test    boot it and run tests/vm/*.sh against it
+.PHONY: vm-image vm-run vm-test
+vm-image: rootfs
+	bash scripts/vm-image.sh
+vm-run: vm-image
+	bash scripts/vm-run.sh
+vm-test: vm-image
+	bash scripts/vm-test.sh
+
 # --- soak: long load and fault runs (tests/integration/load.sh etc. with big numbers) ---
 .PHONY: soak
 soak: all

@@ -382,6 +382,14 @@ def build(raw, flag):
         R.add(sec, "RSS with %d open connections" % ce["connections"], ce.get("rss_kib"), cn.get("rss_kib"),
               "nginx, same client", "KiB", "lower", "conns", env_id="conns_envd", anchor_id="conns_nginx",
               errors=err)
+    sec = "7 the image as a VM"
+    v = R.runs("vm_boot")
+    if v:
+        v = v[0]
+        for key, what in (("health_ms", "first /health"), ("command_ms", "first command result")):
+            st = v.get(key) or {}
+            R.add(sec, "QEMU start to %s (%s, median of %d)" % (what, v.get("accel"), v.get("boots", 0)),
+                  st.get("p50"), None, "no anchor", "ms", "lower", "vm_boot", env_id="vm_boot", errors=v.get("errors", 0))
     return R.rows
 
 

@@ -4,11 +4,12 @@
  *
  *   init [--grace SECONDS] [--no-mount] [--hostname NAME] [-- COMMAND [ARG...]]
  *
- * It mounts the API filesystems that are missing, sets the hostname, and
- * supervises one command (default /usr/bin/envd): the command is restarted
- * with back-off when it dies, and its children survive that, because
- * orphans are re-parented to init (PID 1, or a child subreaper when init
- * is not PID 1), which reaps every zombie. SIGTERM, SIGINT and SIGHUP are
+ * It mounts the API filesystems that are missing (cgroup2 included), sets
+ * the hostname, and supervises one command (default /usr/bin/envd): the
+ * command is restarted with back-off when it dies, and its children
+ * survive that, because orphans are re-parented to init (PID 1, or a child
+ * subreaper when init is not PID 1), which reaps every zombie. The command
+ * runs with the OOM protection and priority its systemd unit would give. SIGTERM, SIGINT and SIGHUP are
  * forwarded to the command. SIGTERM and SIGPWR shut down in order: TERM to
  * everything, a grace period, KILL, sync, unmount what init mounted. init
  * then exits with the command's status (128+N when a signal killed it) or,
@@ -33,9 +34,11 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/reboot.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -158,6 +161,28 @@ static void ensure_symlink(const char *target, const char *path)
 		say("symlink %s: %s", path, strerror(errno));
 }
 
+/* The unified cgroup hierarchy, as systemd mounts it: envd and the
+ * platform put workloads into child cgroups (memory.max, pids.max, freeze)
+ * and find none when nothing is mounted. nsdelegate makes a cgroup
+ * namespace a delegation boundary and memory_recursiveprot lets
+ * memory.min/low protect a whole subtree; kernels before 5.7 (or inside a
+ * non-initial cgroup namespace) refuse them, so retry without. */
+static void mount_cgroup2(void)
+{
+	const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RELATIME;
+	const char *dir = "/sys/fs/cgroup";
+
+	if (is_mountpoint(dir) || !is_mountpoint("/sys"))
+		return;
+	if (mount("cgroup2", dir, "cgroup2", flags, "nsdelegate,memory_recursiveprot") < 0 &&
+	    mount("cgroup2", dir, "cgroup2", flags, NULL) < 0) {
+		say("mount cgroup2 on %s: %s", dir, strerror(errno));
+		return;
+	}
+	if (in.n_mounted < MAX_MOUNTS)
+		in.mounted[in.n_mounted++] = strdup(dir);
+}
+
 static void mount_api_filesystems(void)
 {
 	const unsigned long nosuid = MS_NOSUID | MS_NODEV | MS_NOEXEC;
@@ -185,6 +210,7 @@ static void mount_api_filesystems(void)
 	ensure_symlink("/proc/self/fd/2", "/dev/stderr");
 	/* /tmp stays on the root filesystem when it is writable (it then
 	 * survives snapshots and costs no RAM); a read-only root gets a tmpfs. */
+	mount_cgroup2();
 	if (statvfs("/", &sv) == 0 && (sv.f_flag & ST_RDONLY))
 		mount_if_missing("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", 01777);
 	else if (mkdir("/tmp", 01777) == 0)
@@ -223,6 +249,27 @@ static void set_hostname(const char *name)
 
 /* ---- the supervised command ---- */
 
+/* What envd.service gives envd under systemd (OOMScoreAdjust=-1000,
+ * Nice=-20, realtime I/O priority 4): without it a big enough workload
+ * can make the OOM killer choose envd, and a busy one starves it. envd
+ * resets its own children to normal before they exec. Set on the running
+ * child because posix_spawn has no knob for them; failures (no privilege)
+ * leave the defaults. */
+static void raise_priority(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)pid);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (write(fd, "-1000", 5) < 0 && errno != EACCES && errno != EPERM)
+			say("%s: %s", path, strerror(errno));
+		close(fd);
+	}
+	(void)setpriority(PRIO_PROCESS, (id_t)pid, -20);
+	/* IOPRIO_WHO_PROCESS, class RT (1) << IOPRIO_CLASS_SHIFT (13), level 4 */
+	(void)syscall(SYS_ioprio_set, 1, (int)pid, (1 << 13) | 4);
+}
+
 static int spawn_cmd(void)
 {
 	posix_spawnattr_t attr;
@@ -245,6 +292,7 @@ static int spawn_cmd(void)
 		say("cannot start %s: %s", in.cmd[0], strerror(rc));
 		return -rc;
 	}
+	raise_priority(pid);
 	in.child = pid;
 	in.child_exited = false;
 	in.started_ms = now_ms();
@@ -382,12 +430,23 @@ static bool is_initial_pidns(void)
 static void finish(void)
 {
 	int code = exit_code();
+	/* Ask before unmounting: the answer comes from /proc, which
+	 * unmount_all() takes away, and a machine's PID 1 that wrongly
+	 * concludes it is a container's exits and panics the kernel
+	 * ("Attempted to kill init") instead of powering off. */
+	bool machine = in.pid1 && is_initial_pidns();
 	sync();
 	unmount_all();
 	say("stopped, exit status %d", code);
-	if (in.pid1 && is_initial_pidns()) {
-		/* PID 1 of a machine must not exit (the kernel would panic). */
+	if (machine) {
+		/* PID 1 of a machine must not exit (the kernel would panic).
+		 * A read-only root leaves the disk clean; a busy one is still
+		 * consistent after sync. */
+		if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY, NULL) < 0)
+			say("remount / read-only: %s", strerror(errno));
+		sync();
 		reboot(RB_POWER_OFF);
+		say("power off: %s", strerror(errno));
 	}
 	exit(code);
 }

@@ -6,7 +6,7 @@
 #
 #   scripts/bench.sh [--quick] [--only ID,ID...] [--out FILE]
 #
-# IDs: rtt rtt_cgroup sdk_rtt unary stream files sdk_files archive footprint idle busy sdk_concurrent conns
+# IDs: rtt rtt_cgroup sdk_rtt unary stream files sdk_files archive footprint idle busy sdk_concurrent conns vm_boot
 # Writes FILE (default bench/results/latest.json) and prints a table. Each
 # figure carries the command that reproduces it: `scripts/bench.sh --only ID`
 # (add --quick for the small variant), and the raw client command it ran.
@@ -488,6 +488,14 @@ if want conns; then
 	start_nginx
 	run_json conns_nginx "$BENCH" conns "$XPORT" "$XPID" "$N_CONNS" /health
 	stop_pid "$XPID"
+fi
+
+# 7. The image as a VM -------------------------------------------------------
+# Only in the full run and when the image is built (make vm-image): a boot
+# under emulation takes seconds.
+if want vm_boot && [ $QUICK = 0 ] && [ -s build/vm/rootfs.ext4 ] && command -v qemu-system-x86_64 >/dev/null; then
+	log "VM boot, 3 times (QEMU microvm, scripts/vm-boot-time.sh)"
+	run_json vm_boot bash scripts/vm-boot-time.sh 3
 fi
 
 ELAPSED=$(($(date +%s) - START))

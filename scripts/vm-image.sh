@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Build what `make vm-run` boots, under build/vm/:
+#
+#   vmlinuz         Debian's cloud kernel (linux-image-*-cloud-amd64), taken
+#                   from the .deb with dpkg-deb -x: nothing goes into /boot
+#   initramfs.gz    static busybox that loads the virtio modules, sets the
+#                   guest address, mounts the root disk and switch_roots to
+#                   the init= of the kernel command line
+#   rootfs.ext4     the template rootfs (scripts/rootfs.sh: Debian 12, envd,
+#                   envd-init, user `user`) as a raw ext4 image, made with
+#                   mkfs.ext4 -d (no loop mount)
+#
+# Kernel and initramfs are cached (build/vm/.kernel-done names the kernel
+# package); the disk is rebuilt only when the rootfs, envd or init changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=build/vm
+ROOTFS=${ROOTFS:-build/rootfs}
+KPKG=${VM_KERNEL_PKG:-linux-image-cloud-amd64}
+# Order matters: busybox insmod has no modules.dep to resolve dependencies.
+MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_mmio
+virtio_blk failover net_failover virtio_net virtio-rng"
+INITRD_STAMP=v1
+
+log() { echo "vm-image: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (the rootfs is owned by many users)"
+for t in dpkg-deb apt-get mkfs.ext4 cpio gzip; do
+	command -v "$t" >/dev/null || die "$t is missing (scripts/setup.sh installs it)"
+done
+BUSYBOX=/bin/busybox
+file -L "$BUSYBOX" 2>/dev/null | grep -q 'statically linked' ||
+	die "a static busybox is needed at $BUSYBOX (package busybox-static)"
+mkdir -p "$OUT"
+
+# ---- kernel ----
+# The meta package names the current versioned package; resolve it so the
+# cache key is the real kernel version.
+resolve_kernel() {
+	case $KPKG in
+	linux-image-[0-9]*) echo "$KPKG" ;;
+	*) apt-cache depends "$KPKG" 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n1 ;;
+	esac
+}
+
+build_kernel() {
+	local pkg=$1 tmp="$OUT/kernel.tmp"
+	rm -rf "$tmp"
+	mkdir -p "$tmp"
+	log "downloading $pkg"
+	(cd "$tmp" && apt-get download -qq "$pkg" >/dev/null 2>&1) ||
+		{ apt-get update -qq && (cd "$tmp" && apt-get download -qq "$pkg" >/dev/null); } ||
+		die "apt-get download $pkg failed"
+	dpkg-deb -x "$tmp"/*.deb "$tmp/x"
+	local vmlinuz kver
+	vmlinuz=$(ls "$tmp"/x/boot/vmlinuz-* | head -n1)
+	kver=${vmlinuz##*/vmlinuz-}
+	cp "$vmlinuz" "$OUT/vmlinuz.new"
+
+	# ---- initramfs ----
+	local ir="$tmp/initramfs" m f
+	mkdir -p "$ir"/{bin,dev,proc,sys,newroot,lib/modules}
+	cp "$BUSYBOX" "$ir/bin/busybox"
+	for m in $MODULES; do
+		f=$(find "$tmp/x/lib/modules/$kver" \( -name "$m.ko" -o -name "$m.ko.xz" -o -name "$m.ko.zst" \) | head -n1)
+		[ -n "$f" ] || die "module $m not found in $pkg"
+		case $f in
+		*.xz) xz -dc "$f" >"$ir/lib/modules/$m.ko" ;;
+		*.zst) zstd -qdc "$f" >"$ir/lib/modules/$m.ko" ;;
+		*) cp "$f" "$ir/lib/modules/$m.ko" ;;
+		esac
+	done
+	echo "$MODULES" | tr '\n' ' ' >"$ir/lib/modules/order"
+	cat >"$ir/init" <<'EOF'
+#!/bin/busybox sh
+# Stage one: modules, network, root disk, then the real init.
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+for m in $(cat /lib/modules/order); do
+	insmod /lib/modules/$m.ko 2>/dev/null || echo "initramfs: insmod $m failed"
+done
+arg() { sed -n "s/.*\(^\| \)$1=\([^ ]*\).*/\2/p" /proc/cmdline; }
+root=$(arg root); init=$(arg init); ip=$(arg vm.ip); gw=$(arg vm.gw)
+: ${root:=/dev/vda} ${init:=/sbin/init}
+ip link set lo up
+if [ -n "$ip" ]; then
+	ip link set eth0 up && ip addr add "$ip" dev eth0 &&
+		{ [ -z "$gw" ] || ip route add default via "$gw"; } ||
+		echo "initramfs: cannot configure eth0 with $ip"
+fi
+i=0
+while [ ! -b "$root" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i + 1)); done
+mount -t ext4 -o rw,noatime "$root" /newroot || { echo "initramfs: cannot mount $root"; exec sh; }
+umount /sys /proc
+umount -l /dev
+exec switch_root /newroot "$init"
+EOF
+	chmod 0755 "$ir/init"
+	(cd "$ir" && find . | cpio -o -H newc --quiet | gzip -9) >"$OUT/initramfs.gz.new"
+	mv "$OUT/vmlinuz.new" "$OUT/vmlinuz"
+	mv "$OUT/initramfs.gz.new" "$OUT/initramfs.gz"
+	echo "$pkg $kver $INITRD_STAMP" >"$OUT/.kernel-done"
+	rm -rf "$tmp"
+	log "kernel $kver, initramfs $(du -k "$OUT/initramfs.gz" | cut -f1) KiB"
+}
+
+kpkg=$(resolve_kernel)
+[ -n "$kpkg" ] || die "cannot resolve $KPKG (apt-get update?)"
+if [ "$(cut -d' ' -f1,3 "$OUT/.kernel-done" 2>/dev/null)" = "$kpkg $INITRD_STAMP" ] &&
+	[ -s "$OUT/vmlinuz" ] && [ -s "$OUT/initramfs.gz" ]; then
+	log "reusing kernel $(cut -d' ' -f2 "$OUT/.kernel-done")"
+else
+	build_kernel "$kpkg"
+fi
+
+# ---- root disk ----
+[ -f "$ROOTFS/.base-done" ] || die "$ROOTFS is missing: run make rootfs"
+for b in build/envd build/init; do [ -x "$b" ] || die "$b is missing: run make"; done
+key=$( { cat "$ROOTFS/.base-done"; sha256sum build/envd build/init "$0" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
+if [ "$(cat "$OUT/.disk-key" 2>/dev/null)" = "$key" ] && [ -s "$OUT/rootfs.ext4" ]; then
+	log "reusing $OUT/rootfs.ext4"
+else
+	# The image's envd and init are the ones just built (scripts/rootfs.sh
+	# installs them; again here in case the rootfs was made before).
+	bash rootfs-overlay/install.sh --envd build/envd --init build/init --user user "$ROOTFS" >/dev/null
+	# Room for the tests: the root plus 1 GiB; the file is sparse.
+	used=$(du -sxm "$ROOTFS" | cut -f1)
+	size=$((used + 1024))
+	rm -f "$OUT/rootfs.ext4.new"
+	truncate -s "${size}M" "$OUT/rootfs.ext4.new"
+	mkfs.ext4 -q -F -L envd-root -E root_owner=0:0 -d "$ROOTFS" "$OUT/rootfs.ext4.new" ||
+		die "mkfs.ext4 -d failed"
+	mv "$OUT/rootfs.ext4.new" "$OUT/rootfs.ext4"
+	echo "$key" >"$OUT/.disk-key"
+	log "root disk $OUT/rootfs.ext4: ${size} MiB (sparse), $(du -m "$OUT/rootfs.ext4" | cut -f1) MiB used"
+fi
+log "ready: $OUT/vmlinuz $OUT/initramfs.gz $OUT/rootfs.ext4"

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Boot the image as a VM (scripts/vm-run.sh) and test envd in it from the
+# host, as the platform uses it:
+#
+#   1. boot; /init as the orchestrator sends it (access token whose SHA-512
+#      the metadata stand-in serves, default user `user`, host time);
+#      QEMU start to first /health and to first command are reported;
+#   2. every tests/vm/*.sh in order, each with VM_URL, VM_TOKEN, VM_RUN_DIR,
+#      VM_CONSOLE, VM_MONITOR, VM_MMDS_DIR, VM_QEMU_PID, VM_GUEST_IP in its
+#      environment (tests/vm/lib.sh has the helpers); add a script there
+#      to add checks;
+#   3. a clean power-off: SIGTERM to PID 1 must end in "reboot: Power down"
+#      and QEMU exiting on its own.
+#
+# Prints "vm: N passed, N failed" last; logs in build/test-logs/vm-*.log.
+# Skips (0 passed, 0 failed) where QEMU cannot run. Everything is torn down
+# on exit, also after an interrupt (vm-run.sh cleans up what an earlier,
+# interrupted run left).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+T_PASS=0
+T_FAIL=0
+LOGS=build/test-logs
+mkdir -p "$LOGS"
+
+pass() { T_PASS=$((T_PASS + 1)); echo "ok   - $1"; }
+fail() { T_FAIL=$((T_FAIL + 1)); echo "FAIL - $1${2:+: $2}"; }
+finish() {
+	echo "vm: $T_PASS passed, $T_FAIL failed"
+	[ "$T_FAIL" -eq 0 ]
+	exit $?
+}
+skip() {
+	echo "SKIP: $1"
+	echo "vm: 0 passed, 0 failed"
+	exit 0
+}
+ms_now() { date +%s%3N; }
+
+[ "$(id -u)" = 0 ] || skip "the VM test needs root (image build)"
+command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 is not installed"
+command -v socat >/dev/null || skip "socat is not installed"
+
+if [ ! -d tests/sdk/node_modules/e2b ] && command -v npm >/dev/null; then
+	(cd tests/sdk && npm ci --no-audit --no-fund >/dev/null 2>&1) || echo "vm: npm ci failed" >&2
+fi
+if ! bash scripts/rootfs.sh >"$LOGS/vm-image.log" 2>&1 || ! bash scripts/vm-image.sh >>"$LOGS/vm-image.log" 2>&1; then
+	fail "build the VM image" "$(tail -n 5 "$LOGS/vm-image.log")"
+	finish
+fi
+
+RUN=$REPO/build/vm/runs/test-$$
+mkdir -p "$RUN"
+RUN_PID=
+cleanup() {
+	trap - EXIT INT TERM
+	if [ -n "$RUN_PID" ] && kill -0 "$RUN_PID" 2>/dev/null; then
+		kill -TERM "$RUN_PID" 2>/dev/null
+		wait "$RUN_PID" 2>/dev/null
+	fi
+	cp "$RUN/console.log" "$LOGS/vm-console.log" 2>/dev/null
+	rm -rf "$RUN"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- boot ----
+# A port of our own (never the default 49983 another envd may hold).
+# Below the ephemeral range, so no outgoing connection holds it by chance.
+for _ in $(seq 1 50); do
+	PORT=$((20000 + RANDOM % 12000))
+	ss -Hltn "sport = :$PORT" | grep -q . || break
+done
+TOKEN=vm-test-token-$$-$RANDOM
+VM_PORT=$PORT VM_RUN_DIR=$RUN VM_ACCESS_TOKEN=$TOKEN VM_PARENT_PID=$$ bash scripts/vm-run.sh >"$LOGS/vm-run.log" 2>&1 &
+RUN_PID=$!
+for _ in $(seq 1 1800); do
+	[ -s "$RUN/env" ] && break
+	kill -0 "$RUN_PID" 2>/dev/null || break
+	sleep 0.05
+done
+if [ ! -s "$RUN/env" ]; then
+	fail "the VM boots and envd answers" "$(tail -n 20 "$LOGS/vm-run.log")"
+	finish
+fi
+set -a
+. "$RUN/env"
+VM_TOKEN=$TOKEN
+set +a
+pass "VM booted ($VM_ACCEL): QEMU start to first /health $VM_BOOT_MS ms"
+
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-Access-Token: $TOKEN" -X POST \
+	-H 'Content-Type: application/json' \
+	-d "{\"accessToken\":\"$TOKEN\",\"defaultUser\":\"user\",\"timestamp\":\"$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)\",\"envVars\":{\"VM_TEST\":\"1\"}}" \
+	"$VM_URL/init")
+if [ "$code" = 204 ]; then
+	pass "POST /init with the token the metadata service vouches for"
+else
+	fail "POST /init" "HTTP $code"
+fi
+first=$("$PY" scripts/vm-exec.py 'echo $VM_TEST' 2>&1)
+run_ms=$(($(ms_now) - VM_T0_MS))
+[ "$first" = 1 ] && pass "QEMU start to first command result: $run_ms ms" || fail "first command" "$first"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$VM_URL/envs")
+[ "$code" = 401 ] && pass "requests without the token are refused (401)" || fail "token gate" "HTTP $code"
+sid=$(curl -s -H "X-Access-Token: $TOKEN" "$VM_URL/envs")
+[[ $sid == *'"E2B_SANDBOX_ID":"vm-sandbox"'* ]] && pass "envd read its ids from the metadata service" ||
+	fail "ids from the metadata service" "$sid"
+
+# ---- the suites ----
+for t in tests/vm/[0-9]*.sh; do
+	[ -f "$t" ] || continue
+	name=$(basename "$t" .sh)
+	log="$LOGS/vm-$name.log"
+	t0=$(ms_now)
+	timeout 600 bash "$t" >"$log" 2>&1
+	rc=$?
+	secs=$((($(ms_now) - t0) / 1000))
+	line=$(grep -a -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
+	p=$(sed -n 's/.*: \([0-9]*\) passed.*/\1/p' <<<"$line")
+	f=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
+	p=${p:-0} f=${f:-0}
+	[ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
+	T_PASS=$((T_PASS + p))
+	T_FAIL=$((T_FAIL + f))
+	echo "vm $name: $p passed, $f failed (${secs} s)"
+	[ "$f" -ne 0 ] && grep -a -E '^FAIL|^not ok|Error' "$log" | head -n 30
+	if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$VM_URL/health")" != 204 ]; then
+		fail "envd answers after $name"
+		break
+	fi
+done
+
+# ---- clean power-off ----
+t0=$(ms_now)
+"$PY" scripts/vm-exec.py 'setsid sh -c "sleep 0.2; kill -TERM 1" </dev/null >/dev/null 2>&1 &' >/dev/null 2>&1
+for _ in $(seq 1 600); do kill -0 "$VM_QEMU_PID" 2>/dev/null || break; sleep 0.05; done
+if kill -0 "$VM_QEMU_PID" 2>/dev/null; then
+	fail "SIGTERM to PID 1 powers the VM off" "QEMU still runs after 30 s"
+else
+	pass "SIGTERM to PID 1: QEMU exited on its own after $(($(ms_now) - t0)) ms"
+fi
+grep -q 'reboot: Power down' "$VM_CONSOLE" && pass "the console shows 'reboot: Power down'" ||
+	fail "reboot: Power down on the console" "$(tail -n 5 "$VM_CONSOLE")"
+grep -qE 'Kernel panic|Attempted to kill init' "$VM_CONSOLE" && fail "no kernel panic" "$(grep -m2 -E 'panic|kill init' "$VM_CONSOLE")" ||
+	pass "no kernel panic"
+wait "$RUN_PID" 2>/dev/null
+st=$?
+RUN_PID=
+[ "$st" = 0 ] && pass "vm-run saw the guest power off and exited 0" || fail "vm-run exit status" "$st"
+mport=$(cat "$VM_MMDS_DIR/port" 2>/dev/null)
+left=$( (pgrep -f "$RUN"; [ -n "$mport" ] && pgrep -f "socat STDIO TCP:127.0.0.1:$mport$") | wc -l)
+[ "$left" = 0 ] && pass "nothing of the run is left (QEMU, metadata stand-in, socat)" || fail "leftover processes" "$left"
+
+echo "boot: QEMU start to /health $VM_BOOT_MS ms, to first command $run_ms ms ($VM_ACCEL)"
+finish

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The tests/sdk suites, unmodified, from the host against envd in the VM
+# through the official SDK (debug mode, E2B_SANDBOX_URL = the forwarded
+# port). What they check on "the machine" (files, owners, processes) is
+# looked up in the guest, and requests carry the access token installed by
+# /init (tests/vm/sdk/preload.mjs).
+. "$(dirname "$0")/lib.sh"
+command -v node >/dev/null || { fail "node is installed"; finish; exit; }
+[ -d tests/sdk/node_modules/e2b ] || { fail "tests/sdk/node_modules (npm ci)"; finish; exit; }
+
+# Under emulation (TCG) every process start costs ~10x native, and far more
+# on a busy host: the test that runs 50 commands in a row runs 10 there.
+runs=50
+[ "${VM_ACCEL:-}" = tcg ] && runs=10
+
+log=$VM_RUN_DIR/sdk.log
+(cd tests/sdk && E2B_DEBUG=true E2B_SANDBOX_URL=$VM_URL ENVD_URL=$VM_URL ENVD_SDK_FAST_RUNS=$runs \
+	timeout 900 node --import ../vm/sdk/preload.mjs --test --test-concurrency=1 ./*.test.mjs) >"$log" 2>&1
+rc=$?
+cat "$log"
+p=$(grep -a -E '^# pass ' "$log" | tail -n1 | awk '{print $3}')
+f=$(grep -a -E '^# fail ' "$log" | tail -n1 | awk '{print $3}')
+T_PASS=${p:-0}
+T_FAIL=${f:-0}
+[ $rc -ne 0 ] && [ "$T_FAIL" -eq 0 ] && fail "node --test exit status $rc"
+finish

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Our init as the machine's PID 1 on a real kernel: it reaps orphans and
+# restarts envd after kill -9, while processes started earlier survive.
+. "$(dirname "$0")/lib.sh"
+
+expect_eq "PID 1 is envd-init" envd-init "$(vm_exec 'cat /proc/1/comm')"
+expect_eq "envd is a child of PID 1" 1 "$(vm_exec 'ps -o ppid= -p $(pidof envd) | tr -d " "')"
+
+# Orphans: each sh exits at once and leaves its sleep to PID 1; when they
+# are killed, PID 1 must reap them.
+out=$(vm_exec 'for i in 1 2 3 4 5 6 7 8; do setsid sh -c "sleep 601.5 </dev/null >/dev/null 2>&1 & echo \$!"; done' | tr '\n' ' ')
+first=${out%% *}
+expect_eq "an orphan is re-parented to PID 1" 1 "$(vm_exec "ps -o ppid= -p ${first:-0} | tr -d ' '")"
+vm_exec 'pkill -f "^sleep 601.5$"; sleep 1' >/dev/null
+expect_eq "the killed orphans are reaped (no zombies, none left)" "0 0" \
+	"$(vm_exec 'echo $(ps -eo stat= | grep -c "^Z") $(pgrep -fc "^sleep 601.5$")')"
+
+# envd killed with SIGKILL: init starts a new one; a process started before
+# survives. The request that carries the kill is cut by it.
+survivor=$(vm_exec --background 'exec sleep 600')
+old=$(vm_exec 'pidof envd')
+vm_exec 'kill -9 $(pidof envd)' >/dev/null 2>&1
+if ms=$(wait_health 30); then
+	pass "envd restarted by init after kill -9: /health again after $ms ms"
+else
+	fail "envd restarted after kill -9"
+fi
+# A new envd has forgotten /init: the platform sends it again.
+expect_eq "/init again after the restart (token from the metadata service)" 204 "$(vm_init)"
+new=$(vm_exec 'pidof envd')
+[ -n "$new" ] && [ "$new" != "$old" ] && pass "a new envd runs (pid $old -> $new)" || fail "new envd" "[$old] -> [$new]"
+expect_eq "a process started before the restart survives it" yes \
+	"$(vm_exec "kill -0 $survivor && echo yes")"
+vm_exec "kill $survivor" >/dev/null
+grep -q "envd killed by signal 9; restarting" "$VM_CONSOLE" && pass "init logged the restart on the console" ||
+	fail "restart logged on the console"
+finish

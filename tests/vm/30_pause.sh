@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# A pause/resume cycle as the platform does it around a snapshot: the whole
+# VM is stopped (QEMU monitor `stop`), its clock is behind when it comes
+# back (`cont`), and /init brings the new host time. A stream open across
+# the pause must carry on: every line arrives once, keep-alives go on.
+. "$(dirname "$0")/lib.sh"
+PAUSE_S=${PAUSE_S:-5}
+OUT=$VM_RUN_DIR/pause.events
+
+"$PY" scripts/vm-exec.py --events --keepalive 1 -t 120 \
+	'for i in $(seq 1 12); do echo tick $i; sleep 1; done' >"$OUT" 2>&1 &
+sp=$!
+for _ in $(seq 1 300); do grep -q '"tick 2' "$OUT" && break; sleep 0.05; done
+grep -q '"tick 2' "$OUT" && pass "stream open, ticking" || fail "stream started" "$(head -c 300 "$OUT")"
+
+# The guest's clock goes back a minute, as in a VM restored from an old
+# snapshot; the pause adds to that.
+vm_exec 'date -s "@$(( $(date +%s) - 60 ))" >/dev/null' >/dev/null
+vm_monitor stop >/dev/null
+status=$(vm_monitor 'info status')
+expect_match "QEMU reports the VM paused" 'paused' "$status"
+t_stop=$(date +%s.%N)
+sleep "$PAUSE_S"
+vm_monitor cont >/dev/null
+t_cont=$(date +%s.%N)
+expect_match "QEMU reports the VM running" 'running' "$(vm_monitor 'info status')"
+
+lag=$(vm_exec 'date +%s.%N' | awk -v h="$(date +%s.%N)" '{printf "%d", h - $1}')
+[ "${lag:-0}" -ge 50 ] && pass "guest clock is behind after the resume (${lag} s)" || fail "guest clock behind" "lag [$lag]"
+expect_eq "/init with the new timestamp right after the resume" 204 "$(vm_init)"
+lag=$(vm_exec 'date +%s.%N' | awk -v h="$(date +%s.%N)" '{d = h - $1; if (d < 0) d = -d; printf "%.2f", d}')
+awk -v l="$lag" 'BEGIN {exit !(l < 2)}' && pass "/init set the guest clock (off by $lag s)" || fail "guest clock set" "off by $lag s"
+
+wait "$sp"
+ticks=$(grep -o '"tick [0-9]*' "$OUT" | tr -d '"' | tr '\n' ' ')
+expect_eq "every line arrived once, in order" "$(seq -f 'tick %g' 1 12 | tr '\n' ' ')" "$ticks"
+expect_match "the stream ended with exit status 0" '"status": "exit status 0"' "$(grep '"end"' "$OUT")"
+after=$(awk -v t="$t_cont" '$1 > t && /"keepalive"/' "$OUT" | wc -l)
+[ "$after" -ge 1 ] && pass "keep-alives went on after the resume ($after)" || fail "keep-alives after the resume"
+during=$(awk -v a="$t_stop" -v b="$t_cont" '$1 > a && $1 < b' "$OUT" | wc -l)
+expect_eq "nothing arrived while the VM was stopped" 0 "$during"
+finish

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+// The parts of node:fs the tests/sdk suites use to look at the machine,
+// answered by the guest (guest.mjs); everything else is node:fs itself.
+import * as fs from 'node:fs'
+import { run, quote } from './guest.mjs'
+
+export * from 'node:fs'
+export default fs
+
+const enoent = (p, what) => Object.assign(new Error(`ENOENT: no such file or directory, ${what} '${p}'`), { code: 'ENOENT' })
+
+export function readFileSync(p, opts) {
+  let out
+  try {
+    out = run(`cat ${quote(p)}`)
+  } catch {
+    throw enoent(p, 'open')
+  }
+  const enc = typeof opts === 'string' ? opts : opts?.encoding
+  return enc ? out.toString(enc) : out
+}
+
+export function statSync(p, opts) {
+  let out
+  try {
+    out = run(`stat -L -c '%u %g %i %s %f %Y' ${quote(p)}`).toString().trim()
+  } catch (e) {
+    if (opts?.throwIfNoEntry === false) return undefined
+    throw enoent(p, 'stat')
+  }
+  const [uid, gid, ino, size, hexmode, mtime] = out.split(' ')
+  const mode = parseInt(hexmode, 16)
+  const type = mode & 0o170000
+  return {
+    uid: Number(uid),
+    gid: Number(gid),
+    ino: Number(ino),
+    size: Number(size),
+    mode,
+    mtimeMs: Number(mtime) * 1000,
+    isDirectory: () => type === 0o040000,
+    isFile: () => type === 0o100000,
+    isSymbolicLink: () => type === 0o120000,
+  }
+}
+
+export function existsSync(p) {
+  try {
+    run(`test -e ${quote(p)}`)
+    return true
+  } catch {
+    return false
+  }
+}
+
+export function mkdtempSync(prefix) {
+  return run(`mktemp -d ${quote(prefix + 'XXXXXX')}`).toString().trim()
+}
+
+export function rmSync(p) {
+  run(`rm -rf ${quote(p)}`)
+}
+
+export function symlinkSync(target, p) {
+  run(`ln -s ${quote(target)} ${quote(p)}`)
+}
+
+export function writeFileSync(p, data) {
+  run(`printf %s ${quote(data)} > ${quote(p)}`)
+}
+
+export function readdirSync(p) {
+  let out
+  try {
+    out = run(`ls -A ${quote(p)}`).toString()
+  } catch {
+    throw enoent(p, 'scandir')
+  }
+  return out.split('\n').filter(Boolean)
+}

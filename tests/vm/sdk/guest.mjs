@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: Apache-2.0
+// Synchronous access to the guest for guest-fs.mjs and
+// guest-child-process.mjs: a shell command run as root through envd's
+// process API (scripts/vm-exec.py), and QEMU's monitor.
+import { execFileSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+
+const vmExec = fileURLToPath(new URL('../../../scripts/vm-exec.py', import.meta.url))
+const python = '/usr/bin/python3'
+
+export const quote = (s) => `'${String(s).replace(/'/g, `'\\''`)}'`
+
+// run(command, {input, background}) -> Buffer of stdout; throws like
+// execFileSync (err.status) when the command fails.
+export function run(command, opts = {}) {
+  const args = [vmExec, '-u', 'root']
+  if (opts.background) args.push('--background')
+  args.push(command)
+  return execFileSync(python, args, { stdio: ['pipe', 'pipe', 'pipe'], maxBuffer: 256 << 20 })
+}
+
+export function monitor(command) {
+  return execFileSync('socat', ['-t', '2', '-', `UNIX-CONNECT:${process.env.VM_MONITOR}`], {
+    input: `${command}\n`,
+    stdio: ['pipe', 'pipe', 'ignore'],
+  }).toString()
+}
