@@ -6,7 +6,7 @@
 #   1. boot; /init as the orchestrator sends it (access token whose SHA-512
 #      the metadata stand-in serves, default user `user`, host time);
 #      QEMU start to first /health and to first command are reported;
-#   2. every tests/vm/*.sh in order, each with VM_URL, VM_TOKEN, VM_RUN_DIR,
+#   2. every tests/vm/*.sh in order (VM_SUITES="tests/vm/10_sdk.sh ..." picks some), each with VM_URL, VM_TOKEN, VM_RUN_DIR,
 #      VM_CONSOLE, VM_MONITOR, VM_MMDS_DIR, VM_QEMU_PID, VM_GUEST_IP in its
 #      environment (tests/vm/lib.sh has the helpers); add a script there
 #      to add checks;
@@ -112,7 +112,7 @@ sid=$(curl -s -H "X-Access-Token: $TOKEN" "$VM_URL/envs")
 	fail "ids from the metadata service" "$sid"
 
 # ---- the suites ----
-for t in tests/vm/[0-9]*.sh; do
+for t in ${VM_SUITES:-tests/vm/[0-9]*.sh}; do
 	[ -f "$t" ] || continue
 	name=$(basename "$t" .sh)
 	log="$LOGS/vm-$name.log"

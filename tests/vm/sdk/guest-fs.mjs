@@ -65,8 +65,23 @@ export function symlinkSync(target, p) {
   run(`ln -s ${quote(target)} ${quote(p)}`)
 }
 
+// Bytes go over as base64 in pieces: the command is one argument of the
+// guest's shell, and the kernel caps one argument at 128 KiB.
+function putBytes(p, data, append) {
+  const b = Buffer.isBuffer(data) ? data : Buffer.from(String(data))
+  const piece = 48 << 10
+  if (!append) run(`: > ${quote(p)}`)
+  for (let off = 0; off < b.length; off += piece) {
+    run(`printf %s ${quote(b.subarray(off, off + piece).toString('base64'))} | base64 -d >> ${quote(p)}`)
+  }
+}
+
 export function writeFileSync(p, data) {
-  run(`printf %s ${quote(data)} > ${quote(p)}`)
+  putBytes(p, data, false)
+}
+
+export function appendFileSync(p, data) {
+  putBytes(p, data, true)
 }
 
 export function readdirSync(p) {
