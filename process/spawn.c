@@ -80,9 +80,12 @@ static uint64_t ignored_signals(void)
 
 	if (!known) {
 		for (int sig = 1; sig < 65; sig++) {
-			struct sigaction sa;
-			if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, NULL, &sa) == 0 &&
-			    sa.sa_handler == SIG_IGN)
+			/* The raw call: libc's sigaction refuses the signals it
+			 * keeps for itself (32-34), which can still be ignored. */
+			unsigned long ksa[4] = { 0 };
+			if (sig != SIGKILL && sig != SIGSTOP &&
+			    syscall(SYS_rt_sigaction, sig, NULL, ksa, 8) == 0 &&
+			    ksa[0] == (unsigned long)SIG_IGN)
 				mask |= 1ull << (sig - 1);
 		}
 		known = true;
