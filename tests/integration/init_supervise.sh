@@ -84,6 +84,10 @@ start_init() {
 wait_exit() { # wait_exit PID SECONDS: sets ST to its exit status, or "timeout"
 	local t
 	(
+		# The watchdog must not run the script's EXIT cleanup when it
+		# exits from its TERM trap: that would kill every init and
+		# remove $W under the sections still to run.
+		trap - EXIT
 		sleep "$2" &
 		trap 'kill $! 2>/dev/null; exit 0' TERM # no sleep left behind
 		wait $!
@@ -225,6 +229,15 @@ SPID=$!
 UPIDS+=("$SPID")
 wait_for 60 at_least "$D/starts" 2
 expect_eq "subreaper mode restarts the command" 2 "$(lines "$D/starts")"
+# On failure show what init said and whether it is still there: a lost
+# init (exit status 127 from wait) and a failed start look alike otherwise.
+show_subreaper() {
+	echo "subreaper init pid $SPID: $(cat /proc/"$SPID"/stat 2>/dev/null || echo gone)"
+	echo "starts: $(cat "$D/starts" 2>/dev/null | tr '\n' ' ') orphan: $(cat "$D/orphan" 2>/dev/null)"
+	echo "init log:"
+	cat "$D/log" 2>/dev/null
+}
+[ "$(lines "$D/starts")" = 2 ] || show_subreaper
 orphan=$(cat "$D/orphan" 2>/dev/null)
 parent_of() { awk '{print $4}' /proc/"$1"/stat 2>/dev/null; }
 adopted() { [ "$(parent_of "$orphan")" = "$SPID" ]; }
@@ -234,6 +247,7 @@ expect_eq "orphans are re-parented to the subreaper" "$SPID" "$pp"
 kill -TERM "$SPID"
 wait_exit "$SPID" 60; st=$ST
 expect_eq "subreaper shutdown exit status" 0 "$st"
+[ "$st" = 0 ] || show_subreaper
 kill -0 "$orphan" 2>/dev/null && fail "subreaper shutdown terminates adopted orphans" || pass "subreaper shutdown terminates adopted orphans"
 
 finish
