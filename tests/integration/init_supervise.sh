@@ -21,10 +21,13 @@ if ! unshare --pid --fork --mount --uts --propagation private true 2>/dev/null; 
 	exit 0
 fi
 
-mkdir -p build
-W=$(mktemp -d "$PWD/build/init-test.XXXXXX")
+W=$(mktemp -d /tmp/envd-init-test.XXXXXX)
 UPIDS=()
+MAIN_SHELL=$BASHPID
+# Only the script itself cleans up: a subshell leaving through a trap must
+# never kill the inits or remove $W under the sections still to run.
 cleanup() {
+	[ "$BASHPID" = "$MAIN_SHELL" ] || return 0
 	for p in "${UPIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	rm -rf "$W"
 }
