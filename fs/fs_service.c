@@ -46,7 +46,7 @@ size_t fs_max_watchers = 256;
 /* --- responses: downgraded for the old Python SDK (legacy.h) --- */
 
 static const ProtobufCMessage *legacy_msg(struct rpc_call *call, const ProtobufCMessage *msg,
-					  struct legacy_arena *a)
+					  struct arena *a)
 {
 	if (!legacy_user_agent(rpc_call_header(call, "user-agent")))
 		return msg;
@@ -57,18 +57,18 @@ static const ProtobufCMessage *legacy_msg(struct rpc_call *call, const ProtobufC
 
 static void fs_reply(struct rpc_call *call, const ProtobufCMessage *msg)
 {
-	struct legacy_arena a = { 0 };
+	struct arena a = { 0 };
 
 	rpc_reply(call, legacy_msg(call, msg, &a));
-	legacy_free(&a);
+	arena_free(&a);
 }
 
 static int fs_send(struct rpc_call *call, const ProtobufCMessage *msg)
 {
-	struct legacy_arena a = { 0 };
+	struct arena a = { 0 };
 	int rc = rpc_send(call, legacy_msg(call, msg, &a));
 
-	legacy_free(&a);
+	arena_free(&a);
 	return rc;
 }
 

@@ -10,35 +10,6 @@
 #include "filesystem.pb-c.h"
 #include "fs/legacy.h"
 
-static void *arena_alloc(struct legacy_arena *a, size_t n)
-{
-	if (a->n == a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 16;
-		void **np = realloc(a->p, cap * sizeof(*np));
-		if (!np) {
-			a->oom = true;
-			return NULL;
-		}
-		a->p = np;
-		a->cap = cap;
-	}
-	void *m = malloc(n ? n : 1);
-	if (!m) {
-		a->oom = true;
-		return NULL;
-	}
-	a->p[a->n++] = m;
-	return m;
-}
-
-void legacy_free(struct legacy_arena *a)
-{
-	for (size_t i = 0; i < a->n; i++)
-		free(a->p[i]);
-	free(a->p);
-	memset(a, 0, sizeof(*a));
-}
-
 bool legacy_user_agent(const char *ua)
 {
 	return ua && strcmp(ua, "connect-python") == 0;
@@ -87,7 +58,7 @@ static void clear_field(ProtobufCMessage *c, const ProtobufCFieldDescriptor *f)
 	memset(base + f->offset, 0, value_size(f));
 }
 
-const ProtobufCMessage *legacy_view(const ProtobufCMessage *m, struct legacy_arena *a)
+const ProtobufCMessage *legacy_view(const ProtobufCMessage *m, struct arena *a)
 {
 	const ProtobufCMessageDescriptor *d = m->descriptor;
 	ProtobufCMessage *c = arena_alloc(a, d->sizeof_message);

@@ -13,20 +13,15 @@
 #include <stddef.h>
 #include <protobuf-c/protobuf-c.h>
 
-/* Memory behind one view; legacy_free releases it. */
-struct legacy_arena {
-	void **p;
-	size_t n, cap;
-	bool oom;
-};
+#include "base/arena.h"
 
 /*
  * A shallow copy of `m` (and of every message inside it) with the fields
  * the legacy schema lacks cleared. Shares strings and bytes with `m`, so
- * it is only valid while `m` is; NULL when out of memory.
+ * it is only valid while `m` is; NULL when out of memory. Its memory is
+ * in `a`: arena_free(a) releases it.
  */
-const ProtobufCMessage *legacy_view(const ProtobufCMessage *m, struct legacy_arena *a);
-void legacy_free(struct legacy_arena *a);
+const ProtobufCMessage *legacy_view(const ProtobufCMessage *m, struct arena *a);
 
 /* True for the exact user agent of the old Python SDK. */
 bool legacy_user_agent(const char *ua);

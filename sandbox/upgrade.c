@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/arena.h"
 #include "handover.pb-c.h"
 
 #include "base/log.h"
@@ -141,45 +142,10 @@ static void upg_fail(struct upg *u, const char *fmt, ...)
 
 /* ---- building the record ---- */
 
-/* Everything allocated for one record, freed together. */
-struct arena {
-	void **p;
-	size_t n, cap;
-	bool oom;
-};
-
-static void *amalloc(struct arena *a, size_t n)
-{
-	if (a->n == a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 64;
-		void **np = realloc(a->p, cap * sizeof(*np));
-		if (!np) {
-			a->oom = true;
-			return NULL;
-		}
-		a->p = np;
-		a->cap = cap;
-	}
-	void *m = calloc(1, n ? n : 1);
-	if (!m) {
-		a->oom = true;
-		return NULL;
-	}
-	a->p[a->n++] = m;
-	return m;
-}
-
-static void arena_free(struct arena *a)
-{
-	for (size_t i = 0; i < a->n; i++)
-		free(a->p[i]);
-	free(a->p);
-}
-
 /* Append one pointer to a protobuf-c repeated field kept in the arena. */
 #define PUSH(a, arr, n, item)                                                              \
 	do {                                                                               \
-		void *_np = amalloc((a), ((n) + 1) * sizeof(*(arr)));                      \
+		void *_np = arena_alloc((a), ((n) + 1) * sizeof(*(arr)));                      \
 		if (_np) {                                                                 \
 			if (n)                                                             \
 				memcpy(_np, (arr), (n) * sizeof(*(arr)));                  \
@@ -207,7 +173,7 @@ static void keep_fd(struct fdlist *l, int fd)
 
 static Upgrade__OutputRing *ring_to_record(struct arena *a, const struct ring *rg)
 {
-	Upgrade__OutputRing *o = amalloc(a, sizeof(*o));
+	Upgrade__OutputRing *o = arena_alloc(a, sizeof(*o));
 	uint64_t off;
 
 	if (!o)
@@ -225,7 +191,7 @@ static Upgrade__OutputRing *ring_to_record(struct arena *a, const struct ring *r
 		if (n <= 0)
 			break;
 		if (last && last->kind == (uint32_t)kind) {
-			uint8_t *d = amalloc(a, last->data.len + (size_t)n);
+			uint8_t *d = arena_alloc(a, last->data.len + (size_t)n);
 			if (!d)
 				return NULL;
 			memcpy(d, last->data.data, last->data.len);
@@ -233,8 +199,8 @@ static Upgrade__OutputRing *ring_to_record(struct arena *a, const struct ring *r
 			last->data.data = d;
 			last->data.len += (size_t)n;
 		} else {
-			Upgrade__OutputRun *run = amalloc(a, sizeof(*run));
-			uint8_t *d = amalloc(a, (size_t)n);
+			Upgrade__OutputRun *run = arena_alloc(a, sizeof(*run));
+			uint8_t *d = arena_alloc(a, (size_t)n);
 			if (!run || !d)
 				return NULL;
 			upgrade__output_run__init(run);
@@ -266,8 +232,8 @@ static void add_process(void *ud, const struct process_snapshot *s)
 	struct arena *a = b->a;
 
 	if (s->finished) {
-		Upgrade__HandoverExit *x = amalloc(a, sizeof(*x));
-		Process__ProcessEvent__EndEvent *end = amalloc(a, sizeof(*end));
+		Upgrade__HandoverExit *x = arena_alloc(a, sizeof(*x));
+		Process__ProcessEvent__EndEvent *end = arena_alloc(a, sizeof(*end));
 		if (!x || !end)
 			return;
 		upgrade__handover_exit__init(x);
@@ -290,7 +256,7 @@ static void add_process(void *ud, const struct process_snapshot *s)
 		PUSH(a, b->st->terminated, b->st->n_terminated, x);
 		return;
 	}
-	Upgrade__HandoverProc *p = amalloc(a, sizeof(*p));
+	Upgrade__HandoverProc *p = arena_alloc(a, sizeof(*p));
 	if (!p)
 		return;
 	upgrade__handover_proc__init(p);
@@ -330,7 +296,7 @@ static void add_process(void *ud, const struct process_snapshot *s)
 static void add_watcher(void *ud, const struct fs_watcher_snapshot *s)
 {
 	struct build *b = ud;
-	Upgrade__HandoverWatcher *w = amalloc(b->a, sizeof(*w));
+	Upgrade__HandoverWatcher *w = arena_alloc(b->a, sizeof(*w));
 
 	if (!w)
 		return;
@@ -346,7 +312,7 @@ static void add_watcher(void *ud, const struct fs_watcher_snapshot *s)
 		const char *rel;
 		w->inotify_fd = fs_watch_fd(s->watch);
 		for (size_t i = 0; fs_watch_wd(s->watch, i, &wd, &rel); i++) {
-			Upgrade__WatchDescriptor *d = amalloc(b->a, sizeof(*d));
+			Upgrade__WatchDescriptor *d = arena_alloc(b->a, sizeof(*d));
 			if (!d)
 				return;
 			upgrade__watch_descriptor__init(d);
@@ -373,7 +339,7 @@ static int build_record(struct fdlist *fds, uint8_t **out, size_t *out_len)
 	process_snapshot_each(add_process, &b);
 	fs_watchers_snapshot_each(add_watcher, &b);
 	for (size_t i = 0; i < nfs_ledger_count(); i++) {
-		Upgrade__MountEntry *m = amalloc(&a, sizeof(*m));
+		Upgrade__MountEntry *m = arena_alloc(&a, sizeof(*m));
 		const char *path, *lc;
 		if (!m)
 			break;
@@ -386,8 +352,8 @@ static int build_record(struct fdlist *fds, uint8_t **out, size_t *out_len)
 	struct portfwd_handover fw[PORTFWD_MAX_FORWARDS];
 	size_t nfw = portfwd_snapshot(fw, PORTFWD_MAX_FORWARDS);
 	for (size_t i = 0; i < nfw; i++) {
-		Upgrade__ForwardedPort *f = amalloc(&a, sizeof(*f));
-		char *key = amalloc(&a, 32);
+		Upgrade__ForwardedPort *f = arena_alloc(&a, sizeof(*f));
+		char *key = arena_alloc(&a, 32);
 		if (!f || !key)
 			break;
 		upgrade__forwarded_port__init(f);
@@ -403,10 +369,10 @@ static int build_record(struct fdlist *fds, uint8_t **out, size_t *out_len)
 	static struct portfwd_relay_state rs[PORTFWD_MAX_RELAYS];
 	size_t nrs = portfwd_relay_snapshot(rs, PORTFWD_MAX_RELAYS);
 	for (size_t i = 0; i < nrs; i++) {
-		Upgrade__Relay *r = amalloc(&a, sizeof(*r));
-		int32_t *pfds = amalloc(&a, 4 * sizeof(*pfds));
-		uint64_t *pend = amalloc(&a, 2 * sizeof(*pend));
-		protobuf_c_boolean *eof = amalloc(&a, 2 * sizeof(*eof)), *shut = amalloc(&a, 2 * sizeof(*shut));
+		Upgrade__Relay *r = arena_alloc(&a, sizeof(*r));
+		int32_t *pfds = arena_alloc(&a, 4 * sizeof(*pfds));
+		uint64_t *pend = arena_alloc(&a, 2 * sizeof(*pend));
+		protobuf_c_boolean *eof = arena_alloc(&a, 2 * sizeof(*eof)), *shut = arena_alloc(&a, 2 * sizeof(*shut));
 		if (!r || !pfds || !pend || !eof || !shut)
 			break;
 		upgrade__relay__init(r);
@@ -436,7 +402,7 @@ static int build_record(struct fdlist *fds, uint8_t **out, size_t *out_len)
 	}
 	int lfd = server_listener_fd();
 	if (lfd >= 0) {
-		int32_t *l = amalloc(&a, sizeof(*l));
+		int32_t *l = arena_alloc(&a, sizeof(*l));
 		if (l) {
 			*l = lfd;
 			st.listen_fds = l;
@@ -454,7 +420,7 @@ static int build_record(struct fdlist *fds, uint8_t **out, size_t *out_len)
 	st.default_user = (char *)state_default_user();
 	st.default_workdir = (char *)(state_default_workdir() ? state_default_workdir() : "");
 	for (size_t i = 0; i < envstore_count(); i++) {
-		Upgrade__EnvVar *e = amalloc(&a, sizeof(*e));
+		Upgrade__EnvVar *e = arena_alloc(&a, sizeof(*e));
 		const char *k, *v;
 		if (!e)
 			break;

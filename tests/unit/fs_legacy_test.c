@@ -37,7 +37,7 @@ Test(fs_legacy, entries_keep_fields_one_to_three)
 {
 	Filesystem__ListDirResponse r = FILESYSTEM__LIST_DIR_RESPONSE__INIT;
 	Filesystem__EntryInfo *es[2] = { entry("a"), entry("b") };
-	struct legacy_arena a = { 0 };
+	struct arena a = { 0 };
 	uint8_t full[512], lean[512];
 
 	r.entries = es;
@@ -59,7 +59,7 @@ Test(fs_legacy, entries_keep_fields_one_to_three)
 	/* The original is untouched. */
 	cr_assert_eq(es[0]->size, 42);
 	cr_assert_str_eq(es[0]->permissions, "-rw-r--r--");
-	legacy_free(&a);
+	arena_free(&a);
 	free(es[0]);
 	free(es[1]);
 }
@@ -68,7 +68,7 @@ Test(fs_legacy, events_lose_their_entry)
 {
 	Filesystem__FilesystemEvent ev = FILESYSTEM__FILESYSTEM_EVENT__INIT;
 	Filesystem__EntryInfo *e = entry("n");
-	struct legacy_arena a = { 0 };
+	struct arena a = { 0 };
 	uint8_t buf[512];
 
 	ev.name = (char *)"n";
@@ -84,6 +84,6 @@ Test(fs_legacy, events_lose_their_entry)
 	cr_assert_eq(back->optional_entry_case, FILESYSTEM__FILESYSTEM_EVENT__OPTIONAL_ENTRY__NOT_SET);
 	filesystem__filesystem_event__free_unpacked(back, NULL);
 	cr_assert_eq(ev.optional_entry_case, FILESYSTEM__FILESYSTEM_EVENT__OPTIONAL_ENTRY_ENTRY);
-	legacy_free(&a);
+	arena_free(&a);
 	free(e);
 }
