@@ -14,6 +14,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ROOT=${1:-build/rootfs}
+# The container test and the VM test both ask for the rootfs, side by side
+# under make test: one builds it, the other waits and finds it built.
+mkdir -p "$(dirname "$ROOT")"
+exec 8>"$ROOT.lock"
+flock -w 1800 8 || { echo "rootfs: $ROOT is locked by another build" >&2; exit 1; }
 SUITE=bookworm
 # The archive this machine's apt already uses (first "deb" source that is
 # not a security or updates suite), unless DEBIAN_MIRROR says otherwise.
