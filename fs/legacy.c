@@ -9,32 +9,11 @@
 
 #include "filesystem.pb-c.h"
 #include "fs/legacy.h"
+#include "proto/pbjson.h"
 
 bool legacy_user_agent(const char *ua)
 {
 	return ua && strcmp(ua, "connect-python") == 0;
-}
-
-static size_t value_size(const ProtobufCFieldDescriptor *f)
-{
-	switch (f->type) {
-	case PROTOBUF_C_TYPE_INT64:
-	case PROTOBUF_C_TYPE_SINT64:
-	case PROTOBUF_C_TYPE_SFIXED64:
-	case PROTOBUF_C_TYPE_UINT64:
-	case PROTOBUF_C_TYPE_FIXED64:
-	case PROTOBUF_C_TYPE_DOUBLE:
-		return 8;
-	case PROTOBUF_C_TYPE_BOOL:
-		return sizeof(protobuf_c_boolean);
-	case PROTOBUF_C_TYPE_STRING:
-	case PROTOBUF_C_TYPE_MESSAGE:
-		return sizeof(void *);
-	case PROTOBUF_C_TYPE_BYTES:
-		return sizeof(ProtobufCBinaryData);
-	default:
-		return 4;
-	}
 }
 
 /* Leave field f out of the copy c (which does not own anything). */
@@ -55,7 +34,7 @@ static void clear_field(ProtobufCMessage *c, const ProtobufCFieldDescriptor *f)
 	if (f->label == PROTOBUF_C_LABEL_OPTIONAL && f->quantifier_offset &&
 	    f->type != PROTOBUF_C_TYPE_MESSAGE && f->type != PROTOBUF_C_TYPE_STRING)
 		*(protobuf_c_boolean *)(base + f->quantifier_offset) = 0;
-	memset(base + f->offset, 0, value_size(f));
+	memset(base + f->offset, 0, pbjson_value_size(f->type));
 }
 
 const ProtobufCMessage *legacy_view(const ProtobufCMessage *m, struct arena *a)

@@ -93,7 +93,7 @@ static bool field_is_map(const ProtobufCFieldDescriptor *f)
 	return strcmp(s, "Entry") == 0;
 }
 
-static size_t elem_size(ProtobufCType t)
+size_t pbjson_value_size(ProtobufCType t)
 {
 	switch (t) {
 	case PROTOBUF_C_TYPE_INT64:
@@ -768,7 +768,7 @@ static void enc_message(struct jbuf *b, const ProtobufCMessage *m, int depth)
 		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
 			size_t n = *(const size_t *)(base + f->quantifier_offset);
 			const char *arr = *(char *const *)(base + f->offset);
-			size_t es = elem_size(f->type);
+			size_t es = pbjson_value_size(f->type);
 
 			if (n == 0 || !arr)
 				continue;
@@ -1411,7 +1411,7 @@ static int dec_list(struct dec *d, ProtobufCMessage *m, const ProtobufCFieldDesc
 	char *base = (char *)m;
 	size_t *qn = (size_t *)(base + f->quantifier_offset);
 	char **arrp = (char **)(base + f->offset);
-	size_t n, es = elem_size(f->type);
+	size_t n, es = pbjson_value_size(f->type);
 	char kind[64];
 
 	snprintf(kind, sizeof(kind), "repeated %s", type_name(f->type));

@@ -40,6 +40,9 @@
  */
 char *pbjson_encode(const ProtobufCMessage *msg, size_t *len);
 
+/* Bytes one value of type t takes in a protobuf-c message struct. */
+size_t pbjson_value_size(ProtobufCType t);
+
 /*
  * Decode `len` bytes of JSON into a new message of type `desc`. The result
  * is owned by the caller and freed with
