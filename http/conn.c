@@ -583,6 +583,14 @@ int server_listener_fd(void)
 	return listen_io.cb == accept_cb ? listen_io.fd : -1;
 }
 
+bool server_output_pending(void)
+{
+	for (const struct conn *c = conns; c; c = c->next)
+		if (!c->dead && c->out.bytes > 0)
+			return true;
+	return false;
+}
+
 void server_pause_accept(bool paused)
 {
 	if (listen_io.cb != accept_cb)

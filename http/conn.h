@@ -73,6 +73,9 @@ int server_listen_fd(int fd);
 int server_listener_fd(void);
 /* Stop/resume accepting: pending connections wait in the backlog. */
 void server_pause_accept(bool paused);
+/* True while a live connection still has output queued (not yet written to
+ * its socket). */
+bool server_output_pending(void);
 /* Number of open connections (for limits and tests). */
 extern size_t server_n_conns;
 extern size_t server_max_conns;

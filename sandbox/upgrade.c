@@ -58,8 +58,12 @@ const char *upgrade_version = "";
 #define LOGGER "envd"
 /* Budget for `<new binary> -version` (flag -upgrade-preflight-ms). */
 double upgrade_preflight_s = 2.0;
-/* Time given to queued responses (the ended streams) before the exec. */
+/* Time given to queued responses (the ended streams) before the exec: at
+ * least DRAIN_S, then until every connection's queue is written, at most
+ * DRAIN_MAX_S (a client that stopped reading loses its stream's tail, not
+ * the upgrade). */
 #define DRAIN_S 0.03
+#define DRAIN_MAX_S 1.0
 /* At most this long for the log exporter to empty its queue. */
 #define EXPORT_WAIT_S 0.5
 /* The workload is thawed this long after a hand-over even without /init. */
@@ -542,9 +546,12 @@ static void drain_cb(EV_P_ ev_timer *w, int revents)
 	struct upg *u = w->data;
 	char err[512];
 
-	/* Lines for the log collector die with this image: give the sender
-	 * a little time to deliver what is queued (the upgrade's own lines). */
-	if (!logexport_idle() && ev_now(EV_A) - u->drain_start < EXPORT_WAIT_S) {
+	ev_tstamp waited = ev_now(EV_A) - u->drain_start;
+
+	/* Queued responses (the ends of the streams) and lines for the log
+	 * collector die with this image: give them a bounded time to leave. */
+	if ((server_output_pending() && waited < DRAIN_MAX_S) ||
+	    (!logexport_idle() && waited < EXPORT_WAIT_S)) {
 		ev_timer_set(w, 0.01, 0.);
 		ev_timer_start(EV_A_ w);
 		return;

@@ -89,6 +89,7 @@ b = sys.argv[1].encode(); sys.stdout.buffer.write(b"\0" + struct.pack(">I", len(
 curl -s -N --max-time 120 "${H[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$W/watch.bin" \
 	"$U/filesystem.Filesystem/WatchDir" >"$W/watch.out" &
 PIDS+=($!)
+CURL_WATCH=$!
 # A loopback-only service, forwarded to the sandbox address.
 FPORT=$(free_port)
 $PY tests/integration/upgrade_probe.py echo-server "$FPORT" &
@@ -147,6 +148,9 @@ expect_match "/init reports the hand-over" 'X-Envd-Handover: \{"failed":false,"p
 check "envd is the same process" envd_alive
 expect_eq "env store survived" '{"E2B_SANDBOX":"false","KEEP":"me"}' "$(curl -s "${H[@]}" "$U/envs")"
 expect_eq "old token still gates" 401 "$(code "$U/envs")"
+# Both stream clients end once they read the last frame (bounded by their
+# --max-time): only then is the whole answer in their files.
+wait "$CURL_START" "$CURL_WATCH" 2>/dev/null
 start_tail=$(tail -c 300 "$W/start.out" | tr -d '\0')
 expect_match "the open Start stream ended with unavailable" '"code":"unavailable","message":"envd is upgrading' "$start_tail"
 expect_match "the open WatchDir stream too" '"code":"unavailable","message":"envd is upgrading; watch again' \
