@@ -12,7 +12,22 @@ export const quote = (s) => `'${String(s).replace(/'/g, `'\\''`)}'`
 
 // run(command, {input, background}) -> Buffer of stdout; throws like
 // execFileSync (err.status) when the command fails.
+// Work queued on the host side (guest-fs.mjs's appends) registers here and
+// is written before any other command reaches the guest, so every command
+// sees the files as the suite wrote them.
+const beforeRun = []
+export const onBeforeRun = (f) => beforeRun.push(f)
+let flushing = false
+
 export function run(command, opts = {}) {
+  if (!flushing) {
+    flushing = true
+    try {
+      for (const f of beforeRun) f()
+    } finally {
+      flushing = false
+    }
+  }
   const args = [vmExec, '-u', 'root']
   if (opts.background) args.push('--background')
   args.push(command)
