@@ -29,6 +29,17 @@
 /* Request head limit (request line + headers). */
 size_t h1_max_header_bytes = 64 * 1024;
 #define H1_MAX_HEADERS 128
+/* Largest decoded HTTP2-Settings of an h2c upgrade. */
+#define H1_UP_SETTINGS_MAX 1024
+
+/* Where each header name and value starts in the head buffer. Allocated
+ * with the first header of a request and freed with its head, so an idle
+ * keep-alive connection does not carry it. */
+struct h1_fields {
+	uint32_t field_off[H1_MAX_HEADERS];
+	uint32_t value_off[H1_MAX_HEADERS];
+};
+#define H1_NO_VALUE UINT32_MAX
 
 struct h1;
 
@@ -51,7 +62,7 @@ struct h1 {
 	bool closing;      /* the link was told to close after the flush */
 	/* "Upgrade: h2c": the request and its decoded settings */
 	struct h1_req *up_req;
-	uint8_t up_settings[1024];
+	uint8_t *up_settings; /* H1_UP_SETTINGS_MAX bytes, only once upgrading */
 	size_t up_settings_len;
 	bool upgraded;
 	bool waiting;      /* message complete, response not finished */
@@ -61,8 +72,7 @@ struct h1 {
 	/* head accumulation: strings NUL-separated, bounded by h1_max_header_bytes */
 	struct buf head;
 	size_t url_len;
-	size_t field_off[H1_MAX_HEADERS];
-	size_t value_off[H1_MAX_HEADERS];
+	struct h1_fields *fields; /* while a head is parsed; NULL when idle */
 	int n_fields;
 	bool last_was_value;
 	int error_status;  /* 400 / 431 to send on parse error */
@@ -124,8 +134,10 @@ static int on_header_field(http_parser *p, const char *at, size_t n)
 		}
 		if (h->n_fields > 0 && head_sep(h) < 0)
 			return -1;
-		h->field_off[h->n_fields++] = h->head.len;
-		h->value_off[h->n_fields - 1] = (size_t)-1;
+		if (!h->fields && !(h->fields = malloc(sizeof(*h->fields))))
+			return -1;
+		h->fields->field_off[h->n_fields++] = (uint32_t)h->head.len;
+		h->fields->value_off[h->n_fields - 1] = H1_NO_VALUE;
 		h->last_was_value = false;
 	}
 	return head_append(h, at, n);
@@ -139,7 +151,7 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
 	if (!h->last_was_value) {
 		if (head_sep(h) < 0)
 			return -1;
-		h->value_off[h->n_fields - 1] = h->head.len;
+		h->fields->value_off[h->n_fields - 1] = (uint32_t)h->head.len;
 		h->last_was_value = true;
 	}
 	return head_append(h, at, n);
@@ -219,13 +231,15 @@ static int on_headers_complete(http_parser *p)
 		q->r.path = "/";
 
 	for (int i = 0; i < h->n_fields; i++) {
-		char *name = mem + h->field_off[i];
+		char *name = mem + h->fields->field_off[i];
 		for (char *s = name; *s; s++)
 			if (*s >= 'A' && *s <= 'Z')
 				*s = (char)(*s + 32);
 		q->hdrs[i].name = name;
-		q->hdrs[i].value = h->value_off[i] == (size_t)-1 ? "" : mem + h->value_off[i];
+		q->hdrs[i].value = h->fields->value_off[i] == H1_NO_VALUE ? "" : mem + h->fields->value_off[i];
 	}
+	free(h->fields);
+	h->fields = NULL;
 	q->r.hdrs = q->hdrs;
 	q->r.n_hdrs = (size_t)h->n_fields;
 	q->r.method = method_of(p->method);
@@ -541,6 +555,8 @@ static void h1_finish(struct h1 *h)
 	h->cur = NULL;
 	/* An idle keep-alive connection holds no head buffer. */
 	buf_free(&h->head);
+	free(h->fields);
+	h->fields = NULL;
 	if (q->r.on_close)
 		q->r.on_close(&q->r, true);
 	bool keep = q->keep_alive;
@@ -597,9 +613,11 @@ static void h1_do_upgrade(struct h1 *h)
 	static const char sw[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
 	const char *s64 = http_req_header(&q->r, "http2-settings");
 	size_t sl = strlen(s64);
-	ssize_t n = base64_decoded_maxlen(sl) <= sizeof(h->up_settings)
-			    ? base64_decode(h->up_settings, s64, sl)
-			    : -1;
+	ssize_t n = -1;
+
+	if (base64_decoded_maxlen(sl) <= H1_UP_SETTINGS_MAX &&
+	    (h->up_settings = malloc(H1_UP_SETTINGS_MAX)))
+		n = base64_decode(h->up_settings, s64, sl);
 
 	if (n < 0) {
 		h->cur = NULL;
@@ -703,5 +721,7 @@ void h1_free(struct h1 *h)
 	if (h->up_req)
 		h1_req_free(h->up_req);
 	buf_free(&h->head);
+	free(h->fields);
+	free(h->up_settings);
 	free(h);
 }
