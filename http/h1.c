@@ -437,17 +437,22 @@ static int h1_begin(struct http_req *r, int status, const struct http_hdr *hs, s
 }
 
 /*
- * Queue one piece of body: memory (p) or a file range (fd >= 0), framed as
- * a chunk when the response is chunked.
+ * Queue one piece of body: memory (p; kept in place when release is set)
+ * or a file range (fd >= 0), framed as a chunk when the response is
+ * chunked. With release, release(arg) runs exactly once.
  */
-static int h1_queue_body(struct http_req *r, const void *p, int fd, off_t off, size_t n)
+static int h1_queue_body(struct http_req *r, const void *p, int fd, off_t off, size_t n,
+			 void (*release)(void *), void *arg)
 {
 	struct h1_req *q = r->transport;
 	struct outq *o = q->h->link->out;
 	char hdr[24];
 
-	if (q->no_body)
+	if (q->no_body) {
+		if (release)
+			release(arg);
 		return 0;
+	}
 	if (q->chunked) {
 		int k = 0;
 		for (int sh = (int)(sizeof(n) * 8) - 4; sh >= 0; sh -= 4)
@@ -455,10 +460,19 @@ static int h1_queue_body(struct http_req *r, const void *p, int fd, off_t off, s
 				hdr[k++] = "0123456789abcdef"[(n >> sh) & 15];
 		hdr[k++] = '\r';
 		hdr[k++] = '\n';
-		if (outq_append(o, hdr, (size_t)k) < 0)
+		if (outq_append(o, hdr, (size_t)k) < 0) {
+			if (release)
+				release(arg);
 			return -ENOMEM;
+		}
 	}
-	int rc = fd >= 0 ? outq_append_file_dup(o, fd, off, n) : outq_append(o, p, n);
+	int rc;
+	if (fd >= 0)
+		rc = outq_append_file_dup(o, fd, off, n);
+	else if (!release)
+		rc = outq_append(o, p, n);
+	else if ((rc = outq_append_owned(o, (void *)p, n, release, arg)) < 0)
+		release(arg);
 	if (rc < 0 || (q->chunked && outq_append(o, "\r\n", 2) < 0))
 		return -ENOMEM;
 	http_link_notify(q->h->link, HTTP_LINK_WANT_WRITE);
@@ -467,12 +481,17 @@ static int h1_queue_body(struct http_req *r, const void *p, int fd, off_t off, s
 
 static int h1_write(struct http_req *r, const void *p, size_t n)
 {
-	return h1_queue_body(r, p, -1, 0, n);
+	return h1_queue_body(r, p, -1, 0, n, NULL, NULL);
+}
+
+static int h1_write_owned(struct http_req *r, void *p, size_t n, void (*release)(void *), void *arg)
+{
+	return h1_queue_body(r, p, -1, 0, n, release, arg);
 }
 
 static int h1_write_file(struct http_req *r, int fd, off_t off, size_t len)
 {
-	return h1_queue_body(r, NULL, fd, off, len);
+	return h1_queue_body(r, NULL, fd, off, len, NULL, NULL);
 }
 
 static int h1_end(struct http_req *r, const struct http_hdr *tr, size_t n)
@@ -526,6 +545,7 @@ static void h1_pause_body(struct http_req *r, bool paused)
 static const struct http_transport_ops h1_ops = {
 	.begin = h1_begin,
 	.write = h1_write,
+	.write_owned = h1_write_owned,
 	.write_file = h1_write_file,
 	.end = h1_end,
 	.queued = h1_queued,

@@ -355,7 +355,7 @@ static ssize_t data_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
 			n = (size_t)rd;
 			sg->foff += (off_t)n;
 		} else {
-			memcpy(buf + k, sg->data + sg->off, n);
+			memcpy(buf + k, outseg_mem(sg) + sg->off, n);
 			sg->off += n;
 		}
 		sg->len -= n;
