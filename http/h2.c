@@ -89,10 +89,8 @@ static void h2_schedule(struct h2 *h)
 static int mem_add(struct h2_stream *st, const uint8_t *p, size_t n, size_t *off)
 {
 	size_t at = st->mem.len;
-	if (buf_reserve(&st->mem, n + 1) < 0)
+	if (buf_append_str0(&st->mem, p, n) < 0)
 		return -1;
-	buf_append(&st->mem, p, n);
-	buf_append_byte(&st->mem, 0);
 	*off = at;
 	return 0;
 }

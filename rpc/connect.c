@@ -34,6 +34,7 @@ size_t rpc_max_message = 16 << 20;
 
 #define MAX_SERVICES 8
 static const struct rpc_service *services[MAX_SERVICES];
+static size_t service_name_len[MAX_SERVICES];
 static size_t n_services;
 
 enum rpc_proto { P_CONNECT_UNARY, P_CONNECT_STREAM, P_GRPC, P_GRPC_WEB };
@@ -84,8 +85,10 @@ int rpc_code_http_status(enum rpc_code code)
 
 void rpc_register(const struct rpc_service *svc)
 {
-	if (n_services < MAX_SERVICES)
+	if (n_services < MAX_SERVICES) {
+		service_name_len[n_services] = strlen(svc->desc->name);
 		services[n_services++] = svc;
+	}
 }
 
 /* ---- call lifetime ---- */
@@ -395,7 +398,7 @@ int rpc_call_user(const struct rpc_call *c, struct user *out, char *err, size_t 
 
 	/* The router resolved the Basic-auth user already (http_req.user). */
 	if (r && r->user) {
-		*out = *r->user;
+		user_copy(out, r->user);
 		return 0;
 	}
 	if (r && r->user_error) {
@@ -904,8 +907,8 @@ static const struct rpc_service *find_service(const char *path, const char **met
 		return NULL;
 	for (size_t i = 0; i < n_services; i++) {
 		const char *name = services[i]->desc->name;
-		size_t nl = strlen(name);
-		if (strncmp(path + 1, name, nl) == 0 && path[1 + nl] == '/') {
+		size_t nl = service_name_len[i];
+		if (path[1] == name[0] && strncmp(path + 1, name, nl) == 0 && path[1 + nl] == '/') {
 			*method = path + 2 + nl;
 			return services[i];
 		}
