@@ -60,6 +60,20 @@ int buf_append(struct buf *b, const void *data, size_t n)
 	return 0;
 }
 
+int buf_append_str0(struct buf *b, const void *data, size_t n)
+{
+	int rc = buf_reserve(b, n + 1);
+
+	if (rc < 0)
+		return rc;
+	if (n)
+		memcpy(b->p + b->len, data, n);
+	b->p[b->len + n] = '\0';
+	b->len += n + 1;
+	b->p[b->len] = '\0';
+	return 0;
+}
+
 int buf_append_byte(struct buf *b, uint8_t c)
 {
 	return buf_append(b, &c, 1);

@@ -41,6 +41,10 @@ int buf_reserve(struct buf *b, size_t n);
 /* Append n bytes (n may be 0: allocates so that p is a valid ""). */
 int buf_append(struct buf *b, const void *data, size_t n);
 
+/* Append n bytes and a NUL that counts in len (a string of a NUL-separated
+ * list). */
+int buf_append_str0(struct buf *b, const void *data, size_t n);
+
 /* Append one byte. */
 int buf_append_byte(struct buf *b, uint8_t c);
 

@@ -474,6 +474,20 @@ static bool file_id_eq(const struct file_id *a, const struct file_id *b)
 	       a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
 }
 
+void user_copy(struct user *dst, const struct user *src)
+{
+	int ng = src->n_groups < 0 ? 0 : src->n_groups > USER_MAX_GROUPS ? USER_MAX_GROUPS : src->n_groups;
+
+	memcpy(dst->name, src->name, strnlen(src->name, sizeof(dst->name) - 1) + 1);
+	dst->name[sizeof(dst->name) - 1] = '\0';
+	dst->uid = src->uid;
+	dst->gid = src->gid;
+	memcpy(dst->home, src->home, strnlen(src->home, sizeof(dst->home) - 1) + 1);
+	dst->home[sizeof(dst->home) - 1] = '\0';
+	memcpy(dst->groups, src->groups, (size_t)ng * sizeof(dst->groups[0]));
+	dst->n_groups = ng;
+}
+
 int user_lookup(const char *name, struct user *out, char *err, size_t errlen)
 {
 	struct file_id pw, gr;
@@ -506,7 +520,7 @@ int user_lookup(const char *name, struct user *out, char *err, size_t errlen)
 	}
 	for (int i = 0; i < ucache.n; i++) {
 		if (strcmp(ucache.users[i].name, name) == 0) {
-			*out = ucache.users[i];
+			user_copy(out, &ucache.users[i]);
 			pthread_mutex_unlock(&ucache.lock);
 			if (err && errlen)
 				err[0] = '\0';

@@ -35,6 +35,10 @@ struct user {
  */
 int user_lookup(const char *name, struct user *out, char *err, size_t errlen);
 
+/* *dst = *src, copying only the used part of the strings and groups (the
+ * whole struct is over 4 KiB; a request copies its user once or twice). */
+void user_copy(struct user *dst, const struct user *src);
+
 /* Name of a uid / gid, or its decimal form when unknown. */
 void user_name_of(uid_t uid, char *buf, size_t len);
 void group_name_of(gid_t gid, char *buf, size_t len);

@@ -2,9 +2,11 @@
 /*
  * entry.c - EntryInfo, metadata xattrs and EnsureDirs.
  *
- * EntryInfo messages are built from malloc'ed pieces only, so a single
- * protobuf_c_message_free_unpacked() releases one (unset strings point at
- * protobuf_c_empty_string, which it knows to skip).
+ * An EntryInfo is one allocation (struct entry_block: the message, its
+ * timestamp and its short strings) plus the pieces that vary in number or
+ * come from elsewhere (symlink target, metadata, a path set later), so
+ * building and freeing one costs an allocation or two, not a dozen.
+ * Release it with fs_entry_free() only.
  */
 #include "fs/entry.h"
 
@@ -176,30 +178,114 @@ static void cached_name(struct name_cache_set *c, const char *file, unsigned lon
 	}
 }
 
-static int set_str(char **field, const char *s)
+struct entry_block {
+	Filesystem__EntryInfo e; /* first: the block is freed through it */
+	Google__Protobuf__Timestamp mtime;
+	bool path_heap;          /* e.path was replaced by fs_entry_set_path */
+	char str[];              /* name, path, permissions, owner, group */
+};
+
+static char *put_str(char **at, const char *s, size_t n)
 {
-	char *d = strdup(s);
-	if (!d)
-		return -ENOMEM;
-	*field = d;
-	return 0;
+	char *d = *at;
+	memcpy(d, s, n);
+	d[n] = '\0';
+	*at += n + 1;
+	return d;
 }
 
 int fs_entry_set_path(Filesystem__EntryInfo *e, const char *path)
 {
+	struct entry_block *b = (struct entry_block *)e;
 	char *d = strdup(path);
 	if (!d)
 		return -ENOMEM;
-	if (e->path && e->path != protobuf_c_empty_string)
+	if (b->path_heap)
 		free(e->path);
 	e->path = d;
+	b->path_heap = true;
 	return 0;
+}
+
+/* A block holding the five strings, every other field unset. */
+static struct entry_block *entry_new(const char *name, const char *path, const char *perm, const char *owner,
+				     const char *group)
+{
+	size_t nl = strlen(name), pl = strlen(path), perml = strlen(perm), ol = strlen(owner), gl = strlen(group);
+	struct entry_block *b = malloc(sizeof(*b) + nl + pl + perml + ol + gl + 5);
+	char *at;
+
+	if (!b)
+		return NULL;
+	filesystem__entry_info__init(&b->e);
+	b->path_heap = false;
+	at = b->str;
+	b->e.name = put_str(&at, name, nl);
+	b->e.path = put_str(&at, path, pl);
+	b->e.permissions = put_str(&at, perm, perml);
+	b->e.owner = put_str(&at, owner, ol);
+	b->e.group = put_str(&at, group, gl);
+	return b;
+}
+
+Filesystem__EntryInfo *fs_entry_dup(const Filesystem__EntryInfo *src)
+{
+	struct entry_block *b = entry_new(src->name, src->path, src->permissions, src->owner, src->group);
+	Filesystem__EntryInfo *e;
+
+	if (!b)
+		return NULL;
+	e = &b->e;
+	e->type = src->type;
+	e->size = src->size;
+	e->mode = src->mode;
+	if (src->modified_time) {
+		b->mtime = *src->modified_time;
+		e->modified_time = &b->mtime;
+	}
+	if (src->optional_symlink_target_case == FILESYSTEM__ENTRY_INFO__OPTIONAL_SYMLINK_TARGET_SYMLINK_TARGET) {
+		e->optional_symlink_target_case = src->optional_symlink_target_case;
+		if (!(e->symlink_target = strdup(src->symlink_target ? src->symlink_target : "")))
+			goto fail;
+	}
+	if (src->n_metadata) {
+		if (!(e->metadata = calloc(src->n_metadata, sizeof(*e->metadata))))
+			goto fail;
+		for (size_t i = 0; i < src->n_metadata; i++) {
+			Filesystem__EntryInfo__MetadataEntry *kv = malloc(sizeof(*kv));
+			if (!kv)
+				goto fail;
+			filesystem__entry_info__metadata_entry__init(kv);
+			e->metadata[e->n_metadata++] = kv;
+			kv->key = strdup(src->metadata[i]->key);
+			kv->value = strdup(src->metadata[i]->value);
+			if (!kv->key || !kv->value)
+				goto fail;
+		}
+	}
+	return e;
+fail:
+	fs_entry_free(e);
+	return NULL;
 }
 
 void fs_entry_free(Filesystem__EntryInfo *e)
 {
-	if (e)
-		protobuf_c_message_free_unpacked(&e->base, NULL);
+	struct entry_block *b = (struct entry_block *)e;
+
+	if (!e)
+		return;
+	if (b->path_heap)
+		free(e->path);
+	if (e->optional_symlink_target_case == FILESYSTEM__ENTRY_INFO__OPTIONAL_SYMLINK_TARGET_SYMLINK_TARGET)
+		free(e->symlink_target);
+	for (size_t i = 0; i < e->n_metadata; i++) {
+		free(e->metadata[i]->key);
+		free(e->metadata[i]->value);
+		free(e->metadata[i]);
+	}
+	free(e->metadata);
+	free(b);
 }
 
 static int entry_add_metadata(Filesystem__EntryInfo *e, const char *path)
@@ -231,9 +317,10 @@ fail:
 
 int fs_entry_info(const char *path, Filesystem__EntryInfo **out, char *err, size_t errlen)
 {
-	Filesystem__EntryInfo *e;
+	Filesystem__EntryInfo *e = NULL;
+	struct entry_block *b;
 	struct stat st, tst;
-	char buf[PATH_MAX];
+	char name[PATH_MAX], perm[32], owner[256], group[256];
 	int rc;
 
 	*out = NULL;
@@ -245,17 +332,15 @@ int fs_entry_info(const char *path, Filesystem__EntryInfo **out, char *err, size
 			snprintf(err, errlen, "error getting file info: lstat %s: %s", path, go_strerror(-rc));
 		return rc;
 	}
-	e = malloc(sizeof(*e));
-	if (!e)
+	path_base(path, name, sizeof(name));
+	fs_perm_string(st.st_mode, perm, sizeof(perm));
+	cached_name(&users_cache, users_passwd_path, st.st_uid, true, owner, sizeof(owner));
+	cached_name(&groups_cache, users_group_path, st.st_gid, false, group, sizeof(group));
+	b = entry_new(name, path, perm, owner, group);
+	if (!b)
 		goto nomem;
-	filesystem__entry_info__init(e);
-	path_base(path, buf, sizeof(buf));
-	if (set_str(&e->name, buf) || set_str(&e->path, path))
-		goto nomem;
+	e = &b->e;
 	e->size = st.st_size;
-	fs_perm_string(st.st_mode, buf, sizeof(buf));
-	if (set_str(&e->permissions, buf))
-		goto nomem;
 	if (S_ISLNK(st.st_mode)) {
 		char *real = realpath(path, NULL);
 		e->optional_symlink_target_case = FILESYSTEM__ENTRY_INFO__OPTIONAL_SYMLINK_TARGET_SYMLINK_TARGET;
@@ -270,16 +355,8 @@ int fs_entry_info(const char *path, Filesystem__EntryInfo **out, char *err, size
 		e->type = fs_file_type(st.st_mode);
 		e->mode = st.st_mode & 0777;
 	}
-	cached_name(&users_cache, users_passwd_path, st.st_uid, true, buf, sizeof(buf));
-	if (set_str(&e->owner, buf))
-		goto nomem;
-	cached_name(&groups_cache, users_group_path, st.st_gid, false, buf, sizeof(buf));
-	if (set_str(&e->group, buf))
-		goto nomem;
 	if (st.st_mtim.tv_sec || st.st_mtim.tv_nsec) {
-		e->modified_time = malloc(sizeof(*e->modified_time));
-		if (!e->modified_time)
-			goto nomem;
+		e->modified_time = &b->mtime;
 		google__protobuf__timestamp__init(e->modified_time);
 		e->modified_time->seconds = st.st_mtim.tv_sec;
 		e->modified_time->nanos = (int32_t)st.st_mtim.tv_nsec;

@@ -34,6 +34,9 @@ Filesystem__FileType fs_file_type(mode_t mode);
  */
 int fs_entry_info(const char *path, Filesystem__EntryInfo **out, char *err, size_t errlen);
 void fs_entry_free(Filesystem__EntryInfo *e);
+/* A copy of any EntryInfo (one decoded by protobuf-c, say) in the layout
+ * fs_entry_free releases; NULL when out of memory. */
+Filesystem__EntryInfo *fs_entry_dup(const Filesystem__EntryInfo *src);
 
 /* Replace e->path with a copy of `path`. 0 or -ENOMEM. */
 int fs_entry_set_path(Filesystem__EntryInfo *e, const char *path);

@@ -310,7 +310,7 @@ static void fs_remove(struct rpc_call *call, const ProtobufCMessage *msg)
 
 /* --- events --- */
 
-/* A heap FilesystemEvent (free with protobuf_c_message_free_unpacked). */
+/* A heap FilesystemEvent (free with event_free). */
 static Filesystem__FilesystemEvent *event_new(const char *name, const char *path, Filesystem__EventType type,
 					      bool include_entry)
 {
@@ -340,8 +340,15 @@ static Filesystem__FilesystemEvent *event_new(const char *name, const char *path
 
 static void event_free(Filesystem__FilesystemEvent *ev)
 {
-	if (ev)
-		protobuf_c_message_free_unpacked(&ev->base, NULL);
+	if (!ev)
+		return;
+	/* The entry has its own layout (fs_entry_free); the rest is plain. */
+	if (ev->optional_entry_case == FILESYSTEM__FILESYSTEM_EVENT__OPTIONAL_ENTRY_ENTRY) {
+		fs_entry_free(ev->entry);
+		ev->entry = NULL;
+		ev->optional_entry_case = FILESYSTEM__FILESYSTEM_EVENT__OPTIONAL_ENTRY__NOT_SET;
+	}
+	protobuf_c_message_free_unpacked(&ev->base, NULL);
 }
 
 /* --- WatchDir --- */
@@ -798,6 +805,17 @@ static Filesystem__FilesystemEvent *event_copy(const Filesystem__FilesystemEvent
 	filesystem__filesystem_event__pack(ev, buf);
 	out = filesystem__filesystem_event__unpack(NULL, n, buf);
 	free(buf);
+	/* event_free releases the entry with fs_entry_free: give it that layout. */
+	if (out && out->optional_entry_case == FILESYSTEM__FILESYSTEM_EVENT__OPTIONAL_ENTRY_ENTRY && out->entry) {
+		Filesystem__EntryInfo *e = fs_entry_dup(out->entry);
+		protobuf_c_message_free_unpacked(&out->entry->base, NULL);
+		out->entry = e;
+		if (!e) {
+			out->optional_entry_case = FILESYSTEM__FILESYSTEM_EVENT__OPTIONAL_ENTRY__NOT_SET;
+			protobuf_c_message_free_unpacked(&out->base, NULL);
+			return NULL;
+		}
+	}
 	return out;
 }
 

@@ -379,7 +379,7 @@ static void conn_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 			for (struct outseg *t = s; t && t->fd < 0 && cnt < 16; t = t->next) {
 				if (t->len == 0)
 					continue;
-				iov[cnt].iov_base = t->data + t->off;
+				iov[cnt].iov_base = outseg_mem(t) + t->off;
 				iov[cnt].iov_len = t->len;
 				cnt++;
 			}

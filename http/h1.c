@@ -29,6 +29,17 @@
 /* Request head limit (request line + headers). */
 size_t h1_max_header_bytes = 64 * 1024;
 #define H1_MAX_HEADERS 128
+/* Largest decoded HTTP2-Settings of an h2c upgrade. */
+#define H1_UP_SETTINGS_MAX 1024
+
+/* Where each header name and value starts in the head buffer. Allocated
+ * with the first header of a request and freed with its head, so an idle
+ * keep-alive connection does not carry it. */
+struct h1_fields {
+	uint32_t field_off[H1_MAX_HEADERS];
+	uint32_t value_off[H1_MAX_HEADERS];
+};
+#define H1_NO_VALUE UINT32_MAX
 
 struct h1;
 
@@ -51,7 +62,7 @@ struct h1 {
 	bool closing;      /* the link was told to close after the flush */
 	/* "Upgrade: h2c": the request and its decoded settings */
 	struct h1_req *up_req;
-	uint8_t up_settings[1024];
+	uint8_t *up_settings; /* H1_UP_SETTINGS_MAX bytes, only once upgrading */
 	size_t up_settings_len;
 	bool upgraded;
 	bool waiting;      /* message complete, response not finished */
@@ -61,8 +72,7 @@ struct h1 {
 	/* head accumulation: strings NUL-separated, bounded by h1_max_header_bytes */
 	struct buf head;
 	size_t url_len;
-	size_t field_off[H1_MAX_HEADERS];
-	size_t value_off[H1_MAX_HEADERS];
+	struct h1_fields *fields; /* while a head is parsed; NULL when idle */
 	int n_fields;
 	bool last_was_value;
 	int error_status;  /* 400 / 431 to send on parse error */
@@ -124,8 +134,10 @@ static int on_header_field(http_parser *p, const char *at, size_t n)
 		}
 		if (h->n_fields > 0 && head_sep(h) < 0)
 			return -1;
-		h->field_off[h->n_fields++] = h->head.len;
-		h->value_off[h->n_fields - 1] = (size_t)-1;
+		if (!h->fields && !(h->fields = malloc(sizeof(*h->fields))))
+			return -1;
+		h->fields->field_off[h->n_fields++] = (uint32_t)h->head.len;
+		h->fields->value_off[h->n_fields - 1] = H1_NO_VALUE;
 		h->last_was_value = false;
 	}
 	return head_append(h, at, n);
@@ -139,7 +151,7 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
 	if (!h->last_was_value) {
 		if (head_sep(h) < 0)
 			return -1;
-		h->value_off[h->n_fields - 1] = h->head.len;
+		h->fields->value_off[h->n_fields - 1] = (uint32_t)h->head.len;
 		h->last_was_value = true;
 	}
 	return head_append(h, at, n);
@@ -219,13 +231,15 @@ static int on_headers_complete(http_parser *p)
 		q->r.path = "/";
 
 	for (int i = 0; i < h->n_fields; i++) {
-		char *name = mem + h->field_off[i];
+		char *name = mem + h->fields->field_off[i];
 		for (char *s = name; *s; s++)
 			if (*s >= 'A' && *s <= 'Z')
 				*s = (char)(*s + 32);
 		q->hdrs[i].name = name;
-		q->hdrs[i].value = h->value_off[i] == (size_t)-1 ? "" : mem + h->value_off[i];
+		q->hdrs[i].value = h->fields->value_off[i] == H1_NO_VALUE ? "" : mem + h->fields->value_off[i];
 	}
+	free(h->fields);
+	h->fields = NULL;
 	q->r.hdrs = q->hdrs;
 	q->r.n_hdrs = (size_t)h->n_fields;
 	q->r.method = method_of(p->method);
@@ -423,17 +437,22 @@ static int h1_begin(struct http_req *r, int status, const struct http_hdr *hs, s
 }
 
 /*
- * Queue one piece of body: memory (p) or a file range (fd >= 0), framed as
- * a chunk when the response is chunked.
+ * Queue one piece of body: memory (p; kept in place when release is set)
+ * or a file range (fd >= 0), framed as a chunk when the response is
+ * chunked. With release, release(arg) runs exactly once.
  */
-static int h1_queue_body(struct http_req *r, const void *p, int fd, off_t off, size_t n)
+static int h1_queue_body(struct http_req *r, const void *p, int fd, off_t off, size_t n,
+			 void (*release)(void *), void *arg)
 {
 	struct h1_req *q = r->transport;
 	struct outq *o = q->h->link->out;
 	char hdr[24];
 
-	if (q->no_body)
+	if (q->no_body) {
+		if (release)
+			release(arg);
 		return 0;
+	}
 	if (q->chunked) {
 		int k = 0;
 		for (int sh = (int)(sizeof(n) * 8) - 4; sh >= 0; sh -= 4)
@@ -441,10 +460,19 @@ static int h1_queue_body(struct http_req *r, const void *p, int fd, off_t off, s
 				hdr[k++] = "0123456789abcdef"[(n >> sh) & 15];
 		hdr[k++] = '\r';
 		hdr[k++] = '\n';
-		if (outq_append(o, hdr, (size_t)k) < 0)
+		if (outq_append(o, hdr, (size_t)k) < 0) {
+			if (release)
+				release(arg);
 			return -ENOMEM;
+		}
 	}
-	int rc = fd >= 0 ? outq_append_file_dup(o, fd, off, n) : outq_append(o, p, n);
+	int rc;
+	if (fd >= 0)
+		rc = outq_append_file_dup(o, fd, off, n);
+	else if (!release)
+		rc = outq_append(o, p, n);
+	else if ((rc = outq_append_owned(o, (void *)p, n, release, arg)) < 0)
+		release(arg);
 	if (rc < 0 || (q->chunked && outq_append(o, "\r\n", 2) < 0))
 		return -ENOMEM;
 	http_link_notify(q->h->link, HTTP_LINK_WANT_WRITE);
@@ -453,12 +481,17 @@ static int h1_queue_body(struct http_req *r, const void *p, int fd, off_t off, s
 
 static int h1_write(struct http_req *r, const void *p, size_t n)
 {
-	return h1_queue_body(r, p, -1, 0, n);
+	return h1_queue_body(r, p, -1, 0, n, NULL, NULL);
+}
+
+static int h1_write_owned(struct http_req *r, void *p, size_t n, void (*release)(void *), void *arg)
+{
+	return h1_queue_body(r, p, -1, 0, n, release, arg);
 }
 
 static int h1_write_file(struct http_req *r, int fd, off_t off, size_t len)
 {
-	return h1_queue_body(r, NULL, fd, off, len);
+	return h1_queue_body(r, NULL, fd, off, len, NULL, NULL);
 }
 
 static int h1_end(struct http_req *r, const struct http_hdr *tr, size_t n)
@@ -512,6 +545,7 @@ static void h1_pause_body(struct http_req *r, bool paused)
 static const struct http_transport_ops h1_ops = {
 	.begin = h1_begin,
 	.write = h1_write,
+	.write_owned = h1_write_owned,
 	.write_file = h1_write_file,
 	.end = h1_end,
 	.queued = h1_queued,
@@ -541,6 +575,8 @@ static void h1_finish(struct h1 *h)
 	h->cur = NULL;
 	/* An idle keep-alive connection holds no head buffer. */
 	buf_free(&h->head);
+	free(h->fields);
+	h->fields = NULL;
 	if (q->r.on_close)
 		q->r.on_close(&q->r, true);
 	bool keep = q->keep_alive;
@@ -597,9 +633,11 @@ static void h1_do_upgrade(struct h1 *h)
 	static const char sw[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
 	const char *s64 = http_req_header(&q->r, "http2-settings");
 	size_t sl = strlen(s64);
-	ssize_t n = base64_decoded_maxlen(sl) <= sizeof(h->up_settings)
-			    ? base64_decode(h->up_settings, s64, sl)
-			    : -1;
+	ssize_t n = -1;
+
+	if (base64_decoded_maxlen(sl) <= H1_UP_SETTINGS_MAX &&
+	    (h->up_settings = malloc(H1_UP_SETTINGS_MAX)))
+		n = base64_decode(h->up_settings, s64, sl);
 
 	if (n < 0) {
 		h->cur = NULL;
@@ -703,5 +741,7 @@ void h1_free(struct h1 *h)
 	if (h->up_req)
 		h1_req_free(h->up_req);
 	buf_free(&h->head);
+	free(h->fields);
+	free(h->up_settings);
 	free(h);
 }

@@ -89,10 +89,8 @@ static void h2_schedule(struct h2 *h)
 static int mem_add(struct h2_stream *st, const uint8_t *p, size_t n, size_t *off)
 {
 	size_t at = st->mem.len;
-	if (buf_reserve(&st->mem, n + 1) < 0)
+	if (buf_append_str0(&st->mem, p, n) < 0)
 		return -1;
-	buf_append(&st->mem, p, n);
-	buf_append_byte(&st->mem, 0);
 	*off = at;
 	return 0;
 }
@@ -355,7 +353,7 @@ static ssize_t data_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
 			n = (size_t)rd;
 			sg->foff += (off_t)n;
 		} else {
-			memcpy(buf + k, sg->data + sg->off, n);
+			memcpy(buf + k, outseg_mem(sg) + sg->off, n);
 			sg->off += n;
 		}
 		sg->len -= n;

@@ -56,6 +56,22 @@ int http_resp_write(struct http_req *r, const void *p, size_t n)
 	return r->ops->write(r, p, n);
 }
 
+int http_resp_write_owned(struct http_req *r, void *p, size_t n, void (*release)(void *), void *arg)
+{
+	int rc;
+
+	if (r->aborted || r->resp_ended)
+		rc = -EPIPE;
+	else if (n == 0)
+		rc = 0;
+	else if (r->ops->write_owned)
+		return r->ops->write_owned(r, p, n, release, arg);
+	else
+		rc = r->ops->write(r, p, n);
+	release(arg);
+	return rc;
+}
+
 int http_resp_write_file(struct http_req *r, int fd, off_t off, size_t len)
 {
 	if (r->aborted || r->resp_ended)

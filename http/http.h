@@ -45,6 +45,8 @@ struct http_transport_ops {
 	int (*begin)(struct http_req *r, int status, const struct http_hdr *h, size_t n, int64_t len);
 	int (*write)(struct http_req *r, const void *p, size_t n);
 	int (*write_file)(struct http_req *r, int fd, off_t off, size_t len);
+	/* optional: queue memory without copying it (see http_resp_write_owned) */
+	int (*write_owned)(struct http_req *r, void *p, size_t n, void (*release)(void *), void *arg);
 	int (*end)(struct http_req *r, const struct http_hdr *trailers, size_t n);
 	size_t (*queued)(const struct http_req *r);
 	void (*pause_body)(struct http_req *r, bool paused);
@@ -131,6 +133,15 @@ int http_resp_begin(struct http_req *r, int status, const struct http_hdr *h, si
 
 /* Queue body bytes (copied). Never blocks. 0, or -EPIPE when gone. */
 int http_resp_write(struct http_req *r, const void *p, size_t n);
+
+/*
+ * Queue body bytes without a copy where the transport can (HTTP/1.1): p
+ * stays the caller's memory, read in place until it is written or dropped,
+ * and release(arg) runs then. Elsewhere the bytes are copied and release
+ * runs before this returns. release always runs exactly once, also on an
+ * error.
+ */
+int http_resp_write_owned(struct http_req *r, void *p, size_t n, void (*release)(void *), void *arg);
 
 /*
  * Queue `len` bytes of `fd` from `off`; HTTP/1.1 uses sendfile. The

@@ -85,7 +85,7 @@ int outq_append(struct outq *q, const void *p, size_t n)
 		return 0;
 	/* Coalesce small writes into the tail segment: one writev entry, one
 	 * allocation per 16 KiB rather than per message. */
-	if (t && t->fd < 0 && !t->on_sent) {
+	if (t && t->fd < 0 && !t->on_sent && !t->ext) {
 		size_t room = t->cap - (t->off + t->len);
 		size_t k = n < room ? n : room;
 		memcpy(t->data + t->off + t->len, src, k);
@@ -122,6 +122,20 @@ int outq_append_file_dup(struct outq *q, int fd, off_t off, size_t len)
 	if (rc < 0)
 		close(d);
 	return rc;
+}
+
+int outq_append_owned(struct outq *q, void *mem, size_t n, void (*release)(void *), void *arg)
+{
+	struct outseg *s = seg_new(0);
+	if (!s)
+		return -ENOMEM;
+	s->ext = mem;
+	s->len = n;
+	s->on_sent = release;
+	s->arg = arg;
+	q->bytes += n;
+	seg_link(q, s);
+	return 0;
 }
 
 int outq_append_file(struct outq *q, int fd, off_t off, size_t len, void (*on_sent)(void *),

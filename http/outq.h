@@ -26,8 +26,16 @@ struct outseg {
 	size_t off;      /* memory: first unsent byte */
 	void (*on_sent)(void *arg); /* called once the segment is written */
 	void *arg;
+	uint8_t *ext;    /* memory: bytes owned by the producer (released by
+			  * on_sent), or NULL for data[] */
 	uint8_t data[];
 };
+
+/* The bytes of a memory segment. */
+static inline uint8_t *outseg_mem(struct outseg *s)
+{
+	return s->ext ? s->ext : s->data;
+}
 
 struct outq {
 	struct outseg *head, *tail;
@@ -39,6 +47,11 @@ struct outq {
 
 /* Append a copy of p[0..n) (coalesced into the tail when it fits). */
 int outq_append(struct outq *q, const void *p, size_t n);
+/*
+ * Append mem[0..n) without copying: the queue reads it in place until it
+ * is written or dropped, then calls release(arg).
+ */
+int outq_append_owned(struct outq *q, void *mem, size_t n, void (*release)(void *), void *arg);
 /* Append a file range; on_sent(arg) runs when it has gone out or is dropped. */
 int outq_append_file(struct outq *q, int fd, off_t off, size_t len, void (*on_sent)(void *),
 		     void *arg);

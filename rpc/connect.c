@@ -11,6 +11,7 @@
  * errors as HTTP 200 + end-stream envelope, gRPC errors as grpc-status.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@ size_t rpc_max_message = 16 << 20;
 
 #define MAX_SERVICES 8
 static const struct rpc_service *services[MAX_SERVICES];
+static size_t service_name_len[MAX_SERVICES];
 static size_t n_services;
 
 enum rpc_proto { P_CONNECT_UNARY, P_CONNECT_STREAM, P_GRPC, P_GRPC_WEB };
@@ -83,8 +85,10 @@ int rpc_code_http_status(enum rpc_code code)
 
 void rpc_register(const struct rpc_service *svc)
 {
-	if (n_services < MAX_SERVICES)
+	if (n_services < MAX_SERVICES) {
+		service_name_len[n_services] = strlen(svc->desc->name);
 		services[n_services++] = svc;
+	}
 }
 
 /* ---- call lifetime ---- */
@@ -135,6 +139,44 @@ static void encbuf_trim(void)
 		encbuf = NULL;
 		enccap = 0;
 	}
+}
+
+/*
+ * A large stream message is not copied into the output queue: the encode
+ * buffer itself is queued (http_resp_write_owned) and the next message
+ * takes another one. Buffers come back when their bytes are written and
+ * are kept for reuse, up to ENCPOOL_BYTES in all.
+ */
+#define ENC_OWNED_MIN (16 * 1024)
+#define ENCPOOL_N 16
+#define ENCPOOL_BYTES (512 * 1024)
+static char *encpool[ENCPOOL_N];
+static size_t encpool_n, encpool_bytes;
+
+static void encbuf_release(void *p)
+{
+	size_t cap = malloc_usable_size(p);
+	if (encpool_n < ENCPOOL_N && cap <= ENCBUF_KEEP && encpool_bytes + cap <= ENCPOOL_BYTES) {
+		encpool[encpool_n++] = p;
+		encpool_bytes += cap;
+		return;
+	}
+	free(p);
+}
+
+/* Give the encode buffer away; the next encode takes a pooled one. */
+static char *encbuf_take(void)
+{
+	char *b = encbuf;
+	if (encpool_n > 0) {
+		encbuf = encpool[--encpool_n];
+		enccap = malloc_usable_size(encbuf);
+		encpool_bytes -= enccap;
+	} else {
+		encbuf = NULL;
+		enccap = 0;
+	}
+	return b;
 }
 
 /*
@@ -356,7 +398,7 @@ int rpc_call_user(const struct rpc_call *c, struct user *out, char *err, size_t 
 
 	/* The router resolved the Basic-auth user already (http_req.user). */
 	if (r && r->user) {
-		*out = *r->user;
+		user_copy(out, r->user);
 		return 0;
 	}
 	if (r && r->user_error) {
@@ -401,7 +443,10 @@ int rpc_send(struct rpc_call *c, const ProtobufCMessage *msg)
 		h[2] = (uint8_t)(n >> 16);
 		h[3] = (uint8_t)(n >> 8);
 		h[4] = (uint8_t)n;
-		rc = http_resp_write(c->r, h, n + ENV_HDR);
+		if (n + ENV_HDR >= ENC_OWNED_MIN && (char *)h == encbuf)
+			rc = http_resp_write_owned(c->r, h, n + ENV_HDR, encbuf_release, encbuf_take());
+		else
+			rc = http_resp_write(c->r, h, n + ENV_HDR);
 	}
 	encbuf_trim();
 	return rc;
@@ -862,8 +907,8 @@ static const struct rpc_service *find_service(const char *path, const char **met
 		return NULL;
 	for (size_t i = 0; i < n_services; i++) {
 		const char *name = services[i]->desc->name;
-		size_t nl = strlen(name);
-		if (strncmp(path + 1, name, nl) == 0 && path[1 + nl] == '/') {
+		size_t nl = service_name_len[i];
+		if (path[1] == name[0] && strncmp(path + 1, name, nl) == 0 && path[1 + nl] == '/') {
 			*method = path + 2 + nl;
 			return services[i];
 		}

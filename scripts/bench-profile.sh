@@ -32,7 +32,7 @@ for src in base/*.c proto/*.c http/*.c rpc/*.c pty/*.c process/*.c fs/*.c sandbo
 	objs+=("$o")
 done
 musl-gcc -static -Wl,--gc-sections "${objs[@]}" -o build/bench/envd-prof -Lbuild/deps/musl/lib \
-	-lnghttp2 -lev -lprotobuf-c -ljansson -lhttp_parser -lz -lm -lpthread
+	-lnghttp2 -lev -lprotobuf-c -ljansson -lhttp_parser -larchive -lz -lm -lpthread
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 tmp=$(mktemp -d build/bench/profile/tmp.XXXXXX)

@@ -131,3 +131,20 @@ Test(buf, steal_hands_over_ownership)
 	cr_assert_eq(b.len, 0);
 	free(s);
 }
+
+Test(buf, str0_appends_a_nul_separated_list)
+{
+	struct buf b = BUF_INIT(10);
+
+	cr_assert_eq(buf_append_str0(&b, "ab", 2), 0);
+	cr_assert_eq(buf_append_str0(&b, "", 0), 0);
+	cr_assert_eq(buf_append_str0(&b, "cde", 3), 0);
+	cr_assert_eq(b.len, 8, "each string and its NUL count (len %zu)", b.len);
+	cr_assert_eq(memcmp(b.p, "ab\0\0cde\0\0", 9), 0, "separators, and a NUL after len");
+	cr_assert_eq(buf_append_str0(&b, "fg", 2), -E2BIG, "8 + 3 > 10");
+	cr_assert_eq(b.len, 8);
+	cr_assert_eq(buf_append_str0(&b, "f", 1), 0);
+	cr_assert_eq(b.len, 10);
+	cr_assert_str_eq((char *)b.p + 8, "f");
+	buf_free(&b);
+}
