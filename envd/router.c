@@ -158,10 +158,11 @@ void router_dispatch(struct http_req *r)
 {
 	const char *origin = http_req_header(r, "origin");
 	const char *acrm = http_req_header(r, "access-control-request-method");
+	bool is_rpc = rpc_path_is_rpc(r->path);
 
 	if (!http_req_done_hook)
 		http_req_done_hook = log_done;
-	if (rpc_path_is_rpc(r->path) || strncmp(r->path, "/files", 6) == 0) {
+	if (is_rpc || strncmp(r->path, "/files", 6) == 0) {
 		r->op_id = log_next_op_id();
 		r->t_start_ns = now_ns();
 	}
@@ -201,7 +202,7 @@ void router_dispatch(struct http_req *r)
 		return;
 
 	/* 4. Routes */
-	if (rpc_path_is_rpc(r->path)) {
+	if (is_rpc) {
 		rpc_dispatch(r);
 		return;
 	}

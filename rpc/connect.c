@@ -903,12 +903,16 @@ bad_grpc:
 
 static const struct rpc_service *find_service(const char *path, const char **method)
 {
-	if (path[0] != '/')
+	const char *slash;
+
+	if (path[0] != '/' || !(slash = strchr(path + 1, '/')))
 		return NULL;
+	/* "/<service>/<method>": compare the service part by length first. */
+	size_t sl = (size_t)(slash - (path + 1));
 	for (size_t i = 0; i < n_services; i++) {
 		const char *name = services[i]->desc->name;
 		size_t nl = service_name_len[i];
-		if (path[1] == name[0] && strncmp(path + 1, name, nl) == 0 && path[1 + nl] == '/') {
+		if (nl == sl && memcmp(path + 1, name, nl) == 0) {
 			*method = path + 2 + nl;
 			return services[i];
 		}
@@ -946,8 +950,8 @@ void rpc_dispatch(struct http_req *r)
 	char err[512];
 
 	if (svc) {
-		for (unsigned i = 0; i < svc->desc->n_methods; i++)
-			if (strcmp(svc->desc->methods[i].name, mname) == 0)
+		for (unsigned i = 0; i < svc->desc->n_methods && !md; i++)
+			if (svc->desc->methods[i].name[0] == mname[0] && strcmp(svc->desc->methods[i].name, mname) == 0)
 				md = &svc->desc->methods[i];
 	}
 	if (!md) {
@@ -968,8 +972,8 @@ void rpc_dispatch(struct http_req *r)
 	c->svc = svc;
 	c->md = md;
 	c->refs = 1; /* held by the HTTP exchange until on_close */
-	for (size_t i = 0; i < svc->n_methods; i++)
-		if (strcmp(svc->methods[i].name, md->name) == 0)
+	for (size_t i = 0; i < svc->n_methods && !c->impl; i++)
+		if (svc->methods[i].name[0] == md->name[0] && strcmp(svc->methods[i].name, md->name) == 0)
 			c->impl = &svc->methods[i];
 	if (!pick_protocol(c, http_req_header(r, "content-type"))) {
 		free(c);
