@@ -124,33 +124,37 @@ int outq_append_file_dup(struct outq *q, int fd, off_t off, size_t len)
 	return rc;
 }
 
-int outq_append_owned(struct outq *q, void *mem, size_t n, void (*release)(void *), void *arg)
+/* A segment whose bytes live elsewhere (producer memory or a file). */
+static struct outseg *seg_external(struct outq *q, size_t len, void (*on_sent)(void *), void *arg)
 {
 	struct outseg *s = seg_new(0);
 	if (!s)
+		return NULL;
+	s->len = len;
+	s->on_sent = on_sent;
+	s->arg = arg;
+	q->bytes += len;
+	seg_link(q, s);
+	return s;
+}
+
+int outq_append_owned(struct outq *q, void *mem, size_t n, void (*release)(void *), void *arg)
+{
+	struct outseg *s = seg_external(q, n, release, arg);
+	if (!s)
 		return -ENOMEM;
 	s->ext = mem;
-	s->len = n;
-	s->on_sent = release;
-	s->arg = arg;
-	q->bytes += n;
-	seg_link(q, s);
 	return 0;
 }
 
 int outq_append_file(struct outq *q, int fd, off_t off, size_t len, void (*on_sent)(void *),
 		     void *arg)
 {
-	struct outseg *s = seg_new(0);
+	struct outseg *s = seg_external(q, len, on_sent, arg);
 	if (!s)
 		return -ENOMEM;
 	s->fd = fd;
 	s->foff = off;
-	s->len = len;
-	s->on_sent = on_sent;
-	s->arg = arg;
-	q->bytes += len;
-	seg_link(q, s);
 	return 0;
 }
 
