@@ -17,6 +17,9 @@ static char paths[8][64];
 static char body_seen[4096];
 static size_t body_len;
 static bool respond_at_head = true; /* answer as soon as the head arrives */
+static bool respond_owned;          /* answer with a streamed, lent buffer */
+static char lent[] = "lent bytes";
+static int n_released;
 static bool closed_inside_end;      /* on_close ran inside http_resp_end */
 static bool in_end;
 static struct http_req *last;
@@ -54,6 +57,12 @@ static void on_body_end(struct http_req *r)
 		respond(r, "done");
 }
 
+static void release_lent(void *arg)
+{
+	cr_assert_eq(arg, lent);
+	n_released++;
+}
+
 static void on_request(struct http_req *r)
 {
 	if (n_requests < 8)
@@ -63,6 +72,13 @@ static void on_request(struct http_req *r)
 	r->on_close = on_close;
 	r->on_body = on_body;
 	r->on_body_end = on_body_end;
+	if (respond_owned) {
+		cr_assert_eq(http_resp_begin(r, 200, NULL, 0, -1), 0);
+		cr_assert_eq(http_resp_write_owned(r, lent, strlen(lent), release_lent, lent), 0);
+		cr_assert_eq(n_released, 0, "the queue still reads the buffer");
+		cr_assert_eq(http_resp_end(r, NULL, 0), 0);
+		return;
+	}
 	if (respond_at_head)
 		respond(r, r->path);
 }
@@ -76,6 +92,8 @@ static void setup(void)
 	n_requests = n_closed = n_completed = 0;
 	body_len = 0;
 	respond_at_head = true;
+	respond_owned = false;
+	n_released = 0;
 	closed_inside_end = in_end = false;
 	last = NULL;
 	link = (struct http_link){.out = &out, .notify = notify, .on_request = on_request};
@@ -96,7 +114,7 @@ static char *output(void)
 	size_t k = 0;
 	for (struct outseg *s = out.head; s && k < sizeof(buf) - 1; s = s->next) {
 		size_t n = s->len < sizeof(buf) - 1 - k ? s->len : sizeof(buf) - 1 - k;
-		memcpy(buf + k, s->data + s->off, n);
+		memcpy(buf + k, outseg_mem(s) + s->off, n);
 		k += n;
 	}
 	buf[k] = '\0';
@@ -244,4 +262,21 @@ Test(h1, freeing_mid_request_tells_the_handler_it_was_aborted)
 	h = NULL;
 	cr_assert_eq(n_closed, 1);
 	cr_assert_eq(n_completed, 0);
+}
+
+Test(h1, a_lent_buffer_is_sent_in_place_and_released_once)
+{
+	respond_owned = true;
+	feed_all("GET /stream HTTP/1.1\r\n\r\n");
+	char *o = output();
+	cr_assert(strstr(o, "Transfer-Encoding: chunked\r\n"), "%s", o);
+	cr_assert(strstr(o, "\r\n\r\na\r\nlent bytes\r\n0\r\n\r\n"), "framed as one chunk: %s", o);
+	bool in_place = false;
+	for (struct outseg *s = out.head; s; s = s->next)
+		in_place |= outseg_mem(s) == (uint8_t *)lent;
+	cr_assert(in_place, "the queue points at the caller's buffer");
+	cr_assert_eq(n_released, 0);
+	while (out.head)
+		outq_pop(&out);
+	cr_assert_eq(n_released, 1, "released once, when its segment is dropped");
 }
