@@ -10,6 +10,9 @@
 #                            minimised, so the next run starts there (make fuzz)
 #
 # FUZZ_JOBS=N runs N targets at a time (default 1); each still gets SECONDS.
+# Every target runs in scripts/fuzz-sandbox.sh: the request-serving targets
+# reach real handlers (uploads, /init's clock, freezes) and must not change
+# the machine the other tests run on.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
@@ -33,7 +36,7 @@ fuzz_one() {
 	mkdir -p "$work" "$seeds"
 	log=$out/$name.log
 	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
-		timeout $((secs + 120)) "$bin" -max_total_time="$secs" -timeout=30 -rss_limit_mb=2048 \
+		timeout $((secs + 120)) bash scripts/fuzz-sandbox.sh "$bin" -max_total_time="$secs" -timeout=30 -rss_limit_mb=2048 \
 		-max_len=65536 -print_final_stats=1 -artifact_prefix="build/fuzz/crashes/$name-" \
 		"$work" "$seeds" >"$log" 2>&1
 	rc=$?
@@ -56,7 +59,7 @@ fuzz_one() {
 		local new=$out/merge/${name#fuzz_}
 		rm -rf "$new" && mkdir -p "$new"
 		find "$seeds" -maxdepth 1 -type f ! -regex '.*/[0-9a-f]\{40\}' -exec cp {} "$new"/ \;
-		if ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 timeout 900 "$bin" -merge=1 \
+		if ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 timeout 900 bash scripts/fuzz-sandbox.sh "$bin" -merge=1 \
 			-timeout=30 -rss_limit_mb=2048 -max_len=65536 "$new" "$seeds" "$work" \
 			>"$out/$name.merge.log" 2>&1; then
 			rm -rf "$seeds" && mv "$new" "$seeds"

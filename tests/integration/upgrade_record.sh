@@ -119,7 +119,8 @@ u = sys.argv[1]
 res = {}
 def reader():
     res["ev"] = stream(u, "Connect", {"process": {"tag": "ref"}, "replayFrom": "0"}, "", 10,
-                       lambda ev: b"got:hello" in b"".join(d for _, d in data_of(ev)))
+                       lambda ev: b"got:hello" in b"".join(d for _, d in data_of(ev)) and
+                       b"ref-err" in b"".join(d for _, d in data_of(ev, "stderr")))
 t = threading.Thread(target=reader); t.start(); time.sleep(0.3)
 body = json.dumps({"process": {"tag": "ref"}, "input": {"stdin": base64.b64encode(b"hello\n").decode()}}).encode()
 urllib.request.urlopen(urllib.request.Request(u + "/process.Process/SendInput", data=body,
