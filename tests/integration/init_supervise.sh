@@ -26,15 +26,20 @@ UPIDS=()
 MAIN_SHELL=$BASHPID
 # Only the script itself cleans up: a subshell leaving through a trap must
 # never kill the inits or remove $W under the sections still to run.
+B=$(mktemp -d build/init-test.XXXXXX)
+B=$(cd "$B" && pwd)
 cleanup() {
 	[ "$BASHPID" = "$MAIN_SHELL" ] || return 0
 	for p in "${UPIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	rm -rf "$W"
+	rm -rf "$W" "$B"
 }
 trap cleanup EXIT
-# A private copy: a rebuild of build/init must not pull it away mid-test.
-cp "$INIT" "$W/init"
-INIT=$W/init
+# A private copy, beside the build rather than in /tmp: a rebuild of
+# build/init must not pull it away mid-test (and a copy in the scratch
+# directory was once found missing halfway through a loaded run).
+ORIG_INIT=$INIT
+cp "$INIT" "$B/init"
+INIT=$B/init
 
 # The stand-in: records each start and each signal it gets; MODE picks
 # what it does.
@@ -68,6 +73,12 @@ start_init() {
 	local d=$1
 	shift
 	mkdir -p "$d"
+	if [ ! -x "$INIT" ]; then
+		# Say so, with what is left, rather than fail every later section.
+		echo "# the private copy of init is gone: $(ls -la "$B" "$W" 2>&1 | tr '\n' ' ')"
+		fail "the private copy of init stays in place"
+		cp "$ORIG_INIT" "$INIT" || return 1
+	fi
 	unshare --pid --fork --mount --uts --propagation private "$INIT" --no-mount "$@" -- /bin/bash "$W/fake.sh" "$d" \
 		>"$d/log" 2>&1 &
 	UPID=$!
