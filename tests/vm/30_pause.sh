@@ -5,7 +5,7 @@
 # back (`cont`), and /init brings the new host time. A stream open across
 # the pause must carry on: every line arrives once, keep-alives go on.
 . "$(dirname "$0")/lib.sh"
-PAUSE_S=${PAUSE_S:-5}
+PAUSE_S=${PAUSE_S:-8}
 OUT=$VM_RUN_DIR/pause.events
 
 "$PY" scripts/vm-exec.py --events --keepalive 1 -t 120 \
@@ -38,6 +38,13 @@ expect_eq "every line arrived once, in order" "$(seq -f 'tick %g' 1 12 | tr '\n'
 expect_match "the stream ended with exit status 0" '"status": "exit status 0"' "$(grep '"end"' "$OUT")"
 after=$(awk -v t="$t_cont" '$1 > t && /"keepalive"/' "$OUT" | wc -l)
 [ "$after" -ge 1 ] && pass "keep-alives went on after the resume ($after)" || fail "keep-alives after the resume"
-during=$(awk -v a="$t_stop" -v b="$t_cont" '$1 > a && $1 < b' "$OUT" | wc -l)
-expect_eq "nothing arrived while the VM was stopped" 0 "$during"
+# The stream fell silent for the pause. Bytes the guest sent just before
+# the stop may still reach the reader after it (QEMU's network backend runs
+# while the vCPUs are stopped, and a loaded host delays the reader), so the
+# pause shows as the longest gap between two events, not as an empty
+# window: at least PAUSE_S - 3 s (ticks and keep-alives come every second).
+gap=$(awk '{print $1}' "$OUT" | sort -n | awk 'NR > 1 && $1 - p > g {g = $1 - p} {p = $1} END {printf "%.1f", g}')
+awk -v g="$gap" -v m=$((PAUSE_S - 3)) 'BEGIN {exit !(g >= m)}' &&
+	pass "the stream was silent while the VM was stopped (longest gap $gap s)" ||
+	fail "the stream was silent while the VM was stopped" "longest gap $gap s, pause $PAUSE_S s"
 finish
