@@ -483,6 +483,20 @@ static int pipe_open(struct pipe_dir *d)
 	return 0;
 }
 
+/* Put a new relay on the list, its two watchers ready but not started. */
+static void relay_link(struct relay *r)
+{
+	r->next = pf.relays;
+	if (pf.relays)
+		pf.relays->prev = r;
+	pf.relays = r;
+	pf.n_relays++;
+	for (int k = 0; k < 2; k++) {
+		ev_io_init(&r->io[k], relay_cb, -1, 0);
+		r->io[k].data = r;
+	}
+}
+
 static void relay_start(struct fwd *f, int cfd)
 {
 	struct relay *r = calloc(1, sizeof(*r));
@@ -496,15 +510,7 @@ static void relay_start(struct fwd *f, int cfd)
 	r->fd[1] = -1;
 	for (int k = 0; k < 2; k++)
 		r->d[k].pipe[0] = r->d[k].pipe[1] = -1;
-	r->next = pf.relays;
-	if (pf.relays)
-		pf.relays->prev = r;
-	pf.relays = r;
-	pf.n_relays++;
-	for (int k = 0; k < 2; k++) {
-		ev_io_init(&r->io[k], relay_cb, -1, 0);
-		r->io[k].data = r;
-	}
+	relay_link(r);
 	if (pipe_open(&r->d[0]) < 0 || pipe_open(&r->d[1]) < 0)
 		goto fail;
 
@@ -936,15 +942,7 @@ int portfwd_relay_adopt(const struct portfwd_relay_state *s)
 			fcntl(fds[j], F_SETFL, fcntl(fds[j], F_GETFL) | O_NONBLOCK);
 		}
 	}
-	r->next = pf.relays;
-	if (pf.relays)
-		pf.relays->prev = r;
-	pf.relays = r;
-	pf.n_relays++;
-	for (int k = 0; k < 2; k++) {
-		ev_io_init(&r->io[k], relay_cb, -1, 0);
-		r->io[k].data = r;
-	}
+	relay_link(r);
 	/* Whatever arrived during the exec is waiting in the sockets. */
 	relay_pump(r);
 	return 0;
