@@ -11,30 +11,100 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$top/build/deps/musl
 src=$top/build/deps/src
-mkdir -p "$out/include" "$out/lib" "$src"
+# deps.sh --fetch PKG DIR: only fetch PKG's source into DIR (the test of the
+# version fallback drives this with stand-ins for apt-get and apt-cache).
+fetch_only=
+if [ "${1:-}" = --fetch ]; then
+	fetch_only=$2; src=$3
+fi
 jobs=$(nproc 2>/dev/null || echo 2)
 export CC=musl-gcc
 export CFLAGS="-Os -fPIC -ffunction-sections -fdata-sections -D_GNU_SOURCE"
 
 # musl-gcc does not search the kernel headers; expose them (read-only
 # symlinks) for the headers envd needs (linux/*, asm/*).
-for d in linux asm-generic; do
-	[ -e "$out/include/$d" ] || ln -s "/usr/include/$d" "$out/include/$d"
-done
-arch_asm=$(ls -d /usr/include/*-linux-gnu/asm 2>/dev/null | head -n1)
-[ -e "$out/include/asm" ] || ln -s "$arch_asm" "$out/include/asm"
+if [ -z "$fetch_only" ]; then
+	mkdir -p "$out/include" "$out/lib" "$src"
+	for d in linux asm-generic; do
+		[ -e "$out/include/$d" ] || ln -s "/usr/include/$d" "$out/include/$d"
+	done
+	arch_asm=$(ls -d /usr/include/*-linux-gnu/asm 2>/dev/null | head -n1)
+	[ -e "$out/include/asm" ] || ln -s "$arch_asm" "$out/include/asm"
+fi
 
-fetch() { # fetch PKG -> prints the unpacked directory
-	local pkg=$1
-	local dir
-	dir=$(ls -d "$src/$pkg"-[0-9]*/ 2>/dev/null | head -n1 || true)
-	if [ -z "$dir" ]; then
-		(cd "$src" && apt-get source -qq "$pkg" >"$src/$pkg.log" 2>&1) || {
-			echo "deps: apt-get source $pkg failed (see $src/$pkg.log)" >&2; exit 1; }
-		dir=$(ls -d "$src/$pkg"-[0-9]*/ | head -n1)
-	fi
-	echo "${dir%/}"
+# Every version of a source package apt knows, newest first, the one apt
+# itself would choose leading. An index can list a version whose files the
+# mirror no longer serves (a stale security-suite entry answers 404), so one
+# missing version must not stop the build while an older one is there.
+source_versions() { # PKG -> versions, one a line
+	local pkg=$1 v
+	local all
+	all=$(apt-cache showsrc "$pkg" 2>/dev/null | awk -v p="$pkg" '
+		/^Package:/ { cur = $2 } /^Version:/ && cur == p { print $2 }' | sort -u)
+	[ -n "$all" ] || return 0
+	# insertion sort with dpkg's ordering (a handful of versions at most)
+	local sorted=()
+	for v in $all; do
+		local i=0 placed=0 next=()
+		for s in "${sorted[@]}"; do
+			if [ $placed = 0 ] && dpkg --compare-versions "$v" gt "$s"; then next+=("$v"); placed=1; fi
+			next+=("$s")
+		done
+		[ $placed = 1 ] || next+=("$v")
+		sorted=("${next[@]}")
+	done
+	printf '%s\n' "${sorted[@]}"
 }
+
+fetch() { # fetch PKG -> prints the unpacked directory; notes the version in $versions
+	local pkg=$1 dir v tmp log tried=()
+	dir=$(ls -d "$src/$pkg"-[0-9]*/ 2>/dev/null | head -n1 || true)
+	if [ -n "$dir" ] && [ -f "$src/$pkg.version" ]; then
+		echo "${dir%/}"; return 0
+	fi
+	rm -rf "$src/$pkg"-[0-9]*/ "$src/$pkg.version"
+	log=$src/$pkg.log
+	: >"$log"
+	local list
+	list=$(source_versions "$pkg")
+	if [ -z "$list" ]; then
+		echo "deps: no source version of $pkg known to apt (is a deb-src entry missing? run: apt-get update)" >&2
+		exit 1
+	fi
+	for v in $list; do
+		# Each try unpacks in a scratch directory: a failed or partial
+		# download never leaves a half-built source tree behind.
+		tmp=$(mktemp -d "$src/.fetch-$pkg.XXXXXX")
+		echo "== apt-get source $pkg=$v" >>"$log"
+		if (cd "$tmp" && apt-get source -qq "$pkg=$v" >>"$log" 2>&1); then
+			dir=$(ls -d "$tmp/$pkg"-[0-9]*/ 2>/dev/null | head -n1 || true)
+			if [ -n "$dir" ]; then
+				mv "${dir%/}" "$src/"
+				rm -rf "$tmp"
+				echo "$v" >"$src/$pkg.version"
+				if [ ${#tried[@]} -gt 0 ]; then
+					echo "deps: $pkg $v (skipped: ${tried[*]})" >&2
+				fi
+				ls -d "$src/$pkg"-[0-9]*/ | head -n1 | sed 's:/$::'
+				return 0
+			fi
+		fi
+		rm -rf "$tmp"
+		local why
+		why=$(grep -Eo '[0-9]{3}  [A-Za-z ]+|Unable to find a source package|Hash Sum mismatch|File has unexpected size' "$log" | tail -n1 | sed "s/ *$//")
+		tried+=("$v: ${why:-failed}")
+		echo "deps: $pkg $v could not be fetched (${why:-see $log}); trying an older version" >&2
+	done
+	echo "deps: no version of the source package $pkg could be fetched (tried: ${tried[*]}; see $log)" >&2
+	exit 1
+}
+
+if [ -n "$fetch_only" ]; then
+	mkdir -p "$src"
+	d=$(fetch "$fetch_only")
+	echo "$d $(cat "$src/$fetch_only.version")"
+	exit 0
+fi
 
 stamp() { [ -f "$out/.$1.done" ]; }
 done_() { touch "$out/.$1.done"; }
@@ -115,3 +185,10 @@ if ! stamp libarchive; then
 		&& cp libarchive/archive.h libarchive/archive_entry.h "$out/include/")
 	done_ libarchive
 fi
+
+# The versions built, one "package version" a line; make prints them once,
+# when the libraries are built.
+for f in "$src"/*.version; do
+	[ -f "$f" ] && printf '%s %s\n' "$(basename "$f" .version)" "$(cat "$f")"
+done >"$top/build/deps/versions"
+echo "deps: built from Debian sources: $(tr '\n' ' ' <"$top/build/deps/versions")" >&2
