@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,118 +94,70 @@ static int call_path(struct rpc_call *call, const char *path, struct user *u, ch
 	return 0;
 }
 
-static void fail_entry(struct rpc_call *call, int rc, const char *err)
+static enum rpc_code entry_code(int rc)
 {
-	rpc_fail(call, rc == -ENOENT ? RPC_NOT_FOUND : RPC_INTERNAL, "%s", err);
+	return rc == -ENOENT ? RPC_NOT_FOUND : RPC_INTERNAL;
 }
 
-/* --- Stat --- */
-
-static void fs_stat(struct rpc_call *call, const ProtobufCMessage *msg)
-{
-	const Filesystem__StatRequest *req = (const Filesystem__StatRequest *)msg;
-	Filesystem__StatResponse resp = FILESYSTEM__STAT_RESPONSE__INIT;
-	char path[PATH_MAX], err[ERRLEN];
-	struct user u;
-	int rc;
-
-	if (call_path(call, req->path, &u, path, sizeof(path)))
-		return;
-	rc = fs_entry_info(path, &resp.entry, err, sizeof(err));
-	if (rc) {
-		fail_entry(call, rc, err);
-		return;
-	}
-	fs_reply(call, &resp.base);
-	fs_entry_free(resp.entry);
-}
-
-/* --- MakeDir --- */
-
-static void fs_make_dir(struct rpc_call *call, const ProtobufCMessage *msg)
-{
-	const Filesystem__MakeDirRequest *req = (const Filesystem__MakeDirRequest *)msg;
-	Filesystem__MakeDirResponse resp = FILESYSTEM__MAKE_DIR_RESPONSE__INIT;
-	char path[PATH_MAX], err[ERRLEN];
-	struct user u;
-	struct stat st;
-	int rc;
-
-	if (call_path(call, req->path, &u, path, sizeof(path)))
-		return;
-	if (stat(path, &st) == 0) {
-		if (S_ISDIR(st.st_mode))
-			rpc_fail(call, RPC_ALREADY_EXISTS, "directory already exists: %s", path);
-		else
-			rpc_fail(call, RPC_INVALID_ARGUMENT, "path already exists but it is not a directory: %s",
-				 path);
-		return;
-	}
-	if (errno != ENOENT) {
-		rpc_fail(call, RPC_INTERNAL, "error getting file info: stat %s: %s", path, go_strerror(errno));
-		return;
-	}
-	if (fs_ensure_dirs(path, u.uid, u.gid, err, sizeof(err)) < 0) {
-		rpc_fail(call, RPC_INTERNAL, "%s", err);
-		return;
-	}
-	rc = fs_entry_info(path, &resp.entry, err, sizeof(err));
-	if (rc) {
-		fail_entry(call, rc, err);
-		return;
-	}
-	fs_reply(call, &resp.base);
-	fs_entry_free(resp.entry);
-}
-
-/* --- Move --- */
-
-static void fs_move(struct rpc_call *call, const ProtobufCMessage *msg)
-{
-	const Filesystem__MoveRequest *req = (const Filesystem__MoveRequest *)msg;
-	Filesystem__MoveResponse resp = FILESYSTEM__MOVE_RESPONSE__INIT;
-	char src[PATH_MAX], dst[PATH_MAX], parent[PATH_MAX], err[ERRLEN];
-	struct user u;
-	int rc;
-
-	if (call_path(call, req->source, &u, src, sizeof(src)))
-		return;
-	if (path_resolve(&u, req->destination, state_default_workdir(), dst, sizeof(dst), err, sizeof(err)) < 0) {
-		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
-		return;
-	}
-	fs_path_dir(dst, parent, sizeof(parent));
-	if (fs_ensure_dirs(parent, u.uid, u.gid, err, sizeof(err)) < 0) {
-		rpc_fail(call, RPC_INTERNAL, "error ensuring directories: %s", err);
-		return;
-	}
-	if (rename(src, dst) < 0) {
-		int e = errno;
-		if (e == ENOENT)
-			rpc_fail(call, RPC_NOT_FOUND, "source file not found: rename %s %s: %s", src, dst, go_strerror(e));
-		else
-			rpc_fail(call, RPC_INTERNAL, "error renaming: rename %s %s: %s", src, dst, go_strerror(e));
-		return;
-	}
-	rc = fs_entry_info(dst, &resp.entry, err, sizeof(err));
-	if (rc) {
-		fail_entry(call, rc, err);
-		return;
-	}
-	fs_reply(call, &resp.base);
-	fs_entry_free(resp.entry);
-}
-
-/* --- ListDir and Remove on the worker pool --- */
-
+/*
+ * --- the unary calls, each one worker job ---
+ *
+ * Every syscall on the request's path (stat, mkdir, rename, the listing,
+ * the remove) runs in the job, and so does encoding the reply: a
+ * 100 000-entry listing takes a while to pack. The job carries the mount's
+ * key and the call's deadline (the client's, else -fs-timeout); when that
+ * passes first, the call is answered "deadline_exceeded" while the thread
+ * stays stuck in the kernel, and the job is freed whenever it returns.
+ */
 struct fs_job {
-	struct rpc_call *call;   /* NULL once the client went away */
+	struct rpc_call *call;   /* NULL once answered or the client went away */
+	void (*work)(struct fs_job *j); /* sets code/err, or enc for a success */
 	char path[PATH_MAX];
+	char path2[PATH_MAX];    /* Move: the destination */
+	uid_t uid;
+	gid_t gid;
 	uint32_t depth;
-	int rc;
-	struct fs_listing listing;
+	double timeout;          /* seconds */
+	struct rpc_codec codec;
+	bool legacy;             /* downgrade the reply (legacy.h) */
+	enum rpc_code code;
 	char err[ERRLEN];
+	struct rpc_encoded enc;
 };
+
+/* On the worker: encode a success reply for the job's codec. */
+static void job_encode(struct fs_job *j, const ProtobufCMessage *msg)
+{
+	struct arena a = { 0 };
+	const ProtobufCMessage *m = msg;
+	int rc;
+
+	if (j->legacy) {
+		m = legacy_view(msg, &a);
+		if (!m)
+			m = msg;
+	}
+	rc = rpc_encode(&j->codec, m, &j->enc);
+	arena_free(&a);
+	if (rc < 0) {
+		j->code = RPC_RESOURCE_EXHAUSTED;
+		snprintf(j->err, sizeof(j->err), "cannot encode response: %s", go_strerror(-rc));
+		return;
+	}
+	j->code = RPC_OK;
+}
+
+static void job_fail(struct fs_job *j, enum rpc_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void job_fail(struct fs_job *j, enum rpc_code code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(j->err, sizeof(j->err), fmt, ap);
+	va_end(ap);
+	j->code = code;
+}
 
 static void job_on_cancel(struct rpc_call *call, enum rpc_code why)
 {
@@ -214,98 +167,255 @@ static void job_on_cancel(struct rpc_call *call, enum rpc_code why)
 
 static const struct rpc_call_hooks job_hooks = { .on_cancel = job_on_cancel };
 
-static void listdir_work(void *arg)
+static void job_work(void *arg)
 {
 	struct fs_job *j = arg;
-	j->rc = fs_listdir(j->path, j->depth, &j->listing, j->err, sizeof(j->err));
+	j->work(j);
 }
 
-static void listdir_done(void *arg)
+static void job_expired(void *arg)
 {
 	struct fs_job *j = arg;
+	struct rpc_call *call = j->call;
 
-	if (j->call) {
-		if (j->rc) {
-			rpc_fail(j->call, rpc_code_from_errno(j->rc), "%s", j->err);
+	if (!call)
+		return;
+	j->call = NULL;
+	rpc_call_set_hooks(call, NULL, NULL);
+	rpc_fail(call, RPC_DEADLINE_EXCEEDED, "filesystem did not answer within %g s: %s", j->timeout, j->path);
+}
+
+static void job_done(void *arg)
+{
+	struct fs_job *j = arg;
+	struct rpc_call *call = j->call;
+
+	if (call) {
+		rpc_call_set_hooks(call, NULL, NULL);
+		if (j->code != RPC_OK) {
+			rpc_fail(call, j->code, "%s", j->err);
 		} else {
-			Filesystem__ListDirResponse resp = FILESYSTEM__LIST_DIR_RESPONSE__INIT;
-			resp.entries = j->listing.entries;
-			resp.n_entries = j->listing.n;
-			fs_reply(j->call, &resp.base);
+			if (j->legacy && rpc_call_http(call))
+				http_req_extra_header(rpc_call_http(call), "X-E2B-Legacy-SDK", "true", true);
+			rpc_reply_encoded(call, &j->enc);
 		}
 	}
-	fs_listing_free(&j->listing);
+	rpc_encoded_free(&j->enc);
 	free(j);
 }
 
-static void remove_work(void *arg)
+/*
+ * A job for `call` on `req_path` (and `req_path2`, if not NULL), resolved;
+ * NULL when the call was answered.
+ */
+static struct fs_job *job_new(struct rpc_call *call, const char *req_path, const char *req_path2,
+			      void (*work)(struct fs_job *))
 {
-	struct fs_job *j = arg;
-	j->rc = fs_remove_all(j->path, j->err, sizeof(j->err));
-}
+	char err[ERRLEN];
 
-static void remove_done(void *arg)
-{
-	struct fs_job *j = arg;
+	struct fs_job *j = calloc(1, sizeof(*j));
+	struct user u;
 
-	if (j->call) {
-		if (j->rc) {
-			rpc_fail(j->call, RPC_INTERNAL, "error removing file or directory: %s", j->err);
-		} else {
-			Filesystem__RemoveResponse resp = FILESYSTEM__REMOVE_RESPONSE__INIT;
-			fs_reply(j->call, &resp.base);
-		}
+	if (!j) {
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		return NULL;
 	}
-	free(j);
+	if (call_path(call, req_path, &u, j->path, sizeof(j->path))) {
+		free(j);
+		return NULL;
+	}
+	if (req_path2 && path_resolve(&u, req_path2, state_default_workdir(), j->path2, sizeof(j->path2), err,
+				      sizeof(err)) < 0) {
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
+		free(j);
+		return NULL;
+	}
+	j->uid = u.uid;
+	j->gid = u.gid;
+	j->work = work;
+	return j;
 }
 
-static void submit_job(struct rpc_call *call, struct fs_job *j, void (*work)(void *), void (*done)(void *))
+/* Queue the job; the call is answered from job_done or job_expired. */
+static void job_submit(struct rpc_call *call, struct fs_job *j)
 {
+	int64_t client_ms = rpc_call_timeout_ms(call);
 	int rc;
 
 	j->call = call;
-	rpc_call_set_hooks(call, &job_hooks, j);
-	rc = worker_submit(work, done, j);
+	j->timeout = worker_deadline_s(client_ms);
+	j->legacy = legacy_user_agent(rpc_call_header(call, "user-agent"));
+	rpc_call_codec(call, &j->codec);
+	rc = worker_run(&(struct worker_req){ .work = job_work, .done = job_done, .expired = job_expired,
+					      .arg = j, .key = worker_path_key(j->path),
+					      .timeout = j->timeout });
 	if (rc < 0) {
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s: %s",
+			 j->path, go_strerror(-rc));
 		free(j);
-		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s",
-			 go_strerror(-rc));
+		return;
 	}
+	rpc_call_set_hooks(call, &job_hooks, j);
+	/* The client's own deadline ends the call in rpc/connect.c first. */
+	if (client_ms > 0)
+		rpc_call_set_deadline_message(call, "filesystem did not answer within %g s: %s", j->timeout,
+					      j->path);
+}
+
+/* --- Stat --- */
+
+static void stat_work(struct fs_job *j)
+{
+	Filesystem__StatResponse resp = FILESYSTEM__STAT_RESPONSE__INIT;
+	int rc = fs_entry_info(j->path, &resp.entry, j->err, sizeof(j->err));
+
+	if (rc) {
+		j->code = entry_code(rc);
+		return;
+	}
+	job_encode(j, &resp.base);
+	fs_entry_free(resp.entry);
+}
+
+static void fs_stat(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Filesystem__StatRequest *req = (const Filesystem__StatRequest *)msg;
+	struct fs_job *j = job_new(call, req->path, NULL, stat_work);
+
+	if (j)
+		job_submit(call, j);
+}
+
+/* --- MakeDir --- */
+
+static void make_dir_work(struct fs_job *j)
+{
+	Filesystem__MakeDirResponse resp = FILESYSTEM__MAKE_DIR_RESPONSE__INIT;
+	struct stat st;
+	int rc;
+
+	if (stat(j->path, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			job_fail(j, RPC_ALREADY_EXISTS, "directory already exists: %s", j->path);
+		else
+			job_fail(j, RPC_INVALID_ARGUMENT, "path already exists but it is not a directory: %s",
+				 j->path);
+		return;
+	}
+	if (errno != ENOENT) {
+		job_fail(j, RPC_INTERNAL, "error getting file info: stat %s: %s", j->path, go_strerror(errno));
+		return;
+	}
+	if (fs_ensure_dirs(j->path, j->uid, j->gid, j->err, sizeof(j->err)) < 0) {
+		j->code = RPC_INTERNAL;
+		return;
+	}
+	rc = fs_entry_info(j->path, &resp.entry, j->err, sizeof(j->err));
+	if (rc) {
+		j->code = entry_code(rc);
+		return;
+	}
+	job_encode(j, &resp.base);
+	fs_entry_free(resp.entry);
+}
+
+static void fs_make_dir(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Filesystem__MakeDirRequest *req = (const Filesystem__MakeDirRequest *)msg;
+	struct fs_job *j = job_new(call, req->path, NULL, make_dir_work);
+
+	if (j)
+		job_submit(call, j);
+}
+
+/* --- Move --- */
+
+static void move_work(struct fs_job *j)
+{
+	Filesystem__MoveResponse resp = FILESYSTEM__MOVE_RESPONSE__INIT;
+	char parent[PATH_MAX], err[ERRLEN];
+	const char *src = j->path, *dst = j->path2;
+	int rc;
+
+	fs_path_dir(dst, parent, sizeof(parent));
+	if (fs_ensure_dirs(parent, j->uid, j->gid, err, sizeof(err)) < 0) {
+		job_fail(j, RPC_INTERNAL, "error ensuring directories: %s", err);
+		return;
+	}
+	if (rename(src, dst) < 0) {
+		int e = errno;
+		if (e == ENOENT)
+			job_fail(j, RPC_NOT_FOUND, "source file not found: rename %s %s: %s", src, dst, go_strerror(e));
+		else
+			job_fail(j, RPC_INTERNAL, "error renaming: rename %s %s: %s", src, dst, go_strerror(e));
+		return;
+	}
+	rc = fs_entry_info(dst, &resp.entry, j->err, sizeof(j->err));
+	if (rc) {
+		j->code = entry_code(rc);
+		return;
+	}
+	job_encode(j, &resp.base);
+	fs_entry_free(resp.entry);
+}
+
+static void fs_move(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Filesystem__MoveRequest *req = (const Filesystem__MoveRequest *)msg;
+	struct fs_job *j = job_new(call, req->source, req->destination, move_work);
+
+	if (j)
+		job_submit(call, j);
+}
+
+/* --- ListDir and Remove --- */
+
+static void list_dir_work(struct fs_job *j)
+{
+	Filesystem__ListDirResponse resp = FILESYSTEM__LIST_DIR_RESPONSE__INIT;
+	struct fs_listing listing;
+	int rc = fs_listdir(j->path, j->depth, &listing, j->err, sizeof(j->err));
+
+	if (rc) {
+		j->code = rpc_code_from_errno(rc);
+		return;
+	}
+	resp.entries = listing.entries;
+	resp.n_entries = listing.n;
+	job_encode(j, &resp.base);
+	fs_listing_free(&listing);
 }
 
 static void fs_list_dir(struct rpc_call *call, const ProtobufCMessage *msg)
 {
 	const Filesystem__ListDirRequest *req = (const Filesystem__ListDirRequest *)msg;
-	struct fs_job *j = calloc(1, sizeof(*j));
-	struct user u;
+	struct fs_job *j = job_new(call, req->path, NULL, list_dir_work);
 
-	if (!j) {
-		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+	if (!j)
 		return;
-	}
-	if (call_path(call, req->path, &u, j->path, sizeof(j->path))) {
-		free(j);
-		return;
-	}
 	j->depth = req->depth;
-	submit_job(call, j, listdir_work, listdir_done);
+	job_submit(call, j);
+}
+
+static void remove_work(struct fs_job *j)
+{
+	Filesystem__RemoveResponse resp = FILESYSTEM__REMOVE_RESPONSE__INIT;
+	char err[ERRLEN];
+
+	if (fs_remove_all(j->path, err, sizeof(err))) {
+		job_fail(j, RPC_INTERNAL, "error removing file or directory: %s", err);
+		return;
+	}
+	job_encode(j, &resp.base);
 }
 
 static void fs_remove(struct rpc_call *call, const ProtobufCMessage *msg)
 {
 	const Filesystem__RemoveRequest *req = (const Filesystem__RemoveRequest *)msg;
-	struct fs_job *j = calloc(1, sizeof(*j));
-	struct user u;
+	struct fs_job *j = job_new(call, req->path, NULL, remove_work);
 
-	if (!j) {
-		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
-	if (call_path(call, req->path, &u, j->path, sizeof(j->path))) {
-		free(j);
-		return;
-	}
-	submit_job(call, j, remove_work, remove_done);
+	if (j)
+		job_submit(call, j);
 }
 
 /* --- events --- */

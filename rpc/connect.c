@@ -62,6 +62,7 @@ struct rpc_call {
 	bool in_paused;      /* deliver no messages; transport body paused */
 	bool end_pending;    /* the body ended while paused */
 	ev_timer resume_w;   /* resumes delivery outside the caller's stack */
+	char *deadline_msg;  /* what the client hears at its deadline, or NULL */
 };
 
 static const char *const code_names[] = {
@@ -102,6 +103,7 @@ static void call_unref(struct rpc_call *c)
 	if (c->req_msg)
 		protobuf_c_message_free_unpacked(c->req_msg, NULL);
 	env_dec_free(&c->dec);
+	free(c->deadline_msg);
 	free(c);
 }
 
@@ -127,7 +129,7 @@ static void call_cancel(struct rpc_call *c, enum rpc_code why)
  * and with musl the page faults of a fresh mapping, per message; a buffer
  * grown by an unusually large message is released after use.
  */
-#define ENV_HDR 5
+_Static_assert(RPC_ENC_HDR == ENV_HDR, "rpc.h and envelope.h agree on the envelope header");
 #define ENCBUF_KEEP (1u << 20)
 static char *encbuf;
 static size_t enccap;
@@ -228,7 +230,9 @@ static int encode_msg(struct rpc_call *c, const ProtobufCMessage *msg, uint8_t *
 		}
 	}
 	*out = (uint8_t *)encbuf + ENV_HDR;
-	if (*len > rpc_max_message) {
+	/* -max-message bounds what we receive; our own messages only need
+	 * to fit an envelope's 32-bit length. */
+	if (*len > RPC_SEND_MAX) {
 		encbuf_trim();
 		return -EMSGSIZE;
 	}
@@ -466,7 +470,8 @@ void rpc_reply(struct rpc_call *c, const ProtobufCMessage *msg)
 		return;
 	if (c->proto != P_CONNECT_UNARY) {
 		if (rpc_send(c, msg) == -EMSGSIZE) {
-			rpc_fail(c, RPC_RESOURCE_EXHAUSTED, "message larger than %zu bytes", rpc_max_message);
+			rpc_fail(c, RPC_RESOURCE_EXHAUSTED, "message larger than %llu bytes",
+				 (unsigned long long)RPC_SEND_MAX);
 			return;
 		}
 		rpc_finish(c);
@@ -523,6 +528,125 @@ void rpc_fail(struct rpc_call *c, enum rpc_code code, const char *fmt, ...)
 	va_end(ap);
 }
 
+void rpc_call_set_deadline_message(struct rpc_call *c, const char *fmt, ...)
+{
+	va_list ap;
+	char *m = NULL;
+
+	va_start(ap, fmt);
+	if (vasprintf(&m, fmt, ap) < 0)
+		m = NULL;
+	va_end(ap);
+	free(c->deadline_msg);
+	c->deadline_msg = m;
+}
+
+/* ---- replies encoded off the loop ---- */
+
+void rpc_call_codec(const struct rpc_call *c, struct rpc_codec *out)
+{
+	out->json = c->json;
+	out->gzip = c->resp_gzip;
+}
+
+void rpc_encoded_free(struct rpc_encoded *e)
+{
+	free(e->mem);
+	e->mem = NULL;
+	e->len = 0;
+}
+
+int rpc_encode(const struct rpc_codec *codec, const ProtobufCMessage *msg, struct rpc_encoded *out)
+{
+	char *b = NULL;
+	size_t cap = 0, n;
+
+	out->mem = NULL;
+	out->len = 0;
+	out->gzipped = false;
+	if (codec->json) {
+		if (pbjson_encode_into(msg, &b, &cap, ENV_HDR, &n) < 0) {
+			free(b);
+			return -ENOMEM;
+		}
+	} else {
+		struct encsink sink;
+
+		n = protobuf_c_message_get_packed_size(msg);
+		b = malloc(n + ENV_HDR);
+		if (!b)
+			return -ENOMEM;
+		sink = (struct encsink){{encsink_append}, (uint8_t *)b + ENV_HDR, 0};
+		protobuf_c_message_pack_to_buffer(msg, &sink.base);
+		n = sink.len;
+	}
+	if (codec->gzip) {
+		uint8_t *z = NULL;
+		size_t zn = 0;
+
+		if (env_gzip((uint8_t *)b + ENV_HDR, n, &z, &zn) == 0) {
+			char *zb = malloc(zn + ENV_HDR);
+			if (zb) {
+				memcpy(zb + ENV_HDR, z, zn);
+				free(b);
+				b = zb;
+				n = zn;
+				out->gzipped = true;
+			}
+			free(z);
+		}
+	}
+	if (n > RPC_SEND_MAX) {
+		free(b);
+		return -EMSGSIZE;
+	}
+	out->mem = b;
+	out->len = n;
+	return 0;
+}
+
+void rpc_reply_encoded(struct rpc_call *c, struct rpc_encoded *e)
+{
+	uint8_t *h = (uint8_t *)e->mem;
+	size_t n = e->len;
+
+	e->mem = NULL;
+	e->len = 0;
+	if (c->finished) {
+		free(h);
+		return;
+	}
+	if (!h) {
+		rpc_fail(c, RPC_INTERNAL, "cannot encode response");
+		return;
+	}
+	if (c->proto != P_CONNECT_UNARY) {
+		if (!c->http_gone) {
+			begin_stream_response(c);
+			h[0] = e->gzipped ? 0x01 : 0;
+			h[1] = (uint8_t)(n >> 24);
+			h[2] = (uint8_t)(n >> 16);
+			h[3] = (uint8_t)(n >> 8);
+			h[4] = (uint8_t)n;
+			http_resp_write_owned(c->r, h, n + ENV_HDR, free, h);
+		} else {
+			free(h);
+		}
+		rpc_finish(c);
+		return;
+	}
+	c->finished = true;
+	c->refs++;
+	struct http_hdr hd[2] = {{"Content-Type", c->ctype}, {"Content-Encoding", "gzip"}};
+	if (!c->http_gone && http_resp_begin(c->r, 200, hd, e->gzipped ? 2 : 1, (int64_t)n) == 0) {
+		http_resp_write_owned(c->r, h + ENV_HDR, n, free, h);
+		http_resp_end(c->r, NULL, 0);
+	} else {
+		free(h);
+	}
+	call_unref(c);
+}
+
 /* ---- request side ---- */
 
 static void deadline_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -535,7 +659,7 @@ static void deadline_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	call_cancel(c, RPC_DEADLINE_EXCEEDED);
 	c->finished = true;
 	if (!c->http_gone)
-		send_end(c, RPC_DEADLINE_EXCEEDED, "context deadline exceeded");
+		send_end(c, RPC_DEADLINE_EXCEEDED, c->deadline_msg ? c->deadline_msg : "context deadline exceeded");
 	call_unref(c);
 }
 

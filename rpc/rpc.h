@@ -154,6 +154,46 @@ void rpc_call_pause_input(struct rpc_call *call, bool paused);
 /* Bytes sent but not yet written to the socket (for back-pressure). */
 size_t rpc_call_queued(const struct rpc_call *call);
 
+/*
+ * What the client is told when its own deadline (Connect-Timeout-Ms,
+ * grpc-timeout) passes, instead of "context deadline exceeded": e.g.
+ * "filesystem did not answer within 3 s: /mnt/x" for a call waiting on a
+ * worker job. The on_cancel hook still runs first.
+ */
+void rpc_call_set_deadline_message(struct rpc_call *call, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/*
+ * Replies built off the loop: take the call's codec on the loop
+ * (rpc_call_codec), encode the reply on a worker thread (rpc_encode is
+ * thread-safe and touches no call), answer on the loop with
+ * rpc_reply_encoded, which takes the buffer and sends it without a copy.
+ */
+struct rpc_codec {
+	bool json;
+	bool gzip;
+};
+
+struct rpc_encoded {
+	void *mem;    /* RPC_ENC_HDR bytes of room, then len bytes of message */
+	size_t len;
+	bool gzipped;
+};
+
+#define RPC_ENC_HDR 5 /* = ENV_HDR of rpc/envelope.h */
+
+/* Our own messages are bounded only by an envelope's 32-bit length:
+   -max-message limits what we receive. */
+#define RPC_SEND_MAX ((size_t)UINT32_MAX)
+
+void rpc_call_codec(const struct rpc_call *call, struct rpc_codec *out);
+/* 0, -ENOMEM, or -EMSGSIZE beyond RPC_SEND_MAX. Any thread. */
+int rpc_encode(const struct rpc_codec *codec, const ProtobufCMessage *msg, struct rpc_encoded *out);
+void rpc_encoded_free(struct rpc_encoded *e);
+/* Unary success with a reply from rpc_encode (e is emptied; a call that
+   already ended just frees it). Ends the call. */
+void rpc_reply_encoded(struct rpc_call *call, struct rpc_encoded *e);
+
 /* Unary success. Ends the call. */
 void rpc_reply(struct rpc_call *call, const ProtobufCMessage *msg);
 /* Stream success (end-stream `{}` / grpc-status 0). Ends the call. */
