@@ -562,14 +562,18 @@ static const struct rpc_call_hooks stream_hooks = {
 };
 
 /*
- * Adding the watches of a recursive watch walks the whole tree, so it
- * happens on the worker pool; the stream starts when that is done.
+ * The check of the root (stat, statfs) and adding the watches (a recursive
+ * watch walks the whole tree) run as a worker job with the mount's key and
+ * the call's deadline, as the unary calls do; the stream starts, or the
+ * watcher is registered, when that is done.
  */
 struct watch_job {
-	struct rpc_call *call;  /* NULL once the client went away */
+	struct rpc_call *call;  /* NULL once answered or the client went away */
 	char path[PATH_MAX];
 	bool recursive;
 	bool include_entry;
+	bool allow_network_mounts;
+	double timeout;         /* seconds */
 	struct fs_watch *w;
 	int rc;
 	char err[ERRLEN];
@@ -587,19 +591,41 @@ static const struct rpc_call_hooks watch_job_hooks = { .on_cancel = watch_job_on
 static void watch_job_work(void *arg)
 {
 	struct watch_job *j = arg;
-	j->rc = fs_watch_prepare(j->path, j->recursive, &j->w, j->err, sizeof(j->err));
+
+	j->rc = fs_watch_check(j->path, j->allow_network_mounts, j->err, sizeof(j->err));
+	if (j->rc)
+		return;
+	/* Failing to add a watch is internal, whatever the errno. */
+	if (fs_watch_prepare(j->path, j->recursive, &j->w, j->err, sizeof(j->err)) < 0)
+		j->rc = -EIO;
+}
+
+static void watch_job_expired(void *arg)
+{
+	struct watch_job *j = arg;
+	struct rpc_call *call = j->call;
+
+	if (!call)
+		return;
+	j->call = NULL;
+	rpc_call_set_hooks(call, NULL, NULL);
+	rpc_fail(call, RPC_DEADLINE_EXCEEDED, "filesystem did not answer within %g s: %s", j->timeout, j->path);
 }
 
 static void watch_job_done(void *arg)
 {
 	struct watch_job *j = arg;
+	struct rpc_call *call = j->call;
 
-	if (!j->call) {
+	if (!call) {
 		fs_watch_free(j->w);
-	} else if (j->rc < 0) {
-		rpc_fail(j->call, RPC_INTERNAL, "%s", j->err);
 	} else {
-		j->ready(j); /* takes j->w */
+		rpc_call_set_hooks(call, NULL, NULL);
+		rpc_call_set_deadline_message(call, NULL);
+		if (j->rc)
+			rpc_fail(call, rpc_code_from_errno(j->rc), "%s", j->err);
+		else
+			j->ready(j); /* takes j->w */
 	}
 	free(j);
 }
@@ -620,23 +646,25 @@ static void watch_submit(struct rpc_call *call, const char *req_path, bool recur
 		free(j);
 		return;
 	}
-	rc = fs_watch_check(j->path, allow_network_mounts, j->err, sizeof(j->err));
-	if (rc) {
-		rpc_fail(call, rpc_code_from_errno(rc), "%s", j->err);
-		free(j);
-		return;
-	}
 	j->call = call;
 	j->recursive = recursive;
 	j->include_entry = include_entry;
+	j->allow_network_mounts = allow_network_mounts;
 	j->ready = ready;
-	rpc_call_set_hooks(call, &watch_job_hooks, j);
-	rc = worker_submit(watch_job_work, watch_job_done, j);
+	j->timeout = worker_deadline_s(rpc_call_timeout_ms(call));
+	rc = worker_run(&(struct worker_req){ .work = watch_job_work, .done = watch_job_done,
+					      .expired = watch_job_expired, .arg = j,
+					      .key = worker_path_key(j->path), .timeout = j->timeout });
 	if (rc < 0) {
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s: %s",
+			 j->path, go_strerror(-rc));
 		free(j);
-		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s",
-			 go_strerror(-rc));
+		return;
 	}
+	rpc_call_set_hooks(call, &watch_job_hooks, j);
+	if (rpc_call_timeout_ms(call) > 0)
+		rpc_call_set_deadline_message(call, "filesystem did not answer within %g s: %s", j->timeout,
+					      j->path);
 }
 
 static void watch_stream_ready(struct watch_job *j)

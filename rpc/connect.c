@@ -533,10 +533,12 @@ void rpc_call_set_deadline_message(struct rpc_call *c, const char *fmt, ...)
 	va_list ap;
 	char *m = NULL;
 
-	va_start(ap, fmt);
-	if (vasprintf(&m, fmt, ap) < 0)
-		m = NULL;
-	va_end(ap);
+	if (fmt) {
+		va_start(ap, fmt);
+		if (vasprintf(&m, fmt, ap) < 0)
+			m = NULL;
+		va_end(ap);
+	}
 	free(c->deadline_msg);
 	c->deadline_msg = m;
 }

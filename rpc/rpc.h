@@ -158,7 +158,8 @@ size_t rpc_call_queued(const struct rpc_call *call);
  * What the client is told when its own deadline (Connect-Timeout-Ms,
  * grpc-timeout) passes, instead of "context deadline exceeded": e.g.
  * "filesystem did not answer within 3 s: /mnt/x" for a call waiting on a
- * worker job. The on_cancel hook still runs first.
+ * worker job. The on_cancel hook still runs first. NULL: back to the
+ * default.
  */
 void rpc_call_set_deadline_message(struct rpc_call *call, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

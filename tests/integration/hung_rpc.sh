@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The filesystem and process RPCs against a hung FUSE mount (a bindfs whose
+# daemon is stopped): each call on it ends with deadline_exceeded at its
+# deadline (the client's Connect-Timeout-Ms, else -fs-timeout) while the
+# rest of envd keeps answering; after SIGCONT everything on the mount works
+# again and envd's fds and threads are back. Then a 100 000-entry ListDir is
+# answered in full while /health keeps answering.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/lib.sh
+. tests/integration/hungfs_lib.sh
+
+command -v bindfs >/dev/null && [ -e /dev/fuse ] || {
+	echo "hung_rpc: bindfs or /dev/fuse missing (scripts/setup.sh)"
+	echo "hung_rpc: 0 passed, 1 failed"
+	exit 1
+}
+T=$(mktemp -d /tmp/envd-hungrpc.XXXXXX)
+M=$T/mnt
+trap 'hungfs_cleanup; rm -rf "$T"; _t_cleanup' EXIT
+hungfs_mount "$M" || exit 1
+mkdir -p "$T/big" "$T/else"
+envd_start -fs-timeout 2 || exit 1
+
+"$PY" - "$ENVD_URL" "$ENVD_PID" "$M" "$T" "$HUNGFS_PID" >"$T/out" 2>&1 <<'PY'
+import http.client, json, os, signal, struct, sys, threading, time, urllib.parse
+
+url, envd_pid, M, T, fuse_pid = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+u = urllib.parse.urlparse(url)
+HANG = 300  # seconds: a call that takes this long is a hang, whatever the machine
+CORE = 4    # WORKER_THREADS_CORE
+
+def ok(name, cond, detail=""):
+    print(("ok   - " if cond else "FAIL - ") + name + ("" if cond or not detail else ": " + str(detail)), flush=True)
+
+def post(path, body, ctype, headers=None):
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=HANG)
+    h = {"Content-Type": ctype}
+    h.update(headers or {})
+    t0 = time.monotonic()
+    c.request("POST", path, body=body, headers=h)
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, data, (time.monotonic() - t0) * 1000
+
+def unary(svc, method, msg, timeout_ms=None):
+    h = {"Connect-Timeout-Ms": str(timeout_ms)} if timeout_ms else {}
+    st, data, ms = post("/%s/%s" % (svc, method), json.dumps(msg), "application/json", h)
+    try:
+        d = json.loads(data) if data else {}
+    except ValueError:
+        d = {"raw": data[:200]}
+    return st, d, ms
+
+def fs(method, msg, timeout_ms=None):
+    return unary("filesystem.Filesystem", method, msg, timeout_ms)
+
+def stream(svc, method, msg, timeout_ms=None, until=None):
+    """Connect server stream; returns (messages, end error or None, ms)."""
+    b = json.dumps(msg).encode()
+    h = {"Connect-Timeout-Ms": str(timeout_ms)} if timeout_ms else {}
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=HANG)
+    t0 = time.monotonic()
+    c.request("POST", "/%s/%s" % (svc, method), body=struct.pack(">BI", 0, len(b)) + b,
+              headers=dict(h, **{"Content-Type": "application/connect+json"}))
+    r = c.getresponse()
+    msgs, end = [], None
+    while True:
+        hdr = r.read(5)
+        if len(hdr) < 5:
+            end = {"code": "eof"}
+            break
+        flags, n = struct.unpack(">BI", hdr)
+        d = json.loads(r.read(n) or b"{}")
+        if flags & 2:
+            end = d.get("error")
+            break
+        msgs.append(d)
+        if until and until(msgs):
+            break
+    c.close()
+    return msgs, end, (time.monotonic() - t0) * 1000
+
+def threads():
+    return len(os.listdir("/proc/%d/task" % envd_pid))
+
+def fds():
+    return len(os.listdir("/proc/%d/fd" % envd_pid))
+
+def wait_for(secs, f):
+    end = time.monotonic() + secs
+    while not f():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+def start_ok(cwd):
+    msgs, end, _ = stream("process.Process", "Start",
+                          {"process": {"cmd": "/bin/sh", "args": ["-c", "echo hi"], "cwd": cwd}})
+    ends = [m["event"]["end"] for m in msgs if "end" in m.get("event", {})]
+    return end is None and ends and ends[0].get("exited") and ends[0].get("status") == "exit status 0"
+
+# --- the mount works; the baseline ---
+os.mkdir(M + "/warm")
+st, d, _ = fs("Stat", {"path": M + "/warm"})
+ok("Stat on the live mount", st == 200 and d.get("entry", {}).get("type") == "FILE_TYPE_DIRECTORY", d)
+ok("a command starts with cwd on the live mount", start_ok(M + "/warm"))
+wait_for(HANG, lambda: threads() <= 1 + CORE)
+fd0 = fds()
+
+# --- stop the daemon; every call on the mount waits for it ---
+os.kill(fuse_pid, signal.SIGSTOP)
+TO = 3000
+hung = {
+    "Stat": lambda: fs("Stat", {"path": M + "/s1"}, TO),
+    "MakeDir": lambda: fs("MakeDir", {"path": M + "/d1"}, TO),
+    "Move": lambda: fs("Move", {"source": M + "/m1", "destination": M + "/m2"}, TO),
+    "Remove": lambda: fs("Remove", {"path": M + "/r1"}, TO),
+    "ListDir": lambda: fs("ListDir", {"path": M + "/l1"}, TO),
+    "CreateWatcher": lambda: fs("CreateWatcher", {"path": M + "/c1", "allowNetworkMounts": True}, TO),
+    "CreateWatcher (network check)": lambda: fs("CreateWatcher", {"path": M + "/c2"}, TO),
+    "Stat, server deadline": lambda: fs("Stat", {"path": M + "/s2"}),
+}
+paths = {"Stat": "/s1", "MakeDir": "/d1", "Move": "/m1", "Remove": "/r1", "ListDir": "/l1",
+         "CreateWatcher": "/c1", "CreateWatcher (network check)": "/c2", "Stat, server deadline": "/s2"}
+res = {}
+
+def run(name, f):
+    res[name] = f()
+
+def run_stream(name, svc, method, msg):
+    msgs, end, ms = stream(svc, method, msg, TO)
+    res[name] = (msgs, end, ms)
+
+ths = [threading.Thread(target=run, args=(n, f)) for n, f in hung.items()]
+ths.append(threading.Thread(target=run_stream, args=("WatchDir", "filesystem.Filesystem", "WatchDir",
+                                                    {"path": M + "/w1", "allowNetworkMounts": True})))
+ths.append(threading.Thread(target=run_stream, args=("Start", "process.Process", "Start",
+                                                    {"process": {"cmd": "/bin/true", "cwd": M + "/cwd1"}})))
+for t in ths:
+    t.start()
+
+# the rest of envd answers meanwhile
+time.sleep(0.2)  # let the hung calls reach the mount first; not a verdict
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=HANG)
+c.request("GET", "/health")
+ok("/health answers while calls hang on the mount", c.getresponse().status == 204)
+c.close()
+st, d, _ = fs("Stat", {"path": T + "/else"})
+ok("Stat elsewhere answers", st == 200, d)
+st, d, _ = fs("ListDir", {"path": T})
+ok("ListDir elsewhere answers", st == 200, d)
+st, d, _ = unary("process.Process", "List", {})
+ok("process List answers", st == 200, d)
+ok("Start elsewhere answers", start_ok(T + "/else"))
+
+for t in ths:
+    t.join()
+for name, rel in paths.items():
+    st, d, ms = res[name]
+    limit = 2000 if "server" in name else TO
+    want = "filesystem did not answer within %g s: %s" % (limit / 1000, M + rel)
+    ok("%s on the hung mount: deadline_exceeded" % name, d.get("code") == "deadline_exceeded", (st, d))
+    ok("%s: the message names the path" % name, d.get("message") == want, d.get("message"))
+    ok("%s: ends within its deadline + 1 s" % name, ms <= limit + 1000, "%.0f ms" % ms)
+for name, path in (("WatchDir", M + "/w1"), ("Start", M + "/cwd1")):
+    msgs, end, ms = res[name]
+    ok("%s on the hung mount: deadline_exceeded" % name, (end or {}).get("code") == "deadline_exceeded",
+       (msgs, end))
+    ok("%s: the message names the path" % name,
+       (end or {}).get("message") == "filesystem did not answer within 3 s: " + path, end)
+    ok("%s: ends within its deadline + 1 s" % name, ms <= TO + 1000, "%.0f ms" % ms)
+st, d, _ = fs("Stat", {"path": T + "/else"})
+ok("Stat elsewhere still answers after the deadlines", st == 200, d)
+
+# --- the daemon runs again: the stuck jobs finish, the mount works ---
+os.kill(fuse_pid, signal.SIGCONT)
+st, d, _ = fs("MakeDir", {"path": M + "/after/x"})
+ok("MakeDir on the mount after SIGCONT", st == 200, d)
+st, d, _ = fs("Stat", {"path": M + "/after/x"})
+ok("Stat on the mount after SIGCONT", st == 200, d)
+st, d, _ = fs("Move", {"source": M + "/after/x", "destination": M + "/after/y"})
+ok("Move on the mount after SIGCONT", st == 200 and d.get("entry", {}).get("path") == M + "/after/y", d)
+st, d, _ = fs("ListDir", {"path": M + "/after"})
+ok("ListDir on the mount after SIGCONT", st == 200 and [e["name"] for e in d.get("entries", [])] == ["y"], d)
+st, d, _ = fs("CreateWatcher", {"path": M + "/after", "allowNetworkMounts": True})
+ok("CreateWatcher on the mount after SIGCONT", st == 200 and d.get("watcherId"), d)
+if d.get("watcherId"):
+    fs("RemoveWatcher", {"watcherId": d["watcherId"]})
+msgs, end, _ = stream("filesystem.Filesystem", "WatchDir", {"path": M + "/after", "allowNetworkMounts": True},
+                      until=lambda m: any("start" in x.get("event", x) for x in m))
+ok("WatchDir on the mount after SIGCONT starts", end is None and msgs, (msgs, end))
+ok("Start with cwd on the mount after SIGCONT", start_ok(M + "/after"))
+st, d, _ = fs("Remove", {"path": M + "/after"})
+ok("Remove on the mount after SIGCONT", st == 200 and not os.path.exists(M + "/after"), d)
+ok("envd's threads back to the pool's core size (%d)" % (1 + CORE),
+   wait_for(HANG, lambda: threads() <= 1 + CORE), threads())
+ok("envd's fds back to %d" % fd0, wait_for(HANG, lambda: fds() <= fd0), fds())
+
+# --- a 100 000-entry ListDir is answered, and /health while it is built ---
+N = 100000
+for i in range(N):
+    os.close(os.open("%s/big/f%06d" % (T, i), os.O_CREAT | os.O_WRONLY, 0o644))
+done = threading.Event()
+health = []
+
+def probe():
+    while not done.is_set():
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=HANG)
+        t0 = time.monotonic()
+        c.request("GET", "/health")
+        s = c.getresponse().status
+        c.close()
+        health.append((s, (time.monotonic() - t0) * 1000, done.is_set()))
+
+p = threading.Thread(target=probe)
+p.start()
+st, d, ms = fs("ListDir", {"path": T + "/big"}, 600000)
+done.set()
+p.join()
+ok("a %d-entry ListDir is answered" % N, st == 200 and len(d.get("entries", [])) == N,
+   (st, str(d)[:200]))
+during = [h for h in health if not h[2]]
+ok("/health answered while it was built", all(h[0] == 204 for h in health) and len(health) > 0, health[:5])
+print("info - ListDir of %d entries: %.0f ms; /health probes meanwhile: %d, slowest %.0f ms" %
+      (N, ms, len(during), max([h[1] for h in during] or [0])), flush=True)
+PY
+cat "$T/out"
+T_PASS=$((T_PASS + $(grep -c '^ok' "$T/out")))
+T_FAIL=$((T_FAIL + $(grep -c '^FAIL' "$T/out")))
+grep -q '^info - ListDir' "$T/out" || fail "the test script ran to its end" "$(tail -n 5 "$T/out")"
+check "envd alive" envd_alive
+finish
