@@ -586,6 +586,7 @@ struct fsop {
 	bool freeze;
 	int err;             /* errno of the failed step, 0 on success */
 	bool opened;         /* the failure was the ioctl, not the open */
+	char skipped[64];    /* the fstype of a root not frozen, or "" */
 };
 
 static struct fsop *fs_head, *fs_tail;
@@ -594,10 +595,56 @@ static const char *fs_root = "/";
 
 static void fs_next(void);
 
+/*
+ * The fstype of the mount at `mp` (the last one mounted there), from
+ * /proc/self/mountinfo: statfs would ask the filesystem, which is what a
+ * hung one never answers. "" when not found.
+ */
+static void mount_fstype(const char *mp, char *out, size_t len)
+{
+	char line[2 * PATH_MAX], at[PATH_MAX], type[64];
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	out[0] = '\0';
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		const char *sep = strstr(line, " - ");
+
+		if (sep && sscanf(line, "%*s %*s %*s %*s %4095s", at) == 1 && strcmp(at, mp) == 0 &&
+		    sscanf(sep + 3, "%63s", type) == 1)
+			snprintf(out, len, "%s", type);
+	}
+	fclose(f);
+}
+
+/* FUSE and network filesystems: FIFREEZE would ask a daemon or a server
+ * that may never answer, and a frozen snapshot does not hold them anyway. */
+static bool fstype_remote(const char *t)
+{
+	static const char *const remote[] = { "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph",
+					      "glusterfs", "afs", "virtiofs", "sshfs" };
+
+	if (strncmp(t, "fuse", 4) == 0)
+		return true;
+	for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++)
+		if (strcmp(t, remote[i]) == 0)
+			return true;
+	return false;
+}
+
 static void fs_work(void *arg)
 {
 	struct fsop *op = arg;
-	int fd = open(fs_root, O_RDONLY | O_CLOEXEC);
+	char type[64];
+	int fd;
+
+	mount_fstype(fs_root, type, sizeof(type));
+	if (fstype_remote(type)) {
+		snprintf(op->skipped, sizeof(op->skipped), "%s", type);
+		return;
+	}
+	fd = open(fs_root, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0) {
 		op->err = errno;
@@ -630,6 +677,14 @@ static void fs_answer(struct fsop *op)
 		http_respond_json_error(r, 500, msg);
 		return;
 	}
+	if (op->skipped[0]) {
+		int n = snprintf(msg, sizeof(msg),
+				 "{\"skipped\":[{\"path\":\"%s\",\"fstype\":\"%s\",\"reason\":\"FUSE and network "
+				 "filesystems are not frozen\"}]}\n",
+				 fs_root, op->skipped);
+		http_respond(r, 200, "application/json", msg, (size_t)n, &no_store, 1);
+		return;
+	}
 	http_respond(r, 204, NULL, NULL, 0, &no_store, 1);
 }
 
@@ -652,7 +707,9 @@ static void fs_next(void)
 		fs_head = op->next;
 		if (!fs_head)
 			fs_tail = NULL;
-		rc = worker_submit(fs_work, fs_done, op);
+		/* The mount's key: a freeze stuck on "/" takes no CPU slot. */
+		rc = worker_run(&(struct worker_req){ .work = fs_work, .done = fs_done, .arg = op,
+						      .key = worker_path_key(fs_root) });
 		if (rc == 0) {
 			fs_busy = true;
 			return;
