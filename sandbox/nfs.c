@@ -214,7 +214,10 @@ int nfs_mount_async(const struct nfs_volume *vols, size_t n, const char *lifecyc
 			return -ENOMEM;
 		}
 	}
-	int rc = worker_submit(nfs_work, nfs_done, j);
+	/* Under the key of the first mount point's mount, not a CPU slot:
+	 * its mkdir can hang on a dead server like any path syscall. */
+	int rc = worker_run(&(struct worker_req){ .work = nfs_work, .done = nfs_done, .arg = j,
+						  .key = worker_path_key(n ? j->vols[0].path : "/") });
 	if (rc < 0)
 		nfs_job_free(j);
 	return rc;
