@@ -3,10 +3,12 @@
  * fs_service.c - filesystem.Filesystem handlers (docs/protocol.md,
  * "filesystem.Filesystem").
  *
- * Quick single-path operations (Stat, MakeDir, Move) run on the loop;
- * ListDir and Remove can touch millions of inodes, so they go to the
- * worker pool and answer from its completion. WatchDir streams inotify
- * events; CreateWatcher keeps a bounded event buffer per watcher id.
+ * Nothing here makes a syscall on a request's path on the loop: a path on
+ * a hung FUSE or NFS mount would stop the daemon. Every call that touches
+ * one is a worker job with the path's mount key and the call's deadline
+ * (docs/architecture.md, "What the loop may do"); the reply is encoded in
+ * the job too. WatchDir streams inotify events; CreateWatcher keeps a
+ * bounded event buffer per watcher id.
  */
 #include "fs/fs_service.h"
 
@@ -211,10 +213,9 @@ static void job_done(void *arg)
 static struct fs_job *job_new(struct rpc_call *call, const char *req_path, const char *req_path2,
 			      void (*work)(struct fs_job *))
 {
-	char err[ERRLEN];
-
 	struct fs_job *j = calloc(1, sizeof(*j));
 	struct user u;
+	char err[ERRLEN];
 
 	if (!j) {
 		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
