@@ -50,6 +50,10 @@ expect_match "MakeDir" '"entry"' "$(rpc MakeDir "{\"path\":\"$M/made/deep\"}")"
 expect_match "MakeDir again" 'already_exists' "$(rpc MakeDir "{\"path\":\"$M/made/deep\"}")"
 expect_match "Move" '"path":"'"$M"'/moved.txt"' \
 	"$(rpc Move "{\"source\":\"$M/seed.txt\",\"destination\":\"$M/moved.txt\"}")"
+expect_eq "GET /files" hello "$(curl -s -m 300 "$ENVD_URL/files?path=$M/moved.txt")"
+echo uploaded >"$T/up.txt"
+expect_match "POST /files" 'up.txt' "$(curl -s -m 300 -F file=@"$T/up.txt" "$ENVD_URL/files?path=$M/up.txt")"
+check "the upload landed" grep -q uploaded "$M/up.txt"
 expect_match "ListDir depth 3" '"name":"b"' "$(rpc ListDir "{\"path\":\"$M/tree\",\"depth\":3}")"
 wid=$(rpc CreateWatcher "{\"path\":\"$M/made\",\"allowNetworkMounts\":true}" |
 	"$PY" -c 'import json,sys; print(json.load(sys.stdin).get("watcherId",""))')
