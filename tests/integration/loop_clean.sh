@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # The event loop makes no syscall on a user path (docs/architecture.md,
 # "What the loop may do"). envd runs under strace while a mix of requests
-# works on a live FUSE mount; every syscall of the loop thread (the main
+# (filesystem RPCs, watchers, Start, GET and POST /files) works on a live
+# FUSE mount; every syscall of the loop thread (the main
 # thread, tid = pid) that names a path or an fd under the mount is a
 # failure. A FUSE mount is used because on it nothing is exempt: a hung
 # daemon would hold whichever thread made the call.
