@@ -66,7 +66,7 @@ build_kernel() {
 	rm -rf "$tmp"
 	mkdir -p "$tmp"
 	log "downloading $pkg"
-	(cd "$tmp" && apt-get download -qq "$pkg" >"$tmp.log" 2>&1) || {
+	(cd "$tmp" && apt-get download -qq "$pkg") >"$tmp.log" 2>&1 || {
 		rm -rf "$tmp"
 		return 1
 	}
