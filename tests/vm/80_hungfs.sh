@@ -54,18 +54,21 @@ scenario() {
 	local t0
 	t0=$(date +%s%3N)
 	(cd tests/sdk && E2B_DEBUG=true E2B_SANDBOX_URL=$VM_URL HUNGFS_SFTP_PIDS=$H/sftp.pids \
-		HUNGFS_NFS_PID=$(cat "$H/nfs/ganesha.pid" 2>/dev/null) \
+		HUNGFS_NFS_PID=$(cat "$H/nfs/ganesha.pid" 2>/dev/null) HUNGFS_NFS_EXPORT=$H/nfs/export \
 		timeout 400 node --import ../vm/sdk/preload.mjs ../vm/sdk/hungfs.mjs "$1") >"$H/$1.log" 2>&1
 	cat "$H/$1.log"
 	echo "# $1 scenario: $(($(date +%s%3N) - t0)) ms"
 	results "$H/$1.log"
 }
 
+# HUNGFS_SCENARIOS picks ("fuse nfs" by default).
+want() { [[ " ${HUNGFS_SCENARIOS:-fuse nfs} " == *" $1 "* ]]; }
+
 # ---- FUSE: sshfs against the host's SFTP server ----
-scenario fuse
+want fuse && scenario fuse
 
 # ---- NFS: a volume from /init against the host's NFS server ----
-if bash tests/vm/nfs-server.sh start "$H/nfs"; then
+! want nfs || if bash tests/vm/nfs-server.sh start "$H/nfs"; then
 	ns=$(cat "$H/nfs/ns.pid")
 	cat >"$VM_RUN_DIR/host/2049" <<EOF
 #!/bin/sh

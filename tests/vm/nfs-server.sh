@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# An NFSv3 server on the host for the VM tests: NFS-Ganesha with an
-# in-memory export (/export), in a network and mount namespace of its own
-# (rpcbind, which Ganesha registers with, and its sockets stay private).
+# An NFSv3 server on the host for the VM tests: NFS-Ganesha exporting a
+# tmpfs (DIR/export, as /export), in a network and mount namespace of its
+# own (rpcbind, which Ganesha registers with, its sockets and the tmpfs stay
+# private).
 #
-#   nfs-server.sh start DIR     prints nothing; DIR/ns.pid is a process in
+#   nfs-server.sh start DIR     exports DIR/export; DIR/ns.pid is a process in
 #                               the namespace (nsenter --net=/proc/PID/ns/net
 #                               reaches 127.0.0.1:2049 and :20048),
 #                               DIR/ganesha.pid the server; waits until it listens
 #   nfs-server.sh stop DIR      ends them
 #
-# Needs root, nfs-ganesha, nfs-ganesha-mem and rpcbind (scripts/setup.sh).
+# Needs root, nfs-ganesha, nfs-ganesha-vfs and rpcbind (scripts/setup.sh).
 set -uo pipefail
 cmd=${1:?start or stop}
 dir=${2:?directory}
@@ -22,7 +23,8 @@ start)
 	for t in ganesha.nfsd rpcbind unshare nsenter; do
 		command -v "$t" >/dev/null || { echo "nfs-server: $t is missing (scripts/setup.sh installs it)" >&2; exit 1; }
 	done
-	cat >"$dir/ganesha.conf" <<'EOF'
+	mkdir -p "$dir/export"
+	cat >"$dir/ganesha.conf" <<EOF
 NFS_CORE_PARAM {
 	NFS_Port = 2049;
 	MNT_Port = 20048;
@@ -34,14 +36,14 @@ NFS_CORE_PARAM {
 NFSV4 { Graceless = true; }
 EXPORT {
 	Export_Id = 1;
-	Path = /export;
+	Path = $dir/export;
 	Pseudo = /export;
 	Access_Type = RW;
 	Squash = No_Root_Squash;
 	Protocols = 3;
 	Transports = TCP;
 	SecType = sys;
-	FSAL { Name = MEM; }
+	FSAL { Name = VFS; }
 }
 LOG { Default_Log_Level = EVENT; }
 EOF
@@ -51,6 +53,7 @@ EOF
 		echo $$ >"$dir/ns.pid"
 		ip link set lo up
 		mount -t tmpfs tmpfs /run
+		mount -t tmpfs -o mode=1777,size=64m tmpfs "$dir/export"
 		mkdir -p /run/rpcbind
 		rpcbind -f 2>>"$dir/rpcbind.log" &
 		for _ in $(seq 1 100); do [ -S /run/rpcbind.sock ] && break; sleep 0.05; done

@@ -27,7 +27,7 @@ const MODE = process.argv[2] ?? 'fuse'
 const DEADLINE_MS = Number(process.env.HUNGFS_DEADLINE_MS ?? 3000)
 // Under emulation on a loaded host a command takes seconds; nothing here
 // waits on a fixed delay to decide a result, only these hang bounds.
-const ANSWER_MS = Number(process.env.HUNGFS_ANSWER_MS ?? 20000)
+const ANSWER_MS = Number(process.env.HUNGFS_ANSWER_MS ?? 15000)
 const HANG_MS = 120000
 
 let passed = 0
@@ -37,6 +37,13 @@ const nok = (m, why) => { failed++; console.log(`FAIL - ${m}${why ? `: ${why}` :
 const check = (cond, m, why) => (cond ? ok(m) : nok(m, why))
 const note = (m) => console.log(`# ${m}`)
 const now = () => performance.now()
+// A signal that aborts after ms (AbortSignal.timeout's timer is not kept
+// alive by Node and may never fire while a socket is all that is left).
+const bounded = (ms) => {
+  const c = new AbortController()
+  const t = setTimeout(() => c.abort(new Error(`no answer within ${ms} ms`)), ms)
+  return { signal: c.signal, clear: () => clearTimeout(t) }
+}
 const auth = { Authorization: 'Basic ' + Buffer.from('user:').toString('base64') }
 
 // A unary Connect call with our own deadline header and a hang bound of
@@ -45,11 +52,13 @@ async function connect(method, body, { timeoutMs = DEADLINE_MS, bound = ANSWER_M
   const t0 = now()
   const headers = { 'Content-Type': 'application/json', 'Connect-Protocol-Version': '1', ...auth }
   if (timeoutMs) headers['Connect-Timeout-Ms'] = String(timeoutMs)
+  const b = bounded(bound)
   try {
     const res = await fetch(`${URL_}/${method}`, {
-      method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.timeout(bound),
+      method: 'POST', headers, body: JSON.stringify(body), signal: b.signal,
     })
     const text = await res.text()
+    b.clear()
     let j = {}
     try { j = JSON.parse(text) } catch { j = { raw: text } }
     return { status: res.status, body: j, ms: now() - t0 }
@@ -59,9 +68,11 @@ async function connect(method, body, { timeoutMs = DEADLINE_MS, bound = ANSWER_M
 }
 async function get(path, { bound = ANSWER_MS, headers = {} } = {}) {
   const t0 = now()
+  const b = bounded(bound)
   try {
-    const res = await fetch(`${URL_}${path}`, { headers: { ...auth, ...headers }, signal: AbortSignal.timeout(bound) })
+    const res = await fetch(`${URL_}${path}`, { headers: { ...auth, ...headers }, signal: b.signal })
     const text = await res.text()
+    b.clear()
     return { status: res.status, text, ms: now() - t0 }
   } catch (e) {
     return { hung: true, ms: now() - t0, err: String(e) }
@@ -125,13 +136,25 @@ async function main() {
       headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({
         timestamp: ts, defaultUser: 'user', accessToken: process.env.VM_TOKEN,
-        volumeMounts: [{ nfs_target: '169.254.169.254:/export', path: MNT }],
+        volumeMounts: [{ nfs_target: `169.254.169.254:${process.env.HUNGFS_NFS_EXPORT}`, path: MNT }],
       }),
-      signal: AbortSignal.timeout(HANG_MS),
+      signal: bounded(HANG_MS).signal,
     })
     const t = await r.text()
-    check(r.status === 204, `/init mounts the NFS volume at ${MNT}`, `${r.status} ${t}`)
-    if (r.status !== 204) return
+    if (r.status === 204) {
+      ok(`/init mounts the NFS volume at ${MNT}`)
+    } else if (r.status === 400 && /timed out/.test(t)) {
+      // /init gives the mounts 10 s in all; under emulation on a busy host
+      // mount.nfs can take longer. The same mount, with /init's options,
+      // through a command then.
+      note(`/init: ${t.trim()}: mounting with the same options through a command`)
+      const m = await run(sbx, `mkdir -p ${MNT} && mount -t nfs -o fg,hard,sync,rsize=1048576,wsize=1048576,mountproto=tcp,mountport=2049,proto=tcp,port=2049,nfsvers=3,noacl,noac,lookupcache=none 169.254.169.254:${process.env.HUNGFS_NFS_EXPORT} ${MNT}`, { user: 'root' })
+      check(m.exitCode === 0, `the NFS volume is mounted at ${MNT} with /init's options`, m.stderr)
+      if (m.exitCode !== 0) return
+    } else {
+      nok(`/init mounts the NFS volume at ${MNT}`, `${r.status} ${t}`)
+      return
+    }
     await run(sbx, `chmod 1777 ${MNT}`, { user: 'root' })
   }
   const mnt = await run(sbx, `findmnt -n -o FSTYPE,OPTIONS ${MNT}`, user)
@@ -144,11 +167,14 @@ async function main() {
     watch = await sbx.files.watchDir(MNT, (e) => events.push(e), { ...user, timeoutMs: 0 })
     ok('watchDir on the mount')
   } catch (e) {
-    nok('watchDir on the mount', String(e))
+    // The reference refuses to watch a network filesystem, with this message.
+    check(/invalid_argument|InvalidArgument/.test(`${e.name} ${e.message}`) && /network filesystem/.test(e.message),
+      'watchDir on the mount is refused as a network filesystem (as the reference does)', String(e))
   }
   try {
     await sbx.files.write(`${MNT}/a.txt`, 'hello over the wire\n', user)
-    check((await sbx.files.read(`${MNT}/a.txt`, user)) === 'hello over the wire\n', 'files.write then files.read on the mount')
+    const back = await sbx.files.read(`${MNT}/a.txt`, user)
+    check(back === 'hello over the wire\n', 'files.write then files.read on the mount', JSON.stringify(back))
     const l = await sbx.files.list(MNT, user)
     check(l.some((e) => e.name === 'a.txt'), 'files.list on the mount shows the file', JSON.stringify(l.map((e) => e.name)))
     const i = await sbx.files.getInfo(`${MNT}/a.txt`, user)
@@ -161,7 +187,7 @@ async function main() {
     check(seen, 'the watch reported the write', JSON.stringify(events))
   }
   const c = await run(sbx, `cat ${MNT}/a.txt && ls ${MNT}`, user)
-  check(c.exitCode === 0 && c.stdout.includes('hello over the wire'), 'a command reads the mount', c.stderr)
+  check(c.exitCode === 0 && c.stdout.includes('hello over the wire'), 'a command reads the mount', `${c.exitCode} ${c.stdout} ${c.stderr}`)
 
   // ---- the server stops answering ----
   stopServer('SIGSTOP')
@@ -173,13 +199,14 @@ async function main() {
     ['filesystem.Filesystem/MakeDir', { path: `${MNT}/fresh-mkdir` }],
     ['filesystem.Filesystem/Move', { source: `${MNT}/a.txt`, destination: `${MNT}/fresh-moved` }],
     ['filesystem.Filesystem/Remove', { path: `${MNT}/fresh-remove` }],
+    ['filesystem.Filesystem/CreateWatcher', { path: `${MNT}/fresh-watch` }],
   ]
   const pending = []
   for (const [m, b] of hung) pending.push(connect(m, b).then((r) => ({ m, r })))
   // A download has no Connect deadline header of its own: the server's
   // default deadline applies (HUNGFS_GET_BOUND_MS bounds the wait).
   const getBound = Number(process.env.HUNGFS_GET_BOUND_MS ?? 40000)
-  const getHung = get(`/files?path=${encodeURIComponent(`${MNT}/fresh-get`)}`, { bound: getBound })
+  const getHung = get(`/files?path=${encodeURIComponent(`${MNT}/fresh-get`)}`, { bound: getBound, headers: { 'Connect-Timeout-Ms': String(DEADLINE_MS) } })
 
   // envd answers elsewhere while those hang.
   const h0 = await health()
