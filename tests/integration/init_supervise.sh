@@ -139,7 +139,7 @@ no_zombies() { [ "$(zombies_of "$1")" = 0 ]; }
 
 # 1. crash loop: restarted with growing delays
 D=$W/crash
-MODE=crash start_init "$D" --grace 1 || fail "init starts (crash)"
+MODE=crash start_init "$D" --grace "$HANG_S" || fail "init starts (crash)"
 sleep 1.6
 n=$(lines "$D/starts")
 # back-off 100, 200, 400, 800 ms: 4-6 starts in 1.6 s, not hundreds. A
@@ -154,7 +154,7 @@ wait_exit "$UPID" 60; st=$ST
 
 # 2. children of the command survive its restart and are reaped by init
 D=$W/orphan
-MODE=orphan start_init "$D" --grace 1 || fail "init starts (orphan)"
+MODE=orphan start_init "$D" --grace "$HANG_S" || fail "init starts (orphan)"
 wait_for 60 at_least "$D/starts" 2
 expect_eq "command restarted after exiting" 2 "$(lines "$D/starts")"
 opid=$(cat "$D/orphan")
@@ -187,13 +187,13 @@ expect_eq "SIGTERM: init exits with the command's status" 0 "$st"
 grep -q TERM "$D/sigs" && pass "the command got SIGTERM" || fail "command got SIGTERM"
 
 D=$W/status
-MODE=killed start_init "$D" --grace 1 || fail "init starts (killed)"
+MODE=killed start_init "$D" --grace "$HANG_S" || fail "init starts (killed)"
 kill -TERM "$IPID"
 wait_exit "$UPID" 60; st=$ST
 expect_eq "command killed by SIGTERM: init exits 128+15" 143 "$st"
 
 D=$W/exitcode
-TERM_EXIT=7 start_init "$D" --grace 1 || fail "init starts (exit 7)"
+TERM_EXIT=7 start_init "$D" --grace "$HANG_S" || fail "init starts (exit 7)"
 kill -PWR "$IPID"
 wait_exit "$UPID" 60; st=$ST
 expect_eq "SIGPWR shuts down too; exit status passed through" 7 "$st"
@@ -206,7 +206,12 @@ t0=$(date +%s%N)
 kill -TERM "$IPID"
 wait_exit "$UPID" 60; st=$ST
 ms=$((($(date +%s%N) - t0) / 1000000))
-expect_eq "shutdown completes with a TERM-ignoring process" 0 "$st"
+# The command exits 0 from its TERM trap; on a machine too loaded for the
+# trap to run within the 1 s grace, the KILL ends it (128+9) instead. Either
+# way init must finish and pass the command's status on.
+want=137
+grep -q TERM "$D/sigs" 2>/dev/null && want=0
+expect_eq "shutdown completes with a TERM-ignoring process" "$want" "$st"
 # Not before the grace; the upper bound only catches a hang.
 if [ "$ms" -ge 900 ] && [ "$ms" -lt $((HANG_S * 1000)) ]; then pass "KILL after the 1 s grace ($ms ms)"; else fail "grace period" "$ms ms"; fi
 grep -q 'grace period over' "$D/log" && pass "grace expiry logged" || fail "grace log"
@@ -231,7 +236,7 @@ hostname >"$1/hostname"
 exit 0
 EOF
 ensure_init
-unshare --pid --fork --mount --uts --propagation private "$INIT" --no-mount --hostname sbx-test --grace 1 \
+unshare --pid --fork --mount --uts --propagation private "$INIT" --no-mount --hostname sbx-test --grace "$HANG_S" \
 	-- /bin/bash "$W/host.sh" "$D" >"$D/log" 2>&1 &
 UPID=$!
 UPIDS+=("$UPID")
@@ -246,7 +251,7 @@ wait_exit "$UPID" 60
 D=$W/subreaper
 mkdir -p "$D"
 ensure_init
-MODE=orphan "$INIT" --grace 1 -- /bin/bash "$W/fake.sh" "$D" >"$D/log" 2>&1 &
+MODE=orphan "$INIT" --grace "$HANG_S" -- /bin/bash "$W/fake.sh" "$D" >"$D/log" 2>&1 &
 SPID=$!
 UPIDS+=("$SPID")
 wait_for 60 at_least "$D/starts" 2

@@ -40,6 +40,7 @@ ENVD_LOGS+=("$ENVD_LOG")
 	-upgrade-dir "$W" -handover-file "$W/handover.pb" >"$ENVD_LOG" 2>&1 &
 ENVD_PID=$!
 ENVD_PIDS+=("$ENVD_PID")
+outage_t0=$SECONDS
 wait_for 10 curl -s -o /dev/null "$ENVD_URL/health"
 U=$ENVD_URL
 
@@ -85,6 +86,7 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 PY
 COL_PID=$!
+outage_s=$((SECONDS - outage_t0 + 1))
 check "backlog from while the collector was down arrives" wait_file "$W/collected" "marker-while-down-2" 30
 check "earlier backlog line too" grep -q "marker-while-down" "$W/collected"
 run marker-while-up
@@ -118,6 +120,9 @@ PY
 expect_eq "every line: JSON with instanceID/envID; RPC lines with operation id, user, duration; process start and end" \
 	"0 True True True True True" "$res"
 n=$(grep -c "log exporter:" "$ENVD_LOG")
-expect_eq "failure reported once for the whole outage (at most once a minute)" 1 "$n"
+# Once, and again only once a minute has passed: a loaded machine that
+# takes minutes to get here sees one report per minute of the outage.
+check "failure reported once for the whole outage (at most once a minute: $n in $outage_s s)" \
+	test "$n" -ge 1 -a "$n" -le $((outage_s / 60 + 1))
 check "envd alive" envd_alive
 finish

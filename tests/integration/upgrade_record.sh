@@ -73,7 +73,7 @@ processes { pid: %d tag: "ref" has_tag: true cg_type: "user"
   config { cmd: "sh" args: "-c" args: "echo ref-line-1; ..." }
   stdout_fd: 200 stderr_fd: 201 stdin_fd: 202 timeout_ms: 0 }
 terminated { pid: 4000000 tag: "gone" has_tag: true
-  end { exit_code: 3 exited: true status: "exit status 3" error: "exit status 3" } remaining_ms: 20000 }
+  end { exit_code: 3 exited: true status: "exit status 3" error: "exit status 3" } remaining_ms: 3600000 }
 watchers { id: "wupstream1" path: "%s/watched" recursive: false include_entry_info: false
   pending_events { name: "pending-file" type: EVENT_TYPE_CREATE } }
 mounts { path: "/mnt/none" lifecycle_id: "lc1" }
