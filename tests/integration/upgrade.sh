@@ -62,7 +62,7 @@ body='{"process":{"cmd":"sh","args":["-c","i=0; while :; do i=$((i+1)); echo $i;
 $PY -c '
 import sys, struct
 b = sys.argv[1].encode(); sys.stdout.buffer.write(b"\0" + struct.pack(">I", len(b)) + b)' "$body" >"$W/start.bin"
-curl -s -N --max-time "$HANG_S" "${H[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$W/start.bin" \
+curl -s -N --max-time $((12 * HANG_S)) "${H[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$W/start.bin" \
 	"$U/process.Process/Start" >"$W/start.out" &
 PIDS+=($!)
 CURL_START=$!
@@ -87,7 +87,7 @@ echo pending >"$W/watched/before-upgrade"
 $PY -c '
 import sys, struct
 b = sys.argv[1].encode(); sys.stdout.buffer.write(b"\0" + struct.pack(">I", len(b)) + b)' "{\"path\":\"$W/watched\"}" >"$W/watch.bin"
-curl -s -N --max-time "$HANG_S" "${H[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$W/watch.bin" \
+curl -s -N --max-time $((12 * HANG_S)) "${H[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$W/watch.bin" \
 	"$U/filesystem.Filesystem/WatchDir" >"$W/watch.out" &
 PIDS+=($!)
 CURL_WATCH=$!
@@ -284,7 +284,7 @@ envd_start -upgrade-dir "$W" -handover-file "$W/missing-dir/handover.pb" -sandbo
 	fail "second envd starts"
 U=$ENVD_URL
 curl -s -o /dev/null -X POST -d "{\"accessToken\":\"$TOK\"}" "$U/init"
-curl -s -N --max-time "$HANG_S" "${H[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$W/start.bin" \
+curl -s -N --max-time $((12 * HANG_S)) "${H[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$W/start.bin" \
 	"$U/process.Process/Start" >/dev/null &
 PIDS+=($!)
 counter_up() { probe counter "$U" "$TOK" counter >/dev/null 2>&1; }
