@@ -40,7 +40,9 @@
 #include "base/buf.h"
 #include "base/errstr.h"
 #include "fs/files_util.h"
+#include "base/pgzip.h"
 #include "fs/gzsend.h"
+#include "http/linkrate.h"
 #include "fs/multipart.h"
 #include "base/log.h"
 #include "base/state.h"
@@ -308,6 +310,38 @@ out:
 	free(ph);
 }
 
+/* Files smaller than this go out as they are: gzip cannot save a packet. */
+#define DL_GZIP_MIN 2048
+/* Bytes read at the start and the middle of a file to judge how it shrinks. */
+#define DL_SAMPLE 16384
+
+/*
+ * Whether a download offered gzip should get it: only where gzip is
+ * expected to arrive sooner than the bytes themselves (the rule is in
+ * http/linkrate.c, the figures in docs/performance.md). The sample is read
+ * only when the link does not already decide.
+ */
+static bool dl_gzip_wins(const struct http_req *r, int fd, const struct stat *st)
+{
+	static uint8_t sample[2 * DL_SAMPLE]; /* the loop's alone */
+	struct link_estimate e;
+
+	linkrate_estimate(r, &e);
+	if (!linkrate_prefer_gzip(&e, 0.0))
+		return false;
+	if (!S_ISREG(st->st_mode))
+		return true; /* no size to sample from: a pipe, /proc */
+	if (st->st_size < DL_GZIP_MIN)
+		return false;
+	ssize_t a = pread(fd, sample, DL_SAMPLE, 0);
+	ssize_t b = st->st_size > 2 * DL_SAMPLE ? pread(fd, sample + DL_SAMPLE, DL_SAMPLE, st->st_size / 2) : 0;
+	if (a < 0)
+		return true; /* the download itself reports the error */
+	if (b > 0 && a < DL_SAMPLE)
+		b = 0;
+	return linkrate_prefer_gzip(&e, pgz_sample_ratio(sample, (size_t)a + (size_t)(b > 0 ? b : 0)));
+}
+
 void files_get(struct http_req *r)
 {
 	char uname[256], qpath[PATH_MAX], path[PATH_MAX], err[MSGLEN], base[PATH_MAX];
@@ -387,6 +421,8 @@ void files_get(struct http_req *r)
 	h[nh++] = (struct http_hdr){ "content-disposition", disp };
 	const char *ctype = files_mime_by_ext(qpath);
 
+	if (enc == FILES_ENC_GZIP && !id_rejected && !dl_gzip_wins(r, fd, &st))
+		enc = FILES_ENC_IDENTITY;
 	if (enc == FILES_ENC_GZIP) {
 		/* Read and compressed block by block on the worker pool. */
 		h[nh++] = (struct http_hdr){ "content-encoding", "gzip" };
