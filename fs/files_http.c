@@ -310,6 +310,8 @@ out:
 	free(ph);
 }
 
+bool files_gzip_always;
+
 /* Files smaller than this go out as they are: gzip cannot save a packet. */
 #define DL_GZIP_MIN 2048
 /* Bytes read at the start and the middle of a file to judge how it shrinks. */
@@ -421,7 +423,7 @@ void files_get(struct http_req *r)
 	h[nh++] = (struct http_hdr){ "content-disposition", disp };
 	const char *ctype = files_mime_by_ext(qpath);
 
-	if (enc == FILES_ENC_GZIP && !id_rejected && !dl_gzip_wins(r, fd, &st))
+	if (enc == FILES_ENC_GZIP && !id_rejected && !files_gzip_always && !dl_gzip_wins(r, fd, &st))
 		enc = FILES_ENC_IDENTITY;
 	if (enc == FILES_ENC_GZIP) {
 		/* Read and compressed block by block on the worker pool. */
