@@ -327,7 +327,7 @@ if want files; then
 		record dl_h2_nghttpd "$(h2load_json -n 1 -c 1 "http://127.0.0.1:$NPORT/big.bin")" "h2load -n 1 -c 1 http://127.0.0.1:NGHTTPD_PORT/big.bin"
 		record dl_cat "$(timed_json "cat '$F' >/dev/null")" "cat FILE >/dev/null"
 	done
-	record dl_gzip_envd "$(curl_json -H 'Accept-Encoding: gzip' "$U")" "curl -H 'Accept-Encoding: gzip' -o /dev/null 'http://127.0.0.1:PORT/files?path=FILE'"
+	record dl_gzip_envd "$(curl_json -H 'Accept-Encoding: gzip, identity;q=0' "$U")" "curl -H 'Accept-Encoding: gzip, identity;q=0' -o /dev/null 'http://127.0.0.1:PORT/files?path=FILE'"
 	record dl_gzip_nginx "$(curl_json -H 'Accept-Encoding: gzip' "http://127.0.0.1:$XPORT/big.bin")" "curl -H 'Accept-Encoding: gzip' -o /dev/null http://127.0.0.1:NGINX_PORT/big.bin"
 	record dl_gzip_floor "$(timed_json "gzip -6 -c '$F' >/dev/null")" "gzip -6 -c FILE >/dev/null"
 	# Compressible text: throughput and the compressed size beside nginx at
@@ -336,7 +336,7 @@ if want files; then
 	gen_text "$TEXT_MB" "$T"
 	UT="http://127.0.0.1:$EPORT/files?path=$T"
 	for round in 1 2; do
-		record dl_gzip_text_envd "$(curl_json -H 'Accept-Encoding: gzip' "$UT")" "curl -H 'Accept-Encoding: gzip' -o /dev/null 'http://127.0.0.1:PORT/files?path=TEXT'"
+		record dl_gzip_text_envd "$(curl_json -H 'Accept-Encoding: gzip, identity;q=0' "$UT")" "curl -H 'Accept-Encoding: gzip, identity;q=0' -o /dev/null 'http://127.0.0.1:PORT/files?path=TEXT'"
 		record dl_gzip_text_nginx "$(curl_json -H 'Accept-Encoding: gzip' "http://127.0.0.1:$XPORT/text.log")" "curl -H 'Accept-Encoding: gzip' -o /dev/null http://127.0.0.1:NGINX_PORT/text.log"
 	done
 	record dl_gzip_text_size "{\"bytes\":$(stat -c %s "$T")}" "stat -c %s TEXT"
