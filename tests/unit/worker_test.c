@@ -50,7 +50,7 @@ static void run_loop(double max_s)
 	ev_timer_stop(envd_loop, &guard);
 }
 
-Test(worker, runs_off_loop_and_completes_in_order)
+Test(worker, runs_off_loop)
 {
 	static struct job jobs[20];
 	loop_thread = pthread_self();
@@ -63,7 +63,6 @@ Test(worker, runs_off_loop_and_completes_in_order)
 	run_loop(10);
 	cr_assert_eq(n_done, 20);
 	for (int i = 0; i < 20; i++) {
-		cr_assert_eq(done_order[i], i);
 		cr_assert(jobs[i].done_on_loop);
 		cr_assert(!pthread_equal(jobs[i].ran_on, loop_thread));
 	}
@@ -96,4 +95,183 @@ Test(worker, queue_is_bounded)
 Test(worker, rejects_null_work)
 {
 	cr_assert_eq(worker_submit(NULL, NULL, NULL), -EINVAL);
+}
+
+/* --- deadlines, keys, out-of-order completion --- */
+
+struct hjob {
+	int id;
+	atomic_int *gate; /* the job blocks until *gate */
+	bool ran, expired, done;
+	int order;
+};
+
+static int h_seq;
+static int h_done_target;
+static int h_done_count;
+
+static void h_work(void *arg)
+{
+	struct hjob *j = arg;
+	while (!atomic_load(j->gate))
+		usleep(200);
+	j->ran = true;
+}
+
+static void h_expired(void *arg)
+{
+	struct hjob *j = arg;
+	j->expired = true;
+}
+
+static void h_done(void *arg)
+{
+	struct hjob *j = arg;
+	j->done = true;
+	j->order = h_seq++;
+	if (++h_done_count >= h_done_target)
+		ev_break(envd_loop, EVBREAK_ALL);
+}
+
+static int h_run(struct hjob *j, uint64_t key, double timeout)
+{
+	struct worker_req r = { .work = h_work, .done = h_done, .expired = h_expired,
+				.arg = j, .key = key, .timeout = timeout };
+	return worker_run(&r);
+}
+
+static void h_wait(int n, double max_s)
+{
+	h_done_target = n;
+	if (h_done_count < n)
+		run_loop(max_s);
+}
+
+/* A job that never returns holds back nothing but itself. */
+Test(worker, completes_in_finish_order)
+{
+	static atomic_int stuck_gate, open_gate = 1;
+	static struct hjob a = { .id = 0, .gate = &stuck_gate }, b = { .id = 1, .gate = &open_gate };
+
+	h_seq = h_done_count = 0;
+	cr_assert_eq(h_run(&a, 1000, 0), 0);
+	cr_assert_eq(h_run(&b, 2000, 0), 0);
+	h_wait(1, 120);
+	cr_assert(b.done && !a.done, "the later job completes while the first still blocks");
+	atomic_store(&stuck_gate, 1);
+	h_wait(2, 120);
+	cr_assert(a.done && a.ran);
+}
+
+/* A deadline answers on time while the thread stays stuck; done() follows
+ * once the work returns; a queued job past its deadline never runs. */
+Test(worker, deadline_expires_running_and_drops_queued)
+{
+	static atomic_int gate;
+	static struct hjob run[WORKER_KEY_CAP], queued = { .gate = &gate };
+
+	h_seq = h_done_count = 0;
+	for (int i = 0; i < WORKER_KEY_CAP; i++) {
+		run[i].gate = &gate;
+		cr_assert_eq(h_run(&run[i], 77, 0.3), 0);
+	}
+	/* Over the key's cap: waits in the queue, then expires there. */
+	cr_assert_eq(h_run(&queued, 77, 0.3), 0);
+	h_wait(1, 120);
+	cr_assert(queued.expired && queued.done && !queued.ran, "dropped unrun");
+	/* The running ones have expired (their expired() ran) but not completed. */
+	struct worker_stats st;
+	for (int tries = 0; tries < 6000; tries++) {
+		worker_get_stats(&st);
+		if (st.stuck == WORKER_KEY_CAP)
+			break;
+		ev_run(envd_loop, EVRUN_ONCE | EVRUN_NOWAIT);
+		usleep(10000);
+	}
+	cr_assert_eq(st.stuck, WORKER_KEY_CAP);
+	for (int i = 0; i < WORKER_KEY_CAP; i++)
+		cr_assert(run[i].expired && !run[i].done);
+	atomic_store(&gate, 1);
+	h_wait(1 + WORKER_KEY_CAP, 120);
+	for (int i = 0; i < WORKER_KEY_CAP; i++)
+		cr_assert(run[i].done && run[i].ran);
+	worker_get_stats(&st);
+	cr_assert_eq(st.stuck, 0);
+	cr_assert_eq(st.pending, 0);
+}
+
+/* One hung key takes at most its cap; other keys keep running, and the
+ * pool grows past its core size to serve them. */
+Test(worker, hung_key_is_capped_others_run)
+{
+	static atomic_int hung, open_gate = 1;
+	enum { N = WORKER_KEY_CAP + 8 };
+	static struct hjob h[N], other[8];
+	struct worker_stats st;
+
+	h_seq = h_done_count = 0;
+	for (int i = 0; i < N; i++) {
+		h[i].gate = &hung;
+		cr_assert_eq(h_run(&h[i], 5, 0.2), 0);
+	}
+	/* Let the deadlines pass: the key is sick now. */
+	for (int tries = 0; tries < 6000; tries++) {
+		worker_get_stats(&st);
+		if (st.stuck == WORKER_KEY_CAP && h_done_count == N - WORKER_KEY_CAP)
+			break;
+		ev_run(envd_loop, EVRUN_ONCE | EVRUN_NOWAIT);
+		usleep(10000);
+	}
+	cr_assert_eq(st.stuck, WORKER_KEY_CAP, "only the cap's worth of threads is stuck");
+	cr_assert_eq(h_done_count, N - WORKER_KEY_CAP, "the rest expired in the queue");
+	cr_assert_leq(st.running, WORKER_KEY_CAP);
+	for (int i = 0; i < 8; i++) {
+		other[i].gate = &open_gate;
+		cr_assert_eq(h_run(&other[i], 6, 0), 0);
+	}
+	h_wait(N - WORKER_KEY_CAP + 8, 120);
+	for (int i = 0; i < 8; i++)
+		cr_assert(other[i].done && other[i].ran);
+	worker_get_stats(&st);
+	cr_assert_gt(st.threads, WORKER_KEY_CAP, "the pool grew past the stuck threads");
+	/* While sick, a new job of the hung key does not get a thread. */
+	static struct hjob late = { .gate = &open_gate };
+	cr_assert_eq(h_run(&late, 5, 0), 0);
+	for (int i = 0; i < 20; i++) {
+		ev_run(envd_loop, EVRUN_ONCE | EVRUN_NOWAIT);
+		usleep(10000);
+	}
+	cr_assert(!late.ran, "a sick key is held at its cap");
+	atomic_store(&hung, 1);
+	h_wait(N + 8 + 1, 120);
+	cr_assert(late.ran && late.done);
+}
+
+Test(worker, key_queue_is_bounded)
+{
+	static atomic_int gate;
+	static struct hjob j[WORKER_KEY_QUEUE_MAX + 1];
+
+	h_seq = h_done_count = 0;
+	for (int i = 0; i < WORKER_KEY_QUEUE_MAX; i++) {
+		j[i].gate = &gate;
+		cr_assert_eq(h_run(&j[i], 9, 0), 0);
+	}
+	j[WORKER_KEY_QUEUE_MAX].gate = &gate;
+	cr_assert_eq(h_run(&j[WORKER_KEY_QUEUE_MAX], 9, 0), -EAGAIN);
+	atomic_store(&gate, 1);
+	h_wait(WORKER_KEY_QUEUE_MAX, 120);
+}
+
+Test(worker, path_keys_follow_mount_points)
+{
+	uint64_t root = worker_path_key("/");
+
+	cr_assert_gt(root, 1);
+	cr_assert_eq(worker_path_key("/no/such/dir"), root);
+	cr_assert_neq(worker_path_key("/proc"), root);
+	cr_assert_eq(worker_path_key("/proc/self/status"), worker_path_key("/proc"));
+	cr_assert_eq(worker_path_key("/procfoo"), root, "a prefix only at a / counts");
+	cr_assert_eq(worker_deadline_s(1500), 1.5);
+	cr_assert_eq(worker_deadline_s(0), worker_fs_timeout);
 }
