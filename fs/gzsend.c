@@ -16,12 +16,8 @@
  * on a mismatch the piece is deflated again with the right dictionary.
  *
  * Level: each piece is compressed at the level the link calls for when it
- * is submitted. When a piece is queued with next to nothing waiting to go
- * out (our queue and the kernel's unsent bytes), the link is waiting for
- * the compressor: the next pieces go one level faster, down to stored.
- * When output backs up (the queue held read-ahead back, or much is
- * unsent), the link is the bottleneck: one level harder, up to 9, so
- * fewer bytes cross it.
+ * is submitted (gz_adapt): faster, down to stored, while the link waits
+ * for the compressor; harder, up to 9, while output backs up.
  */
 #include "fs/gzsend.h"
 
@@ -44,8 +40,10 @@ enum slot_state { SLOT_IDLE, SLOT_BUSY, SLOT_DONE };
  * link is waiting for us, and over which it is the bottleneck. */
 #define GZ_STARVED (64 * 1024)
 #define GZ_BACKED (512 * 1024)
-/* Pieces sent before an unknown link's empty queue counts as starved. */
+/* Pieces sent before an empty queue counts as starved: TCP ramps up. */
 #define GZ_RAMP_PIECES 8
+/* While storing, one piece in this many is deflated to measure the cost. */
+#define GZ_PROBE_EVERY 16
 
 struct gzsend;
 
@@ -221,6 +219,19 @@ static void gz_keep_tail(struct gzsend *g, const uint8_t *p, size_t n)
 static const uint16_t level_time_pct[10] = { 4, 37, 40, 45, 53, 61, 100, 125, 180, 217 };
 static const uint16_t level_size_pmil[10] = { 0, 1253, 1210, 1170, 1060, 1016, 1000, 997, 994, 993 };
 
+/* Pieces compressed at once: the slots in flight, at most one per core
+ * (the pool runs CPU work on as many threads as there are cores). */
+static int gz_parallel(void)
+{
+	static int n;
+
+	if (!n) {
+		long c = sysconf(_SC_NPROCESSORS_ONLN);
+		n = c < 1 ? 1 : c > GZSEND_SLOTS ? GZSEND_SLOTS : (int)c;
+	}
+	return n;
+}
+
 /*
  * Called as piece s is about to be queued: choose the level of the next
  * ones. From the pieces so far the loop knows what level 6 would cost per
@@ -229,26 +240,35 @@ static const uint16_t level_size_pmil[10] = { 0, 1253, 1210, 1170, 1060, 1016, 1
  * the level that delivers input fastest is the one where
  * min(compressor rate, link rate / ratio) peaks: the hardest level that
  * still keeps the link busy. Without a known rate, a queue that stays
- * empty means the link is faster than the compressor (one level faster),
- * one that backs up that it is slower (one level harder).
+ * empty (next to nothing queued or unsent in the kernel) means the link is
+ * faster than the compressor (one level faster), one that backs up that
+ * it is slower (one level harder). Either sign also vetoes a model choice
+ * that goes the other way.
  */
 static void gz_adapt(struct gzsend *g, const struct gz_slot *s)
 {
 	struct link_estimate e;
 	int lc = s->pb.level;
+	size_t backlog = linkrate_backlog(g->r);
+	bool backed = g->backed || backlog >= GZ_BACKED;
+	bool starved = backlog < GZ_STARVED && g->emit_seq >= GZ_RAMP_PIECES;
 
 	if (s->n == GZSEND_BLOCK && !s->pb.stored && lc > 0) {
 		uint64_t t6 = s->work_us * 100 / level_time_pct[lc];
 		uint64_t r6 = (uint64_t)s->outlen * 1000000 / s->n * 1000 / level_size_pmil[lc]; /* ppm */
-		g->t6_us = g->t6_us ? (g->t6_us * 3 + t6) / 4 : t6;
+		/* A thread preempted mid-piece on a busy machine reports a time
+		 * many times the usual: such a sample moves the average less. */
+		if (g->t6_us && t6 > 4 * g->t6_us)
+			t6 = 4 * g->t6_us;
+		g->t6_us = g->t6_us ? (g->t6_us * 7 + t6) / 8 : t6;
 		g->r6_ppm = g->r6_ppm ? (g->r6_ppm * 3 + r6) / 4 : r6;
 	}
 	linkrate_estimate(g->r, &e);
+	int pick = g->level;
 	if (e.known && e.bps && g->t6_us && g->r6_ppm) {
 		double best = 0;
-		int pick = g->level;
 		for (int l = 0; l <= 9; l++) {
-			double t = (double)g->t6_us * level_time_pct[l] / 100 / WORKER_THREADS + 1;
+			double t = (double)g->t6_us * level_time_pct[l] / 100 / gz_parallel() + 1;
 			double comp = (double)GZSEND_BLOCK * 1e6 / t; /* input bytes/s */
 			double ratio = l ? (double)g->r6_ppm * level_size_pmil[l] / 1e9 : 1.0;
 			double wire = (double)e.bps / ratio;
@@ -258,16 +278,19 @@ static void gz_adapt(struct gzsend *g, const struct gz_slot *s)
 				pick = l;
 			}
 		}
-		g->level = pick;
-	} else {
-		size_t backlog = linkrate_backlog(g->r);
-		/* TCP is still ramping up over the first pieces: an empty
-		 * queue then says nothing about the link. */
-		if ((g->backed || backlog >= GZ_BACKED) && g->level < 9)
-			g->level++;
-		else if (backlog < GZ_STARVED && g->emit_seq >= GZ_RAMP_PIECES && g->level > 0)
-			g->level--;
+	} else if (backed) {
+		pick = g->level + 1;
+	} else if (starved) {
+		pick = g->level - 1;
 	}
+	/* What the queue shows overrules the model, whose figures may be old:
+	 * never faster while output backs up, never harder while the link
+	 * waits for us. */
+	if (backed && pick < g->level)
+		pick = g->level;
+	if (starved && pick > g->level)
+		pick = g->level;
+	g->level = pick < 0 ? 0 : pick > 9 ? 9 : pick;
 	g->backed = false;
 }
 
@@ -344,7 +367,9 @@ static int gz_read_ahead(struct gzsend *g)
 	s->seq = g->next_seq++;
 	s->off = off;
 	s->have_data = false;
-	pgz_block_set_level(&s->pb, g->level);
+	/* Stored pieces say nothing of what compressing costs: while the
+	 * level is 0, one piece in GZ_PROBE_EVERY is deflated at level 1. */
+	pgz_block_set_level(&s->pb, g->level == 0 && s->seq % GZ_PROBE_EVERY == GZ_PROBE_EVERY - 1 ? 1 : g->level);
 	gz_submit(g, s);
 	return 1;
 }
