@@ -78,9 +78,14 @@ done
 rs=$(stat -c %s "$D/random.bin")
 gs=$(stat -c %s "$D/h1-random.bin.gz")
 check "random data sent stored (gzip $gs for $rs bytes)" test "$gs" -le $((rs + (rs / 131072 + 1) * 15 + 23))
+# Text shrinks where the link is the bottleneck (here a client reading at
+# 4 MB/s); on a faster link the level follows the compressor's speed, down
+# to stored blocks, so no ratio is promised there.
+get slowtext "$D/text.txt" --limit-rate 4M
+verify slowtext "$D/text.txt"
 ts=$(stat -c %s "$D/text.txt")
-gs=$(stat -c %s "$D/h1-text.txt.gz")
-check "text shrinks at least 3x (gzip $gs for $ts bytes)" test $((gs * 3)) -le "$ts"
+gs=$(stat -c %s "$D/slowtext.gz")
+check "text over a slow link shrinks at least 3x (gzip $gs for $ts bytes)" test $((gs * 3)) -le "$ts"
 
 # A file growing while it is read: the client gets a valid stream of a
 # prefix of the final file. The download is slowed down so that the
