@@ -51,6 +51,9 @@ struct worker_key {
 static struct worker_job worker_jobs[WORKER_QUEUE_MAX];
 static struct worker_key worker_keys[WORKER_KEYS];
 static int free_head = -1;
+/* Slots below this have been used; the rest are untouched, so the table
+ * costs memory only as deep as the pool has ever been busy. */
+static int fresh_next;
 static int queue_head = -1, queue_tail = -1;
 static int fin_head = -1, fin_tail = -1;
 static size_t n_pending, n_queued, n_running, n_stuck;
@@ -304,10 +307,6 @@ static int worker_start(void)
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 
 	cpu_cap = n >= 2 ? (unsigned)n : 2;
-	for (int i = WORKER_QUEUE_MAX - 1; i >= 0; i--) {
-		worker_jobs[i].state = JOB_FREE;
-		list_push(&free_head, NULL, i);
-	}
 	ev_async_init(&worker_async, worker_on_async);
 	ev_async_start(envd_loop, &worker_async);
 	/* The pool must not hold a reference on the loop: idle workers should
@@ -326,7 +325,7 @@ int worker_run(const struct worker_req *req)
 	if (!worker_started)
 		worker_start();
 	pthread_mutex_lock(&worker_mu);
-	if (free_head < 0) {
+	if (free_head < 0 && fresh_next == WORKER_QUEUE_MAX) {
 		pthread_mutex_unlock(&worker_mu);
 		return -EAGAIN;
 	}
@@ -337,8 +336,12 @@ int worker_run(const struct worker_req *req)
 			return -EAGAIN;
 		}
 	}
-	i = free_head;
-	list_unlink(&free_head, NULL, i);
+	if (free_head >= 0) {
+		i = free_head;
+		list_unlink(&free_head, NULL, i);
+	} else {
+		i = fresh_next++;
+	}
 	struct worker_job *j = &worker_jobs[i];
 	j->req = *req;
 	j->key_slot = ks;
