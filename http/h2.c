@@ -544,6 +544,14 @@ static const struct http_link *h2_link(const struct http_req *r)
 	return st->h->link;
 }
 
+static void h2_abort(struct http_req *r)
+{
+	struct h2_stream *st = r->transport;
+
+	nghttp2_submit_rst_stream(st->h->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+	h2_schedule(st->h);
+}
+
 static const struct http_transport_ops h2_ops = {
 	.begin = h2_begin,
 	.write = h2_write,
@@ -552,6 +560,7 @@ static const struct http_transport_ops h2_ops = {
 	.queued = h2_queued,
 	.pause_body = h2_pause_body,
 	.link = h2_link,
+	.abort = h2_abort,
 };
 
 /* ---- connection-level ---- */
