@@ -580,71 +580,107 @@ void freeze_state_set(const struct freeze_state *in)
 
 /* ---- filesystem freeze: FIFREEZE / FITHAW on "/", one at a time ---- */
 
+/*
+ * FUSE and network filesystems are not frozen: FIFREEZE does not reach
+ * them, and a call on one whose server is gone never returns. They are
+ * found in the mount table (never by a call on their paths, which blocks
+ * the same way) and named in the reply's X-Envd-Fsfreeze-Skipped header,
+ * "MOUNTPOINT (FSTYPE)" joined by ", " (mount points as the mount table
+ * writes them); if "/" itself is one, it is skipped too rather than opened,
+ * by freeze and thaw alike.
+ */
+#define FS_SKIPPED_MAX 1024
+
 struct fsop {
 	struct fsop *next;
 	struct http_req *r;  /* NULL once the client left */
 	bool freeze;
 	int err;             /* errno of the failed step, 0 on success */
 	bool opened;         /* the failure was the ioctl, not the open */
-	char skipped[64];    /* the fstype of a root not frozen, or "" */
+	char skipped[FS_SKIPPED_MAX];
 };
 
 static struct fsop *fs_head, *fs_tail;
 static bool fs_busy;
 static const char *fs_root = "/";
+static const char *fs_mountinfo = "/proc/self/mountinfo";
 
 static void fs_next(void);
 
-/*
- * The fstype of the mount at `mp` (the last one mounted there), from
- * /proc/self/mountinfo: statfs would ask the filesystem, which is what a
- * hung one never answers. "" when not found.
- */
-static void mount_fstype(const char *mp, char *out, size_t len)
+static bool fs_unfreezable(const char *type)
 {
-	char line[2 * PATH_MAX], at[PATH_MAX], type[64];
-	FILE *f = fopen("/proc/self/mountinfo", "re");
+	static const char *const net[] = {"nfs", "nfs4", "cifs", "smb3", "9p", "ceph", "glusterfs",
+					  "afs", "virtiofs", "lustre", "gfs2", "ocfs2"};
 
-	out[0] = '\0';
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		const char *sep = strstr(line, " - ");
-
-		if (sep && sscanf(line, "%*s %*s %*s %*s %4095s", at) == 1 && strcmp(at, mp) == 0 &&
-		    sscanf(sep + 3, "%63s", type) == 1)
-			snprintf(out, len, "%s", type);
-	}
-	fclose(f);
-}
-
-/* FUSE and network filesystems: FIFREEZE would ask a daemon or a server
- * that may never answer, and a frozen snapshot does not hold them anyway. */
-static bool fstype_remote(const char *t)
-{
-	static const char *const remote[] = { "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph",
-					      "glusterfs", "afs", "virtiofs", "sshfs" };
-
-	if (strncmp(t, "fuse", 4) == 0)
+	if (strncmp(type, "fuse", 4) == 0)
 		return true;
-	for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++)
-		if (strcmp(t, remote[i]) == 0)
+	for (size_t i = 0; i < sizeof(net) / sizeof(net[0]); i++)
+		if (strcmp(type, net[i]) == 0)
 			return true;
 	return false;
+}
+
+/* A mount point as a header may carry it: mountinfo already escapes space,
+ * tab, newline and backslash (\ooo); other control and non-ASCII bytes
+ * become '?'. */
+static void fs_header_safe(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+			*s = '?';
+}
+
+/* Fill op->skipped from the mount table; true when "/" is among them. */
+static bool fs_scan(struct fsop *op)
+{
+	FILE *f = fopen(fs_mountinfo, "re");
+	char line[8192];
+	size_t len = 0;
+	bool root = false;
+
+	op->skipped[0] = '\0';
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		/* id parent maj:min root MOUNTPOINT options [optional...] - TYPE source super */
+		char *save = NULL, *mp = NULL, *type = NULL, *t;
+		int field = 0;
+		bool dash = false;
+
+		for (t = strtok_r(line, " \n", &save); t; t = strtok_r(NULL, " \n", &save), field++) {
+			if (field == 4)
+				mp = t;
+			else if (dash) {
+				type = t;
+				break;
+			} else if (field > 5 && strcmp(t, "-") == 0)
+				dash = true;
+		}
+		if (!mp || !type || !fs_unfreezable(type))
+			continue;
+		fs_header_safe(mp);
+		if (strcmp(mp, fs_root) == 0)
+			root = true;
+		int k = snprintf(op->skipped + len, sizeof(op->skipped) - len, "%s%s (%s)", len ? ", " : "", mp, type);
+		if (k < 0 || (size_t)k >= sizeof(op->skipped) - len) {
+			/* Full: end the list with an ellipsis where it fits. */
+			size_t n = len < sizeof(op->skipped) - 5 ? len : sizeof(op->skipped) - 5;
+			memcpy(op->skipped + n, ", ...", 6);
+			break;
+		}
+		len += (size_t)k;
+	}
+	fclose(f);
+	return root;
 }
 
 static void fs_work(void *arg)
 {
 	struct fsop *op = arg;
-	char type[64];
-	int fd;
 
-	mount_fstype(fs_root, type, sizeof(type));
-	if (fstype_remote(type)) {
-		snprintf(op->skipped, sizeof(op->skipped), "%s", type);
+	if (fs_scan(op))
 		return;
-	}
-	fd = open(fs_root, O_RDONLY | O_CLOEXEC);
+	int fd = open(fs_root, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0) {
 		op->err = errno;
@@ -677,15 +713,8 @@ static void fs_answer(struct fsop *op)
 		http_respond_json_error(r, 500, msg);
 		return;
 	}
-	if (op->skipped[0]) {
-		int n = snprintf(msg, sizeof(msg),
-				 "{\"skipped\":[{\"path\":\"%s\",\"fstype\":\"%s\",\"reason\":\"FUSE and network "
-				 "filesystems are not frozen\"}]}\n",
-				 fs_root, op->skipped);
-		http_respond(r, 200, "application/json", msg, (size_t)n, &no_store, 1);
-		return;
-	}
-	http_respond(r, 204, NULL, NULL, 0, &no_store, 1);
+	struct http_hdr h[2] = {no_store, {"X-Envd-Fsfreeze-Skipped", op->skipped}};
+	http_respond(r, 204, NULL, NULL, 0, h, op->skipped[0] ? 2 : 1);
 }
 
 static void fs_done(void *arg)
@@ -707,9 +736,7 @@ static void fs_next(void)
 		fs_head = op->next;
 		if (!fs_head)
 			fs_tail = NULL;
-		/* The mount's key: a freeze stuck on "/" takes no CPU slot. */
-		rc = worker_run(&(struct worker_req){ .work = fs_work, .done = fs_done, .arg = op,
-						      .key = worker_path_key(fs_root) });
+		rc = worker_submit(fs_work, fs_done, op);
 		if (rc == 0) {
 			fs_busy = true;
 			return;

@@ -20,6 +20,11 @@
 #                    default sandbox size)
 #   VM_ACCEL         kvm or tcg (default: kvm when /dev/kvm works, else tcg)
 #   VM_PARENT_PID    stop the VM when this process is gone (for scripts)
+#   VM_HOST_PORTS    ports of 169.254.169.254 that reach a service on the host
+#                    (default "22 2049"): each guest connection to one runs
+#                    VM_RUN_DIR/host/PORT (any executable a test puts
+#                    there) with the connection as its stdin and stdout;
+#                    without that file the connection is closed
 #   VM_RUN_DIR       where to keep the run's state (default: a fresh
 #                    build/vm/runs/<pid>); VM_RUN_DIR/env is written once
 #                    envd answers, for scripts to source
@@ -115,7 +120,15 @@ fi
 /usr/bin/python3 "$REPO/scripts/vm-mmds.py" "$RUN/mmds" 2>>"$RUN/mmds/stderr" &
 MMDS_PID=$!
 echo "$MMDS_PID" >"$RUN/mmds.pid"
-for _ in $(seq 1 100); do [ -s "$RUN/mmds/port" ] && break; sleep 0.05; done
+# Waits here end on the event; the deadlines (HANG_S, as in tests/common.sh)
+# only catch a hang, on a host far slower than a loaded one.
+HANG_S=${HANG_S:-300}
+mmds_deadline=$((SECONDS + HANG_S))
+while [ "$SECONDS" -lt "$mmds_deadline" ]; do
+	[ -s "$RUN/mmds/port" ] && break
+	kill -0 "$MMDS_PID" 2>/dev/null || break
+	sleep 0.05
+done
 MMDS_PORT=$(cat "$RUN/mmds/port" 2>/dev/null) || { log "the metadata stand-in did not start"; exit 1; }
 
 # ---- accelerator ----
@@ -143,6 +156,13 @@ append+=" ${VM_APPEND:-}"
 netdev="user,id=net0,net=169.254.0.0/16,host=$HOST_IP,dhcpstart=$GUEST_IP,restrict=on"
 netdev+=",hostfwd=tcp:127.0.0.1:$PORT-$GUEST_IP:49983"
 netdev+=",guestfwd=tcp:169.254.169.254:80-cmd:socat STDIO TCP:127.0.0.1:$MMDS_PORT"
+# Servers the tests run on the host (an SFTP server for a FUSE mount, an
+# NFS server), reached from the guest the way a sandbox reaches a storage
+# endpoint: over the network, with the host's process able to stop answering.
+mkdir -p "$RUN/host"
+for p in ${VM_HOST_PORTS-22 2049}; do
+	netdev+=",guestfwd=tcp:169.254.169.254:$p-cmd:$RUN/host/$p"
+done
 
 start_qemu() {
 	t0=$(ms_now)
@@ -167,7 +187,8 @@ URL="http://127.0.0.1:$PORT"
 boot_ms=
 for attempt in 1 2 3 4 5; do
 	start_qemu
-	for _ in $(seq 1 1200); do
+	boot_deadline=$((SECONDS + 2 * HANG_S))
+	while [ "$SECONDS" -lt "$boot_deadline" ]; do
 		kill -0 "$QEMU_PID" 2>/dev/null || break
 		if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$URL/health")" = 204 ]; then
 			boot_ms=$(($(ms_now) - t0))
