@@ -27,6 +27,7 @@
 #include "sandbox/control.h"
 #include "base/errstr.h"
 #include "fs/archive.h"
+#include "fs/changes.h"
 #include "fs/fs_service.h"
 #include "base/log.h"
 #include "base/loop.h"
@@ -104,6 +105,7 @@ static struct flag flags[] = {
 	 "10737418240", {.i = 10737418240LL}},
 	{"archive-max-ratio", F_INT, "maximum expansion of an extracted archive per archive byte, beyond 16 MiB (0: no limit)",
 	 "200", {.i = 200}},
+	{"changes-max-paths", F_INT, "paths the change journal keeps (0: no journal)", "200000", {.i = 200000}},
 	{"no-port-forward", F_BOOL, "do not forward loopback listeners to the sandbox address", "false", {.b = false}},
 };
 #define N_FLAGS (sizeof(flags) / sizeof(flags[0]))
@@ -243,6 +245,7 @@ int main(int argc, char **argv)
 	process_ring_size = (size_t)flag_get("output-buffer")->v.i;
 	h2_max_streams = (unsigned)flag_get("max-streams")->v.i;
 	fs_max_watchers = (size_t)flag_get("max-watchers")->v.i;
+	changes_max_paths = flag_get("changes-max-paths")->v.i > 0 ? (size_t)flag_get("changes-max-paths")->v.i : 0;
 	process_max_subs = (unsigned)flag_get("max-process-streams")->v.i;
 	arch_limits.max_entries = (uint64_t)flag_get("archive-max-entries")->v.i;
 	arch_limits.max_bytes = (uint64_t)flag_get("archive-max-bytes")->v.i;
@@ -296,6 +299,8 @@ int main(int argc, char **argv)
 	/* Workload cgroups once the port is ours (a second envd that cannot
 	 * bind must not touch them), before the loop can start a command. */
 	cgroup_setup(flag_get("cgroup-root")->v.s, flag_get("no-cgroups")->v.b);
+	if (changes_start() < 0)
+		log_info("envd", "change journal not started");
 	log_info("envd", "listening on port %lld, version %s", port, ENVD_VERSION);
 	if (!flag_get("no-port-forward")->v.b && portfwd_start(flag_get("sandbox-addr")->v.s, (int)port) < 0)
 		fprintf(stderr, "port forwarding disabled: bad -sandbox-addr %s\n", flag_get("sandbox-addr")->v.s);

@@ -389,6 +389,32 @@ static bool wanted(const struct journal_query *q, const struct journal_entry *e)
 	return false;
 }
 
+/*
+ * A directory above e was removed or moved away after e's last change:
+ * e went with it (the kernel's events for what was inside come from a
+ * directory that no longer resolves, so they never reach the journal).
+ */
+static bool gone_with_parent(const struct journal *j, const struct journal_entry *e)
+{
+	char tmp[4096];
+	size_t l = strlen(e->path);
+
+	if (l >= sizeof(tmp))
+		return false;
+	memcpy(tmp, e->path, l + 1);
+	for (char *s = tmp + l; s > tmp;) {
+		while (s > tmp && *s != '/')
+			s--;
+		if (s == tmp)
+			break;
+		*s = '\0';
+		const struct journal_entry *a = find(j, tmp, path_hash(tmp));
+		if (a && a->kseq[2] > e->seq) /* JK_REMOVE */
+			return true;
+	}
+	return false;
+}
+
 int journal_run(struct journal *j, const struct journal_query *q, struct journal_result *out)
 {
 	const struct journal_entry *first = NULL;
@@ -418,7 +444,8 @@ int journal_run(struct journal *j, const struct journal_query *q, struct journal
 		for (unsigned k = 0; k < JK_N; k++)
 			if (e->kseq[k] > q->base)
 				kinds |= 1u << k;
-		if (!was && !e->exists && q->skip_transient)
+		bool now = e->exists && !gone_with_parent(j, e);
+		if (!was && !now && q->skip_transient)
 			continue;
 		if (!wanted(q, e))
 			continue;
@@ -432,7 +459,8 @@ int journal_run(struct journal *j, const struct journal_query *q, struct journal
 		struct journal_change *c = &out->changes[out->n++];
 		c->e = e;
 		c->kinds = kinds;
-		c->type = !was ? JT_CREATED : e->exists ? JT_MODIFIED : JT_DELETED;
+		c->exists = now;
+		c->type = !was ? JT_CREATED : now ? JT_MODIFIED : JT_DELETED;
 	}
 	return 0;
 }

@@ -142,6 +142,7 @@ struct journal_change {
 	const struct journal_entry *e;
 	enum journal_type type;
 	unsigned kinds; /* JK_* after base */
+	bool exists;    /* present now (also false when a directory above went away) */
 };
 
 struct journal_result {
