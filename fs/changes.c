@@ -1292,7 +1292,7 @@ static int query_all(const char *query, const char *name, char ***v, size_t *n)
 		size_t len = amp ? (size_t)(amp - p) : strlen(p);
 		if (len > nl && strncmp(p, name, nl) == 0 && p[nl] == '=') {
 			char val[4096];
-			if (http_form_decode(p + nl + 1, len - nl - 1, val, sizeof(val)) == 0 &&
+			if (http_form_decode(p + nl + 1, len - nl - 1, val, sizeof(val)) >= 0 &&
 			    ask_add(v, n, val) < 0)
 				return -ENOMEM;
 		}
