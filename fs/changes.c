@@ -587,23 +587,28 @@ static void take_event(struct batch *b, const struct fanotify_event_metadata *md
 static void parse_events(struct batch *b, const char *buf, size_t len)
 {
 	int64_t now = wall_ns();
+	struct fanotify_event_metadata md;
 
-	for (const struct fanotify_event_metadata *md = (const void *)buf; FAN_EVENT_OK(md, len);
-	     md = FAN_EVENT_NEXT(md, len)) {
-		if (md->vers != FANOTIFY_METADATA_VERSION)
+	/* Records are 4-byte aligned, the metadata's mask is 8 bytes: copy it out. */
+	for (size_t pos = 0; pos + sizeof(md) <= len; pos += md.event_len) {
+		const char *ev = buf + pos;
+		memcpy(&md, ev, sizeof(md));
+		if (md.event_len < sizeof(md) || pos + md.event_len > len)
+			break;
+		if (md.vers != FANOTIFY_METADATA_VERSION)
 			continue;
-		if (md->mask & FAN_Q_OVERFLOW) {
+		if (md.mask & FAN_Q_OVERFLOW) {
 			C.lost = true;
 			continue;
 		}
-		if (md->fd >= 0)
-			close(md->fd);
-		for (size_t off = md->metadata_len; off + sizeof(struct fanotify_event_info_header) <= md->event_len;) {
-			const struct fanotify_event_info_header *h = (const void *)((const char *)md + off);
-			if (h->len == 0 || off + h->len > md->event_len)
+		if (md.fd >= 0)
+			close(md.fd);
+		for (size_t off = md.metadata_len; off + sizeof(struct fanotify_event_info_header) <= md.event_len;) {
+			const struct fanotify_event_info_header *h = (const void *)(ev + off);
+			if (h->len == 0 || off + h->len > md.event_len)
 				break;
 			if (h->info_type == FAN_EVENT_INFO_TYPE_DFID_NAME || h->info_type == FAN_EVENT_INFO_TYPE_DFID)
-				take_event(b, md, (const struct fanotify_event_info_fid *)h, now);
+				take_event(b, &md, (const struct fanotify_event_info_fid *)h, now);
 			off += h->len;
 		}
 	}
