@@ -265,15 +265,17 @@ check_re "upgrade: the record carried the journal" "took over" "$(grep -c 'took 
 kill "$ENVD_PID" 2>/dev/null
 wait "$ENVD_PID" 2>/dev/null
 ENVD_PID=
-start_envd -changes-max-paths 20000 -no-port-forward "${CGFLAGS[@]}"
+BOUND=20000
+[ -n "$SMALL" ] && BOUND=4000
+start_envd -changes-max-paths "$BOUND" -no-port-forward "${CGFLAGS[@]}"
 B="http://127.0.0.1:$PORT"
 curl -s -o /dev/null -X POST -d '{}' "$B/init"
 mkdir -p "$D/over"
 t=$(token)
 "$PY" -c '
 import os, sys
-for i in range(40000):
-    open(os.path.join(sys.argv[1], "o%d" % i), "w").close()' "$D/over"
+for i in range(2 * int(sys.argv[2])):
+    open(os.path.join(sys.argv[1], "o%d" % i), "w").close()' "$D/over" "$BOUND"
 t_late=$(token)
 r=$(changes_rpc "{\"since\":\"$t\",\"path\":\"$D/over\"}")
 check_re "past the bound an old checkpoint answers resync" '"resync":true' "$r"
