@@ -213,6 +213,7 @@ static void start_spawn(struct rpc_call *call, const Process__StartRequest *rq, 
 	spec.cwd = cwd;
 	spec.envp = envp;
 	spec.timeout_ms = rpc_call_timeout_ms(call);
+	spec.track_changes = rq->track_changes;
 	code = process_start(&spec, call, err, sizeof(err));
 	if (code != RPC_OK)
 		rpc_fail(call, code, "%s", err);
