@@ -251,39 +251,60 @@ static size_t pool_target(const struct pool *pl, double now)
 	return d < POOL_MAX ? d : POOL_MAX;
 }
 
-struct refill {
-	struct pool *pool;
+/*
+ * A job on the worker pool: make spares for `pool`, or remove `leaves`.
+ * Kept on a list so that a stopping envd can wait for it and clean up what
+ * it made (its completion would never run).
+ */
+struct job {
+	struct job *next;
+	struct pool *pool;       /* refill; NULL for a removal */
 	const char *parent;
 	size_t want;
-	struct pcg_leaf *made;
+	struct pcg_leaf *leaves; /* made, or to remove */
+	int finished;            /* set by the worker, atomically */
 };
+
+static struct job *jobs_out;
+static int stopping;             /* read by the workers */
+
+static void job_unlink(struct job *j)
+{
+	for (struct job **pp = &jobs_out; *pp; pp = &(*pp)->next)
+		if (*pp == j) {
+			*pp = j->next;
+			break;
+		}
+	jobs--;
+}
 
 static void refill_work(void *arg)
 {
-	struct refill *r = arg;
+	struct job *r = arg;
 	char err[PATH_MAX + 160];
 
-	for (size_t i = 0; i < r->want; i++) {
+	for (size_t i = 0; i < r->want && !__atomic_load_n(&stopping, __ATOMIC_RELAXED); i++) {
 		struct pcg_leaf *l = leaf_make(r->parent, err, sizeof(err));
 
 		if (!l)
 			break;
-		l->next = r->made;
-		r->made = l;
+		l->next = r->leaves;
+		r->leaves = l;
 	}
+	__atomic_store_n(&r->finished, 1, __ATOMIC_RELEASE);
 }
 
 static void doom(struct pcg_leaf *l);
 
 static void refill_done(void *arg)
 {
-	struct refill *r = arg;
+	struct job *r = arg;
 	struct pool *pl = r->pool;
 	size_t got = 0;
 
-	jobs--;
+	job_unlink(r);
 	pl->filling = false;
-	for (struct pcg_leaf *l = r->made, *next; l; l = next) {
+	for (struct pcg_leaf *l = r->leaves, *next; l; l = next) {
 		next = l->next;
 		got++;
 		if (quiet || !active) {
@@ -304,7 +325,7 @@ static void refill_done(void *arg)
 static void pool_fill(struct pool *pl, double now)
 {
 	size_t target = pool_target(pl, now);
-	struct refill *r;
+	struct job *r;
 
 	if (pl->filling || pl->n >= target)
 		return;
@@ -319,6 +340,8 @@ static void pool_fill(struct pool *pl, double now)
 		return;
 	}
 	pl->filling = true;
+	r->next = jobs_out;
+	jobs_out = r;
 	jobs++;
 }
 
@@ -531,10 +554,18 @@ static void linger(struct pcg_leaf *l)
 		ev_timer_again(envd_loop, &sweep_w);
 }
 
+static void remove_leaves(struct pcg_leaf *list)
+{
+	for (struct pcg_leaf *l = list; l; l = l->next)
+		l->rm_err = rmdir(l->path) == 0 ? 0 : errno;
+}
+
 static void remove_work(void *arg)
 {
-	for (struct pcg_leaf *l = arg; l; l = l->next)
-		l->rm_err = rmdir(l->path) == 0 ? 0 : errno;
+	struct job *j = arg;
+
+	remove_leaves(j->leaves);
+	__atomic_store_n(&j->finished, 1, __ATOMIC_RELEASE);
 }
 
 /* rmdir's verdict: gone, still populated, or never removable. */
@@ -549,13 +580,21 @@ static void removed(struct pcg_leaf *l)
 	leaf_free(l);
 }
 
-static void remove_done(void *arg)
+static void removed_all(struct pcg_leaf *list)
 {
-	jobs--;
-	for (struct pcg_leaf *l = arg, *next; l; l = next) {
+	for (struct pcg_leaf *l = list, *next; l; l = next) {
 		next = l->next;
 		removed(l);
 	}
+}
+
+static void remove_done(void *arg)
+{
+	struct job *j = arg;
+
+	job_unlink(j);
+	removed_all(j->leaves);
+	free(j);
 	if (doomed && !ev_is_active(&batch_w)) {
 		ev_timer_set(&batch_w, BATCH_S, 0.);
 		ev_timer_start(envd_loop, &batch_w);
@@ -565,19 +604,26 @@ static void remove_done(void *arg)
 static void batch_cb(EV_P_ ev_timer *w, int revents)
 {
 	struct pcg_leaf *batch = doomed;
+	struct job *j;
 
 	if (!batch)
 		return;
 	doomed = NULL;
 	n_doomed = 0;
-	if (!quiet && worker_submit(remove_work, remove_done, batch) == 0) {
-		jobs++;
-		return;
+	j = quiet ? NULL : calloc(1, sizeof(*j));
+	if (j) {
+		j->leaves = batch;
+		if (worker_submit(remove_work, remove_done, j) == 0) {
+			j->next = jobs_out;
+			jobs_out = j;
+			jobs++;
+			return;
+		}
+		free(j);
 	}
 	/* The worker pool is full (or an upgrade waits): remove here. */
-	remove_work(batch);
-	jobs++;
-	remove_done(batch);
+	remove_leaves(batch);
+	removed_all(batch);
 }
 
 static void sweep(void)
@@ -699,16 +745,47 @@ void pcg_owned_leaves(void (*fn)(void *ud, const char *path), void *ud)
 void pcg_shutdown(void)
 {
 	quiet = true;
+	__atomic_store_n(&stopping, 1, __ATOMIC_RELAXED);
 	housekeep();
+	/* The loop has stopped: jobs still out never complete. Wait for each
+	 * (bounded: a worker stuck in the kernel is left to the exit), then
+	 * remove what it made or was to remove. */
+	for (struct job *j = jobs_out, *next; j; j = next) {
+		struct timespec ms = { 0, 1000000 };
+
+		next = j->next;
+		for (int i = 0; i < 2000 && !__atomic_load_n(&j->finished, __ATOMIC_ACQUIRE); i++)
+			nanosleep(&ms, NULL);
+		if (!__atomic_load_n(&j->finished, __ATOMIC_ACQUIRE))
+			continue;
+		for (struct pcg_leaf *l = j->leaves; l; l = l->next)
+			close_fds(l);
+		remove_leaves(j->leaves);
+		for (struct pcg_leaf *l = j->leaves, *ln; l; l = ln) {
+			ln = l->next;
+			leaf_free(l);
+		}
+		free(j);
+	}
+	jobs_out = NULL;
+	jobs = 0;
 	if (doomed) {
 		struct pcg_leaf *batch = doomed;
 
 		doomed = NULL;
 		n_doomed = 0;
-		remove_work(batch);
-		jobs++;
-		remove_done(batch);
+		remove_leaves(batch);
+		for (struct pcg_leaf *l = batch, *ln; l; l = ln) {
+			ln = l->next;
+			leaf_free(l);
+		}
 	}
+	for (struct pcg_leaf *l = lingering, *ln; l; l = ln) {
+		ln = l->next;
+		leaf_free(l);
+	}
+	lingering = NULL;
+	n_lingering = 0;
 }
 
 size_t pcg_spares(void)
