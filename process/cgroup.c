@@ -28,12 +28,20 @@
 /* Spare leaves: at most this many per parent, made at most this many per job. */
 #define POOL_MAX 32
 #define POOL_JOB 8
-/* Demand is the number of leaves taken in the last DEMAND_S; below
- * POOL_MIN_DEMAND no spares are kept (an occasional command pays the
- * mkdir, a run of them does not). Spares beyond the demand are removed on
- * the next HOUSEKEEP_S tick. */
-#define DEMAND_S 0.5
-#define POOL_MIN_DEMAND 3
+/*
+ * Demand. Starts form a run while each comes within the run gap of the one
+ * before: RUN_GAP_MIN, or four times the lifetime of the last command that
+ * ended (a client running short commands one after another starts the
+ * next about one lifetime later, on a fast machine or an emulated one),
+ * at most RUN_GAP_MAX. Spares are kept only once a run is RUN_MIN starts
+ * long: an occasional command pays the mkdir, a run does not. The target
+ * is the number of starts within the last gap (what one refill interval
+ * asks for: about 4 for one client, up to POOL_MAX for a burst). When the
+ * run ends, the spares are removed on the next HOUSEKEEP_S tick.
+ */
+#define RUN_GAP_MIN 1.0
+#define RUN_GAP_MAX 10.0
+#define RUN_MIN 8
 #define HOUSEKEEP_S 0.25
 
 struct pcg_leaf {
@@ -43,6 +51,7 @@ struct pcg_leaf {
 	int dir_fd;              /* the directory, for clone3(CLONE_INTO_CGROUP) */
 	int wd;                  /* inotify watch on cgroup.events, or -1 */
 	int rm_err;              /* removal job: 0 removed, else errno */
+	double t_taken;          /* when a start took it (0: not yet) */
 };
 
 /* Fresh, never used leaves of one parent, made ahead of time. */
@@ -53,6 +62,8 @@ struct pool {
 	bool filling;                 /* a job is making more */
 	double taken[POOL_MAX];       /* when the last leaves were taken (ring) */
 	unsigned n_taken;
+	unsigned run;                 /* starts in the current run */
+	double last;                  /* when the last one came */
 };
 
 static char user_dir[PATH_MAX], ptys_dir[PATH_MAX];
@@ -60,6 +71,7 @@ static bool active;
 static bool quiet;                /* no new jobs (an upgrade is under way) */
 static unsigned controllers;
 static unsigned long long seq;    /* leaf names; also used by the workers */
+static double last_life;          /* lifetime of the last command whose leaf came back */
 
 static struct pool pools[2] = { { .parent = user_dir }, { .parent = ptys_dir } };
 static struct pcg_leaf *lingering;
@@ -231,23 +243,23 @@ static void close_fds(struct pcg_leaf *l)
 	l->procs_fd = l->dir_fd = -1;
 }
 
-/* Leaves taken from (or made for) this pool in the last DEMAND_S. */
-static unsigned demand(const struct pool *pl, double now)
+static double run_gap(void)
 {
-	unsigned n = 0;
+	double g = 4 * last_life;
 
-	for (unsigned i = 0; i < POOL_MAX && i < pl->n_taken; i++)
-		if (now - pl->taken[i] < DEMAND_S)
-			n++;
-	return n;
+	return g < RUN_GAP_MIN ? RUN_GAP_MIN : g > RUN_GAP_MAX ? RUN_GAP_MAX : g;
 }
 
 static size_t pool_target(const struct pool *pl, double now)
 {
-	unsigned d = demand(pl, now);
+	double gap = run_gap();
+	unsigned d = 0;
 
-	if (quiet || !active || d < POOL_MIN_DEMAND)
+	if (quiet || !active || pl->run < RUN_MIN || now - pl->last >= gap)
 		return 0;
+	for (unsigned i = 0; i < POOL_MAX && i < pl->n_taken; i++)
+		if (now - pl->taken[i] < gap)
+			d++;
 	return d < POOL_MAX ? d : POOL_MAX;
 }
 
@@ -351,6 +363,8 @@ struct pcg_leaf *pcg_leaf_new(bool pty, char *err, size_t errlen)
 	double now = mono_s();
 	struct pcg_leaf *l = pl->spare;
 
+	pl->run = now - pl->last < run_gap() ? pl->run + 1 : 1;
+	pl->last = now;
 	pl->taken[pl->n_taken++ % POOL_MAX] = now;
 	if (l) {
 		pl->spare = l->next;
@@ -361,6 +375,7 @@ struct pcg_leaf *pcg_leaf_new(bool pty, char *err, size_t errlen)
 		if (!l)
 			return NULL;
 	}
+	l->t_taken = now;
 	pool_fill(pl, now);
 	housekeep();
 	return l;
@@ -702,6 +717,8 @@ void pcg_leaf_release(struct pcg_leaf *l)
 {
 	if (!l)
 		return;
+	if (l->t_taken > 0)
+		last_life = mono_s() - l->t_taken;
 	doom(l);
 }
 

@@ -17,10 +17,10 @@
  * Cost: making and removing a leaf is what a start with a cgroup pays
  * over one without (docs/cgroups.md has the profile), so neither happens on
  * the start path when it can be avoided. While commands start in a run
- * (a few within half a second), each parent keeps a small pool of fresh,
- * empty leaves that a worker thread makes ahead of time, sized by that
- * demand and emptied again once it stops; a start takes one (or makes its
- * own when the pool is dry). A leaf is never reused: each command's usage
+ * (one after another or at once, see cgroup.c), each parent keeps a small
+ * pool of fresh, empty leaves that a worker thread makes ahead of time,
+ * sized by that demand and emptied again once it stops; a start takes one
+ * (or makes its own when the pool is dry). A leaf is never reused: each command's usage
  * is the leaf's whole counters. Released leaves are removed in batches on
  * the worker pool.
  *
