@@ -347,14 +347,15 @@ static void pool_fill(struct pool *pl, double now)
 	r->pool = pl;
 	r->parent = pl->parent;
 	r->want = target - pl->n < POOL_JOB ? target - pl->n : POOL_JOB;
+	r->next = jobs_out;
+	jobs_out = r;
+	jobs++;
 	if (worker_submit(refill_work, refill_done, r) < 0) {
+		job_unlink(r);
 		free(r); /* the pool is busy: the next start makes its own leaf */
 		return;
 	}
 	pl->filling = true;
-	r->next = jobs_out;
-	jobs_out = r;
-	jobs++;
 }
 
 struct pcg_leaf *pcg_leaf_new(bool pty, char *err, size_t errlen)
@@ -628,12 +629,12 @@ static void batch_cb(EV_P_ ev_timer *w, int revents)
 	j = quiet ? NULL : calloc(1, sizeof(*j));
 	if (j) {
 		j->leaves = batch;
-		if (worker_submit(remove_work, remove_done, j) == 0) {
-			j->next = jobs_out;
-			jobs_out = j;
-			jobs++;
+		j->next = jobs_out;
+		jobs_out = j;
+		jobs++;
+		if (worker_submit(remove_work, remove_done, j) == 0)
 			return;
-		}
+		job_unlink(j);
 		free(j);
 	}
 	/* The worker pool is full (or an upgrade waits): remove here. */
