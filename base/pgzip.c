@@ -20,6 +20,8 @@
 #define SAMPLE_ALL 16384
 #define SAMPLES 8
 #define SAMPLE_LEN 2048
+/* pgz_sample_ratio deflates at most this much. */
+#define SAMPLE_RATIO_MAX 65536
 
 void pgz_header(uint8_t out[PGZ_HEADER_LEN])
 {
@@ -62,6 +64,11 @@ void pgz_block_init(struct pgz_block *b, int level)
 {
 	memset(b, 0, sizeof(*b));
 	b->level = level >= 1 && level <= 9 ? level : PGZ_LEVEL_DEFAULT;
+}
+
+void pgz_block_set_level(struct pgz_block *b, int level)
+{
+	b->level = level < 0 ? 0 : level > 9 ? 9 : level;
 }
 
 void pgz_block_end(struct pgz_block *b)
@@ -117,6 +124,33 @@ bool pgz_worth_deflating(const uint8_t *in, size_t n)
 	return bits / (double)total < ENTROPY_DEFLATE_MAX;
 }
 
+double pgz_sample_ratio(const uint8_t *in, size_t n)
+{
+	uint8_t out[4096]; /* output is only counted */
+	size_t got = 0;
+	z_stream zs;
+	int rc;
+
+	if (n == 0 || !pgz_worth_deflating(in, n))
+		return 1.0;
+	if (n > SAMPLE_RATIO_MAX)
+		n = SAMPLE_RATIO_MAX;
+	memset(&zs, 0, sizeof(zs));
+	/* A small window and hash keep the state near 20 KiB. */
+	if (deflateInit2(&zs, 1, Z_DEFLATED, -12, 5, Z_DEFAULT_STRATEGY) != Z_OK)
+		return 1.0;
+	zs.next_in = (Bytef *)in;
+	zs.avail_in = (uInt)n;
+	do {
+		zs.next_out = out;
+		zs.avail_out = sizeof(out);
+		rc = deflate(&zs, Z_FINISH);
+		got += sizeof(out) - zs.avail_out;
+	} while (rc == Z_OK);
+	deflateEnd(&zs);
+	return rc == Z_STREAM_END ? (double)got / (double)n : 1.0;
+}
+
 static size_t store(const uint8_t *in, size_t n, uint8_t *out)
 {
 	uint8_t *o = out;
@@ -148,8 +182,15 @@ static size_t deflate_block(struct pgz_block *b, const uint8_t *dict, size_t dic
 		if (deflateInit2(&b->zs, b->level, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
 			return 0;
 		b->zinit = true;
+		b->zlevel = b->level;
 	} else if (deflateReset(&b->zs) != Z_OK) {
 		return 0;
+	}
+	/* Retuned on a freshly reset stream: nothing is pending to flush. */
+	if (b->zlevel != b->level) {
+		if (deflateParams(&b->zs, b->level, Z_DEFAULT_STRATEGY) != Z_OK)
+			return 0;
+		b->zlevel = b->level;
 	}
 	if (dictlen > PGZ_DICT_MAX) {
 		dict += dictlen - PGZ_DICT_MAX;
@@ -180,7 +221,7 @@ size_t pgz_block_compress(struct pgz_block *b, const uint8_t *dict, size_t dictl
 		return 0;
 	/* zlib counts in uInt: one call handles at most 4 GiB - 1; blocks are
 	 * far smaller, but a caller that passes more gets stored output. */
-	if (n <= UINT32_MAX / 2 && pgz_worth_deflating(in, n))
+	if (b->level > 0 && n <= UINT32_MAX / 2 && pgz_worth_deflating(in, n))
 		len = deflate_block(b, dict, dictlen, in, n, out, stored_len(n));
 	if (len) {
 		b->stored = false;

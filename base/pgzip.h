@@ -47,7 +47,8 @@
 struct pgz_block {
 	z_stream zs;
 	bool zinit; /* zs allocated (lazily, on the first compressible block) */
-	int level;
+	int level;  /* for the next block: 0 (stored) to 9 */
+	int zlevel; /* the level zs is set to */
 	/* Result of the last pgz_block_compress() call, for the caller. */
 	bool stored;
 };
@@ -67,6 +68,13 @@ size_t pgz_block_bound(size_t n);
 /* level 1..9 (0 or out of range: PGZ_LEVEL_DEFAULT). Never fails. */
 void pgz_block_init(struct pgz_block *b, int level);
 
+/*
+ * The level for the next block: 0 stores it (a CRC and a copy), 1..9 are
+ * zlib's levels; out of range is clamped. Cheap: the deflate state is
+ * kept and retuned.
+ */
+void pgz_block_set_level(struct pgz_block *b, int level);
+
 /* Free the deflate state, if any. The struct may be initialised again. */
 void pgz_block_end(struct pgz_block *b);
 
@@ -76,6 +84,14 @@ void pgz_block_end(struct pgz_block *b);
  * fraction of the cost of a copy.
  */
 bool pgz_worth_deflating(const uint8_t *in, size_t n);
+
+/*
+ * Expected compressed size / n of data like in[0..n): 1.0 for data that
+ * does not look worth deflating, else what a quick deflate (level 1,
+ * 4 KiB window) makes of the sample, which slightly over-states what the
+ * block compressor achieves. 1.0 also when n is 0 or memory is short.
+ */
+double pgz_sample_ratio(const uint8_t *in, size_t n);
 
 /*
  * Compress in[0..n) as a byte-aligned, non-final run of deflate blocks

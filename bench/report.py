@@ -295,6 +295,29 @@ def build(raw, flag):
                       "the same for the fetch() from nginx", "ms", "lower", "sdk_files", env_id="sdk_files",
                       anchor_id="sdk_files")
 
+    sec = "4c SDK downloads over shaped links (best of 2, ms)"
+    for shape, link in LINK_SHAPES:
+        cell = R.runs("sdk_link_" + shape)
+        if not cell:
+            continue
+        cell = cell[0]
+        for data in ("random", "text"):
+            d = cell.get(data)
+            if not d or "envd" not in d:
+                continue
+            e, ni, ng = d["envd"], d.get("nginx_identity", {}), d.get("nginx_gzip6", {})
+            err = sum(x.get("errors", 0) for x in (e, ni, ng))
+            best = [x for x in (ni.get("best_ms"), ng.get("best_ms")) if x]
+            R.add(sec, "%s, %s: envd (%s) vs the better nginx" % (link, data, e.get("encoding")), e.get("best_ms"),
+                  min(best) if best else None, "nginx identity %s / gzip 6 %s ms" % (ni.get("best_ms"), ng.get("best_ms")),
+                  "ms", "lower", "sdk_link", target=1.10, env_id="sdk_link_" + shape,
+                  anchor_id="sdk_link_" + shape, errors=err)
+            tgt = {"100mbit": 0.85, "20mbit": 0.95}.get(shape)
+            if data == "text" and tgt:
+                R.add(sec, "%s, text: envd vs nginx gzip 6" % link, e.get("best_ms"), ng.get("best_ms"),
+                      "nginx gzip 6", "ms", "lower", "sdk_link", target=tgt, env_id="sdk_link_" + shape,
+                      anchor_id="sdk_link_" + shape, errors=err)
+
     sec = "4b directory archives"
     for tree, what in (("small", "archive=tar of 10 000 small files (1 000 quick)"), ("big", "archive=tar of one 1 GiB file (16 MiB quick)")):
         e = "arch_%s_envd" % tree
@@ -410,6 +433,28 @@ def build(raw, flag):
     return R.rows
 
 
+LINK_SHAPES = (("none", "veth, unshaped"), ("1gbit", "1 Gbit/s"), ("100mbit", "100 Mbit/s"), ("20mbit", "20 Mbit/s"))
+
+
+def link_table(doc):
+    """The shaped-link downloads as the Markdown table of bench/README.md."""
+    raw = doc.get("raw", doc)
+    print("| link | data | envd | nginx identity | nginx gzip 6 | envd / better nginx | envd on the wire |")
+    print("|---|---|---|---|---|---|---|")
+    for shape, link in LINK_SHAPES:
+        for cell in [r["result"] for r in raw.get("sdk_link_" + shape, [])]:
+            for data in ("random", "text"):
+                d = cell.get(data)
+                if not d:
+                    continue
+                e, ni, ng = d["envd"], d["nginx_identity"], d["nginx_gzip6"]
+                best = min(x for x in (ni.get("best_ms"), ng.get("best_ms")) if x)
+                runs = lambda x: "/".join("%.0f" % v for v in x.get("runs_ms", []))
+                print("| %s | %s | %.0f (%s) | %.0f (%s) | %.0f (%s) | %.2fx | %s |" % (
+                    link, data, e["best_ms"], runs(e), ni["best_ms"], runs(ni), ng["best_ms"], runs(ng),
+                    e["best_ms"] / best, e.get("encoding")))
+
+
 def fmt(v):
     if v is None:
         return "-"
@@ -448,6 +493,9 @@ def main():
                 r["what"], fmt(r["envd"]), r["unit"], fmt(r["anchor"]), r["unit"], r["anchor_name"],
                 fmt(r["ratio"]), r["target"] or "", {True: "yes", False: "**no**", None: ""}[r["met"]],
                 r["errors"]))
+        return 0
+    if len(sys.argv) == 3 and sys.argv[1] == "links":
+        link_table(json.load(open(sys.argv[2])))
         return 0
     if len(sys.argv) >= 2 and sys.argv[1] == "h2load":
         print(json.dumps(parse_h2load(sys.stdin.read())))

@@ -13,6 +13,14 @@
 //                                     another server), interleaved, N rounds each after
 //                                     one unmeasured warm-up; the best round of each side
 //                                     is reported
+//   node bench/sdk.mjs link N WARM_PATH DATA=PATH,... SERVER=URL...
+//                                     files.read(PATH, {format:'stream'}) of every DATA
+//                                     file through a Sandbox per SERVER URL (debug mode,
+//                                     sandboxUrl = URL), N rounds, servers interleaved,
+//                                     after one unmeasured read of WARM_PATH from each;
+//                                     every round's time and the best are reported, and
+//                                     the Content-Encoding each server chose (a fetch()
+//                                     cut off after its head, once the rounds are over)
 import { createRequire } from 'node:module'
 import { spawn } from 'node:child_process'
 
@@ -21,8 +29,8 @@ const { Sandbox } = require('e2b')
 
 const [mode, nArg] = process.argv.slice(2)
 const n = Number(nArg)
-if (!['rtt', 'concurrent', 'download'].includes(mode) || !(n > 0)) {
-  console.error('usage: node bench/sdk.mjs rtt|concurrent N | download N NAME=PATH=URL...')
+if (!['rtt', 'concurrent', 'download', 'link'].includes(mode) || !(n > 0)) {
+  console.error('usage: node bench/sdk.mjs rtt|concurrent N | download N NAME=PATH=URL... | link N WARM DATA=PATH,... SERVER=URL...')
   process.exit(2)
 }
 
@@ -73,7 +81,7 @@ async function timed(fn, lat) {
   }
 }
 
-const sbx = await Sandbox.create({ debug: true })
+const sbx = mode === 'link' ? null : await Sandbox.create({ debug: true })
 const run = async () => {
   const r = await sbx.commands.run('true')
   if (r.exitCode !== 0) throw new Error(`exit ${r.exitCode}`)
@@ -87,7 +95,53 @@ async function drain(stream) {
   return bytes
 }
 
-if (mode === 'download') {
+if (mode === 'link') {
+  const [warm, dataArg, ...serverArgs] = process.argv.slice(4)
+  const data = dataArg.split(',').map((s) => s.split('='))
+  const servers = []
+  for (const spec of serverArgs) {
+    const i = spec.indexOf('=')
+    const url = spec.slice(i + 1)
+    servers.push({ name: spec.slice(0, i), url, sbx: await Sandbox.create({ debug: true, sandboxUrl: url }) })
+  }
+  const user = process.env.BENCH_USER ?? 'user'
+  const out = {}
+  for (const [name] of data) {
+    out[name] = {}
+    for (const sv of servers) out[name][sv.name] = { runs_ms: [], best_ms: null, bytes: 0, errors: 0 }
+  }
+  for (const sv of servers) await drain(await sv.sbx.files.read(warm, { format: 'stream' }))
+  for (let i = 0; i < n; i++) {
+    for (const [name, path] of data) {
+      for (const sv of servers) {
+        const o = out[name][sv.name]
+        const t0 = now()
+        try {
+          o.bytes = await drain(await sv.sbx.files.read(path, { format: 'stream' }))
+          const ms = Math.round((now() - t0) / 100) / 10
+          o.runs_ms.push(ms)
+          if (o.best_ms === null || ms < o.best_ms) o.best_ms = ms
+        } catch (e) {
+          if (process.env.BENCH_VERBOSE) console.error(e)
+          o.errors++
+        }
+      }
+    }
+  }
+  for (const [name, path] of data) {
+    for (const sv of servers) {
+      const ac = new AbortController()
+      try {
+        const r = await fetch(`${sv.url}/files?path=${encodeURIComponent(path)}&username=${user}`, { signal: ac.signal })
+        out[name][sv.name].encoding = r.headers.get('content-encoding') ?? 'identity'
+        ac.abort()
+      } catch (e) {
+        out[name][sv.name].encoding = null
+      }
+    }
+  }
+  console.log(JSON.stringify(out))
+} else if (mode === 'download') {
   const out = {}
   for (const spec of process.argv.slice(4)) {
     const [name, path, url] = spec.split('=')

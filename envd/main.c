@@ -28,6 +28,7 @@
 #include "sandbox/control.h"
 #include "base/errstr.h"
 #include "fs/archive.h"
+#include "fs/files_http.h"
 #include "fs/fs_service.h"
 #include "base/log.h"
 #include "base/loop.h"
@@ -108,6 +109,8 @@ static struct flag flags[] = {
 	 "10737418240", {.i = 10737418240LL}},
 	{"archive-max-ratio", F_INT, "maximum expansion of an extracted archive per archive byte, beyond 16 MiB (0: no limit)",
 	 "200", {.i = 200}},
+	{"gzip-always", F_BOOL, "gzip every download whose client offers gzip, however fast its link", "false",
+	 {.b = false}},
 	{"no-port-forward", F_BOOL, "do not forward loopback listeners to the sandbox address", "false", {.b = false}},
 };
 #define N_FLAGS (sizeof(flags) / sizeof(flags[0]))
@@ -247,6 +250,7 @@ int main(int argc, char **argv)
 	process_ring_size = (size_t)flag_get("output-buffer")->v.i;
 	h2_max_streams = (unsigned)flag_get("max-streams")->v.i;
 	fs_max_watchers = (size_t)flag_get("max-watchers")->v.i;
+	files_gzip_always = flag_get("gzip-always")->v.b;
 	if (flag_get("fs-timeout")->v.i > 0)
 		worker_fs_timeout = (double)flag_get("fs-timeout")->v.i;
 	process_max_subs = (unsigned)flag_get("max-process-streams")->v.i;

@@ -40,8 +40,10 @@
 #include "base/buf.h"
 #include "base/errstr.h"
 #include "fs/files_util.h"
+#include "base/pgzip.h"
 #include "fs/fsjob.h"
 #include "fs/gzsend.h"
+#include "http/linkrate.h"
 #include "fs/multipart.h"
 #include "base/log.h"
 #include "base/state.h"
@@ -210,6 +212,8 @@ struct download {
 	int64_t size;
 	uint8_t sniff[512];
 	size_t sniff_n;
+	bool want_sample;       /* judge compressibility (dl_sample) */
+	double ratio;           /* ... its answer: expected gzip size / size */
 
 	/* the body */
 	struct dl_seg seg[2 * MAX_RANGES + 1];
@@ -474,6 +478,48 @@ static void serve_byteranges(struct download *d, const struct http_hdr *h, size_
 	dl_begin(d, 206, hh, k, total);
 }
 
+bool files_gzip_always;
+
+/* Files smaller than this go out as they are: gzip cannot save a packet. */
+#define DL_GZIP_MIN 2048
+/* Bytes read at the start and the middle of a file to judge how it shrinks. */
+#define DL_SAMPLE 16384
+
+/* Worker (with the open): how a sample of the file shrinks, d->ratio. */
+static void dl_sample(struct download *d)
+{
+	uint8_t *buf;
+
+	d->ratio = 1.0;
+	if (!S_ISREG(d->st.st_mode)) {
+		d->ratio = 0.0; /* no size to sample from (a pipe, /proc): as before, gzip */
+		return;
+	}
+	if (d->size < DL_GZIP_MIN || !(buf = malloc(2 * DL_SAMPLE)))
+		return;
+	ssize_t a = pread(d->fd, buf, DL_SAMPLE, 0);
+	ssize_t b = a == DL_SAMPLE && d->size > 2 * DL_SAMPLE ? pread(d->fd, buf + DL_SAMPLE, DL_SAMPLE, d->size / 2) : 0;
+	if (a < 0)
+		d->ratio = 0.0; /* the download itself reports the error */
+	else
+		d->ratio = pgz_sample_ratio(buf, (size_t)a + (size_t)(b > 0 ? b : 0));
+	free(buf);
+}
+
+/*
+ * Whether a download offered gzip should get it: only where gzip is
+ * expected to arrive sooner than the bytes themselves (the rule is in
+ * http/linkrate.c, the figures in docs/performance.md). files_get asks
+ * for the sample only when the link does not already decide.
+ */
+static bool dl_gzip_wins(const struct http_req *r, const struct download *d)
+{
+	struct link_estimate e;
+
+	linkrate_estimate(r, &e);
+	return d->want_sample && linkrate_prefer_gzip(&e, d->ratio);
+}
+
 /* Worker: everything GET needs from the file before answering. */
 static void dl_open_work(void *arg)
 {
@@ -503,6 +549,8 @@ static void dl_open_work(void *arg)
 		ssize_t n = pread(d->fd, d->sniff, sizeof(d->sniff), 0);
 		d->sniff_n = n > 0 ? (size_t)n : 0;
 	}
+	if (d->want_sample)
+		dl_sample(d);
 }
 
 static void dl_open_done(void *arg)
@@ -568,6 +616,8 @@ static void dl_open_done(void *arg)
 	h[nh++] = (struct http_hdr){ "content-disposition", disp };
 	const char *ctype = files_mime_by_ext(d->qpath);
 
+	if (enc == FILES_ENC_GZIP && !id_rejected && !files_gzip_always && !dl_gzip_wins(r, d))
+		enc = FILES_ENC_IDENTITY;
 	if (enc == FILES_ENC_GZIP) {
 		/* Read and compressed block by block on the worker pool. */
 		struct gzsend_src src = { .fd = d->fd, .size = S_ISREG(d->st.st_mode) ? (int64_t)d->st.st_size : 0,
@@ -674,6 +724,12 @@ void files_get(struct http_req *r)
 	}
 	d->archive = http_query_get(r->query, "archive", d->fmt, sizeof(d->fmt)) > 0;
 	d->want_sniff = !files_mime_by_ext(qpath);
+	/* The compressibility sample is read with the open, and only when
+	 * gzip is offered and the link does not already rule it out. */
+	const char *ae = http_req_header(r, "accept-encoding");
+	struct link_estimate e;
+	linkrate_estimate(r, &e);
+	d->want_sample = !files_gzip_always && ae && strcasestr(ae, "gzip") && linkrate_prefer_gzip(&e, 0.0);
 	d->key = worker_path_key(d->path);
 	d->timeout = worker_fs_timeout;
 	r->ud = d;

@@ -22,6 +22,13 @@
 #include "http/http.h"
 
 void files_get(struct http_req *r);
+
+/*
+ * false (default): a download offered gzip gets it only where it is
+ * expected to arrive sooner (http/linkrate.h); true: whenever it is
+ * offered, as Go envd does (-gzip-always).
+ */
+extern bool files_gzip_always;
 void files_post(struct http_req *r);
 void files_compose(struct http_req *r);
 

@@ -15,6 +15,10 @@
  * the dictionary is not what the client has decoded and the stream would
  * fail its CRC. The loop keeps the last 32 KiB it emitted and compares;
  * on a mismatch the piece is deflated again with the right dictionary.
+ *
+ * Level: each piece is compressed at the level the link calls for when it
+ * is submitted (gz_adapt): faster, down to stored, while the link waits
+ * for the compressor; harder, up to 9, while output backs up.
  */
 #include "fs/gzsend.h"
 
@@ -23,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/errstr.h"
@@ -30,8 +35,18 @@
 #include "base/pgzip.h"
 #include "base/worker.h"
 #include "fs/fsjob.h"
+#include "http/linkrate.h"
 
 enum slot_state { SLOT_IDLE, SLOT_BUSY, SLOT_DONE };
+
+/* Without a known link rate: backlog (linkrate_backlog) under which the
+ * link is waiting for us, and over which it is the bottleneck. */
+#define GZ_STARVED (64 * 1024)
+#define GZ_BACKED (512 * 1024)
+/* Pieces sent before an empty queue counts as starved: TCP ramps up. */
+#define GZ_RAMP_PIECES 8
+/* While storing, one piece in this many is deflated to measure the cost. */
+#define GZ_PROBE_EVERY 16
 
 struct gzsend;
 
@@ -49,6 +64,7 @@ struct gz_slot {
 	size_t outlen;
 	uint32_t crc;
 	int err;           /* read errno, 0 if none */
+	uint64_t work_us;  /* time the compression took */
 };
 
 struct gzsend {
@@ -65,6 +81,10 @@ struct gzsend {
 	int busy;            /* jobs in flight */
 	bool eof;            /* a short piece was queued: nothing more to read */
 	bool driving;        /* gz_drive() is on the stack */
+	bool backed;         /* read-ahead waited for the queue since the last piece */
+	int level;           /* for the next piece: 0 (stored) .. 9 */
+	uint64_t t6_us;      /* recent time level 6 would take for a piece */
+	uint64_t r6_ppm;     /* recent ratio level 6 would reach, parts per million */
 	struct pgz_sum sum;
 	uint8_t tail[PGZ_DICT_MAX]; /* the last bytes queued, for the check */
 	size_t tail_len;
@@ -121,7 +141,11 @@ static void gz_work(void *arg)
 		s->n = (size_t)k > s->dictlen ? (size_t)k - s->dictlen : 0;
 		s->have_data = true;
 	}
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	s->outlen = pgz_block_compress(&s->pb, data - s->dictlen, s->dictlen, data, s->n, s->out, &s->crc);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	s->work_us = (uint64_t)(((int64_t)t1.tv_sec - t0.tv_sec) * 1000000 + ((int64_t)t1.tv_nsec - t0.tv_nsec) / 1000);
 }
 
 static void gz_drive(struct gzsend *g);
@@ -221,6 +245,88 @@ static void gz_keep_tail(struct gzsend *g, const uint8_t *p, size_t n)
 }
 
 /*
+ * zlib's levels on text relative to level 6, measured on source code and
+ * logs: time per input byte and output size. Level 0 is a stored copy.
+ */
+static const uint16_t level_time_pct[10] = { 4, 37, 40, 45, 53, 61, 100, 125, 180, 217 };
+static const uint16_t level_size_pmil[10] = { 0, 1253, 1210, 1170, 1060, 1016, 1000, 997, 994, 993 };
+
+/* Pieces compressed at once: the slots in flight, at most one per core
+ * (the pool runs CPU work on as many threads as there are cores). */
+static int gz_parallel(void)
+{
+	static int n;
+
+	if (!n) {
+		long c = sysconf(_SC_NPROCESSORS_ONLN);
+		n = c < 1 ? 1 : c > GZSEND_SLOTS ? GZSEND_SLOTS : (int)c;
+	}
+	return n;
+}
+
+/*
+ * Called as piece s is about to be queued: choose the level of the next
+ * ones. From the pieces so far the loop knows what level 6 would cost per
+ * piece (the last piece's compression time scaled by the table) and what
+ * it would make of it (the piece's ratio, scaled). With the link's rate,
+ * the level that delivers input fastest is the one where
+ * min(compressor rate, link rate / ratio) peaks: the hardest level that
+ * still keeps the link busy. Without a known rate, a queue that stays
+ * empty (next to nothing queued or unsent in the kernel) means the link is
+ * faster than the compressor (one level faster), one that backs up that
+ * it is slower (one level harder). Either sign also vetoes a model choice
+ * that goes the other way.
+ */
+static void gz_adapt(struct gzsend *g, const struct gz_slot *s)
+{
+	struct link_estimate e;
+	int lc = s->pb.level;
+	size_t backlog = linkrate_backlog(g->r);
+	bool backed = g->backed || backlog >= GZ_BACKED;
+	bool starved = backlog < GZ_STARVED && g->emit_seq >= GZ_RAMP_PIECES;
+
+	if (s->n == GZSEND_BLOCK && !s->pb.stored && lc > 0) {
+		uint64_t t6 = s->work_us * 100 / level_time_pct[lc];
+		uint64_t r6 = (uint64_t)s->outlen * 1000000 / s->n * 1000 / level_size_pmil[lc]; /* ppm */
+		/* A thread preempted mid-piece on a busy machine reports a time
+		 * many times the usual: such a sample moves the average less. */
+		if (g->t6_us && t6 > 4 * g->t6_us)
+			t6 = 4 * g->t6_us;
+		g->t6_us = g->t6_us ? (g->t6_us * 7 + t6) / 8 : t6;
+		g->r6_ppm = g->r6_ppm ? (g->r6_ppm * 3 + r6) / 4 : r6;
+	}
+	linkrate_estimate(g->r, &e);
+	int pick = g->level;
+	if (e.known && e.bps && g->t6_us && g->r6_ppm) {
+		double best = 0;
+		for (int l = 0; l <= 9; l++) {
+			double t = (double)g->t6_us * level_time_pct[l] / 100 / gz_parallel() + 1;
+			double comp = (double)GZSEND_BLOCK * 1e6 / t; /* input bytes/s */
+			double ratio = l ? (double)g->r6_ppm * level_size_pmil[l] / 1e9 : 1.0;
+			double wire = (double)e.bps / ratio;
+			double rate = comp < wire ? comp : wire;
+			if (rate >= best * 1.02) {
+				best = rate;
+				pick = l;
+			}
+		}
+	} else if (backed) {
+		pick = g->level + 1;
+	} else if (starved) {
+		pick = g->level - 1;
+	}
+	/* What the queue shows overrules the model, whose figures may be old:
+	 * never faster while output backs up, never harder while the link
+	 * waits for us. */
+	if (backed && pick < g->level)
+		pick = g->level;
+	if (starved && pick > g->level)
+		pick = g->level;
+	g->level = pick < 0 ? 0 : pick > 9 ? 9 : pick;
+	g->backed = false;
+}
+
+/*
  * Queue the next piece if it is done. Returns 1 if one was queued, 0 if
  * none is ready, -1 when the response ended or the client is gone.
  */
@@ -239,6 +345,7 @@ static int gz_emit(struct gzsend *g)
 		return -1;
 	}
 	uint8_t *data = s->buf + PGZ_DICT_MAX;
+	gz_adapt(g, s);
 	if (!s->pb.stored && s->dictlen &&
 	    (s->dictlen > g->tail_len || memcmp(data - s->dictlen, g->tail + g->tail_len - s->dictlen, s->dictlen))) {
 		/* Rewritten in place under us: compress again with what the
@@ -271,8 +378,10 @@ static int gz_read_ahead(struct gzsend *g)
 {
 	if (g->eof || g->next_seq >= g->emit_seq + GZSEND_SLOTS)
 		return 0;
-	if (http_resp_queued(g->r) >= HTTP_QUEUE_HIGH)
+	if (http_resp_queued(g->r) >= HTTP_QUEUE_HIGH) {
+		g->backed = true;
 		return 0; /* on_writable calls again */
+	}
 	int64_t off = (int64_t)g->next_seq * GZSEND_BLOCK;
 	/* Past the size seen at the start, read one piece at a time: the
 	 * file may have grown, or may end exactly on a piece boundary. */
@@ -290,6 +399,9 @@ static int gz_read_ahead(struct gzsend *g)
 	s->seq = g->next_seq++;
 	s->off = off;
 	s->have_data = false;
+	/* Stored pieces say nothing of what compressing costs: while the
+	 * level is 0, one piece in GZ_PROBE_EVERY is deflated at level 1. */
+	pgz_block_set_level(&s->pb, g->level == 0 && s->seq % GZ_PROBE_EVERY == GZ_PROBE_EVERY - 1 ? 1 : g->level);
 	gz_submit(g, s);
 	return 1;
 }
@@ -331,6 +443,10 @@ void gzsend_start(struct http_req *r, const struct gzsend_src *src, const struct
 	snprintf(g->path, sizeof(g->path), "%s", src->path);
 	g->size0 = src->size;
 	pgz_sum_init(&g->sum);
+	/* Start where the link's known speed says; gz_adapt moves on from it. */
+	struct link_estimate e;
+	linkrate_estimate(r, &e);
+	g->level = e.bound && e.bps < (4u << 20) ? 9 : e.bound && e.bps < (16u << 20) ? 6 : PGZ_LEVEL_DEFAULT;
 	for (int i = 0; i < GZSEND_SLOTS; i++) {
 		g->slot[i].g = g;
 		pgz_block_init(&g->slot[i].pb, PGZ_LEVEL_DEFAULT);

@@ -355,6 +355,8 @@ static void conn_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct conn *c = w->data;
 	struct outq *q = &c->out;
+	size_t wrote = 0;
+	bool full = false;
 
 	if (c->dead)
 		return;
@@ -386,11 +388,14 @@ static void conn_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 			n = writev(c->fd, iov, cnt);
 		}
 		if (n < 0) {
-			if (errno == EAGAIN || errno == EINTR)
+			if (errno == EAGAIN || errno == EINTR) {
+				full = errno == EAGAIN;
 				break;
+			}
 			conn_abort(c);
 			return;
 		}
+		wrote += (size_t)n;
 		size_t left = (size_t)n;
 		while (left > 0 && q->head) {
 			struct outseg *t = q->head;
@@ -406,6 +411,8 @@ static void conn_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 				break;
 		}
 	}
+	if (wrote)
+		linkrate_wrote(&c->rate, c->fd, c->peer, wrote, full);
 	if (q->bytes < OUTQ_HIGH / 2) {
 		if (c->proto == CONN_H1)
 			h1_on_output_drained(c->sess.h1);
@@ -498,6 +505,9 @@ struct conn *conn_adopt(int fd, const char *peer)
 	c->link.out = &c->out;
 	c->link.notify = conn_notify;
 	c->link.on_request = server_on_request;
+	linkrate_init(&c->rate, fd, c->peer);
+	c->link.rate = &c->rate;
+	c->link.peer = c->peer;
 	c->next = conns;
 	if (conns)
 		conns->prev = c;

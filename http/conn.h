@@ -21,6 +21,7 @@
 #include <sys/types.h>
 
 #include "http/link.h"
+#include "http/linkrate.h"
 #include "http/outq.h"
 
 struct http_req;
@@ -46,6 +47,7 @@ struct conn {
 		struct h2 *h2;
 	} sess;
 	char peer[64];
+	struct link_rate rate; /* what its writes showed of the link */
 	struct conn *prev, *next;
 };
 

@@ -552,6 +552,12 @@ static void h1_pause_body(struct http_req *r, bool paused)
 	}
 }
 
+static const struct http_link *h1_link(const struct http_req *r)
+{
+	const struct h1_req *q = r->transport;
+	return q->h->link;
+}
+
 static const struct http_transport_ops h1_ops = {
 	.begin = h1_begin,
 	.write = h1_write,
@@ -560,6 +566,7 @@ static const struct http_transport_ops h1_ops = {
 	.end = h1_end,
 	.queued = h1_queued,
 	.pause_body = h1_pause_body,
+	.link = h1_link,
 	.abort = h1_abort,
 };
 

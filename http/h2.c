@@ -538,6 +538,12 @@ static void h2_pause_body(struct http_req *r, bool paused)
 	h2_schedule(st->h);
 }
 
+static const struct http_link *h2_link(const struct http_req *r)
+{
+	const struct h2_stream *st = r->transport;
+	return st->h->link;
+}
+
 static void h2_abort(struct http_req *r)
 {
 	struct h2_stream *st = r->transport;
@@ -553,6 +559,7 @@ static const struct http_transport_ops h2_ops = {
 	.end = h2_end,
 	.queued = h2_queued,
 	.pause_body = h2_pause_body,
+	.link = h2_link,
 	.abort = h2_abort,
 };
 

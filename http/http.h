@@ -39,6 +39,7 @@ struct http_hdr {
 };
 
 struct http_req;
+struct http_link;
 
 /* Transport operations; implemented by h1.c and h2.c. */
 struct http_transport_ops {
@@ -50,6 +51,8 @@ struct http_transport_ops {
 	int (*end)(struct http_req *r, const struct http_hdr *trailers, size_t n);
 	size_t (*queued)(const struct http_req *r);
 	void (*pause_body)(struct http_req *r, bool paused);
+	/* optional: the connection the request came over */
+	const struct http_link *(*link)(const struct http_req *r);
 	/* optional: end the response as failed (see http_resp_abort) */
 	void (*abort)(struct http_req *r);
 };

@@ -30,6 +30,10 @@ struct http_link {
 	void (*notify)(struct http_link *l, enum http_link_event ev);
 	/* Every request head goes here (the application's router). */
 	void (*on_request)(struct http_req *r);
+	/* What the connection knows of its peer (NULL/"" when nothing):
+	 * http/linkrate.h. */
+	struct link_rate *rate;
+	const char *peer;
 };
 
 static inline void http_link_notify(struct http_link *l, enum http_link_event ev)

@@ -6,7 +6,7 @@
 #
 #   scripts/bench.sh [--quick] [--only ID,ID...] [--out FILE]
 #
-# IDs: rtt rtt_cgroup sdk_rtt unary stream files sdk_files archive footprint idle busy sdk_concurrent conns vm_boot vm_rtt
+# IDs: rtt rtt_cgroup sdk_rtt unary stream files sdk_files sdk_link archive footprint idle busy sdk_concurrent conns vm_boot vm_rtt
 # Writes FILE (default bench/results/latest.json) and prints a table. Each
 # figure carries the command that reproduces it: `scripts/bench.sh --only ID`
 # (add --quick for the small variant), and the raw client command it ran.
@@ -327,7 +327,7 @@ if want files; then
 		record dl_h2_nghttpd "$(h2load_json -n 1 -c 1 "http://127.0.0.1:$NPORT/big.bin")" "h2load -n 1 -c 1 http://127.0.0.1:NGHTTPD_PORT/big.bin"
 		record dl_cat "$(timed_json "cat '$F' >/dev/null")" "cat FILE >/dev/null"
 	done
-	record dl_gzip_envd "$(curl_json -H 'Accept-Encoding: gzip' "$U")" "curl -H 'Accept-Encoding: gzip' -o /dev/null 'http://127.0.0.1:PORT/files?path=FILE'"
+	record dl_gzip_envd "$(curl_json -H 'Accept-Encoding: gzip, identity;q=0' "$U")" "curl -H 'Accept-Encoding: gzip, identity;q=0' -o /dev/null 'http://127.0.0.1:PORT/files?path=FILE'"
 	record dl_gzip_nginx "$(curl_json -H 'Accept-Encoding: gzip' "http://127.0.0.1:$XPORT/big.bin")" "curl -H 'Accept-Encoding: gzip' -o /dev/null http://127.0.0.1:NGINX_PORT/big.bin"
 	record dl_gzip_floor "$(timed_json "gzip -6 -c '$F' >/dev/null")" "gzip -6 -c FILE >/dev/null"
 	# Compressible text: throughput and the compressed size beside nginx at
@@ -336,7 +336,7 @@ if want files; then
 	gen_text "$TEXT_MB" "$T"
 	UT="http://127.0.0.1:$EPORT/files?path=$T"
 	for round in 1 2; do
-		record dl_gzip_text_envd "$(curl_json -H 'Accept-Encoding: gzip' "$UT")" "curl -H 'Accept-Encoding: gzip' -o /dev/null 'http://127.0.0.1:PORT/files?path=TEXT'"
+		record dl_gzip_text_envd "$(curl_json -H 'Accept-Encoding: gzip, identity;q=0' "$UT")" "curl -H 'Accept-Encoding: gzip, identity;q=0' -o /dev/null 'http://127.0.0.1:PORT/files?path=TEXT'"
 		record dl_gzip_text_nginx "$(curl_json -H 'Accept-Encoding: gzip' "http://127.0.0.1:$XPORT/text.log")" "curl -H 'Accept-Encoding: gzip' -o /dev/null http://127.0.0.1:NGINX_PORT/text.log"
 	done
 	record dl_gzip_text_size "{\"bytes\":$(stat -c %s "$T")}" "stat -c %s TEXT"
@@ -422,6 +422,93 @@ if want sdk_files && [ $SDK_OK = 1 ]; then
 		"text=$WWW/sdk-text.log=http://127.0.0.1:$XPORT/sdk-text.log"
 	rm -f "$WWW"/sdk-*
 	stop_pid "$EPID"; stop_pid "$XPID"
+fi
+
+# SDK downloads over links of known speed: the servers in a network
+# namespace behind a veth whose server->client direction is shaped with tc
+# tbf, the SDK outside; envd against nginx answering the same
+# GET /files?path=... without gzip and with gzip level 6. envd starts
+# afresh for every link, so what it knows of a link it learnt on that one.
+link_wait() { # URL: until it answers (bounded: 60 s)
+	local end=$((SECONDS + 60))
+	while [ "$SECONDS" -lt "$end" ]; do
+		curl -s -o /dev/null "$1" && return 0
+		sleep 0.05
+	done
+	return 1
+}
+if want sdk_link && [ $SDK_OK = 1 ]; then
+	. scripts/shaped-link.sh
+	if [ "$(id -u)" != 0 ] || ! command -v tc >/dev/null || ! link_up b$$ 21; then
+		log "sdk_link: needs root, ip netns and tc; skipped"
+	else
+		trap 'link_down; cleanup' EXIT
+		LINK_MB=$([ $QUICK = 1 ] && echo 8 || echo 64)
+		LINK_SHAPES=${LINK_SHAPES:-none 1gbit 100mbit 20mbit}
+		log "SDK files.read over shaped links: $LINK_MB MiB random and text, envd vs nginx identity and gzip 6"
+		EPORT=${EPORT:-0} # every Sandbox gets its sandboxUrl
+		sdk_env
+		L=$TMP/link
+		mkdir -p "$L/logs" "$L/tmp"
+		chmod 755 "$TMP" "$L"
+		head -c "$((LINK_MB << 20))" /dev/urandom >"$L/random.bin"
+		# Text: C headers, as a source tree or an SDK's include directory.
+		find /usr/include -name '*.h' -type f -print0 | sort -z | xargs -0 cat 2>/dev/null |
+			head -c "$((LINK_MB << 20))" >"$L/text.txt"
+		while [ "$(stat -c %s "$L/text.txt")" -lt "$((LINK_MB << 20))" ]; do
+			cat "$L/text.txt" "$L/text.txt" | head -c "$((LINK_MB << 20))" >"$L/text2" && mv "$L/text2" "$L/text.txt"
+		done
+		head -c $((4 << 20)) /dev/urandom >"$L/warm.bin"
+		chmod 644 "$L"/*.bin "$L"/*.txt
+		LXI=$(free_port)
+		LXG=$(free_port)
+		cat >"$L/nginx.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $L/nginx.pid;
+error_log $L/logs/error.log;
+events { worker_connections 1024; }
+http {
+	access_log off;
+	sendfile on;
+	tcp_nopush on;
+	client_body_temp_path $L/tmp/body;
+	proxy_temp_path $L/tmp/proxy;
+	fastcgi_temp_path $L/tmp/fcgi;
+	uwsgi_temp_path $L/tmp/uwsgi;
+	scgi_temp_path $L/tmp/scgi;
+	default_type application/octet-stream;
+	gzip_comp_level 6;
+	gzip_types *;
+	gzip_min_length 0;
+	map \$arg_path \$dlfile { default ""; ~random\.bin\$ random.bin; ~text\.txt\$ text.txt; ~warm\.bin\$ warm.bin; }
+	server { listen $LINK_SERVER:$LXI; gzip off; root $L; location = /files { try_files /\$dlfile =404; } }
+	server { listen $LINK_SERVER:$LXG; gzip on; root $L; location = /files { try_files /\$dlfile =404; } }
+}
+EOF
+		link_exec nginx -p "$L" -c "$L/nginx.conf" -e "$L/logs/error.log" >/dev/null 2>&1 &
+		LXPID=$!
+		PIDS+=("$LXPID")
+		link_wait "http://$LINK_SERVER:$LXI/files?path=warm.bin" || log "sdk_link: nginx did not start"
+		for shape in $LINK_SHAPES; do
+			link_shape "$shape" || { log "sdk_link: tc could not shape $shape"; continue; }
+			LEP=$(free_port)
+			link_exec "$ENVD" -isnotfc -port "$LEP" -no-cgroups -default-user user >>"$TMP/envd.log" 2>&1 &
+			LEPID=$!
+			PIDS+=("$LEPID")
+			link_wait "http://$LINK_SERVER:$LEP/health" || log "sdk_link: envd did not start"
+			log "  link $shape"
+			run_json "sdk_link_$shape" node bench/sdk.mjs link 2 "$L/warm.bin" \
+				"random=$L/random.bin,text=$L/text.txt" \
+				"envd=http://$LINK_SERVER:$LEP" "nginx_identity=http://$LINK_SERVER:$LXI" \
+				"nginx_gzip6=http://$LINK_SERVER:$LXG"
+			stop_pid "$LEPID"
+		done
+		stop_pid "$LXPID"
+		link_down
+		rm -rf "$L"
+	fi
 fi
 
 # 5. Footprint ---------------------------------------------------------------

@@ -8,7 +8,10 @@ cd "$(dirname "$0")/../.."
 . tests/lib.sh
 
 id user >/dev/null 2>&1 || useradd -m -s /bin/bash user >/dev/null 2>&1
-envd_start -default-user user || exit 1
+# -gzip-always: over loopback envd would answer identity, and the SDK's
+# gzip decoder must meet every stream envd builds (the choice itself is
+# tested over a shaped link in tests/integration/files_gzip.sh).
+envd_start -default-user user -gzip-always || exit 1
 export E2B_DEBUG=true
 export E2B_SANDBOX_URL=$ENVD_URL
 export ENVD_URL ENVD_PORT

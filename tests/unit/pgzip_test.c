@@ -219,3 +219,59 @@ Test(pgzip, levels)
 	(void)stored;
 	free(in);
 }
+
+/* One compressor retuned before every block, across stored and all
+ * levels, still builds one valid stream (the adaptive download's path). */
+Test(pgzip, level_changes_between_blocks)
+{
+	size_t n = 12 * 65536 + 77, bs = 65536;
+	uint8_t *in = make_text(n);
+	size_t cap = PGZ_HEADER_LEN + PGZ_TRAILER_LEN + (n / bs + 1) * pgz_block_bound(bs);
+	uint8_t *out = malloc(cap), *o = out;
+	static const int order[] = { 5, 9, 0, 1, 6, 0, 0, 3, 9, 2, 7, 4, 8 };
+	struct pgz_block b;
+	struct pgz_sum sum;
+	size_t i = 0;
+
+	pgz_block_init(&b, 5);
+	pgz_sum_init(&sum);
+	pgz_header(o);
+	o += PGZ_HEADER_LEN;
+	for (size_t off = 0; off < n; off += bs, i++) {
+		size_t k = n - off < bs ? n - off : bs;
+		size_t dl = off < PGZ_DICT_MAX ? off : PGZ_DICT_MAX;
+		uint32_t crc;
+		pgz_block_set_level(&b, order[i % (sizeof(order) / sizeof(order[0]))]);
+		o += pgz_block_compress(&b, in + off - dl, dl, in + off, k, o, &crc);
+		cr_assert_eq(b.stored, b.level == 0, "block %zu at level %d", i, b.level);
+		pgz_sum_add(&sum, crc, k);
+	}
+	pgz_trailer(o, sum.crc, sum.total);
+	o += PGZ_TRAILER_LEN;
+	cr_assert_leq((size_t)(o - out), cap);
+	check_inflate(out, (size_t)(o - out), in, n);
+	check_gzip_t(out, (size_t)(o - out));
+	pgz_block_end(&b);
+	pgz_block_set_level(&b, 42);
+	cr_assert_eq(b.level, 9);
+	pgz_block_set_level(&b, -1);
+	cr_assert_eq(b.level, 0);
+	free(out);
+	free(in);
+}
+
+/* The sample that decides identity or gzip for a download. */
+Test(pgzip, sample_ratio)
+{
+	uint8_t *r = make_random(32768, 3), *t = make_text(32768);
+	cr_assert_eq(pgz_sample_ratio(r, 32768), 1.0);
+	double tr = pgz_sample_ratio(t, 32768);
+	cr_assert(tr > 0.0 && tr < 0.5, "text ratio %f", tr);
+	cr_assert_eq(pgz_sample_ratio(t, 0), 1.0);
+	uint8_t *big = make_text(200000); /* only the first 64 KiB are deflated */
+	double br = pgz_sample_ratio(big, 200000);
+	cr_assert(br > 0.0 && br < 0.5, "big text ratio %f", br);
+	free(big);
+	free(r);
+	free(t);
+}
