@@ -28,6 +28,7 @@
 #include "sandbox/control.h"
 #include "base/errstr.h"
 #include "fs/archive.h"
+#include "fs/changes.h"
 #include "fs/files_http.h"
 #include "fs/fs_service.h"
 #include "base/log.h"
@@ -109,6 +110,7 @@ static struct flag flags[] = {
 	 "10737418240", {.i = 10737418240LL}},
 	{"archive-max-ratio", F_INT, "maximum expansion of an extracted archive per archive byte, beyond 16 MiB (0: no limit)",
 	 "200", {.i = 200}},
+	{"changes-max-paths", F_INT, "paths the change journal keeps (0: no journal)", "200000", {.i = 200000}},
 	{"gzip-always", F_BOOL, "gzip every download whose client offers gzip, however fast its link", "false",
 	 {.b = false}},
 	{"no-port-forward", F_BOOL, "do not forward loopback listeners to the sandbox address", "false", {.b = false}},
@@ -250,6 +252,7 @@ int main(int argc, char **argv)
 	process_ring_size = (size_t)flag_get("output-buffer")->v.i;
 	h2_max_streams = (unsigned)flag_get("max-streams")->v.i;
 	fs_max_watchers = (size_t)flag_get("max-watchers")->v.i;
+	changes_max_paths = flag_get("changes-max-paths")->v.i > 0 ? (size_t)flag_get("changes-max-paths")->v.i : 0;
 	files_gzip_always = flag_get("gzip-always")->v.b;
 	if (flag_get("fs-timeout")->v.i > 0)
 		worker_fs_timeout = (double)flag_get("fs-timeout")->v.i;
@@ -306,6 +309,8 @@ int main(int argc, char **argv)
 	/* Workload cgroups once the port is ours (a second envd that cannot
 	 * bind must not touch them), before the loop can start a command. */
 	cgroup_setup(flag_get("cgroup-root")->v.s, flag_get("no-cgroups")->v.b);
+	if (changes_start() < 0)
+		log_info("envd", "change journal not started");
 	log_info("envd", "listening on port %lld, version %s", port, ENVD_VERSION);
 	if (!flag_get("no-port-forward")->v.b && portfwd_start(flag_get("sandbox-addr")->v.s, (int)port) < 0)
 		fprintf(stderr, "port forwarding disabled: bad -sandbox-addr %s\n", flag_get("sandbox-addr")->v.s);

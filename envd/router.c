@@ -13,6 +13,7 @@
 #include "base/base64.h"
 #include "base/log.h"
 #include "sandbox/control.h"
+#include "fs/changes.h"
 #include "fs/files_http.h"
 #include "envd/router.h"
 #include "sandbox/upgrade.h"
@@ -134,6 +135,7 @@ static const struct route routes[] = {
 	{"/files", HTTP_M_GET, files_get},
 	{"/files", HTTP_M_POST, files_post},
 	{"/files/compose", HTTP_M_POST, files_compose},
+	{"/changes", HTTP_M_GET, changes_http_get},
 };
 
 static int64_t now_ns(void)

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs/changes.h"
 #include "fs/entry.h"
 #include "base/buf.h"
 #include "base/errstr.h"
@@ -876,6 +877,7 @@ static const struct rpc_method_impl fs_methods[] = {
 	{ "CreateWatcher", RPC_UNARY, fs_create_watcher },
 	{ "GetWatcherEvents", RPC_UNARY, fs_get_watcher_events },
 	{ "RemoveWatcher", RPC_UNARY, fs_remove_watcher },
+	{ "Changes", RPC_UNARY, changes_rpc },
 };
 
 const struct rpc_service fs_service = {

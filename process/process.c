@@ -85,6 +85,8 @@ struct process {
 	struct pcg_usage usage;  /* filled at make_end */
 	bool usage_known;
 	struct rusage ru;        /* reaped children's usage credited to us (no cgroup) */
+	void *track;             /* process_tracker handle, or NULL */
+	bool track_wait;         /* the end event waits for the tracker */
 };
 
 /*
@@ -160,8 +162,12 @@ static uint64_t tv_us(const struct timeval *tv)
 
 static void in_drop(struct process *p, int err);
 
+const struct process_tracker *process_tracker;
+
 static void process_free(struct process *p)
 {
+	if (p->track)
+		process_tracker->release(p->track);
 	pcg_leaf_release(p->cg);
 	p->cg = NULL;
 	stop_io(p);
@@ -274,6 +280,8 @@ static void sub_send_end(struct sub *s)
 		end.usage = &use;
 	}
 	end.status = p->status;
+	if (p->track)
+		process_tracker->fill(p->track, &end);
 	if (p->exit_code != 0) {
 		end.optional_error_case = PROCESS__PROCESS_EVENT__END_EVENT__OPTIONAL_ERROR_ERROR;
 		end.error = p->status;
@@ -319,6 +327,8 @@ static void sub_pump(struct sub *s)
 		case FANOUT_WAIT: /* on_writable or the next read resumes */
 			goto out;
 		case FANOUT_END:
+			if (p->track_wait)
+				goto out; /* track_ready resumes */
 			sub_send_end(s);
 			goto out;
 		case FANOUT_BEHIND:
@@ -504,10 +514,22 @@ static void take_usage(struct process *p)
 	p->usage_known = true;
 }
 
+static void track_ready(struct process *p)
+{
+	p->track_wait = false;
+	enter(p);
+	fanout(p);
+	leave(p);
+}
+
 /* Entering an end-ready state: subscribers get data up to here, then end. */
 static void make_end(struct process *p)
 {
 	take_usage(p);
+	if (p->track) {
+		p->track_wait = true;
+		process_tracker->end(p->track, p, track_ready);
+	}
 	p->end_off = ring_end(&p->ring);
 	log_info("process", "process %d ended: %s (%llu output bytes)", (int)p->pid, p->status,
 		 (unsigned long long)p->end_off);
@@ -1355,6 +1377,8 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	evict_retained(pid, p->tag);
 	p->ent.listed = true;
 	ptable_add(&table, &p->ent);
+	if (process_tracker)
+		p->track = process_tracker->begin(p, pid, p->cg ? pcg_leaf_path(p->cg) : NULL, s->track_changes);
 	lc_step(p, LC_EV_REGISTERED);
 
 	ev_child_init(&p->child_w, child_cb, pid, 0);

@@ -78,6 +78,7 @@ struct process_spec {
 	const char *cwd;                      /* resolved and checked */
 	char **envp;                          /* borrowed for the call */
 	int64_t timeout_ms;                   /* > 0: SIGKILL the group then */
+	bool track_changes;                   /* the end event lists the command's changes */
 };
 
 /*
@@ -174,5 +175,23 @@ void process_end_streams(enum rpc_code code, const char *msg);
  * child of this same pid. Returns 0 or -errno (nothing taken then).
  */
 int process_adopt(const struct process_snapshot *s, struct ring *ring);
+
+/*
+ * Change tracking, installed by the change journal (fs/changes.c), which
+ * sits above this layer. `begin` runs once a command is spawned (every
+ * command, so changes can be attributed to it) and returns a handle or
+ * NULL. When the command's end is due, `end` is given the handle; the end
+ * event waits until the tracker calls ready(p) (at once, or once its
+ * changes are in; at most a few seconds). `fill` adds the changes to an
+ * end event (memory owned by the handle, valid until release); `release`
+ * runs when the process is freed.
+ */
+struct process_tracker {
+	void *(*begin)(struct process *p, pid_t pid, const char *cgroup, bool track);
+	void (*end)(void *h, struct process *p, void (*ready)(struct process *p));
+	void (*fill)(void *h, Process__ProcessEvent__EndEvent *end);
+	void (*release)(void *h);
+};
+extern const struct process_tracker *process_tracker;
 
 #endif

@@ -125,6 +125,7 @@ static void do_start(struct rpc_call *call, const ProtobufCMessage *msg)
 	spec.cwd = cwd;
 	spec.envp = envp;
 	spec.timeout_ms = rpc_call_timeout_ms(call);
+	spec.track_changes = rq->track_changes;
 	code = process_start(&spec, call, err, sizeof(err));
 	if (code != RPC_OK)
 		rpc_fail(call, code, "%s", err);

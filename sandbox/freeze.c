@@ -580,23 +580,106 @@ void freeze_state_set(const struct freeze_state *in)
 
 /* ---- filesystem freeze: FIFREEZE / FITHAW on "/", one at a time ---- */
 
+/*
+ * FUSE and network filesystems are not frozen: FIFREEZE does not reach
+ * them, and a call on one whose server is gone never returns. They are
+ * found in the mount table (never by a call on their paths, which blocks
+ * the same way) and named in the reply's X-Envd-Fsfreeze-Skipped header,
+ * "MOUNTPOINT (FSTYPE)" joined by ", " (mount points as the mount table
+ * writes them); if "/" itself is one, it is skipped too rather than opened,
+ * by freeze and thaw alike.
+ */
+#define FS_SKIPPED_MAX 1024
+
 struct fsop {
 	struct fsop *next;
 	struct http_req *r;  /* NULL once the client left */
 	bool freeze;
 	int err;             /* errno of the failed step, 0 on success */
 	bool opened;         /* the failure was the ioctl, not the open */
+	char skipped[FS_SKIPPED_MAX];
 };
 
 static struct fsop *fs_head, *fs_tail;
 static bool fs_busy;
 static const char *fs_root = "/";
+static const char *fs_mountinfo = "/proc/self/mountinfo";
 
 static void fs_next(void);
+
+static bool fs_unfreezable(const char *type)
+{
+	static const char *const net[] = {"nfs", "nfs4", "cifs", "smb3", "9p", "ceph", "glusterfs",
+					  "afs", "virtiofs", "lustre", "gfs2", "ocfs2"};
+
+	if (strncmp(type, "fuse", 4) == 0)
+		return true;
+	for (size_t i = 0; i < sizeof(net) / sizeof(net[0]); i++)
+		if (strcmp(type, net[i]) == 0)
+			return true;
+	return false;
+}
+
+/* A mount point as a header may carry it: mountinfo already escapes space,
+ * tab, newline and backslash (\ooo); other control and non-ASCII bytes
+ * become '?'. */
+static void fs_header_safe(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+			*s = '?';
+}
+
+/* Fill op->skipped from the mount table; true when "/" is among them. */
+static bool fs_scan(struct fsop *op)
+{
+	FILE *f = fopen(fs_mountinfo, "re");
+	char line[8192];
+	size_t len = 0;
+	bool root = false;
+
+	op->skipped[0] = '\0';
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		/* id parent maj:min root MOUNTPOINT options [optional...] - TYPE source super */
+		char *save = NULL, *mp = NULL, *type = NULL, *t;
+		int field = 0;
+		bool dash = false;
+
+		for (t = strtok_r(line, " \n", &save); t; t = strtok_r(NULL, " \n", &save), field++) {
+			if (field == 4)
+				mp = t;
+			else if (dash) {
+				type = t;
+				break;
+			} else if (field > 5 && strcmp(t, "-") == 0)
+				dash = true;
+		}
+		if (!mp || !type || !fs_unfreezable(type))
+			continue;
+		fs_header_safe(mp);
+		if (strcmp(mp, fs_root) == 0)
+			root = true;
+		int k = snprintf(op->skipped + len, sizeof(op->skipped) - len, "%s%s (%s)", len ? ", " : "", mp, type);
+		if (k < 0 || (size_t)k >= sizeof(op->skipped) - len) {
+			/* Full: end the list with an ellipsis where it fits. */
+			size_t n = len < sizeof(op->skipped) - 5 ? len : sizeof(op->skipped) - 5;
+			memcpy(op->skipped + n, ", ...", 6);
+			break;
+		}
+		len += (size_t)k;
+	}
+	fclose(f);
+	return root;
+}
 
 static void fs_work(void *arg)
 {
 	struct fsop *op = arg;
+
+	if (fs_scan(op))
+		return;
 	int fd = open(fs_root, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0) {
@@ -630,7 +713,8 @@ static void fs_answer(struct fsop *op)
 		http_respond_json_error(r, 500, msg);
 		return;
 	}
-	http_respond(r, 204, NULL, NULL, 0, &no_store, 1);
+	struct http_hdr h[2] = {no_store, {"X-Envd-Fsfreeze-Skipped", op->skipped}};
+	http_respond(r, 204, NULL, NULL, 0, h, op->skipped[0] ? 2 : 1);
 }
 
 static void fs_done(void *arg)

@@ -38,6 +38,7 @@
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/state.h"
+#include "fs/changes.h"
 #include "fs/fs_service.h"
 #include "fs/watch.h"
 #include "http/conn.h"
@@ -451,6 +452,14 @@ static int build_record(struct fdlist *fds, uint8_t **out, size_t *out_len)
 	}
 	st.last_init_ns = state_last_init_ns;
 
+	/* The change journal: its group crosses the exec, so changes made
+	 * meanwhile wait in the kernel and old checkpoints still answer. */
+	static Upgrade__ChangeJournal cj;
+	if (changes_snapshot(&cj) == 0 && cj.epoch) {
+		st.changes = &cj;
+		keep_fd(fds, cj.fanotify_fd);
+	}
+
 	/* The freeze state: whether a freeze of ours is in effect, and the
 	 * cgroups the guest had frozen itself (a thaw must leave them). */
 	static struct freeze_state fz;
@@ -559,6 +568,7 @@ unlink_restore:
 restore:
 	for (size_t i = 0; i < fds.n; i++)
 		fcntl(fds.fd[i], F_SETFD, FD_CLOEXEC);
+	changes_resume();
 	return rc;
 }
 
@@ -1153,6 +1163,8 @@ int upgrade_resume(void)
 	}
 	for (size_t i = 0; i < st->n_mounts; i++)
 		nfs_ledger_add(st->mounts[i]->path, st->mounts[i]->lifecycle_id);
+	if (st->changes && changes_adopt(st->changes) < 0)
+		log_error(LOGGER, "upgrade: the change journal was not taken over");
 	/* A child that ended during the exec is a zombie whose SIGCHLD went
 	 * to the old image: have the loop look for it. */
 	kill(getpid(), SIGCHLD);

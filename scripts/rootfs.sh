@@ -33,8 +33,15 @@ apt_mirror() {
 MIRROR=${DEBIAN_MIRROR:-$(apt_mirror)}
 [ -n "$MIRROR" ] || { echo "rootfs: no Debian archive found in apt's sources; set DEBIAN_MIRROR" >&2; exit 1; }
 # Bump when the package list changes so cached roots are rebuilt.
-BASE_STAMP="v2"
+BASE_STAMP="v3"
 PKGS=bash,libstdc++6,coreutils,git,python3,python-is-python3,sudo,ncurses-bin,ncurses-base,ca-certificates,curl,procps,iproute2,passwd,login,findutils,less,netbase
+# What agent frameworks mount storage with: FUSE (fuse3; s3fs as the Mastra
+# template installs it; sshfs, a FUSE client whose server the VM test runs on
+# the host), NFS volumes (/init runs mount.nfs), kmod so the kernel can load
+# the filesystem modules. Installed by apt in the new root, not by
+# debootstrap, whose resolver does not follow Provides (s3fs wants "fuse",
+# which fuse3 provides and the real fuse package would conflict with).
+MOUNT_PKGS="fuse3 s3fs sshfs nfs-common kmod"
 
 log() { echo "rootfs: $*" >&2; }
 
@@ -77,6 +84,20 @@ build_base() {
 		sleep 5
 	done
 	umount_under "$tmp"
+	# No service may start inside the chroot while packages are installed.
+	printf '#!/bin/sh\nexit 101\n' >"$tmp/usr/sbin/policy-rc.d"
+	chmod 0755 "$tmp/usr/sbin/policy-rc.d"
+	log "apt-get install $MOUNT_PKGS"
+	if ! chroot "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+		$MOUNT_PKGS >"$tmp.log" 2>&1; then
+		chroot "$tmp" apt-get update -q >>"$tmp.log" 2>&1
+		chroot "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+			$MOUNT_PKGS >>"$tmp.log" 2>&1 || { log "apt-get install failed:"; tail -n 15 "$tmp.log" >&2; return 1; }
+	fi
+	rm -f "$tmp/usr/sbin/policy-rc.d"
+	# Users may mount with allow_other (sudo s3fs ... -o allow_other does
+	# not need it, a FUSE mount made by the user does).
+	grep -q '^user_allow_other' "$tmp/etc/fuse.conf" 2>/dev/null || echo user_allow_other >>"$tmp/etc/fuse.conf"
 
 	# Same conventions as the reference debug image: user `user`, home
 	# /home/user (mode 777 there; 755 is enough here since envd acts as the

@@ -7,6 +7,12 @@
 #   initramfs.gz    static busybox that loads the virtio modules, sets the
 #                   guest address, mounts the root disk and switch_roots to
 #                   the init= of the kernel command line
+#   modules/        the filesystem modules users mount with (FUSE, NFS and
+#                   what they need), with a modules.dep from depmod; put in
+#                   the root disk's /lib/modules so the kernel loads them
+#                   on demand (nfs when mount.nfs runs); fuse is loaded by
+#                   the initramfs, as /dev/fuse must exist before the first
+#                   FUSE mount opens it
 #   rootfs.ext4     the template rootfs (scripts/rootfs.sh: Debian 12, envd,
 #                   envd-init, user `user`) as a raw ext4 image, made with
 #                   mkfs.ext4 -d (no loop mount)
@@ -21,14 +27,16 @@ ROOTFS=${ROOTFS:-build/rootfs}
 KPKG=${VM_KERNEL_PKG:-linux-image-cloud-amd64}
 # Order matters: busybox insmod has no modules.dep to resolve dependencies.
 MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_mmio
-virtio_blk failover net_failover virtio_net virtio-rng"
-INITRD_STAMP=v1
+virtio_blk failover net_failover virtio_net virtio-rng fuse"
+# Loaded on demand from the root disk (kernel/ subdirectories of the package).
+DISK_MODULES="fs/fuse fs/nfs fs/lockd fs/nfs_common fs/netfs fs/fscache net/sunrpc"
+INITRD_STAMP=v2
 
 log() { echo "vm-image: $*" >&2; }
 die() { log "$*"; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "must run as root (the rootfs is owned by many users)"
-for t in dpkg-deb apt-get mkfs.ext4 cpio gzip; do
+for t in dpkg-deb apt-get mkfs.ext4 cpio gzip depmod; do
 	command -v "$t" >/dev/null || die "$t is missing (scripts/setup.sh installs it)"
 done
 BUSYBOX=/bin/busybox
@@ -58,7 +66,7 @@ build_kernel() {
 	rm -rf "$tmp"
 	mkdir -p "$tmp"
 	log "downloading $pkg"
-	(cd "$tmp" && apt-get download -qq "$pkg" >"$tmp.log" 2>&1) || {
+	(cd "$tmp" && apt-get download -qq "$pkg") >"$tmp.log" 2>&1 || {
 		rm -rf "$tmp"
 		return 1
 	}
@@ -82,6 +90,16 @@ build_kernel() {
 		esac
 	done
 	echo "$MODULES" | tr '\n' ' ' >"$ir/lib/modules/order"
+
+	# ---- modules for the root disk ----
+	local md="$tmp/modules/lib/modules/$kver" d
+	mkdir -p "$md/kernel"
+	for d in $DISK_MODULES; do
+		mkdir -p "$md/kernel/$(dirname "$d")"
+		cp -a "$tmp/x/lib/modules/$kver/kernel/$d" "$md/kernel/$d"
+	done
+	cp "$tmp/x/lib/modules/$kver/modules.builtin"* "$md/" 2>/dev/null || true
+	depmod -b "$tmp/modules" "$kver" || die "depmod failed"
 	cat >"$ir/init" <<'EOF'
 #!/bin/busybox sh
 # Stage one: modules, network, root disk, then the real init.
@@ -113,6 +131,8 @@ EOF
 	(cd "$ir" && find . | cpio -o -H newc --quiet | gzip -9) >"$OUT/initramfs.gz.new"
 	mv "$OUT/vmlinuz.new" "$OUT/vmlinuz"
 	mv "$OUT/initramfs.gz.new" "$OUT/initramfs.gz"
+	rm -rf "$OUT/modules"
+	mv "$tmp/modules" "$OUT/modules"
 	echo "$pkg $kver $INITRD_STAMP" >"$OUT/.kernel-done"
 	rm -rf "$tmp"
 	log "kernel $kver, initramfs $(du -k "$OUT/initramfs.gz" | cut -f1) KiB"
@@ -123,7 +143,8 @@ cands=$(kernel_candidates)
 [ -n "$cands" ] || die "no version of $KPKG is known to apt (apt-get update?)"
 have=$(cut -d' ' -f1,3 "$OUT/.kernel-done" 2>/dev/null || true)
 if [ -s "$OUT/vmlinuz" ] && [ -s "$OUT/initramfs.gz" ] &&
-	grep -qxF "${have% *}" <<<"$cands" && [ "${have##* }" = "$INITRD_STAMP" ]; then
+	grep -qxF "${have% *}" <<<"$cands" && [ "${have##* }" = "$INITRD_STAMP" ] &&
+	[ -d "$OUT/modules/lib/modules" ]; then
 	log "reusing kernel $(cut -d' ' -f2 "$OUT/.kernel-done")"
 else
 	skipped=()
@@ -145,13 +166,17 @@ fi
 # ---- root disk ----
 [ -f "$ROOTFS/.base-done" ] || die "$ROOTFS is missing: run make rootfs"
 for b in build/envd build/init; do [ -x "$b" ] || die "$b is missing: run make"; done
-key=$( { cat "$ROOTFS/.base-done"; sha256sum build/envd build/init "$0" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
+key=$( { cat "$ROOTFS/.base-done" "$OUT/.kernel-done"; sha256sum build/envd build/init "$0" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
 if [ "$(cat "$OUT/.disk-key" 2>/dev/null)" = "$key" ] && [ -s "$OUT/rootfs.ext4" ]; then
 	log "reusing $OUT/rootfs.ext4"
 else
 	# The image's envd and init are the ones just built (scripts/rootfs.sh
 	# installs them; again here in case the rootfs was made before).
 	bash rootfs-overlay/install.sh --envd build/envd --init build/init --user user "$ROOTFS" >/dev/null
+	# The kernel's filesystem modules (the container test never looks there).
+	rm -rf "$ROOTFS/lib/modules"
+	mkdir -p "$ROOTFS/lib"
+	cp -a "$OUT/modules/lib/modules" "$ROOTFS/lib/modules"
 	# Room for the tests: the root plus 1 GiB; the file is sparse.
 	used=$(du -sxm "$ROOTFS" | cut -f1)
 	size=$((used + 1024))

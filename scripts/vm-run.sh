@@ -20,6 +20,11 @@
 #                    default sandbox size)
 #   VM_ACCEL         kvm or tcg (default: kvm when /dev/kvm works, else tcg)
 #   VM_PARENT_PID    stop the VM when this process is gone (for scripts)
+#   VM_HOST_PORTS    ports of 169.254.169.254 that reach a service on the host
+#                    (default "22 2049"): each guest connection to one runs
+#                    VM_RUN_DIR/host/PORT (any executable a test puts
+#                    there) with the connection as its stdin and stdout;
+#                    without that file the connection is closed
 #   VM_RUN_DIR       where to keep the run's state (default: a fresh
 #                    build/vm/runs/<pid>); VM_RUN_DIR/env is written once
 #                    envd answers, for scripts to source
@@ -151,6 +156,13 @@ append+=" ${VM_APPEND:-}"
 netdev="user,id=net0,net=169.254.0.0/16,host=$HOST_IP,dhcpstart=$GUEST_IP,restrict=on"
 netdev+=",hostfwd=tcp:127.0.0.1:$PORT-$GUEST_IP:49983"
 netdev+=",guestfwd=tcp:169.254.169.254:80-cmd:socat STDIO TCP:127.0.0.1:$MMDS_PORT"
+# Servers the tests run on the host (an SFTP server for a FUSE mount, an
+# NFS server), reached from the guest the way a sandbox reaches a storage
+# endpoint: over the network, with the host's process able to stop answering.
+mkdir -p "$RUN/host"
+for p in ${VM_HOST_PORTS-22 2049}; do
+	netdev+=",guestfwd=tcp:169.254.169.254:$p-cmd:$RUN/host/$p"
+done
 
 start_qemu() {
 	t0=$(ms_now)

@@ -40,3 +40,11 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # has FILE REGEX: FILE (maybe not there yet) has a line matching REGEX
 has() { grep -aqE "$2" "$1" 2>/dev/null; }
+
+# changes_flags [flags...]: a test envd keeps no change journal (every
+# envd would otherwise resolve every change on the machine while the suites
+# run side by side) unless the script passes -changes-max-paths itself.
+changes_flags() {
+	case " $* " in *" -changes-max-paths "*) return 0 ;; esac
+	echo "-changes-max-paths 0"
+}

@@ -45,7 +45,7 @@ envd_start() {
 	ENVD_URL="http://127.0.0.1:$ENVD_PORT"
 	ENVD_LOG=$(mktemp /tmp/envd-test-log.XXXXXX)
 	ENVD_LOGS+=("$ENVD_LOG")
-	"$ENVD_BIN" -isnotfc -port "$ENVD_PORT" $(cgroup_flags "$@") "$@" >"$ENVD_LOG" 2>&1 &
+	"$ENVD_BIN" -isnotfc -port "$ENVD_PORT" $(cgroup_flags "$@") $(changes_flags "$@") "$@" >"$ENVD_LOG" 2>&1 &
 	ENVD_PID=$!
 	ENVD_PIDS+=("$ENVD_PID")
 	local deadline=$((SECONDS + HANG_S))

@@ -63,7 +63,7 @@ start_envd() {
 	PORT=$(free_port)
 	# Under ASan a small quarantine keeps RSS figures meaningful.
 	ASAN_OPTIONS="quarantine_size_mb=4:thread_local_quarantine_size_kb=64${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
-		"$ENVD_BIN" -isnotfc -port "$PORT" $(cgroup_flags "$@") "$@" >"$TMP/envd.log" 2>&1 &
+		"$ENVD_BIN" -isnotfc -port "$PORT" $(cgroup_flags "$@") $(changes_flags "$@") "$@" >"$TMP/envd.log" 2>&1 &
 	ENVD_PID=$!
 	wait_for 60 curl -s -o /dev/null "http://127.0.0.1:$PORT/health" && return 0
 	echo "envd did not start: $(cat "$TMP/envd.log")" >&2

@@ -150,6 +150,10 @@ static const ProtobufCMessageDescriptor *const all_types[] = {
 	&process__connect_request__descriptor,
 	&process__process_selector__descriptor,
 	&google__protobuf__timestamp__descriptor,
+	&filesystem__changes_request__descriptor,
+	&filesystem__changes_response__descriptor,
+	&filesystem__change__descriptor,
+	&process__command_changes__descriptor,
 };
 #define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
 

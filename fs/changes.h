@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * changes.h - the change journal (docs/protocol.md, "Changes"): which
+ * paths changed on the sandbox's filesystems, since a checkpoint and per
+ * command.
+ *
+ * A fanotify group with a filesystem mark on every local filesystem that
+ * takes one (the root filesystem, tmpfs mounts...) reports every change by
+ * directory handle + name. A thread of our own reads the group, resolves
+ * handles to paths (open_by_handle_at, readlink of the descriptor), stats
+ * the result and looks up the writing process's cgroup and parents; the
+ * loop only records the resolved batches in the journal (fs/journal.h)
+ * and answers questions. Network and FUSE mounts are listed as not
+ * tracked. When the thread falls behind (the kernel queue overflows) the
+ * journal records a gap and checkpoints before it answer resync.
+ *
+ * The loop never makes a syscall on a user's path here: the request's
+ * path is only a string prefix of journal entries.
+ *
+ * Errors: negative errno values; the RPC and HTTP edges answer them.
+ */
+#ifndef FS_CHANGES_H
+#define FS_CHANGES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "handover.pb-c.h"
+#include "http/http.h"
+#include "rpc/rpc.h"
+
+/* Paths the journal keeps (-changes-max-paths); 0: the journal is off. */
+extern size_t changes_max_paths;
+
+/*
+ * Start the journal (loop thread, before the loop runs): a new epoch, or
+ * the one the hand-over record carried (changes_adopt before). Starts the
+ * reader thread; failures to watch are logged, never fatal. Also installs
+ * the process tracker (process.h). 0 or -errno.
+ */
+int changes_start(void);
+
+/* Stop the thread and free everything (tests, exit). */
+void changes_stop(void);
+
+/* filesystem.Filesystem/Changes. */
+void changes_rpc(struct rpc_call *call, const ProtobufCMessage *msg);
+
+/* GET /changes?since=&path=&include=&exclude=&limit=&username= (JSON). */
+void changes_http_get(struct http_req *r);
+
+/*
+ * Live upgrade. changes_snapshot stops the thread after it has handed over
+ * everything read so far and fills `out` (memory valid until changes_stop
+ * or the process image is replaced); the fanotify descriptor is in
+ * out->fanotify_fd. changes_adopt restores the record's journal for
+ * changes_start (which takes the descriptor over). 0 or -errno.
+ */
+int changes_snapshot(Upgrade__ChangeJournal *out);
+/* The exec failed: carry on (the thread reads again). */
+void changes_resume(void);
+/* Take the record's journal (copied) for changes_start; before it. */
+int changes_adopt(const Upgrade__ChangeJournal *in);
+
+/* Journal state for tests and metrics. */
+size_t changes_paths(void);
+
+#endif

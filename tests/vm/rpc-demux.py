@@ -1,0 +1,66 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""One guest connection to the host's NFS server, on stdin/stdout (QEMU's
+guestfwd runs this once per connection).
+
+/init mounts NFS volumes the way the platform's proxy serves them: the
+MOUNT protocol and NFS itself on the same port (mountport=2049, port=2049).
+A stock server has them on two ports, so this reads the first RPC call of
+the connection, takes its program number (100005 is MOUNT) and relays the
+whole connection to the server's MOUNT port or NFS port.
+
+    rpc-demux.py NFS_PORT MOUNT_PORT      (server on 127.0.0.1)
+"""
+import os
+import select
+import socket
+import struct
+import sys
+
+MOUNT_PROG = 100005
+
+
+def read_exact(fd, n):
+    b = b""
+    while len(b) < n:
+        c = os.read(fd, n - len(b))
+        if not c:
+            return None
+        b += c
+    return b
+
+
+def main():
+    nfs_port, mount_port = int(sys.argv[1]), int(sys.argv[2])
+    # Record mark (4), xid (4), message type (4), RPC version (4), program (4).
+    head = read_exact(0, 20)
+    if head is None:
+        return
+    prog = struct.unpack(">I", head[16:20])[0]
+    port = mount_port if prog == MOUNT_PROG else nfs_port
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(head)
+    fds = [0, s.fileno()]
+    while fds:
+        r, _, _ = select.select(fds, [], [])
+        if 0 in r:
+            c = os.read(0, 65536)
+            if c:
+                s.sendall(c)
+            else:
+                s.shutdown(socket.SHUT_WR)
+                fds.remove(0)
+        if s.fileno() in r:
+            c = s.recv(65536)
+            if not c:
+                return
+            view = memoryview(c)
+            while view:
+                view = view[os.write(1, view):]
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except OSError:
+        pass
