@@ -171,11 +171,16 @@ BENCH_CFLAGS := -std=gnu11 -O2 $(WARN) -iquote $(GEN)
 $(BENCH_BIN): bench/envdbench.c $(GEN)/process.pb-c.c $(GEN)/.done
 	@mkdir -p $(dir $@)
 	gcc $(BENCH_CFLAGS) bench/envdbench.c $(GEN)/process.pb-c.c -o $@ -lnghttp2 -lprotobuf-c
+# The round-trip client that runs inside the VM: static, no libraries.
+GUESTRTT_BIN := $(BUILD)/bench/guestrtt
+$(GUESTRTT_BIN): bench/guestrtt.c
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) -std=gnu11 -O2 $(WARN) -static bench/guestrtt.c -o $@ -lpthread
 
 .PHONY: bench bench-quick bench-setup
 bench-setup: setup
 	@bash scripts/bench-setup.sh
-bench: all bench-setup $(BENCH_BIN)
+bench: all bench-setup $(BENCH_BIN) $(GUESTRTT_BIN)
 	bash scripts/bench.sh
 bench-quick: all bench-setup $(BENCH_BIN)
 	bash scripts/bench.sh --quick

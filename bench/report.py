@@ -413,6 +413,23 @@ def build(raw, flag):
             st = v.get(key) or {}
             R.add(sec, "QEMU start to %s (%s, median of %d)" % (what, v.get("accel"), v.get("boots", 0)),
                   st.get("p50"), None, "no anchor", "ms", "lower", "vm_boot", env_id="vm_boot", errors=v.get("errors", 0))
+    v = R.runs("vm_rtt")
+    if v:
+        v = v[0]
+        err = v.get("errors", 0)
+        q = v.get("seq") or {}
+        for p in ("p50", "p99"):
+            R.add(sec, "in the VM (%s): Start /bin/true to end, cgroup per command, %s of %d" % (v.get("accel"), p, q.get("n", 0)),
+                  (q.get("a") or {}).get(p + "_ms"), (q.get("b") or {}).get(p + "_ms"),
+                  "a second envd in the guest with -no-cgroups", "ms", "lower", "vm_rtt",
+                  target=1.15 if p == "p50" else None, env_id="vm_rtt", anchor_id="vm_rtt", errors=err)
+        b = v.get("burst") or {}
+        for key, what in (("wall_p50_ms", "all done, median of %d bursts" % b.get("rounds", 0)),
+                          ("slowest_ms", "slowest call")):
+            R.add(sec, "in the VM (%s): %d concurrent Starts, cgroup per command, %s" % (v.get("accel"), b.get("concurrent", 0), what),
+                  (b.get("a") or {}).get(key), (b.get("b") or {}).get(key),
+                  "a second envd in the guest with -no-cgroups", "ms", "lower", "vm_rtt",
+                  env_id="vm_rtt", anchor_id="vm_rtt", errors=err)
     return R.rows
 
 

@@ -23,6 +23,7 @@
 #include "http/h1.h"
 #include "http/h2.h"
 #include "http/http.h"
+#include "process/cgroup.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/control.h"
 #include "base/errstr.h"
@@ -326,6 +327,7 @@ int main(int argc, char **argv)
 	ev_unref(envd_loop);
 	ev_unref(envd_loop);
 	ev_run(envd_loop, 0);
+	pcg_shutdown();
 	log_info("envd", "stopped");
 	return 0;
 }

@@ -14,12 +14,21 @@
  *   - usage for the whole tree (cpu.stat, memory.peak, memory.events);
  *   - per-command limits (memory.max, cpu.max, pids.max).
  *
+ * Cost: making and removing a leaf is what a start with a cgroup pays
+ * over one without (docs/cgroups.md has the profile), so neither happens on
+ * the start path when it can be avoided. While commands start in a run
+ * (one after another or at once, see cgroup.c), each parent keeps a small
+ * pool of fresh, empty leaves that a worker thread makes ahead of time,
+ * sized by that demand and emptied again once it stops; a start takes one
+ * (or makes its own when the pool is dry). A leaf is never reused: each command's usage
+ * is the leaf's whole counters. Released leaves are removed in batches on
+ * the worker pool.
+ *
  * Ownership: a leaf belongs to its process until pcg_leaf_release(), which
  * hands it to this module: it is removed as soon as it is empty (watched
  * through inotify on cgroup.events, with a slow timer as a backstop), so a
  * background server started by a command that has ended keeps running in
- * it. Nothing here blocks for long: every operation is a small file read or
- * write in cgroupfs.
+ * it. What stays on the loop is a small file read or write in cgroupfs.
  *
  * Without pcg_configure() (flag -no-cgroups, no cgroup2, not root) there
  * are no leaves and callers fall back to process groups and wait4 usage.
@@ -70,8 +79,9 @@ unsigned pcg_controllers(void);
 bool pcg_parent_frozen(bool pty);
 
 /*
- * Create a fresh leaf under `ptys` or `user`. NULL with a message in err
- * when it cannot be created (the caller fails the start).
+ * A fresh leaf under `ptys` or `user`: a spare from the pool, else made
+ * now. NULL with a message in err when it cannot be created (the caller
+ * fails the start).
  */
 struct pcg_leaf *pcg_leaf_new(bool pty, char *err, size_t errlen);
 /* O_WRONLY fd of the leaf's cgroup.procs (owned by the leaf). */
@@ -106,6 +116,26 @@ void pcg_leaf_release(struct pcg_leaf *l);
 
 /* Released leaves still waiting for their last process to leave. */
 size_t pcg_lingering(void);
+/* Spare leaves in the pools. */
+size_t pcg_spares(void);
+/* envd is stopping: remove the spares and released empty leaves now. */
+void pcg_shutdown(void);
+
+/* ---- live upgrade ---- */
+
+/*
+ * `on`: an upgrade is under way: spares are removed, no job is started
+ * (removals run on the loop). `false` again when the exec failed.
+ */
+void pcg_quiesce(bool on);
+/* No cgroup job is on the worker pool (nothing can be made or lost behind
+ * the record's back). */
+bool pcg_idle(void);
+/* Every leaf this module owns (spares, released ones not yet removed):
+ * the next image removes them once empty (pcg_release_path). */
+void pcg_owned_leaves(void (*fn)(void *ud, const char *path), void *ud);
+/* Take over the removal of a leaf the previous image owned. */
+void pcg_release_path(const char *path);
 
 /* ---- helpers shared with the cgroup manager (sandbox/) ---- */
 

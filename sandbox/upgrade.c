@@ -42,6 +42,7 @@
 #include "fs/fs_service.h"
 #include "fs/watch.h"
 #include "http/conn.h"
+#include "process/cgroup.h"
 #include "process/process.h"
 #include "process/ring.h"
 #include "sandbox/freeze.h"
@@ -331,6 +332,19 @@ static void add_watcher(void *ud, const struct fs_watcher_snapshot *s)
 }
 
 /* Pack the whole state; *out is malloc'ed. */
+struct leaves_ctx {
+	struct arena *a;
+	Upgrade__HandoverState *st;
+};
+
+static void add_leaf(void *ud, const char *path)
+{
+	struct leaves_ctx *c = ud;
+
+	/* Borrowed: the module's list is unchanged until the record is packed. */
+	PUSH(c->a, c->st->cgroup_leaves, c->st->n_cgroup_leaves, (char *)path);
+}
+
 static int build_record(struct fdlist *fds, uint8_t **out, size_t *out_len)
 {
 	struct arena a = { 0 };
@@ -455,6 +469,13 @@ static int build_record(struct fdlist *fds, uint8_t **out, size_t *out_len)
 		PUSH(&a, st.guest_frozen_cgroups, st.n_guest_frozen_cgroups, fz.guest[i]);
 	if (st.n_guest_frozen_cgroups)
 		st.schema = 2;
+	/* Leaves of no process (spares, released ones): removed by the next
+	 * image, not left behind. */
+	{
+		struct leaves_ctx lc = { .a = &a, .st = &st };
+
+		pcg_owned_leaves(add_leaf, &lc);
+	}
 	if (a.oom) {
 		rc = -ENOMEM;
 	} else {
@@ -561,6 +582,7 @@ static void drain_cb(EV_P_ ev_timer *w, int revents)
 	/* Queued responses (the ends of the streams) and lines for the log
 	 * collector die with this image: give them a bounded time to leave. */
 	if ((server_output_pending() && waited < DRAIN_MAX_S) ||
+	    (!pcg_idle() && waited < DRAIN_MAX_S) ||
 	    (!logexport_idle() && waited < EXPORT_WAIT_S)) {
 		ev_timer_set(w, 0.01, 0.);
 		ev_timer_start(EV_A_ w);
@@ -569,6 +591,7 @@ static void drain_cb(EV_P_ ev_timer *w, int revents)
 
 	hand_over(u->bin, err, sizeof(err));
 	/* Still here: the exec failed and everything is as it was. */
+	pcg_quiesce(false);
 	server_pause_accept(false);
 	upg_fail(u, "%s", err);
 }
@@ -608,6 +631,9 @@ static void preflight_done(struct upg *u)
 	process_end_streams(RPC_UNAVAILABLE, "envd is upgrading; reconnect to continue");
 	fs_end_streams(RPC_UNAVAILABLE, "envd is upgrading; watch again to continue");
 	server_pause_accept(true);
+	/* No cgroup job may be out when the record is written: a leaf made
+	 * or removed behind its back would be leaked or named twice. */
+	pcg_quiesce(true);
 	u->drain_start = ev_now(envd_loop);
 	ev_timer_init(&u->drain, drain_cb, DRAIN_S, 0.);
 	u->drain.data = u;
@@ -1079,6 +1105,8 @@ int upgrade_resume(void)
 		if (fz.applied || fz.n_guest)
 			freeze_state_set(&fz);
 	}
+	for (size_t i = 0; i < st->n_cgroup_leaves; i++)
+		pcg_release_path(st->cgroup_leaves[i]);
 
 	for (size_t i = 0; i < st->n_processes; i++) {
 		rc = adopt_proc(st->processes[i]);

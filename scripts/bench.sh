@@ -6,7 +6,7 @@
 #
 #   scripts/bench.sh [--quick] [--only ID,ID...] [--out FILE]
 #
-# IDs: rtt rtt_cgroup sdk_rtt unary stream files sdk_files sdk_link archive footprint idle busy sdk_concurrent conns vm_boot
+# IDs: rtt rtt_cgroup sdk_rtt unary stream files sdk_files sdk_link archive footprint idle busy sdk_concurrent conns vm_boot vm_rtt
 # Writes FILE (default bench/results/latest.json) and prints a table. Each
 # figure carries the command that reproduces it: `scripts/bench.sh --only ID`
 # (add --quick for the small variant), and the raw client command it ran.
@@ -583,6 +583,13 @@ fi
 if want vm_boot && [ $QUICK = 0 ] && [ -s build/vm/rootfs.ext4 ] && command -v qemu-system-x86_64 >/dev/null; then
 	log "VM boot, 3 times (QEMU microvm, scripts/vm-boot-time.sh)"
 	run_json vm_boot bash scripts/vm-boot-time.sh 3
+fi
+# The cost of a command's cgroup where every controller is delegated: the
+# image's envd against a second one with -no-cgroups in the same guest.
+if want vm_rtt && [ $QUICK = 0 ] && [ -s build/vm/rootfs.ext4 ] && [ -x build/bench/guestrtt ] &&
+	command -v qemu-system-x86_64 >/dev/null; then
+	log "VM: Start round trip with and without cgroups, 50 one at a time and 50 at once (scripts/vm-bench-rtt.sh)"
+	run_json vm_rtt bash scripts/vm-bench-rtt.sh 50 50 5
 fi
 
 ELAPSED=$(($(date +%s) - START))

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The cost of a command's cgroup, measured in the VM (the only place with
+# cgroup2 and every controller delegated, as on the platform): Start round
+# trips of /bin/true from inside the guest against the image's envd (a
+# cgroup per command) and a second envd in the same guest with -no-cgroups,
+# side by side, one at a time and 50 at once. Prints one JSON line, as
+# scripts/bench.sh records it:
+#   {"accel":"tcg","seq":{"n":N,"a":{"p50_ms":..},"b":{..}},"burst":{..},"errors":E}
+# ("a" = with cgroups, "b" = -no-cgroups). Needs the image (make vm-image)
+# and build/bench/guestrtt; the VM is powered off and removed afterwards.
+#
+#   scripts/vm-bench-rtt.sh [N] [CONCURRENT] [ROUNDS]    default 50 50 5
+set -uo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-50}
+C=${2:-50}
+R=${3:-5}
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+CLIENT=build/bench/guestrtt
+[ -x "$CLIENT" ] || { echo "vm-bench-rtt: $CLIENT is missing (make $CLIENT)" >&2; exit 1; }
+run=$PWD/build/vm/runs/rtt-$$
+mkdir -p "$run"
+port=$((20000 + RANDOM % 12000))
+VM_PORT=$port VM_RUN_DIR=$run VM_PARENT_PID=$$ bash scripts/vm-run.sh >"$run.log" 2>&1 &
+rp=$!
+stop() {
+	kill -TERM "$rp" 2>/dev/null
+	wait "$rp" 2>/dev/null
+	rm -rf "$run" "$run.log"
+}
+trap stop EXIT
+for _ in $(seq 1 6000); do
+	[ -s "$run/env" ] && break
+	kill -0 "$rp" 2>/dev/null || break
+	sleep 0.05
+done
+[ -s "$run/env" ] || { echo '{"errors":1,"why":"the VM did not boot"}'; exit 1; }
+. "$run/env"
+export VM_URL
+gexec() { "$PY" scripts/vm-exec.py -t 1800 "$@"; }
+
+# The client, into the guest through envd's own upload.
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/octet-stream' \
+	--data-binary @"$CLIENT" "$VM_URL/files?path=/tmp/guestrtt&username=root")
+[ "$code" = 200 ] || { echo "{\"errors\":1,\"why\":\"upload: HTTP $code\"}"; exit 1; }
+# The second envd runs where the first one does (its cgroup, nice,
+# oom_score_adj), so the two differ only by -no-cgroups.
+gexec 'chmod +x /tmp/guestrtt
+main=$(pgrep -o -x envd)
+setsid /usr/bin/envd -isnotfc -no-cgroups -no-port-forward -port 49990 </dev/null >/tmp/envd2.log 2>&1 &
+p=$!
+echo "$p" >"/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/$main/cgroup)/cgroup.procs"
+renice -n "$(ps -o ni= -p "$main")" -p "$p" >/dev/null
+cat "/proc/$main/oom_score_adj" >"/proc/$p/oom_score_adj"
+for _ in $(seq 600); do curl -s -o /dev/null http://127.0.0.1:49990/health && exit 0; sleep 0.1; done
+exit 1' >/dev/null || { echo '{"errors":1,"why":"second envd did not start"}'; exit 1; }
+
+seq_json=$(gexec "/tmp/guestrtt seq 49983 49990 $N")
+burst_json=$(gexec "/tmp/guestrtt burst 49983 49990 $C $R")
+"$PY" - "$VM_ACCEL" "$seq_json" "$burst_json" <<'EOF'
+import json, sys
+accel, s, b = sys.argv[1:4]
+out = {"accel": accel, "errors": 0}
+for k, v in (("seq", s), ("burst", b)):
+    try:
+        out[k] = json.loads(v.strip().splitlines()[-1])
+        out["errors"] += out[k]["a"]["errors"] + out[k]["b"]["errors"]
+    except (ValueError, IndexError, KeyError):
+        out[k] = None
+        out["errors"] += 1
+print(json.dumps(out))
+EOF
