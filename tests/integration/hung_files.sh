@@ -32,6 +32,8 @@ mkdir -p "$HUNGFS_BACK/tree/sub"
 echo one >"$HUNGFS_BACK/tree/a"
 echo two >"$HUNGFS_BACK/tree/sub/b"
 tar -C "$T/else" -cf "$T/small.tar" blob
+# A sanitizer build keeps freed memory in quarantine: its RSS says nothing.
+case $ENVD_BIN in *asan*) export HUNG_SANITIZED=1 ;; *) export HUNG_SANITIZED=0 ;; esac
 envd_start -fs-timeout 3 || exit 1
 ENVD1_PID=$ENVD_PID ENVD1_URL=$ENVD_URL
 # The scenario's envd: a deadline longer than the probes take, so its 40
@@ -308,7 +310,8 @@ for pid, fd0, name in ((pid1, fd1, "envd 1"), (pid2, fd2, "envd 2")):
     ok("%s: fds back to %d" % (name, fd0), wait_for(HANG, lambda: fds(pid) <= fd0), fds(pid))
 rss = rss_kb(pid1)
 print("info - envd 1 RSS before the hang %d KiB, after recovery %d KiB" % (rss1, rss), flush=True)
-ok("envd 1: RSS back near where it was (%d KiB, was %d KiB)" % (rss, rss1), rss <= rss1 + 16384)
+if os.environ.get("HUNG_SANITIZED") != "1":
+    ok("envd 1: RSS back near where it was (%d KiB, was %d KiB)" % (rss, rss1), rss <= rss1 + 16384)
 print("info - done", flush=True)
 PY
 cat "$T/out"
