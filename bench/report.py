@@ -405,7 +405,18 @@ def build(raw, flag):
         R.add(sec, "RSS with %d open connections" % ce["connections"], ce.get("rss_kib"), cn.get("rss_kib"),
               "nginx, same client", "KiB", "lower", "conns", env_id="conns_envd", anchor_id="conns_nginx",
               errors=err)
-    sec = "7 the image as a VM"
+    sec = "7 a hung filesystem"
+    h = R.runs("hung")
+    if h and "with_hung" in h[0]:
+        h = h[0]
+        for k, what in (("health", "/health"), ("stat", "Stat elsewhere"), ("download", "64 KiB download elsewhere"),
+                        ("start", "Start /bin/true")):
+            for p in ("p50", "p99"):
+                R.add(sec, "%s with %d requests hung on a stopped FUSE mount, %s" % (what, h["hung"], p),
+                      h["with_hung"][k][p + "_ms"], h["baseline"][k][p + "_ms"], "the same, mount live", "ms",
+                      "lower", "hung", target_abs=(100, "100 ms") if p == "p99" else None, env_id="hung",
+                      anchor_id="hung", errors=h.get("errors", 0))
+    sec = "8 the image as a VM"
     v = R.runs("vm_boot")
     if v:
         v = v[0]

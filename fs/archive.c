@@ -15,6 +15,7 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
@@ -112,15 +113,25 @@ const char *arch_name_error(int rc)
  * threads that run archive work use C.UTF-8 instead; uselocale() is per
  * thread, so nothing else in the process changes.
  */
+static locale_t utf8_locale;
+static pthread_once_t utf8_once = PTHREAD_ONCE_INIT;
+
+static void utf8_init(void)
+{
+	utf8_locale = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+}
+
+/* One locale object for every thread: pool threads come and go (idle
+ * ones exit), and one each would be lost with every exit. */
 static void thread_utf8(void)
 {
 	static _Thread_local bool done;
 	if (done)
 		return;
 	done = true;
-	locale_t l = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
-	if (l)
-		uselocale(l); /* kept for the thread's lifetime */
+	pthread_once(&utf8_once, utf8_init);
+	if (utf8_locale)
+		uselocale(utf8_locale);
 }
 
 /* ======================= creating ======================= */

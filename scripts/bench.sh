@@ -6,7 +6,7 @@
 #
 #   scripts/bench.sh [--quick] [--only ID,ID...] [--out FILE]
 #
-# IDs: rtt rtt_cgroup sdk_rtt unary stream files sdk_files sdk_link archive footprint idle busy sdk_concurrent conns vm_boot vm_rtt
+# IDs: rtt rtt_cgroup sdk_rtt unary stream files sdk_files sdk_link archive footprint idle busy sdk_concurrent conns hung vm_boot vm_rtt
 # Writes FILE (default bench/results/latest.json) and prints a table. Each
 # figure carries the command that reproduces it: `scripts/bench.sh --only ID`
 # (add --quick for the small variant), and the raw client command it ran.
@@ -30,11 +30,11 @@ done
 if [ $QUICK = 1 ]; then
 	N_RTT=100 N_SDK=30 N_SDK_CONC=50 N_UNARY=2000 STREAM_BYTES=$((16 << 20))
 	FILE_MB=16 TEXT_MB=8 SDK_FILE_MB=8 N_IDLE=50 N_BUSY=10 BUSY_BYTES=$((1 << 20)) N_CONNS=200 N_EXEC=5
-	ARCH_FILES=1000 ARCH_MB=16
+	ARCH_FILES=1000 ARCH_MB=16 N_HUNG=30
 else
 	N_RTT=1000 N_SDK=1000 N_SDK_CONC=1000 N_UNARY=100000 STREAM_BYTES=$((1 << 30))
 	FILE_MB=1024 TEXT_MB=128 SDK_FILE_MB=64 N_IDLE=1000 N_BUSY=100 BUSY_BYTES=$((16 << 20)) N_CONNS=10000 N_EXEC=20
-	ARCH_FILES=10000 ARCH_MB=1024
+	ARCH_FILES=10000 ARCH_MB=1024 N_HUNG=200
 fi
 MODE_FLAG=$([ $QUICK = 1 ] && echo " --quick" || true)
 
@@ -52,6 +52,7 @@ RAW=$TMP/raw.jsonl
 : >"$RAW"
 PIDS=()
 cleanup() {
+	type hungfs_cleanup >/dev/null 2>&1 && hungfs_cleanup
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
 	rm -rf "$TMP"
@@ -577,7 +578,27 @@ if want conns; then
 	stop_pid "$XPID"
 fi
 
-# 7. The image as a VM -------------------------------------------------------
+# 7. A hung filesystem --------------------------------------------------------
+if want hung; then
+	log "latency with 40 requests hung on a stopped FUSE mount (bindfs)"
+	if command -v bindfs >/dev/null && [ -e /dev/fuse ]; then
+		. tests/common.sh
+		. tests/integration/hungfs_lib.sh
+		# A deadline past the run: the 40 stay hung while the probes run.
+		start_envd -fs-timeout 600
+		if hungfs_mount "$TMP/hungmnt"; then
+			run_json hung "$PY" bench/hung.py "$EPORT" "$EPID" "$TMP/hungmnt" "$HUNGFS_PID" "$TMP/hungelse" "$N_HUNG"
+		else
+			record hung '{"errors":1}' "bindfs did not mount"
+		fi
+		hungfs_cleanup
+		stop_pid "$EPID"
+	else
+		record hung '{"errors":1}' "bindfs or /dev/fuse missing (scripts/setup.sh)"
+	fi
+fi
+
+# 8. The image as a VM -------------------------------------------------------
 # Only in the full run and when the image is built (make vm-image): a boot
 # under emulation takes seconds.
 if want vm_boot && [ $QUICK = 0 ] && [ -s build/vm/rootfs.ext4 ] && command -v qemu-system-x86_64 >/dev/null; then
