@@ -238,8 +238,9 @@ async function main() {
       const a = await health(); lat.health.push(a.hung ? Infinity : a.ms)
       const b = await connect('filesystem.Filesystem/Stat', { path: '/tmp' }, { timeoutMs: 0 }); lat.stat.push(b.hung ? Infinity : b.ms)
       const d = await get('/files?path=/etc/hostname'); lat.download.push(d.hung || d.status !== 200 ? Infinity : d.ms)
-      const t0 = now(); const e = await run(sbx, 'true', { ...user, timeoutMs: ANSWER_MS })
+      const t0 = now(); const e = await within(run(sbx, 'true', { ...user, timeoutMs: ANSWER_MS }), ANSWER_MS, t0)
       lat.start.push(e.exitCode === 0 ? now() - t0 : Infinity)
+      note(`round ${i}: health ${Math.round(lat.health[i])} stat ${Math.round(lat.stat[i])} download ${Math.round(lat.download[i])} start ${Math.round(lat.start[i])} ms`)
     }
     for (const [k, v] of Object.entries(lat)) {
       check(v.every(Number.isFinite), `${k} answers during the hang (p50 ${Math.round(pct(v, 50))} ms, max ${Math.round(Math.max(...v))} ms)`)
