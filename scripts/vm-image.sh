@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Build what `make vm-run` boots, under build/vm/:
+# Build what `make vm-run` boots, under build/vm/ (ARCH=arm64: the arm64
+# template under build/arm64/vm/, from build/arm64/rootfs):
 #
-#   vmlinuz         Debian's cloud kernel (linux-image-*-cloud-amd64), taken
+#   vmlinuz         Debian's cloud kernel (linux-image-*-cloud-$ARCH), taken
 #                   from the .deb with dpkg-deb -x: nothing goes into /boot
+#                   (arm64: an uncompressed Image, booted as it is)
 #   initramfs.gz    static busybox that loads the virtio modules, sets the
 #                   guest address, mounts the root disk and switch_roots to
 #                   the init= of the kernel command line
@@ -16,9 +18,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-OUT=build/vm
-ROOTFS=${ROOTFS:-build/rootfs}
-KPKG=${VM_KERNEL_PKG:-linux-image-cloud-amd64}
+ARCH=${ARCH:-amd64}
+case $ARCH in
+amd64) ABUILD=build ;;
+arm64) ABUILD=build/arm64 ;;
+*) echo "vm-image: unknown ARCH $ARCH (amd64 or arm64)" >&2; exit 2 ;;
+esac
+OUT=$ABUILD/vm
+ROOTFS=${ROOTFS:-$ABUILD/rootfs}
+KPKG=${VM_KERNEL_PKG:-linux-image-cloud-$ARCH}
 # Order matters: busybox insmod has no modules.dep to resolve dependencies.
 MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_mmio
 virtio_blk failover net_failover virtio_net virtio-rng"
@@ -31,10 +39,25 @@ die() { log "$*"; exit 1; }
 for t in dpkg-deb apt-get mkfs.ext4 cpio gzip; do
 	command -v "$t" >/dev/null || die "$t is missing (scripts/setup.sh installs it)"
 done
+mkdir -p "$OUT"
 BUSYBOX=/bin/busybox
+if [ "$ARCH" = arm64 ]; then
+	# The arm64 busybox-static cannot be installed beside the amd64 one
+	# (it would replace it): unpack it from its package instead.
+	BUSYBOX=$OUT/busybox
+	if ! file -L "$BUSYBOX" 2>/dev/null | grep -q 'ARM aarch64.*statically linked'; then
+		bb=$OUT/busybox.tmp
+		rm -rf "$bb"
+		mkdir -p "$bb"
+		(cd "$bb" && apt-get download -qq busybox-static:arm64 >/dev/null 2>&1) ||
+			die "apt-get download busybox-static:arm64 failed (dpkg --add-architecture arm64; apt-get update)"
+		dpkg-deb -x "$bb"/*.deb "$bb/x"
+		cp "$bb/x/bin/busybox" "$BUSYBOX"
+		rm -rf "$bb"
+	fi
+fi
 file -L "$BUSYBOX" 2>/dev/null | grep -q 'statically linked' ||
 	die "a static busybox is needed at $BUSYBOX (package busybox-static)"
-mkdir -p "$OUT"
 
 # ---- kernel ----
 # The meta package names the current versioned package; resolve it so the
@@ -42,7 +65,7 @@ mkdir -p "$OUT"
 resolve_kernel() {
 	case $KPKG in
 	linux-image-[0-9]*) echo "$KPKG" ;;
-	*) apt-cache depends "$KPKG" 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n1 ;;
+	*) apt-cache depends "$KPKG:$ARCH" 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9][^ :]*\)\(:[a-z0-9]*\)\{0,1\}$/\1/p' | head -n1 ;;
 	esac
 }
 
@@ -51,8 +74,8 @@ build_kernel() {
 	rm -rf "$tmp"
 	mkdir -p "$tmp"
 	log "downloading $pkg"
-	(cd "$tmp" && apt-get download -qq "$pkg" >/dev/null 2>&1) ||
-		{ apt-get update -qq && (cd "$tmp" && apt-get download -qq "$pkg" >/dev/null); } ||
+	(cd "$tmp" && apt-get download -qq "$pkg:$ARCH" >/dev/null 2>&1) ||
+		{ apt-get update -qq && (cd "$tmp" && apt-get download -qq "$pkg:$ARCH" >/dev/null); } ||
 		die "apt-get download $pkg failed"
 	dpkg-deb -x "$tmp"/*.deb "$tmp/x"
 	local vmlinuz kver
@@ -121,14 +144,14 @@ fi
 
 # ---- root disk ----
 [ -f "$ROOTFS/.base-done" ] || die "$ROOTFS is missing: run make rootfs"
-for b in build/envd build/init; do [ -x "$b" ] || die "$b is missing: run make"; done
-key=$( { cat "$ROOTFS/.base-done"; sha256sum build/envd build/init "$0" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
+for b in $ABUILD/envd $ABUILD/init; do [ -x "$b" ] || die "$b is missing: run make ARCH=$ARCH"; done
+key=$( { cat "$ROOTFS/.base-done"; sha256sum $ABUILD/envd $ABUILD/init "$0" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
 if [ "$(cat "$OUT/.disk-key" 2>/dev/null)" = "$key" ] && [ -s "$OUT/rootfs.ext4" ]; then
 	log "reusing $OUT/rootfs.ext4"
 else
 	# The image's envd and init are the ones just built (scripts/rootfs.sh
 	# installs them; again here in case the rootfs was made before).
-	bash rootfs-overlay/install.sh --envd build/envd --init build/init --user user "$ROOTFS" >/dev/null
+	bash rootfs-overlay/install.sh --envd $ABUILD/envd --init $ABUILD/init --user user "$ROOTFS" >/dev/null
 	# Room for the tests: the root plus 1 GiB; the file is sparse.
 	used=$(du -sxm "$ROOTFS" | cut -f1)
 	size=$((used + 1024))

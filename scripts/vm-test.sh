@@ -13,6 +13,12 @@
 #   3. a clean power-off: SIGTERM to PID 1 must end in "reboot: Power down"
 #      and QEMU exiting on its own.
 #
+# ARCH=arm64 tests the arm64 template (build/arm64/vm, software emulation
+# on an x86-64 host) with the SDK, PID 1, pause, port-forwarding and cgroup
+# suites by default; the OOM and limits suites need VM_SUITES to run there
+# (each costs minutes under emulation and exercises the kernel more than
+# envd).
+#
 # Prints "vm: N passed, N failed" last; logs in build/test-logs/vm-*.log.
 # Skips (0 passed, 0 failed) where QEMU cannot run. Everything is torn down
 # on exit, also after an interrupt (vm-run.sh cleans up what an earlier,
@@ -42,18 +48,31 @@ skip() {
 ms_now() { date +%s%3N; }
 
 [ "$(id -u)" = 0 ] || skip "the VM test needs root (image build)"
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 is not installed"
+ARCH=${ARCH:-amd64}
+case $ARCH in
+amd64) ABUILD=build QEMU=qemu-system-x86_64 DEFAULT_SUITES="tests/vm/[0-9]*.sh" ;;
+arm64)
+	ABUILD=build/arm64 QEMU=qemu-system-aarch64
+	DEFAULT_SUITES="tests/vm/10_sdk.sh tests/vm/20_pid1.sh tests/vm/30_pause.sh tests/vm/40_portfwd.sh tests/vm/50_cgroup.sh"
+	;;
+*) echo "vm-test: unknown ARCH $ARCH (amd64 or arm64)" >&2; exit 2 ;;
+esac
+export ARCH
+# Log names: vm-*.log, vm-arm64-*.log (the two may run side by side).
+LP=vm
+[ "$ARCH" = amd64 ] || LP=vm-$ARCH
+command -v $QEMU >/dev/null || skip "$QEMU is not installed"
 command -v socat >/dev/null || skip "socat is not installed"
 
 if [ ! -d tests/sdk/node_modules/e2b ] && command -v npm >/dev/null; then
 	(cd tests/sdk && npm ci --no-audit --no-fund >/dev/null 2>&1) || echo "vm: npm ci failed" >&2
 fi
-if ! bash scripts/rootfs.sh >"$LOGS/vm-image.log" 2>&1 || ! bash scripts/vm-image.sh >>"$LOGS/vm-image.log" 2>&1; then
-	fail "build the VM image" "$(tail -n 5 "$LOGS/vm-image.log")"
+if ! bash scripts/rootfs.sh >"$LOGS/$LP-image.log" 2>&1 || ! bash scripts/vm-image.sh >>"$LOGS/$LP-image.log" 2>&1; then
+	fail "build the VM image" "$(tail -n 5 "$LOGS/$LP-image.log")"
 	finish
 fi
 
-RUN=$REPO/build/vm/runs/test-$$
+RUN=$REPO/$ABUILD/vm/runs/test-$$
 mkdir -p "$RUN"
 RUN_PID=
 cleanup() {
@@ -62,7 +81,7 @@ cleanup() {
 		kill -TERM "$RUN_PID" 2>/dev/null
 		wait "$RUN_PID" 2>/dev/null
 	fi
-	cp "$RUN/console.log" "$LOGS/vm-console.log" 2>/dev/null
+	cp "$RUN/console.log" "$LOGS/$LP-console.log" 2>/dev/null
 	rm -rf "$RUN"
 }
 trap cleanup EXIT
@@ -76,7 +95,7 @@ for _ in $(seq 1 50); do
 	ss -Hltn "sport = :$PORT" | grep -q . || break
 done
 TOKEN=vm-test-token-$$-$RANDOM
-VM_PORT=$PORT VM_RUN_DIR=$RUN VM_ACCESS_TOKEN=$TOKEN VM_PARENT_PID=$$ bash scripts/vm-run.sh >"$LOGS/vm-run.log" 2>&1 &
+VM_PORT=$PORT VM_RUN_DIR=$RUN VM_ACCESS_TOKEN=$TOKEN VM_PARENT_PID=$$ bash scripts/vm-run.sh >"$LOGS/$LP-run.log" 2>&1 &
 RUN_PID=$!
 for _ in $(seq 1 1800); do
 	[ -s "$RUN/env" ] && break
@@ -84,14 +103,14 @@ for _ in $(seq 1 1800); do
 	sleep 0.05
 done
 if [ ! -s "$RUN/env" ]; then
-	fail "the VM boots and envd answers" "$(tail -n 20 "$LOGS/vm-run.log")"
+	fail "the VM boots and envd answers" "$(tail -n 20 "$LOGS/$LP-run.log")"
 	finish
 fi
 set -a
 . "$RUN/env"
 VM_TOKEN=$TOKEN
 set +a
-pass "VM booted ($VM_ACCEL): QEMU start to first /health $VM_BOOT_MS ms"
+pass "VM booted ($VM_ARCH, $VM_ACCEL): QEMU start to first /health $VM_BOOT_MS ms"
 
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-Access-Token: $TOKEN" -X POST \
 	-H 'Content-Type: application/json' \
@@ -112,10 +131,10 @@ sid=$(curl -s -H "X-Access-Token: $TOKEN" "$VM_URL/envs")
 	fail "ids from the metadata service" "$sid"
 
 # ---- the suites ----
-for t in ${VM_SUITES:-tests/vm/[0-9]*.sh}; do
+for t in ${VM_SUITES:-$DEFAULT_SUITES}; do
 	[ -f "$t" ] || continue
 	name=$(basename "$t" .sh)
-	log="$LOGS/vm-$name.log"
+	log="$LOGS/$LP-$name.log"
 	t0=$(ms_now)
 	timeout 600 bash "$t" >"$log" 2>&1
 	rc=$?
@@ -156,5 +175,5 @@ mport=$(cat "$VM_MMDS_DIR/port" 2>/dev/null)
 left=$( (pgrep -f "$RUN"; [ -n "$mport" ] && pgrep -f "socat STDIO TCP:127.0.0.1:$mport$") | wc -l)
 [ "$left" = 0 ] && pass "nothing of the run is left (QEMU, metadata stand-in, socat)" || fail "leftover processes" "$left"
 
-echo "boot: QEMU start to /health $VM_BOOT_MS ms, to first command $run_ms ms ($VM_ACCEL)"
+echo "boot: QEMU start to /health $VM_BOOT_MS ms, to first command $run_ms ms ($VM_ARCH, $VM_ACCEL)"
 finish
