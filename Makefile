@@ -169,6 +169,13 @@ test-under-load:
 	@$(MAKE) --no-print-directory test-build
 	@bash scripts/test-under-load.sh
 
+# What a newcomer does, under the same load: a fresh clone of HEAD in a
+# temporary directory runs its first `make test` (nothing cached).
+.PHONY: test-fresh-under-load
+test-fresh-under-load:
+	@$(MAKE) --no-print-directory setup
+	@bash scripts/test-under-load.sh --fresh
+
 clean:
 	rm -rf $(BUILD)/musl $(BUILD)/arm64/musl $(ASAN_OBJ) $(GEN) $(BUILD)/envd $(BUILD)/init \
 		$(BUILD)/arm64/envd $(BUILD)/arm64/init $(BUILD)/test-*

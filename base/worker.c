@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * worker.c - fixed threads, one bounded ring of jobs, completions handed
- * back to the loop through an ev_async. No allocation per job: the ring
- * holds the jobs themselves.
+ * worker.c - a growing pool of threads over one table of job slots, with
+ * per-key caps and per-job deadlines; completions handed back to the loop
+ * through an ev_async in the order jobs finish.
+ *
+ * No allocation per job: a slot of the fixed table holds the job from
+ * submit until its done() has run, so the table bounds everything in
+ * flight. Three intrusive lists thread through the slots: free, queued
+ * (FIFO, waiting for a thread) and finished (waiting for the loop).
+ * Running jobs are on no list; their thread holds them.
  */
 #include "base/worker.h"
 
@@ -10,140 +16,389 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/loop.h"
 
+double worker_fs_timeout = 30.0;
+
+enum job_state { JOB_FREE, JOB_QUEUED, JOB_RUNNING, JOB_FINISHED };
+
 struct worker_job {
-	void (*work)(void *);
-	void (*done)(void *);
-	void *arg;
-	bool finished;
+	struct worker_req req;
+	enum job_state state;
+	bool expired; /* expired() has run */
+	bool timed;   /* the timer was started */
+	int key_slot; /* index into worker_keys */
+	int next, prev;
+	ev_timer timer;
 };
 
-/*
- * Jobs stay in the ring from submit until their done() has run, so the
- * ring bounds everything in flight. Slots are claimed in order; threads
- * take the next unstarted slot; the loop completes finished slots from
- * the head in order (a later job that finishes first waits for the head,
- * which keeps completion order equal to submit order).
- */
-static struct worker_job worker_ring[WORKER_QUEUE_MAX];
-static size_t worker_head;    /* oldest job not yet completed on the loop */
-static size_t worker_next;    /* next job a thread should start */
-static size_t worker_count;   /* jobs in the ring */
-static size_t worker_unstarted; /* jobs no thread has taken yet */
+/* Per-key counts. A key that finds no free entry shares entry 0 (counted,
+ * capped, but with others): a machine with more than WORKER_KEYS mounts in
+ * use at once only loses some isolation between them. */
+#define WORKER_KEYS 128
+struct worker_key {
+	uint64_t key;
+	unsigned jobs;    /* slots of this key in use (queued, running, finished) */
+	unsigned running;
+	unsigned stuck;   /* running past their deadline */
+};
+
+static struct worker_job worker_jobs[WORKER_QUEUE_MAX];
+static struct worker_key worker_keys[WORKER_KEYS];
+static int free_head = -1;
+/* Slots below this have been used; the rest are untouched, so the table
+ * costs memory only as deep as the pool has ever been busy. */
+static int fresh_next;
+static int queue_head = -1, queue_tail = -1;
+static int fin_head = -1, fin_tail = -1;
+static size_t n_pending, n_queued, n_running, n_stuck;
+static size_t n_threads, n_idle;
+static unsigned cpu_cap = 2;
+
 static pthread_mutex_t worker_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t worker_cv = PTHREAD_COND_INITIALIZER;
 static bool worker_started;
 static ev_async worker_async;
+
+/* --- intrusive lists (under worker_mu) --- */
+
+static void list_push(int *head, int *tail, int i)
+{
+	worker_jobs[i].next = -1;
+	worker_jobs[i].prev = tail ? *tail : -1;
+	if (tail) {
+		if (*tail >= 0)
+			worker_jobs[*tail].next = i;
+		else
+			*head = i;
+		*tail = i;
+	} else {
+		worker_jobs[i].next = *head;
+		*head = i;
+	}
+}
+
+static void list_unlink(int *head, int *tail, int i)
+{
+	struct worker_job *j = &worker_jobs[i];
+
+	if (j->prev >= 0)
+		worker_jobs[j->prev].next = j->next;
+	else
+		*head = j->next;
+	if (j->next >= 0)
+		worker_jobs[j->next].prev = j->prev;
+	else if (tail)
+		*tail = j->prev;
+	j->next = j->prev = -1;
+}
+
+static int key_slot_find(uint64_t key, bool create)
+{
+	int empty = -1;
+
+	if (key == 0)
+		return -1; /* CPU work: counted apart (cpu_cap) */
+	for (int i = 1; i < WORKER_KEYS; i++) {
+		if (worker_keys[i].jobs && worker_keys[i].key == key)
+			return i;
+		if (!worker_keys[i].jobs && empty < 0)
+			empty = i;
+	}
+	if (!create)
+		return 0;
+	if (empty < 0)
+		return 0;
+	worker_keys[empty].key = key;
+	return empty;
+}
+
+static unsigned cpu_running;
+
+/* May job i start now? (under worker_mu) */
+static bool job_runnable(const struct worker_job *j)
+{
+	if (j->key_slot < 0)
+		return cpu_running < cpu_cap;
+	const struct worker_key *k = &worker_keys[j->key_slot];
+	return k->running < (k->stuck ? WORKER_SICK_CAP : WORKER_KEY_CAP);
+}
+
+/* The first queued job that may run, or -1. (under worker_mu) */
+static int next_runnable(void)
+{
+	for (int i = queue_head; i >= 0; i = worker_jobs[i].next)
+		if (job_runnable(&worker_jobs[i]))
+			return i;
+	return -1;
+}
+
+static void count_running(struct worker_job *j, int d)
+{
+	n_running += d;
+	if (j->key_slot < 0)
+		cpu_running += d;
+	else
+		worker_keys[j->key_slot].running += d;
+}
+
+/* --- threads --- */
+
+static int thread_spawn(void);
 
 static void *worker_main(void *unused)
 {
 	(void)unused;
 	pthread_mutex_lock(&worker_mu);
 	for (;;) {
-		while (!worker_unstarted)
-			pthread_cond_wait(&worker_cv, &worker_mu);
-		worker_unstarted--;
-		struct worker_job *j = &worker_ring[worker_next];
-		worker_next = (worker_next + 1) % WORKER_QUEUE_MAX;
-		void (*work)(void *) = j->work;
-		void *arg = j->arg;
+		int i = next_runnable();
+
+		if (i < 0) {
+			struct timespec ts;
+			int rc;
+
+			n_idle++;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += WORKER_IDLE_S;
+			rc = pthread_cond_timedwait(&worker_cv, &worker_mu, &ts);
+			n_idle--;
+			if (rc == ETIMEDOUT && n_threads > WORKER_THREADS_CORE && next_runnable() < 0) {
+				n_threads--;
+				pthread_mutex_unlock(&worker_mu);
+				return NULL;
+			}
+			continue;
+		}
+		struct worker_job *j = &worker_jobs[i];
+		list_unlink(&queue_head, &queue_tail, i);
+		n_queued--;
+		j->state = JOB_RUNNING;
+		count_running(j, +1);
+		/* Another job may be runnable too and every other thread busy
+		 * (e.g. stuck on a hung mount): grow the pool for it. */
+		if (!n_idle && next_runnable() >= 0 && n_threads < WORKER_THREADS_MAX)
+			thread_spawn();
+		void (*work)(void *) = j->req.work;
+		void *arg = j->req.arg;
 		pthread_mutex_unlock(&worker_mu);
 		work(arg);
 		pthread_mutex_lock(&worker_mu);
-		j->finished = true;
+		count_running(j, -1);
+		if (j->expired && j->key_slot >= 0) {
+			worker_keys[j->key_slot].stuck--;
+			n_stuck--;
+		}
+		j->state = JOB_FINISHED;
+		list_push(&fin_head, &fin_tail, i);
 		ev_async_send(envd_loop, &worker_async);
+		/* A freed running place may let a capped job of this key go. */
+		if (queue_head >= 0)
+			pthread_cond_signal(&worker_cv);
 	}
 	return NULL;
+}
+
+/* Start one thread (under worker_mu). Signals stay blocked in it: they are
+ * the loop's business. Returns 0 or a positive error. */
+static int thread_spawn(void)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t t;
+	int rc;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	/* Directory walks recurse; the stack is only reserved, not resident. */
+	pthread_attr_setstacksize(&attr, 8 * 1024 * 1024);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&t, &attr, worker_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (rc == 0)
+		n_threads++;
+	return rc;
+}
+
+/* --- completion on the loop --- */
+
+static void job_release(int i)
+{
+	struct worker_job *j = &worker_jobs[i];
+
+	if (j->timed)
+		ev_timer_stop(envd_loop, &j->timer);
+	if (j->key_slot >= 0)
+		worker_keys[j->key_slot].jobs--;
+	j->state = JOB_FREE;
+	j->expired = j->timed = false;
+	n_pending--;
+	list_push(&free_head, NULL, i);
 }
 
 static void worker_on_async(struct ev_loop *loop, ev_async *w, int revents)
 {
 	for (;;) {
 		pthread_mutex_lock(&worker_mu);
-		if (!worker_count || !worker_ring[worker_head].finished) {
+		int i = fin_head;
+		if (i < 0) {
 			pthread_mutex_unlock(&worker_mu);
 			return;
 		}
-		struct worker_job j = worker_ring[worker_head];
-		memset(&worker_ring[worker_head], 0, sizeof(worker_ring[0]));
-		worker_head = (worker_head + 1) % WORKER_QUEUE_MAX;
-		worker_count--;
+		list_unlink(&fin_head, &fin_tail, i);
+		struct worker_req req = worker_jobs[i].req;
+		/* The slot is stopped and freed before done() runs, so done()
+		 * may submit again (a chain of jobs) without running out. */
+		job_release(i);
 		pthread_mutex_unlock(&worker_mu);
-		if (j.done)
-			j.done(j.arg);
+		if (req.done)
+			req.done(req.arg);
 	}
+}
+
+static void worker_on_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct worker_job *j = w->data;
+	int i = (int)(j - worker_jobs);
+	struct worker_req req;
+
+	pthread_mutex_lock(&worker_mu);
+	j->timed = false;
+	if (j->state == JOB_FINISHED) {
+		/* Its done() is on its way; the result wins. */
+		pthread_mutex_unlock(&worker_mu);
+		return;
+	}
+	req = j->req;
+	j->expired = true;
+	if (j->state == JOB_QUEUED) {
+		/* Never started: drop it. */
+		list_unlink(&queue_head, &queue_tail, i);
+		n_queued--;
+		job_release(i);
+		pthread_mutex_unlock(&worker_mu);
+		if (req.expired)
+			req.expired(req.arg);
+		if (req.done)
+			req.done(req.arg);
+		return;
+	}
+	/* Running past its deadline: the thread is presumed stuck. Its key
+	 * drops to the sick cap, and queued jobs may need a new thread. */
+	if (j->key_slot >= 0) {
+		worker_keys[j->key_slot].stuck++;
+		n_stuck++;
+	}
+	if (!n_idle && next_runnable() >= 0 && n_threads < WORKER_THREADS_MAX)
+		thread_spawn();
+	pthread_mutex_unlock(&worker_mu);
+	if (req.expired)
+		req.expired(req.arg);
 }
 
 static int worker_start(void)
 {
-	pthread_attr_t attr;
-	sigset_t all, old;
-	int rc;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
 
+	cpu_cap = n >= 2 ? (unsigned)n : 2;
 	ev_async_init(&worker_async, worker_on_async);
 	ev_async_start(envd_loop, &worker_async);
 	/* The pool must not hold a reference on the loop: idle workers should
 	 * not keep ev_run alive. */
 	ev_unref(envd_loop);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	/* Directory walks recurse; the stack is only reserved, not resident. */
-	pthread_attr_setstacksize(&attr, 8 * 1024 * 1024);
-	/* Signals are the loop's business (signalfd/ev_signal): keep them
-	 * blocked in the workers. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	for (int i = 0; i < WORKER_THREADS; i++) {
-		pthread_t t;
-		rc = pthread_create(&t, &attr, worker_main, NULL);
-		if (rc) {
-			pthread_sigmask(SIG_SETMASK, &old, NULL);
-			pthread_attr_destroy(&attr);
-			/* Threads already started keep serving; with none we fail. */
-			if (i == 0) {
-				ev_ref(envd_loop);
-				ev_async_stop(envd_loop, &worker_async);
-				return -rc;
-			}
-			worker_started = true;
-			return 0;
+	worker_started = true;
+	return 0;
+}
+
+int worker_run(const struct worker_req *req)
+{
+	int i, ks = -1, rc;
+
+	if (!req || !req->work)
+		return -EINVAL;
+	if (!worker_started)
+		worker_start();
+	pthread_mutex_lock(&worker_mu);
+	if (free_head < 0 && fresh_next == WORKER_QUEUE_MAX) {
+		pthread_mutex_unlock(&worker_mu);
+		return -EAGAIN;
+	}
+	if (req->key) {
+		ks = key_slot_find(req->key, true);
+		if (worker_keys[ks].jobs >= WORKER_KEY_QUEUE_MAX) {
+			pthread_mutex_unlock(&worker_mu);
+			return -EAGAIN;
 		}
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	worker_started = true;
+	if (free_head >= 0) {
+		i = free_head;
+		list_unlink(&free_head, NULL, i);
+	} else {
+		i = fresh_next++;
+	}
+	struct worker_job *j = &worker_jobs[i];
+	j->req = *req;
+	j->key_slot = ks;
+	j->expired = false;
+	if (ks >= 0) {
+		if (!worker_keys[ks].jobs)
+			worker_keys[ks].key = req->key;
+		worker_keys[ks].jobs++;
+	}
+	j->state = JOB_QUEUED;
+	list_push(&queue_head, &queue_tail, i);
+	n_queued++;
+	n_pending++;
+	rc = 0;
+	if (!n_idle && job_runnable(j) && n_threads < WORKER_THREADS_MAX)
+		rc = thread_spawn();
+	if (rc && !n_threads) {
+		/* No thread at all: the job could never run. */
+		list_unlink(&queue_head, &queue_tail, i);
+		n_queued--;
+		job_release(i);
+		pthread_mutex_unlock(&worker_mu);
+		return -rc;
+	}
+	pthread_cond_signal(&worker_cv);
+	if (req->timeout > 0) {
+		ev_timer_init(&j->timer, worker_on_timer, req->timeout, 0.);
+		j->timer.data = j;
+		ev_timer_start(envd_loop, &j->timer);
+		j->timed = true;
+	}
+	pthread_mutex_unlock(&worker_mu);
 	return 0;
 }
 
 int worker_submit(void (*work)(void *arg), void (*done)(void *arg), void *arg)
 {
-	int rc;
+	struct worker_req req = { .work = work, .done = done, .arg = arg };
 
-	if (!work)
-		return -EINVAL;
-	if (!worker_started) {
-		rc = worker_start();
-		if (rc < 0)
-			return rc;
-	}
+	return worker_run(&req);
+}
+
+double worker_deadline_s(int64_t client_ms)
+{
+	return client_ms > 0 ? (double)client_ms / 1000.0 : worker_fs_timeout;
+}
+
+void worker_get_stats(struct worker_stats *st)
+{
 	pthread_mutex_lock(&worker_mu);
-	if (worker_count == WORKER_QUEUE_MAX) {
-		pthread_mutex_unlock(&worker_mu);
-		return -EAGAIN;
-	}
-	struct worker_job *j = &worker_ring[(worker_head + worker_count) % WORKER_QUEUE_MAX];
-	j->work = work;
-	j->done = done;
-	j->arg = arg;
-	j->finished = false;
-	worker_count++;
-	worker_unstarted++;
-	pthread_cond_signal(&worker_cv);
+	st->threads = n_threads;
+	st->idle = n_idle;
+	st->queued = n_queued;
+	st->running = n_running;
+	st->stuck = n_stuck;
+	st->pending = n_pending;
 	pthread_mutex_unlock(&worker_mu);
-	return 0;
 }
 
 size_t worker_pending(void)
@@ -151,7 +406,97 @@ size_t worker_pending(void)
 	size_t n;
 
 	pthread_mutex_lock(&worker_mu);
-	n = worker_count;
+	n = n_pending;
 	pthread_mutex_unlock(&worker_mu);
 	return n;
+}
+
+/* --- mount keys --- */
+
+struct mount_ent {
+	uint64_t id;
+	unsigned short len; /* of the mount point */
+	char point[238];
+};
+
+#define MOUNTS_MAX 512
+static struct mount_ent mounts[MOUNTS_MAX];
+static size_t n_mounts;
+static ev_tstamp mounts_read_at = -1e9;
+
+/* Undo mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape(char *s)
+{
+	char *w = s;
+
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
+		    r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = 0;
+}
+
+/* /proc is the kernel's own: reading it never waits on a mount's server. */
+static void mounts_read(void)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[1024];
+
+	if (!f)
+		return;
+	n_mounts = 0;
+	while (n_mounts < MOUNTS_MAX && fgets(line, sizeof(line), f)) {
+		unsigned long id;
+		char point[512];
+
+		if (sscanf(line, "%lu %*u %*s %*s %511s", &id, point) != 2)
+			continue;
+		unescape(point);
+		size_t len = strlen(point);
+		if (len >= sizeof(mounts[0].point))
+			continue; /* its paths share the key of the mount above it */
+		mounts[n_mounts].id = id;
+		mounts[n_mounts].len = (unsigned short)len;
+		memcpy(mounts[n_mounts].point, point, len + 1);
+		n_mounts++;
+	}
+	fclose(f);
+}
+
+uint64_t worker_path_key(const char *path)
+{
+	ev_tstamp now = ev_now(envd_loop);
+	size_t best_len = 0;
+	uint64_t best = 1;
+	bool found = false;
+
+	if (now - mounts_read_at >= 1.0) {
+		mounts_read();
+		mounts_read_at = now;
+	}
+	if (!path)
+		return best;
+	/* Later lines are mounted on top of earlier ones at the same point:
+	 * the last match of the longest length wins. */
+	for (size_t i = 0; i < n_mounts; i++) {
+		const struct mount_ent *m = &mounts[i];
+		size_t l = m->len;
+
+		if (l == 1 && m->point[0] == '/') {
+			l = 0; /* the root: a prefix of everything */
+		} else if (strncmp(path, m->point, l) != 0 || (path[l] != '/' && path[l] != 0)) {
+			continue;
+		}
+		if (!found || l >= best_len) {
+			best_len = l;
+			best = m->id + 2; /* never 0 (CPU) nor 1 (unknown) */
+			found = true;
+		}
+	}
+	return best;
 }

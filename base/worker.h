@@ -1,33 +1,104 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * worker.h - a small bounded pool for blocking filesystem work.
+ * worker.h - the pool for blocking work: every syscall on a user path, deep
+ * directory walks, large copies, gzip blocks.
  *
- * Deep directory walks, recursive removes and large copies would stall the
- * event loop; they run here instead. `work(arg)` runs on one of
- * WORKER_THREADS threads and must not touch loop-owned state; `done(arg)`
- * then runs on the event loop thread (woken through an ev_async), where
- * the result can be sent. The pool starts on the first submit.
+ * `work(arg)` runs on a pool thread and must not touch loop-owned state;
+ * `done(arg)` then runs on the event loop thread (woken through an
+ * ev_async), where the result can be sent. Jobs complete in the order they
+ * finish, not the order they were submitted: one job that never returns
+ * holds back nothing but itself.
  *
- * Ownership: `arg` belongs to the caller throughout; typically `done`
- * frees it. If the client went away meanwhile, `done` still runs and must
- * notice that itself (e.g. a cancelled flag set by the cancel hook).
+ * Why a job can hang: a path on a FUSE mount whose daemon is stopped, or
+ * on an NFS server that does not answer, blocks the syscall in the kernel
+ * with no timeout. Such a thread cannot be taken back. The pool's answer:
  *
- * Errors: worker_submit() returns 0 or a negative errno.
+ *  - a job may carry a deadline; when it passes first, `expired(arg)` runs
+ *    on the loop (the request is answered there, "deadline_exceeded"),
+ *    while the thread stays where it is. `done(arg)` still follows if and
+ *    when `work` returns, to free what the job holds. A job whose deadline
+ *    passes before any thread took it is dropped: `expired` then `done`
+ *    run at once and `work` never runs.
+ *  - a job may carry a key, the mount its path is on (worker_path_key).
+ *    At most WORKER_KEY_CAP jobs of one key run at once, and only
+ *    WORKER_SICK_CAP once one of them has outlived its deadline: one hung
+ *    mount cannot take every thread, other mounts keep theirs. Key 0 is
+ *    CPU work (gzip blocks), capped at the number of processors.
+ *  - threads are started when a runnable job finds none idle, up to
+ *    WORKER_THREADS_MAX; threads above WORKER_THREADS_CORE leave after
+ *    WORKER_IDLE_S idle, so the pool shrinks back once a mount recovers.
+ *
+ * Ownership: `arg` belongs to the caller throughout; `done` typically frees
+ * it. If the client went away meanwhile, `done` still runs and must notice
+ * that itself (e.g. a cancelled flag set by the cancel hook).
+ *
+ * Errors: worker_run() and worker_submit() return 0 or a negative errno.
  */
 #ifndef ENVD_WORKER_H
 #define ENVD_WORKER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
-#define WORKER_THREADS 2
-#define WORKER_QUEUE_MAX 256
+#define WORKER_THREADS_CORE 4
+#define WORKER_THREADS_MAX 64
+#define WORKER_KEY_CAP 16
+#define WORKER_SICK_CAP 2
+#define WORKER_QUEUE_MAX 2048 /* jobs submitted and not yet done, in all */
+#define WORKER_KEY_QUEUE_MAX 512 /* of one key */
+#define WORKER_IDLE_S 10
+
+/* The server default deadline of a filesystem request (seconds), used
+ * where the client gave none; set by -fs-timeout. */
+extern double worker_fs_timeout;
+
+struct worker_req {
+	void (*work)(void *arg);    /* on a pool thread; required */
+	void (*done)(void *arg);    /* on the loop, once work returned or was dropped */
+	void (*expired)(void *arg); /* on the loop, when timeout passed first; optional */
+	void *arg;
+	uint64_t key;   /* worker_path_key() of the path, or 0 for CPU work */
+	double timeout; /* seconds from now; <= 0: no deadline */
+};
 
 /*
  * Queue a job. Call on the loop thread only. Returns 0; -EAGAIN when
- * WORKER_QUEUE_MAX jobs are already waiting or running; -ENOMEM, or
- * another -errno if the threads cannot be started.
+ * WORKER_QUEUE_MAX jobs in all, or WORKER_KEY_QUEUE_MAX of its key, are
+ * waiting or running; -EINVAL without work; -ENOMEM, or another -errno
+ * if no thread can be started.
  */
+int worker_run(const struct worker_req *req);
+
+/* worker_run() with key 0 and no deadline. */
 int worker_submit(void (*work)(void *arg), void (*done)(void *arg), void *arg);
+
+/*
+ * The key of a path: the id of the mount it lies on, by the longest mount
+ * point (of /proc/self/mountinfo, re-read at most once a second) that is a
+ * prefix of the path as written. Symlinks are not followed (that would be a
+ * syscall on the path): a link into another mount gets its own mount's
+ * key, which only shares a cap; it never fails a request. Loop thread only.
+ * Returns a non-zero key; 1 when the mount table cannot be read.
+ */
+uint64_t worker_path_key(const char *path);
+
+/*
+ * Where a request's deadline comes from: the client's (ms, > 0) if it gave
+ * one, else worker_fs_timeout. Seconds.
+ */
+double worker_deadline_s(int64_t client_ms);
+
+struct worker_stats {
+	size_t threads; /* started and not yet left */
+	size_t idle;
+	size_t queued;  /* waiting for a thread */
+	size_t running;
+	size_t stuck;   /* running past their deadline */
+	size_t pending; /* submitted, done() not yet run */
+};
+
+/* A snapshot of the pool (for /metrics and tests). */
+void worker_get_stats(struct worker_stats *st);
 
 /* Jobs submitted and not yet completed on the loop (for tests and metrics). */
 size_t worker_pending(void);

@@ -20,7 +20,5 @@ if [ ${#missing[@]} -gt 0 ]; then
 	if [ -f /run/nginx.pid ]; then kill "$(cat /run/nginx.pid)" 2>/dev/null || true; fi
 fi
 
-if [ ! -d tests/sdk/node_modules/e2b ]; then
-	(cd tests/sdk && npm ci --no-audit --no-fund >/dev/null 2>&1) || echo "bench-setup: npm ci failed; SDK benchmarks will be skipped" >&2
-fi
+bash scripts/npm-setup.sh || echo "bench-setup: SDK benchmarks will be skipped" >&2
 exit 0

@@ -62,9 +62,8 @@ command -v ip >/dev/null || skip "iproute2 is missing"
 
 # The SDK tests need the e2b package (scripts/run-tests.sh installs it only
 # later, for its own SDK pass).
-if [ ! -d tests/sdk/node_modules/e2b ] && command -v npm >/dev/null; then
-	(cd tests/sdk && npm ci --no-audit --no-fund >/dev/null 2>&1) || echo "container: npm ci failed" >&2
-fi
+# The SDK clients (its suites report their absence themselves).
+bash scripts/npm-setup.sh || true
 
 if ! bash scripts/rootfs.sh "$ROOTFS"; then
 	fail "build the Debian rootfs"

@@ -135,7 +135,7 @@ fetch() { # fetch PKG -> prints the unpacked directory; notes the version in $ve
 				rm -rf "$tmp"
 				echo "$v" >"$src/$pkg.version"
 				if [ ${#tried[@]} -gt 0 ]; then
-					echo "deps: $pkg $v (skipped: ${tried[*]})" >&2
+					echo "deps: $pkg $v (skipped: $(IFS=';'; echo "${tried[*]}" | sed 's/;/; /g'))" >&2
 				fi
 				ls -d "$src/$pkg"-[0-9]*/ | head -n1 | sed 's:/$::'
 				return 0
@@ -147,7 +147,7 @@ fetch() { # fetch PKG -> prints the unpacked directory; notes the version in $ve
 		tried+=("$v: ${why:-failed}")
 		echo "deps: $pkg $v could not be fetched (${why:-see $log}); trying an older version" >&2
 	done
-	echo "deps: no version of the source package $pkg could be fetched (tried: ${tried[*]}; see $log)" >&2
+	echo "deps: no version of the source package $pkg could be fetched (tried: $(IFS=';'; echo "${tried[*]}" | sed 's/;/; /g'); see $log)" >&2
 	exit 1
 }
 

@@ -95,9 +95,13 @@ build_base() {
 			debootstrap --arch="$ARCH" --foreign --variant=minbase --cache-dir="$cache" \
 				--include="$PKGS" "$SUITE" "$tmp" "$MIRROR" >"$tmp.log" 2>&1 && break
 		fi
-		log "debootstrap failed; last lines:"
+		# One line that says what and where (a package the mirror does
+		# not serve, a Release file it cannot give), then the log's tail.
+		local why
+		why=$(grep -m1 -E "Couldn't download|Failed getting release|Couldn't find these debs|E: " "$tmp.log" | sed 's/^[EWI]: //')
+		log "debootstrap of $SUITE from $MIRROR failed: ${why:-see $tmp.log}"
 		tail -n 15 "$tmp.log" >&2
-		[ "$try" = 2 ] && return 1
+		[ "$try" = 2 ] && { log "giving up: ${why:-debootstrap failed} (log: $tmp.log; $ROOT is left as it was)"; return 1; }
 		sleep 5
 	done
 	umount_under "$tmp"

@@ -94,11 +94,9 @@ job_cmd() { # job_cmd SECONDS LABEL LOG CMD...: any script whose last count line
 
 job_sdk() { # job_sdk LOG
 	local log=$1 p f rc
-	if [ ! -d tests/sdk/node_modules/e2b ]; then
-		if ! (cd tests/sdk && npm ci --no-audit --no-fund >/dev/null 2>&1); then
-			R_P=0 R_F=1 R_LINE="sdk: npm ci failed"
-			return
-		fi
+	if ! bash scripts/npm-setup.sh 2>"$log"; then
+		R_P=0 R_F=1 R_LINE="sdk: $(tail -n1 "$log")"
+		return
 	fi
 	ENVD_BIN=build/envd run_timed 1200 bash tests/sdk/run.sh >"$log" 2>&1
 	rc=$?

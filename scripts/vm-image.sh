@@ -60,12 +60,19 @@ file -L "$BUSYBOX" 2>/dev/null | grep -q 'statically linked' ||
 	die "a static busybox is needed at $BUSYBOX (package busybox-static)"
 
 # ---- kernel ----
-# The meta package names the current versioned package; resolve it so the
-# cache key is the real kernel version.
-resolve_kernel() {
+# The kernels to try, newest first, as PKG=VERSION: for the meta package,
+# each version of it names a versioned kernel package; an index can list a
+# version the mirror no longer serves, so an older one must do then.
+kernel_candidates() {
 	case $KPKG in
-	linux-image-[0-9]*) echo "$KPKG" ;;
-	*) apt-cache depends "$KPKG:$ARCH" 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9][^ :]*\)\(:[a-z0-9]*\)\{0,1\}$/\1/p' | head -n1 ;;
+	linux-image-[0-9]*)
+		apt-cache madison "$KPKG" 2>/dev/null | awk -F'|' '$3 ~ /Packages/ {gsub(/ /, "", $2); print "'"$KPKG"'=" $2}' ;;
+	*)
+		local v
+		for v in $(apt-cache madison "$KPKG" 2>/dev/null | awk -F'|' '$3 ~ /Packages/ {gsub(/ /, "", $2); print $2}'); do
+			apt-cache show "$KPKG=$v" 2>/dev/null |
+				sed -n 's/^Depends:.*\(linux-image-[0-9][^ ,]*\) (= \([^)]*\)).*/\1=\2/p' | head -n1
+		done ;;
 	esac
 }
 
@@ -74,9 +81,10 @@ build_kernel() {
 	rm -rf "$tmp"
 	mkdir -p "$tmp"
 	log "downloading $pkg"
-	(cd "$tmp" && apt-get download -qq "$pkg:$ARCH" >/dev/null 2>&1) ||
-		{ apt-get update -qq && (cd "$tmp" && apt-get download -qq "$pkg:$ARCH" >/dev/null); } ||
-		die "apt-get download $pkg failed"
+	(cd "$tmp" && apt-get download -qq "$pkg" >"$tmp.log" 2>&1) || {
+		rm -rf "$tmp"
+		return 1
+	}
 	dpkg-deb -x "$tmp"/*.deb "$tmp/x"
 	local vmlinuz kver
 	vmlinuz=$(ls "$tmp"/x/boot/vmlinuz-* | head -n1)
@@ -133,13 +141,28 @@ EOF
 	log "kernel $kver, initramfs $(du -k "$OUT/initramfs.gz" | cut -f1) KiB"
 }
 
-kpkg=$(resolve_kernel)
-[ -n "$kpkg" ] || die "cannot resolve $KPKG (apt-get update?)"
-if [ "$(cut -d' ' -f1,3 "$OUT/.kernel-done" 2>/dev/null)" = "$kpkg $INITRD_STAMP" ] &&
-	[ -s "$OUT/vmlinuz" ] && [ -s "$OUT/initramfs.gz" ]; then
+cands=$(kernel_candidates)
+[ -n "$cands" ] || { apt-get update -qq >/dev/null 2>&1 || true; cands=$(kernel_candidates); }
+[ -n "$cands" ] || die "no version of $KPKG is known to apt (apt-get update?)"
+have=$(cut -d' ' -f1,3 "$OUT/.kernel-done" 2>/dev/null || true)
+if [ -s "$OUT/vmlinuz" ] && [ -s "$OUT/initramfs.gz" ] &&
+	grep -qxF "${have% *}" <<<"$cands" && [ "${have##* }" = "$INITRD_STAMP" ]; then
 	log "reusing kernel $(cut -d' ' -f2 "$OUT/.kernel-done")"
 else
-	build_kernel "$kpkg"
+	skipped=()
+	for kpkg in $cands; do
+		if build_kernel "$kpkg"; then
+			[ ${#skipped[@]} -eq 0 ] || log "kernel $kpkg (skipped: ${skipped[*]})"
+			break
+		fi
+		why=$(grep -Eo '[0-9]{3}  [A-Za-z ]+|Unable to locate package|Hash Sum mismatch|File has unexpected size' \
+			"$OUT/kernel.tmp.log" 2>/dev/null | tail -n1 | sed 's/ *$//')
+		log "kernel $kpkg could not be downloaded (${why:-see $OUT/kernel.tmp.log}); trying an older one"
+		skipped+=("$kpkg: ${why:-failed};")
+		kpkg=
+	done
+	[ -n "$kpkg" ] || die "no kernel package could be downloaded (tried: ${skipped[*]})"
+	rm -f "$OUT/kernel.tmp.log"
 fi
 
 # ---- root disk ----
