@@ -38,6 +38,7 @@
 #include "process/process_service.h"
 #include "rpc/rpc.h"
 #include "base/state.h"
+#include "base/worker.h"
 
 /* Services pace themselves on RPC_SEND_HIGH; the transport fires on_writable
    relative to HTTP_QUEUE_HIGH. They must be the same mark. */
@@ -94,6 +95,8 @@ static struct flag flags[] = {
 	 {.s = "169.254.169.254:80"}},
 	{"max-streams", F_INT, "maximum concurrent HTTP/2 streams per connection", "1000", {.i = 1000}},
 	{"max-watchers", F_INT, "maximum polled directory watchers (CreateWatcher), at most 4096", "256", {.i = 256}},
+	{"fs-timeout", F_INT, "seconds a filesystem request may wait on its path when the client sets no deadline",
+	 "30", {.i = 30}},
 	{"max-process-streams", F_INT, "maximum streams attached to one process", "128", {.i = 128}},
 	{"output-buffer", F_INT, "bytes of recent output kept per process for reconnect", "1048576", {.i = 1048576}},
 	{"sandbox-addr", F_STR, "address on which loopback-only listeners are made reachable", "169.254.0.21",
@@ -243,6 +246,8 @@ int main(int argc, char **argv)
 	process_ring_size = (size_t)flag_get("output-buffer")->v.i;
 	h2_max_streams = (unsigned)flag_get("max-streams")->v.i;
 	fs_max_watchers = (size_t)flag_get("max-watchers")->v.i;
+	if (flag_get("fs-timeout")->v.i > 0)
+		worker_fs_timeout = (double)flag_get("fs-timeout")->v.i;
 	process_max_subs = (unsigned)flag_get("max-process-streams")->v.i;
 	arch_limits.max_entries = (uint64_t)flag_get("archive-max-entries")->v.i;
 	arch_limits.max_bytes = (uint64_t)flag_get("archive-max-bytes")->v.i;

@@ -139,6 +139,7 @@ struct arch_writer {
 	struct archive_entry *e;
 	enum arch_format f;
 	bool zero_copy;
+	dev_t root_dev;     /* zero copy only for files on the root's device */
 	bool closed;
 	struct frame *st;
 	size_t depth, cap;
@@ -218,6 +219,11 @@ struct arch_writer *arch_writer_new(const char *dir, enum arch_format f, bool ze
 		snprintf(err, errlen, "error opening directory '%s': %s", dir, go_strerror(errno));
 		goto fail;
 	}
+	struct stat rst;
+	if (fstat(fd, &rst) == 0)
+		w->root_dev = rst.st_dev;
+	else
+		w->zero_copy = false;
 	if (!(w->st[0].d = fdopendir(fd)))
 		goto nomem;
 	fd = -1;
@@ -444,7 +450,9 @@ static int aw_next(struct arch_writer *w, int *zc_fd, uint64_t *zc_len, char *er
 				return aw_fail(w, err, errlen);
 			return 1;
 		}
-		if (w->zero_copy && st.st_size >= ZC_MIN) {
+		/* A file below on another mount (maybe one that can hang) is
+		 * copied on the worker like small ones, never handed out. */
+		if (w->zero_copy && st.st_size >= ZC_MIN && st.st_dev == w->root_dev) {
 			*zc_fd = fd;
 			*zc_len = (uint64_t)st.st_size;
 			return 1;

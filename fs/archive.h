@@ -64,7 +64,9 @@ struct arch_writer;
 /*
  * Start archiving the tree under `dir` (a symlink as `dir` itself is
  * followed; none below it is). `zero_copy` asks for file pieces
- * for large regular files (identity tar only; ignored otherwise).
+ * for large regular files on the same device as `dir` (identity tar
+ * only; ignored otherwise): the caller passes it only for a mount that
+ * cannot hang, since the pieces are sent from the event loop.
  * Returns the writer or NULL with a message in err.
  */
 struct arch_writer *arch_writer_new(const char *dir, enum arch_format f, bool zero_copy, char *err,

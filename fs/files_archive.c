@@ -8,7 +8,9 @@
  * HTTP/1.1 the bodies of files of 64 KiB or more are queued as file
  * segments, which the transport sends with sendfile(2).
  *
- * Upload: the body (inflated if Content-Encoding: gzip) is first spooled
+ * Upload: a first worker job checks DIR and prepares the spool (a 504
+ * when the filesystem does not answer in time); the body (inflated if
+ * Content-Encoding: gzip) is then spooled
  * to an unnamed temporary file in DIR's parent directory by worker jobs,
  * the client being paused while a job is behind (as plain uploads do).
  * Once it is complete, one worker job extracts it into a temporary
@@ -39,25 +41,45 @@
 #include "fs/archive.h"
 #include "fs/entry.h"
 #include "fs/files_util.h"
+#include "fs/fsjob.h"
 
 #define FILL_WANT (256 * 1024)
 
 /* ======================= GET ======================= */
 
+/*
+ * Every step runs in a worker job keyed by DIR's mount, with a deadline:
+ * the first opens DIR and starts the writer (a 504 if it does not return
+ * in time), each next one fills about FILL_WANT bytes (the stream is cut
+ * if one does not). The writer holds directory streams and files of the
+ * tree, so it is freed on a worker too.
+ */
 struct adl {
-	struct http_req *r;
+	struct http_req *r;     /* NULL once the exchange is over */
+	char dir[PATH_MAX];
+	enum arch_format f;
+	bool zero_copy;         /* asked for (HTTP/1.x); granted if DIR is local */
+	uint64_t key;
+	double timeout;
 	struct arch_writer *w;
 	struct arch_piece pieces[ARCH_MAX_PIECES];
 	size_t np;
 	int rc;
 	bool busy;
-	bool orphaned;
+	bool begun;             /* headers are out */
+	bool expired;
 	char err[512];
 };
 
+static void adl_writer_free(void *arg)
+{
+	arch_writer_free(arg);
+}
+
 static void adl_free(struct adl *d)
 {
-	arch_writer_free(d->w);
+	if (d->w)
+		fsjob_release(adl_writer_free, d->w, d->key);
 	free(d);
 }
 
@@ -68,11 +90,50 @@ static void adl_on_close(struct http_req *r, bool completed)
 	r->ud = NULL;
 	if (!d)
 		return;
-	if (d->busy) {
-		d->orphaned = true;
+	d->r = NULL;
+	if (!d->busy)
+		adl_free(d); /* else the job's completion frees it */
+}
+
+static void adl_expired(void *arg)
+{
+	struct adl *d = arg;
+	char msg[PATH_MAX + 128];
+
+	d->expired = true;
+	if (!d->r)
+		return;
+	if (d->begun) {
+		log_warn("files", "files_get: archive of %s: the filesystem did not answer within %g s; archive cut",
+			 d->dir, d->timeout);
+		http_resp_abort(d->r); /* may call on_close */
 		return;
 	}
-	adl_free(d);
+	fsjob_timeout_msg(msg, sizeof(msg), d->timeout, d->dir);
+	http_respond_json_error(d->r, 504, msg); /* may call on_close */
+}
+
+/* Common start of a completion; false when d is finished with. */
+static bool adl_back(struct adl *d)
+{
+	d->busy = false;
+	if (!d->r) {
+		adl_free(d);
+		return false;
+	}
+	return !d->expired;
+}
+
+static bool adl_submit(struct adl *d, void (*work)(void *), void (*done)(void *))
+{
+	struct worker_req req = { .work = work, .done = done, .expired = adl_expired, .arg = d,
+				  .key = d->key, .timeout = d->timeout };
+
+	d->busy = true;
+	if (worker_run(&req) == 0)
+		return true;
+	d->busy = false;
+	return false;
 }
 
 static void adl_work(void *arg)
@@ -88,11 +149,8 @@ static void adl_done(void *arg)
 	struct adl *d = arg;
 	struct http_req *r = d->r;
 
-	d->busy = false;
-	if (d->orphaned) {
-		adl_free(d);
+	if (!adl_back(d))
 		return;
-	}
 	for (size_t i = 0; i < d->np; i++) {
 		const struct arch_piece *p = &d->pieces[i];
 		int rc = p->fd >= 0 ? http_resp_write_file(r, p->fd, p->off, (size_t)p->len) : http_resp_write(r, p->p, p->n);
@@ -103,7 +161,7 @@ static void adl_done(void *arg)
 		/* Headers are out: all we can do is stop; the archive lacks its
 		 * end, which readers report as truncated. */
 		log_error("files", "files_get: archive failed mid-stream: %s", d->err);
-		http_resp_end(r, NULL, 0); /* may free d */
+		http_resp_abort(r); /* may free d */
 		return;
 	}
 	if (d->rc == 0) {
@@ -123,41 +181,43 @@ static void adl_pump(struct http_req *r)
 
 	if (!d || d->busy || r->resp_ended || http_resp_queued(r) >= HTTP_QUEUE_HIGH)
 		return; /* on_writable or the running job calls again */
-	d->busy = true;
-	if (worker_submit(adl_work, adl_done, d) < 0) {
-		adl_work(d);
-		adl_done(d);
+	if (!adl_submit(d, adl_work, adl_done)) {
+		log_error("files", "files_get: worker queue full archiving '%s'; archive cut", d->dir);
+		http_resp_abort(r);
 	}
 }
 
-void files_archive_get(struct http_req *r, const char *dir, const char *format)
+/* Worker: open DIR, learn its mount, start the writer. */
+static void adl_open_work(void *arg)
 {
-	char err[512], base[PATH_MAX], fname[PATH_MAX + 16], disp[PATH_MAX * 3 + 64];
-	int f = arch_format_parse(format);
+	struct adl *d = arg;
+	bool local = false;
+	uint64_t key;
+	int fd = open(d->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-	if (f < 0) {
-		char msg[600];
-		snprintf(msg, sizeof(msg), "unsupported archive format '%.256s', supported: tar, tgz, zip", format);
-		http_respond_json_error(r, 400, msg);
-		return;
+	if (fd >= 0) {
+		fsjob_fd_mount(fd, &key, &local);
+		close(fd);
 	}
-	struct adl *d = calloc(1, sizeof(*d));
-	if (!d) {
-		http_respond_json_error(r, 500, "out of memory");
+	d->w = arch_writer_new(d->dir, d->f, d->zero_copy && local, d->err, sizeof(d->err));
+}
+
+static void adl_open_done(void *arg)
+{
+	struct adl *d = arg;
+	struct http_req *r = d->r;
+	char base[PATH_MAX], fname[PATH_MAX + 16], disp[PATH_MAX * 3 + 64];
+
+	if (!adl_back(d))
 		return;
-	}
-	d->r = r;
-	/* sendfile only where the transport does it: HTTP/1.x. */
-	d->w = arch_writer_new(dir, (enum arch_format)f, r->version < 20, err, sizeof(err));
 	if (!d->w) {
-		free(d);
-		http_respond_json_error(r, 500, err);
+		http_respond_json_error(r, 500, d->err); /* on_close frees d */
 		return;
 	}
-	path_base(dir, base, sizeof(base));
+	path_base(d->dir, base, sizeof(base));
 	if (!strcmp(base, "/") || !strcmp(base, "."))
 		snprintf(base, sizeof(base), "root");
-	snprintf(fname, sizeof(fname), "%s.%s", base, arch_format_ext((enum arch_format)f));
+	snprintf(fname, sizeof(fname), "%s.%s", base, arch_format_ext(d->f));
 	/* files_content_disposition writes `inline; filename=...`, quoted
 	 * only when it must be; a download is an attachment, name quoted. */
 	files_content_disposition(fname, disp, sizeof(disp));
@@ -168,15 +228,44 @@ void files_archive_get(struct http_req *r, const char *dir, const char *format)
 	else
 		snprintf(adisp, sizeof(adisp), "attachment%s", disp + strlen("inline"));
 	struct http_hdr h[] = {
-		{ "content-type", arch_format_mime((enum arch_format)f) },
+		{ "content-type", arch_format_mime(d->f) },
 		{ "content-disposition", adisp },
 	};
-	r->ud = d;
 	r->on_writable = adl_pump;
-	r->on_close = adl_on_close;
+	d->begun = true;
 	if (http_resp_begin(r, 200, h, 2, -1) < 0)
 		return;
 	adl_pump(r);
+}
+
+void files_archive_get(struct http_req *r, const char *dir, const char *format)
+{
+	char msg[PATH_MAX + 128];
+	int f = arch_format_parse(format);
+
+	if (f < 0) {
+		snprintf(msg, sizeof(msg), "unsupported archive format '%.256s', supported: tar, tgz, zip", format);
+		http_respond_json_error(r, 400, msg);
+		return;
+	}
+	struct adl *d = calloc(1, sizeof(*d));
+	if (!d) {
+		http_respond_json_error(r, 500, "out of memory");
+		return;
+	}
+	d->r = r;
+	snprintf(d->dir, sizeof(d->dir), "%s", dir);
+	d->f = (enum arch_format)f;
+	/* sendfile only where the transport does it: HTTP/1.x. */
+	d->zero_copy = r->version < 20;
+	d->key = worker_path_key(dir);
+	d->timeout = worker_fs_timeout;
+	r->ud = d;
+	r->on_close = adl_on_close;
+	if (!adl_submit(d, adl_open_work, adl_open_done)) {
+		fsjob_busy_msg(msg, sizeof(msg), dir);
+		http_respond_json_error(r, 503, msg); /* on_close frees d */
+	}
 }
 
 /* ======================= POST ======================= */
@@ -199,6 +288,11 @@ struct aup {
 	int spool_fd;
 	int list_fd;
 	uint64_t spooled;
+	uint64_t key;           /* the mount of the parent, for every job */
+	bool local;             /* ... which cannot hang: fds closed on the loop */
+	double timeout;
+	bool expired;
+	char *list_mem;         /* the entry list, read back when not local */
 
 	bool gzip, zinit, zended, got_input;
 	z_stream zs;
@@ -218,12 +312,10 @@ struct aup {
 
 static void aup_free(struct aup *a)
 {
-	if (a->parent_fd >= 0)
-		close(a->parent_fd);
-	if (a->spool_fd >= 0)
-		close(a->spool_fd);
-	if (a->list_fd >= 0)
-		close(a->list_fd);
+	fsjob_close(a->parent_fd, a->key, a->local);
+	fsjob_close(a->spool_fd, a->key, a->local);
+	fsjob_close(a->list_fd, a->key, a->local);
+	free(a->list_mem);
 	if (a->zinit)
 		inflateEnd(&a->zs);
 	free(a->zout);
@@ -357,6 +449,13 @@ static void aup_extract(struct aup *a)
 			aup_error(a, 500, "error opening '%s': %s", a->dir, go_strerror(errno));
 			return;
 		}
+		uint64_t k2;
+		bool l2;
+		fsjob_fd_mount(dfd, &k2, &l2);
+		if (!l2) {
+			a->local = false;
+			a->key = k2;
+		}
 		close(a->parent_fd);
 		a->parent_fd = dfd;
 		a->inside = true;
@@ -435,9 +534,83 @@ fail:
 	arch_remove_tree(a->parent_fd, tmp);
 }
 
+/* Worker: the entry list into memory, for a mount the loop must not read. */
+static void aup_list_read(struct aup *a)
+{
+	size_t got = 0, n = (size_t)a->x.list_len;
+
+	if (a->local || !n || a->failed)
+		return;
+	if (!(a->list_mem = malloc(n))) {
+		aup_error(a, 500, "out of memory");
+		return;
+	}
+	while (got < n) {
+		ssize_t k = pread(a->list_fd, a->list_mem + got, n - got, (off_t)got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			aup_error(a, 500, "error reading the entry list: %s", k < 0 ? go_strerror(errno) : "short read");
+			return;
+		}
+		got += (size_t)k;
+	}
+}
+
+/* Worker: what the loop did before: check DIR, make its parent, open the spool there. */
+static void aup_setup(struct aup *a)
+{
+	char err[1024];
+	struct stat st;
+
+	if (stat(a->shown, &st) == 0) {
+		if (!S_ISDIR(st.st_mode)) {
+			aup_error(a, 400, "path '%s' is not a directory", a->shown);
+			return;
+		}
+		/* A symlinked DIR: work beside its target so renames stay on
+		 * one filesystem. */
+		if (!realpath(a->shown, a->dir)) {
+			aup_error(a, 500, "error resolving '%s': %s", a->shown, go_strerror(errno));
+			return;
+		}
+	} else if (errno == ENOENT) {
+		snprintf(a->dir, sizeof(a->dir), "%s", a->shown);
+	} else {
+		aup_error(a, 500, "error checking path '%s': %s", a->shown, go_strerror(errno));
+		return;
+	}
+	fs_path_dir(a->dir, a->parent, sizeof(a->parent));
+	path_base(a->dir, a->base, sizeof(a->base));
+	if (!strcmp(a->dir, "/") || !strcmp(a->base, ".") || !strcmp(a->base, "..")) {
+		aup_error(a, 400, "cannot extract into the root directory");
+		return;
+	}
+	if (fs_ensure_dirs(a->parent, a->u.uid, a->u.gid, err, sizeof(err)) < 0) {
+		aup_error(a, 500, "error ensuring directories: %s", err);
+		return;
+	}
+	a->parent_fd = open(a->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (a->parent_fd >= 0) {
+		fsjob_fd_mount(a->parent_fd, &a->key, &a->local);
+		a->spool_fd = anon_file(a->parent_fd);
+	}
+	if (a->spool_fd < 0) {
+		int e = errno;
+		aup_error(a, e == ENOSPC || e == EDQUOT ? 507 : 500, "error creating temporary file in '%s': %s", a->parent,
+			  go_strerror(e));
+	}
+}
+
 static void aup_job(void *arg)
 {
 	struct aup *a = arg;
+
+	if (a->parent_fd < 0 && !a->failed) {
+		aup_setup(a);
+		if (a->failed)
+			return;
+	}
 
 	if (!a->failed && a->work_len) {
 		if (a->gzip)
@@ -453,6 +626,7 @@ static void aup_job(void *arg)
 		return;
 	}
 	aup_extract(a);
+	aup_list_read(a);
 }
 
 static void aup_respond(struct aup *a)
@@ -464,7 +638,8 @@ static void aup_respond(struct aup *a)
 		return;
 	if (http_resp_write(r, "[", 1) < 0)
 		return;
-	if (a->x.list_len && http_resp_write_file(r, a->list_fd, 0, (size_t)a->x.list_len) < 0)
+	if (a->x.list_len && (a->list_mem ? http_resp_write(r, a->list_mem, (size_t)a->x.list_len)
+					 : http_resp_write_file(r, a->list_fd, 0, (size_t)a->x.list_len)) < 0)
 		return;
 	if (http_resp_write(r, "]\n", 2) < 0)
 		return;
@@ -483,6 +658,8 @@ static void aup_job_done(void *arg)
 		aup_free(a);
 		return;
 	}
+	if (a->expired)
+		return; /* answered (504); on_close frees a */
 	if (a->overrun)
 		aup_error(a, 500, "error reading request body: too much data buffered");
 	if (a->failed) {
@@ -511,6 +688,49 @@ static void aup_job_done(void *arg)
 	}
 }
 
+/* A job outlived its deadline: answer 504 while its thread stays stuck. */
+static void aup_expired(void *arg)
+{
+	struct aup *a = arg;
+	char msg[PATH_MAX + 128];
+
+	a->expired = true;
+	if (!a->r || a->done)
+		return;
+	a->done = true;
+	if (a->paused) {
+		a->paused = false;
+		http_req_pause_body(a->r, false); /* drain the rest, ignored */
+	}
+	fsjob_timeout_msg(msg, sizeof(msg), a->timeout, a->shown);
+	http_respond_json_error(a->r, 504, msg); /* may call on_close */
+}
+
+/*
+ * Hand the next step to the pool, keyed by the parent's mount. Setting
+ * up and spooling have the deadline; the extraction itself has none (a
+ * large archive takes its time on a healthy disk).
+ */
+static void aup_submit(struct aup *a)
+{
+	bool extracting = a->finishing && a->parent_fd >= 0 && !a->failed;
+	struct worker_req req = { .work = aup_job, .done = aup_job_done, .expired = aup_expired, .arg = a,
+				  .key = a->key, .timeout = extracting ? 0 : a->timeout };
+	char msg[PATH_MAX + 128];
+
+	a->busy = true;
+	if (worker_run(&req) == 0)
+		return;
+	a->busy = false;
+	a->done = true;
+	if (a->paused) {
+		a->paused = false;
+		http_req_pause_body(a->r, false);
+	}
+	fsjob_busy_msg(msg, sizeof(msg), a->shown);
+	http_respond_json_error(a->r, 503, msg); /* may free a */
+}
+
 static void aup_kick(struct aup *a)
 {
 	if (a->busy || a->done)
@@ -523,16 +743,7 @@ static void aup_kick(struct aup *a)
 	a->in = t;
 	a->in_len = 0;
 	a->finishing = a->body_ended;
-	a->busy = true;
-	if (worker_submit(aup_job, aup_job_done, a) < 0) {
-		a->busy = false;
-		a->done = true;
-		if (a->paused) {
-			a->paused = false;
-			http_req_pause_body(a->r, false);
-		}
-		http_respond_json_error(a->r, 503, "filesystem worker queue is full, retry later"); /* may free a */
-	}
+	aup_submit(a);
 }
 
 static void aup_on_body(struct http_req *r, const uint8_t *p, size_t n)
@@ -570,8 +781,7 @@ static void aup_on_body_end(struct http_req *r)
 
 void files_archive_post(struct http_req *r, const struct user *u, const char *dir, const char *format, bool gzip)
 {
-	char err[1024], msg[PATH_MAX + 1024];
-	struct stat st;
+	char msg[PATH_MAX + 1024];
 	int f = arch_format_parse(format);
 
 	if (f < 0) {
@@ -590,46 +800,8 @@ void files_archive_post(struct http_req *r, const struct user *u, const char *di
 	a->gzip = gzip;
 	a->parent_fd = a->spool_fd = a->list_fd = -1;
 	snprintf(a->shown, sizeof(a->shown), "%s", dir);
-	if (stat(dir, &st) == 0) {
-		if (!S_ISDIR(st.st_mode)) {
-			snprintf(msg, sizeof(msg), "path '%s' is not a directory", dir);
-			http_respond_json_error(r, 400, msg);
-			goto fail;
-		}
-		/* A symlinked DIR: work beside its target so renames stay on
-		 * one filesystem. */
-		if (!realpath(dir, a->dir)) {
-			snprintf(msg, sizeof(msg), "error resolving '%s': %s", dir, go_strerror(errno));
-			http_respond_json_error(r, 500, msg);
-			goto fail;
-		}
-	} else if (errno == ENOENT) {
-		snprintf(a->dir, sizeof(a->dir), "%s", dir);
-	} else {
-		snprintf(msg, sizeof(msg), "error checking path '%s': %s", dir, go_strerror(errno));
-		http_respond_json_error(r, 500, msg);
-		goto fail;
-	}
-	fs_path_dir(a->dir, a->parent, sizeof(a->parent));
-	path_base(a->dir, a->base, sizeof(a->base));
-	if (!strcmp(a->dir, "/") || !strcmp(a->base, ".") || !strcmp(a->base, "..")) {
-		http_respond_json_error(r, 400, "cannot extract into the root directory");
-		goto fail;
-	}
-	if (fs_ensure_dirs(a->parent, u->uid, u->gid, err, sizeof(err)) < 0) {
-		snprintf(msg, sizeof(msg), "error ensuring directories: %s", err);
-		http_respond_json_error(r, 500, msg);
-		goto fail;
-	}
-	a->parent_fd = open(a->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (a->parent_fd >= 0)
-		a->spool_fd = anon_file(a->parent_fd);
-	if (a->spool_fd < 0) {
-		int e = errno;
-		snprintf(msg, sizeof(msg), "error creating temporary file in '%s': %s", a->parent, go_strerror(e));
-		http_respond_json_error(r, e == ENOSPC || e == EDQUOT ? 507 : 500, msg);
-		goto fail;
-	}
+	a->key = worker_path_key(dir);
+	a->timeout = worker_fs_timeout;
 	a->in = malloc(AUP_IN_MAX);
 	a->work = malloc(AUP_IN_MAX);
 	if (!a->in || !a->work)
@@ -644,11 +816,13 @@ void files_archive_post(struct http_req *r, const struct user *u, const char *di
 	r->on_body = aup_on_body;
 	r->on_body_end = aup_on_body_end;
 	r->on_close = aup_on_close;
-	if (r->body_done)
+	/* The first job checks DIR and opens the spool; body bytes collect
+	 * meanwhile (the client is paused once a buffer's worth waits). */
+	aup_submit(a);
+	if (r->body_done && r->ud == a)
 		aup_on_body_end(r);
 	return;
 nomem:
 	http_respond_json_error(r, 500, "out of memory");
-fail:
 	aup_free(a);
 }

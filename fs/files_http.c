@@ -40,6 +40,7 @@
 #include "base/buf.h"
 #include "base/errstr.h"
 #include "fs/files_util.h"
+#include "fs/fsjob.h"
 #include "fs/gzsend.h"
 #include "fs/multipart.h"
 #include "base/log.h"
@@ -170,51 +171,217 @@ static void random_hex(char *out, size_t n)
 
 /* ======================= GET /files ======================= */
 
+#define MAX_RANGES 32
+/* Bytes one read job brings in (files on mounts that may hang). */
+#define READ_CHUNK (256 * 1024)
+
+/* A piece of the body: bytes of our own (part headers) or a file range. */
+struct dl_seg {
+	char *mem;          /* owned, or NULL for a file range */
+	size_t memlen;
+	int64_t off, len;   /* the file range still to send */
+};
+
+/*
+ * Every call on the file runs in a worker job of its mount: first one job
+ * that stats, opens and sizes it, then (unless the mount is a local kind,
+ * which sendfile may read from the loop) one job per READ_CHUNK of body.
+ * While `busy`, the job owns the fields it fills; the loop waits.
+ */
 struct download {
+	struct http_req *r;     /* NULL once the exchange is over */
+	char path[PATH_MAX];
+	char qpath[PATH_MAX];
+	char fmt[16];           /* archive= */
+	bool archive;
+	bool want_sniff;
+	uint64_t key;
+	double timeout;
+	bool busy;
+	bool expired;           /* a job's deadline passed: answered or cut */
+	bool begun;             /* headers are out */
+
+	/* what the open job found */
+	int err;                /* errno of the failed call, 0 if none */
+	bool err_open;          /* ... which was open(), not stat() */
+	struct stat st;
 	int fd;
-	int64_t off, end;   /* next byte to queue, end of range */
+	bool local;
+	int64_t size;
+	uint8_t sniff[512];
+	size_t sniff_n;
+
+	/* the body */
+	struct dl_seg seg[2 * MAX_RANGES + 1];
+	size_t nseg, cur;
+	uint8_t *rbuf;          /* the read job's buffer */
+	size_t rlen;
+	ssize_t rgot;           /* its result, -errno on failure */
 };
 
 static void dl_free(struct download *d)
 {
-	if (d->fd >= 0)
-		close(d->fd);
+	for (size_t i = 0; i < d->nseg; i++)
+		free(d->seg[i].mem);
+	free(d->rbuf);
+	fsjob_close(d->fd, d->key, d->local);
 	free(d);
 }
 
 static void dl_on_close(struct http_req *r, bool completed)
 {
 	struct download *d = r->ud;
+
 	r->ud = NULL;
-	if (d)
-		dl_free(d);
+	if (!d)
+		return;
+	d->r = NULL;
+	if (!d->busy)
+		dl_free(d); /* else the job's completion frees it */
 }
 
-/* Queue more identity bytes. Ends the response when all is queued. */
-static void dl_pump_identity(struct http_req *r)
+/* A job outlived its deadline: answer 504, or cut the body if it began. */
+static void dl_expired(void *arg)
 {
-	struct download *d = r->ud;
+	struct download *d = arg;
+	char msg[MSGLEN];
 
-	while (d->off < d->end && http_resp_queued(r) < HTTP_QUEUE_HIGH) {
-		int64_t n = d->end - d->off;
-		if (n > FILE_SEGMENT)
-			n = FILE_SEGMENT;
-		if (http_resp_write_file(r, d->fd, (off_t)d->off, (size_t)n) < 0)
-			return; /* client gone; on_close follows */
-		d->off += n;
+	d->expired = true;
+	if (!d->r)
+		return;
+	if (d->begun) {
+		log_warn("files", "files_get: %s: read did not return within %g s; download cut", d->path, d->timeout);
+		http_resp_abort(d->r); /* may call on_close */
+		return;
 	}
-	/* Queued file segments hold their own duplicate of the fd, so the
-	 * response can end (and on_close close ours) right away. */
-	if (d->off >= d->end)
-		http_resp_end(r, NULL, 0); /* may free d */
+	fsjob_timeout_msg(msg, sizeof(msg), d->timeout, d->path);
+	http_respond_json_error(d->r, 504, msg); /* may call on_close */
+}
+
+/* Common start of a job's completion. Returns false when d is done for. */
+static bool dl_job_back(struct download *d)
+{
+	d->busy = false;
+	if (!d->r) {
+		dl_free(d);
+		return false;
+	}
+	return !d->expired; /* else answered already; on_close frees d */
+}
+
+static void dl_read_work(void *arg)
+{
+	struct download *d = arg;
+	struct dl_seg *s = &d->seg[d->cur];
+	size_t got = 0;
+
+	while (got < d->rlen) {
+		ssize_t k = pread(d->fd, d->rbuf + got, d->rlen - got, (off_t)(s->off + (int64_t)got));
+		if (k == 0)
+			break;
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			d->rgot = -errno;
+			return;
+		}
+		got += (size_t)k;
+	}
+	d->rgot = (ssize_t)got;
+}
+
+static void dl_pump(struct download *d);
+
+static void dl_read_done(void *arg)
+{
+	struct download *d = arg;
+	struct http_req *r = d->r;
+	struct dl_seg *s = &d->seg[d->cur];
+
+	if (!dl_job_back(d))
+		return;
+	if (d->rgot <= 0) {
+		/* Headers are out: all we can do is cut the body. */
+		log_error("files", "files_get: read of '%s' failed mid-download: %s", d->path,
+			  d->rgot < 0 ? go_strerror((int)-d->rgot) : "file shrank");
+		http_resp_abort(r);
+		return;
+	}
+	uint8_t *b = d->rbuf;
+	d->rbuf = NULL;
+	if (http_resp_write_owned(r, b, (size_t)d->rgot, free, b) < 0)
+		return; /* client gone; on_close follows */
+	s->off += d->rgot;
+	s->len -= d->rgot;
+	dl_pump(d);
+}
+
+/* Read the next chunk of the current file range on the worker pool. */
+static void dl_read_submit(struct download *d)
+{
+	struct dl_seg *s = &d->seg[d->cur];
+	struct worker_req req = { .work = dl_read_work, .done = dl_read_done, .expired = dl_expired,
+				  .arg = d, .key = d->key, .timeout = d->timeout };
+
+	if (!d->rbuf && !(d->rbuf = malloc(READ_CHUNK))) {
+		log_error("files", "files_get: out of memory reading '%s'", d->path);
+		http_resp_abort(d->r);
+		return;
+	}
+	d->rlen = s->len > READ_CHUNK ? READ_CHUNK : (size_t)s->len;
+	d->busy = true;
+	if (worker_run(&req) < 0) {
+		d->busy = false;
+		log_error("files", "files_get: worker queue full reading '%s'; download cut", d->path);
+		http_resp_abort(d->r);
+	}
+}
+
+/* Queue body pieces while the queue has room. Ends the response when all is queued. */
+static void dl_pump(struct download *d)
+{
+	struct http_req *r = d->r;
+
+	while (d->cur < d->nseg) {
+		struct dl_seg *s = &d->seg[d->cur];
+		if (d->busy || http_resp_queued(r) >= HTTP_QUEUE_HIGH)
+			return; /* the job or on_writable calls again */
+		if (s->mem) {
+			int rc = http_resp_write(r, s->mem, s->memlen);
+			free(s->mem);
+			s->mem = NULL;
+			if (rc < 0)
+				return;
+			d->cur++;
+			continue;
+		}
+		if (s->len <= 0) {
+			d->cur++;
+			continue;
+		}
+		if (!d->local) {
+			dl_read_submit(d);
+			return;
+		}
+		/* A local file: sendfile from the loop. Queued segments hold
+		 * their own duplicate of the fd. */
+		int64_t n = s->len > FILE_SEGMENT ? FILE_SEGMENT : s->len;
+		if (http_resp_write_file(r, d->fd, (off_t)s->off, (size_t)n) < 0)
+			return; /* client gone; on_close follows */
+		s->off += n;
+		s->len -= n;
+	}
+	http_resp_end(r, NULL, 0); /* may free d */
 }
 
 static void dl_on_writable(struct http_req *r)
 {
 	struct download *d = r->ud;
-	if (!d || r->resp_ended)
+	if (!d || d->busy || r->resp_ended)
 		return;
-	dl_pump_identity(r);
+	dl_pump(d);
 }
 
 /*
@@ -252,103 +419,127 @@ static int check_conditions(struct http_req *r, time_t mtime, bool *range_ok)
 	return 0;
 }
 
-#define MAX_RANGES 32
+/* Begin the response and send the segments set up in d. */
+static void dl_begin(struct download *d, int status, const struct http_hdr *h, size_t nh, int64_t len)
+{
+	struct http_req *r = d->r;
+
+	r->on_writable = dl_on_writable;
+	d->begun = true;
+	if (http_resp_begin(r, status, h, nh, len) < 0)
+		return;
+	dl_pump(d);
+}
 
 /*
  * 206 multipart/byteranges (Go's ServeContent layout): part headers are
- * small memory writes, part bodies are file segments, all queued at once
- * (bounded by MAX_RANGES). h[] may contain a NULL-named slot to drop.
+ * small memory pieces, part bodies file ranges (bounded by MAX_RANGES).
+ * h[] may contain a NULL-named slot to drop.
  */
-static void serve_byteranges(struct http_req *r, struct download *d, const struct http_hdr *h, size_t nh,
+static void serve_byteranges(struct download *d, const struct http_hdr *h, size_t nh,
 			     const struct files_range *rg, size_t n, int64_t size, const char *ctype)
 {
-	char boundary[40], ctbuf[96], (*ph)[256] = malloc(MAX_RANGES * sizeof(*ph));
-	int phl[MAX_RANGES];
+	char boundary[40], ctbuf[96], ph[256];
 	struct http_hdr hh[12];
 	size_t k = 0;
 	int64_t total = 0;
 
-	if (!ph) {
-		dl_free(d);
-		http_respond_json_error(r, 500, "out of memory");
-		return;
-	}
 	random_hex(boundary, 30);
 	for (size_t i = 0; i < n; i++) {
-		phl[i] = snprintf(ph[i], sizeof(ph[i]), "%s--%s\r\nContent-Range: bytes %lld-%lld/%lld\r\nContent-Type: %s\r\n\r\n",
-				  i ? "\r\n" : "", boundary, (long long)rg[i].start,
-				  (long long)(rg[i].start + rg[i].len - 1), (long long)size, ctype);
-		total += phl[i] + rg[i].len;
+		int l = snprintf(ph, sizeof(ph), "%s--%s\r\nContent-Range: bytes %lld-%lld/%lld\r\nContent-Type: %s\r\n\r\n",
+				 i ? "\r\n" : "", boundary, (long long)rg[i].start,
+				 (long long)(rg[i].start + rg[i].len - 1), (long long)size, ctype);
+		if (l >= (int)sizeof(ph))
+			l = (int)sizeof(ph) - 1;
+		d->seg[d->nseg].mem = strndup(ph, (size_t)l);
+		d->seg[d->nseg++].memlen = (size_t)l;
+		d->seg[d->nseg].off = rg[i].start;
+		d->seg[d->nseg++].len = rg[i].len;
+		total += l + rg[i].len;
 	}
-	char tail[64];
-	int tl = snprintf(tail, sizeof(tail), "\r\n--%s--\r\n", boundary);
+	int tl = snprintf(ph, sizeof(ph), "\r\n--%s--\r\n", boundary);
+	d->seg[d->nseg].mem = strndup(ph, (size_t)tl);
+	d->seg[d->nseg++].memlen = (size_t)tl;
 	total += tl;
+	for (size_t i = 0; i < d->nseg; i++)
+		if (i % 2 == 0 && !d->seg[i].mem) {
+			http_respond_json_error(d->r, 500, "out of memory"); /* on_close frees d */
+			return;
+		}
 	for (size_t i = 0; i < nh && k < 10; i++)
 		if (h[i].name)
 			hh[k++] = h[i];
 	snprintf(ctbuf, sizeof(ctbuf), "multipart/byteranges; boundary=%s", boundary);
 	hh[k++] = (struct http_hdr){ "content-type", ctbuf };
-	d->off = d->end = 0;
-	r->ud = d;
-	r->on_writable = dl_on_writable;
-	r->on_close = dl_on_close;
-	if (http_resp_begin(r, 206, hh, k, total) < 0)
-		goto out;
-	for (size_t i = 0; i < n; i++) {
-		if (http_resp_write(r, ph[i], (size_t)phl[i]) < 0 ||
-		    http_resp_write_file(r, d->fd, (off_t)rg[i].start, (size_t)rg[i].len) < 0)
-			goto out;
-	}
-	if (http_resp_write(r, tail, (size_t)tl) < 0)
-		goto out;
-	free(ph);
-	dl_pump_identity(r); /* ends once everything is handed over */
-	return;
-out:
-	free(ph);
+	dl_begin(d, 206, hh, k, total);
 }
 
-void files_get(struct http_req *r)
+/* Worker: everything GET needs from the file before answering. */
+static void dl_open_work(void *arg)
 {
-	char uname[256], qpath[PATH_MAX], path[PATH_MAX], err[MSGLEN], base[PATH_MAX];
-	char disp[PATH_MAX * 3 + 64], lastmod[40], crange[96];
-	struct http_hdr h[8];
-	size_t nh = 0;
-	struct download *d;
-	struct user u;
-	struct stat st;
-	bool id_rejected, range_ok = true;
-	int fd;
+	struct download *d = arg;
 
-	if (check_signing(r, "read"))
-		return;
-	request_username(r, uname, sizeof(uname));
-	if (lookup_user(r, uname, &u))
-		return;
-	if (http_query_get(r->query, "path", qpath, sizeof(qpath)) <= 0)
-		qpath[0] = '\0';
-	if (path_resolve(&u, qpath, state_default_workdir(), path, sizeof(path), err, sizeof(err)) < 0) {
-		respond_fmt(r, 400, "error expanding and resolving path '%s': %s", qpath, err);
+	if (stat(d->path, &d->st) < 0) {
+		d->err = errno;
 		return;
 	}
-	if (stat(path, &st) < 0) {
-		if (errno == ENOENT)
+	if (d->archive || S_ISDIR(d->st.st_mode))
+		return;
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer (it reads
+	 * as empty instead). */
+	d->fd = open(d->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (d->fd < 0) {
+		d->err = errno;
+		d->err_open = true;
+		return;
+	}
+	/* The key of where the file really is (a symlink may lead to
+	 * another mount), for the jobs that follow. */
+	fsjob_fd_mount(d->fd, &d->key, &d->local);
+	/* size by seeking, as Go's ServeContent does */
+	off_t size = lseek(d->fd, 0, SEEK_END);
+	d->size = size < 0 ? 0 : (int64_t)size;
+	if (d->want_sniff) {
+		ssize_t n = pread(d->fd, d->sniff, sizeof(d->sniff), 0);
+		d->sniff_n = n > 0 ? (size_t)n : 0;
+	}
+}
+
+static void dl_open_done(void *arg)
+{
+	struct download *d = arg;
+	struct http_req *r = d->r;
+	char base[PATH_MAX], disp[PATH_MAX * 3 + 64], lastmod[40], crange[96];
+	struct http_hdr h[8];
+	size_t nh = 0;
+	bool id_rejected, range_ok = true;
+	const char *path = d->path;
+
+	if (!dl_job_back(d))
+		return;
+	if (d->err && !d->err_open) {
+		if (d->err == ENOENT)
 			respond_fmt(r, 404, "path '%s' does not exist", path);
 		else
 			respond_fmt(r, 500, "error checking if path exists '%s': stat %s: %s", path, path,
-				    go_strerror(errno));
+				    go_strerror(d->err));
 		return;
 	}
-	char fmt[16];
-	if (http_query_get(r->query, "archive", fmt, sizeof(fmt)) > 0) {
-		if (!S_ISDIR(st.st_mode)) {
+	if (d->archive) {
+		char dir[PATH_MAX], fmt[16];
+		if (!S_ISDIR(d->st.st_mode)) {
 			respond_fmt(r, 400, "path '%s' is not a directory", path);
 			return;
 		}
-		files_archive_get(r, path, fmt);
+		snprintf(dir, sizeof(dir), "%s", d->path);
+		snprintf(fmt, sizeof(fmt), "%s", d->fmt);
+		r->ud = NULL;
+		r->on_close = NULL;
+		dl_free(d);
+		files_archive_get(r, dir, fmt);
 		return;
 	}
-	if (S_ISDIR(st.st_mode)) {
+	if (S_ISDIR(d->st.st_mode)) {
 		respond_fmt(r, 400, "path '%s' is a directory", path);
 		return;
 	}
@@ -368,53 +559,42 @@ void files_get(struct http_req *r)
 		}
 		enc = FILES_ENC_IDENTITY;
 	}
-	/* O_NONBLOCK: opening a FIFO must not park the whole event loop
-	 * waiting for a writer (it reads as empty instead). */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		respond_fmt(r, 500, "error opening file '%s': open %s: %s", path, path, go_strerror(errno));
+	if (d->err) {
+		respond_fmt(r, 500, "error opening file '%s': open %s: %s", path, path, go_strerror(d->err));
 		return;
 	}
-	d = calloc(1, sizeof(*d));
-	if (!d) {
-		close(fd);
-		http_respond_json_error(r, 500, "out of memory");
-		return;
-	}
-	d->fd = fd;
 	path_base(path, base, sizeof(base));
 	files_content_disposition(base, disp, sizeof(disp));
 	h[nh++] = (struct http_hdr){ "content-disposition", disp };
-	const char *ctype = files_mime_by_ext(qpath);
+	const char *ctype = files_mime_by_ext(d->qpath);
 
 	if (enc == FILES_ENC_GZIP) {
 		/* Read and compressed block by block on the worker pool. */
+		struct gzsend_src src = { .fd = d->fd, .size = S_ISREG(d->st.st_mode) ? (int64_t)d->st.st_size : 0,
+					  .key = d->key, .local = d->local, .timeout = d->timeout };
+		snprintf(src.path, sizeof(src.path), "%s", d->path);
 		h[nh++] = (struct http_hdr){ "content-encoding", "gzip" };
 		h[nh++] = (struct http_hdr){ "content-type", ctype ? ctype : "application/octet-stream" };
 		d->fd = -1;
+		r->ud = NULL;
+		r->on_close = NULL;
 		dl_free(d);
-		gzsend_start(r, fd, h, nh);
+		gzsend_start(r, &src, h, nh);
 		return;
 	}
 
-	/* identity: size by seeking, as Go's ServeContent does */
-	off_t size = lseek(fd, 0, SEEK_END);
-	if (size < 0)
-		size = 0;
-	if (!ctype) {
-		uint8_t sniff[512];
-		ssize_t n = pread(fd, sniff, sizeof(sniff), 0);
-		ctype = files_sniff(sniff, n > 0 ? (size_t)n : 0);
-	}
-	int cond = check_conditions(r, st.st_mtim.tv_sec, &range_ok);
-	if (st.st_mtim.tv_sec > 0) {
-		files_format_http_date(st.st_mtim.tv_sec, lastmod, sizeof(lastmod));
+	int64_t size = d->size;
+	if (!ctype)
+		ctype = files_sniff(d->sniff, d->sniff_n);
+	int cond = check_conditions(r, d->st.st_mtim.tv_sec, &range_ok);
+	if (d->st.st_mtim.tv_sec > 0) {
+		files_format_http_date(d->st.st_mtim.tv_sec, lastmod, sizeof(lastmod));
 		h[nh++] = (struct http_hdr){ "last-modified", lastmod };
 	}
 	if (cond) {
-		dl_free(d);
+		d->begun = true;
 		http_resp_begin(r, cond, h + 1, nh - 1, 0);
-		http_resp_end(r, NULL, 0);
+		http_resp_end(r, NULL, 0); /* on_close frees d */
 		return;
 	}
 	h[nh++] = (struct http_hdr){ "content-type", ctype };
@@ -430,7 +610,6 @@ void files_get(struct http_req *r)
 			rr = 0;
 		if (rr < 0) {
 			snprintf(crange, sizeof(crange), "bytes */%lld", (long long)size);
-			dl_free(d);
 			static const char msg[] = "invalid range: failed to overlap\n";
 			struct http_hdr eh[] = { { "content-range", crange },
 						 { "x-content-type-options", "nosniff" } };
@@ -444,7 +623,7 @@ void files_get(struct http_req *r)
 			/* Go serves the whole file when the parts add up to more. */
 			if (sum <= size) {
 				h[nh - 2].name = NULL; /* the part headers carry the type */
-				serve_byteranges(r, d, h, nh, rg, (size_t)rr, size, ctype);
+				serve_byteranges(d, h, nh, rg, (size_t)rr, size, ctype);
 				return;
 			}
 			rr = 0;
@@ -461,14 +640,52 @@ void files_get(struct http_req *r)
 			len = size;
 		}
 	}
-	d->off = start;
-	d->end = start + len;
-	r->ud = d;
-	r->on_writable = dl_on_writable;
-	r->on_close = dl_on_close;
-	if (http_resp_begin(r, status, h, nh, len) < 0)
+	d->seg[0].off = start;
+	d->seg[0].len = len;
+	d->nseg = 1;
+	dl_begin(d, status, h, nh, len);
+}
+
+void files_get(struct http_req *r)
+{
+	char uname[256], qpath[PATH_MAX], err[MSGLEN], msg[MSGLEN];
+	struct download *d;
+	struct user u;
+
+	if (check_signing(r, "read"))
 		return;
-	dl_pump_identity(r);
+	request_username(r, uname, sizeof(uname));
+	if (lookup_user(r, uname, &u))
+		return;
+	if (http_query_get(r->query, "path", qpath, sizeof(qpath)) <= 0)
+		qpath[0] = '\0';
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		http_respond_json_error(r, 500, "out of memory");
+		return;
+	}
+	d->fd = -1;
+	d->r = r;
+	snprintf(d->qpath, sizeof(d->qpath), "%s", qpath);
+	if (path_resolve(&u, qpath, state_default_workdir(), d->path, sizeof(d->path), err, sizeof(err)) < 0) {
+		free(d);
+		respond_fmt(r, 400, "error expanding and resolving path '%s': %s", qpath, err);
+		return;
+	}
+	d->archive = http_query_get(r->query, "archive", d->fmt, sizeof(d->fmt)) > 0;
+	d->want_sniff = !files_mime_by_ext(qpath);
+	d->key = worker_path_key(d->path);
+	d->timeout = worker_fs_timeout;
+	r->ud = d;
+	r->on_close = dl_on_close;
+	d->busy = true;
+	struct worker_req req = { .work = dl_open_work, .done = dl_open_done, .expired = dl_expired,
+				  .arg = d, .key = d->key, .timeout = d->timeout };
+	if (worker_run(&req) < 0) {
+		d->busy = false;
+		fsjob_busy_msg(msg, sizeof(msg), d->path);
+		http_respond_json_error(r, 503, msg); /* on_close frees d */
+	}
 }
 
 /* ======================= POST /files ======================= */
@@ -523,6 +740,11 @@ struct upload {
 	bool finishing;     /* the queued job ends the upload */
 	bool aborted;       /* the exchange ended while busy: done frees */
 	bool overrun;       /* body bytes arrived beyond UP_IN_MAX */
+	bool expired;       /* a job outlived its deadline: answered 504 */
+	uint64_t key;       /* the mount of the file being written */
+	bool local;         /* ... which cannot hang: closed on the loop */
+	double timeout;
+	char shown[PATH_MAX]; /* the target as the loop last knew it */
 
 	/* outcome, set by jobs, sent by the loop */
 	bool failed;
@@ -572,6 +794,21 @@ static void up_free(struct upload *up)
 	free(up);
 }
 
+static void up_free_cb(void *arg)
+{
+	up_free(arg);
+}
+
+/* Free an upload; a half-written file on a mount that may hang is closed
+ * and removed by a worker job. */
+static void up_release(struct upload *up)
+{
+	if (up->fd >= 0 && !up->local)
+		fsjob_release(up_free_cb, up, up->key);
+	else
+		up_free(up);
+}
+
 static void up_on_close(struct http_req *r, bool completed)
 {
 	struct upload *up = r->ud;
@@ -585,7 +822,7 @@ static void up_on_close(struct http_req *r, bool completed)
 		up->r = NULL;
 		return;
 	}
-	up_free(up);
+	up_release(up);
 }
 
 /*
@@ -660,6 +897,7 @@ static int up_begin_file(struct upload *up)
 			return up_error(up, 507, "not enough inodes available: open %s: %s", up->target, go_strerror(e));
 		return up_error(up, 500, "error opening file: open %s: %s", up->target, go_strerror(e));
 	}
+	fsjob_fd_mount(up->fd, &up->key, &up->local);
 	if ((!existed || up->atomic) && fchown(up->fd, up->u.uid, up->u.gid) < 0)
 		return up_error(up, 500, "error changing file ownership: chown %s: %s", up->target, go_strerror(errno));
 	if (up->atomic && existed)
@@ -921,6 +1159,7 @@ static void up_job(void *arg)
 }
 
 static void up_job_done(void *arg);
+static void up_expired(void *arg);
 
 /* Loop: hand the buffered bytes (or the final step) to the worker. */
 static void up_kick(struct upload *up)
@@ -940,14 +1179,36 @@ static void up_kick(struct upload *up)
 	up->in_len = 0;
 	up->finishing = up->body_ended;
 	up->busy = true;
-	rc = worker_submit(up_job, up_job_done, up);
+	struct worker_req req = { .work = up_job, .done = up_job_done, .expired = up_expired, .arg = up,
+				  .key = up->key, .timeout = up->timeout };
+	rc = worker_run(&req);
 	if (rc < 0) {
+		char msg[MSGLEN];
 		up->busy = false;
-		up_error(up, 503, "filesystem worker queue is full, retry later");
+		fsjob_busy_msg(msg, sizeof(msg), up->shown);
+		up_error(up, 503, "%s", msg);
 		up->done = true;
 		http_req_pause_body(up->r, false);
 		http_respond_json_error(up->r, 503, up->err_msg); /* may free up */
 	}
+}
+
+/* A job outlived its deadline: answer 504 while its thread stays stuck. */
+static void up_expired(void *arg)
+{
+	struct upload *up = arg;
+	char msg[MSGLEN];
+
+	up->expired = true;
+	if (!up->r || up->done)
+		return;
+	up->done = true;
+	if (up->paused) {
+		up->paused = false;
+		http_req_pause_body(up->r, false); /* drain the rest, ignored */
+	}
+	fsjob_timeout_msg(msg, sizeof(msg), up->timeout, up->shown);
+	http_respond_json_error(up->r, 504, msg); /* may call on_close */
 }
 
 static void up_job_done(void *arg)
@@ -957,9 +1218,13 @@ static void up_job_done(void *arg)
 
 	up->busy = false;
 	if (up->aborted) {
-		up_free(up); /* discards a half-written new file */
+		up_release(up); /* discards a half-written new file */
 		return;
 	}
+	if (up->expired)
+		return; /* answered (504); on_close frees up */
+	if (up->target[0])
+		snprintf(up->shown, sizeof(up->shown), "%s", up->target);
 	if (up->overrun)
 		up_error(up, 500, "error reading request body: too much data buffered");
 	if (up->failed) {
@@ -1152,6 +1417,16 @@ void files_post(struct http_req *r)
 		goto nomem;
 	if (state_default_workdir())
 		snprintf(up->workdir, sizeof(up->workdir), "%s", state_default_workdir());
+	/* Until the first job opens the target, the mount is guessed from
+	 * the path the client named (path_resolve is pure). */
+	if (up->raw_target[0])
+		snprintf(up->shown, sizeof(up->shown), "%s", up->raw_target);
+	else if (!up->has_path_param ||
+		 path_resolve(&up->u, up->path_param, up->workdir[0] ? up->workdir : NULL, up->shown, sizeof(up->shown),
+			      err, sizeof(err)) < 0)
+		snprintf(up->shown, sizeof(up->shown), "%s", up->workdir[0] ? up->workdir : up->u.home);
+	up->key = worker_path_key(up->shown);
+	up->timeout = worker_fs_timeout;
 	if (gzip) {
 		up->zout = malloc(CHUNK);
 		if (!up->zout || inflateInit2(&up->zs, 16 + MAX_WBITS) != Z_OK)
@@ -1184,6 +1459,11 @@ struct compose {
 	char **srcs;            /* resolved */
 	char **srcs_given;
 	size_t n;
+	uint64_t key;           /* the destination's mount */
+	double timeout;
+	bool checked;           /* the first job (checks) is back */
+	bool expired;           /* answered 504 */
+	_Atomic int at;         /* the source the job is on, -1: the destination */
 	/* worker result */
 	int status;
 	char msg[MSGLEN];
@@ -1259,6 +1539,36 @@ static int copy_all(int in, int out)
 	}
 }
 
+/* Worker, first job: the sources are files, the destination's directory exists. */
+static void compose_check(void *arg)
+{
+	struct compose *c = arg;
+	char err[MSGLEN - 64], parent[PATH_MAX];
+	struct stat st;
+
+	c->status = 200;
+	for (size_t i = 0; i < c->n; i++) {
+		c->at = (int)i;
+		if (stat(c->srcs[i], &st) < 0) {
+			c->status = 404;
+			snprintf(c->msg, sizeof(c->msg), "source file not found: %s", c->srcs_given[i]);
+			return;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			c->status = 400;
+			snprintf(c->msg, sizeof(c->msg), "source path is not a regular file: %s", c->srcs_given[i]);
+			return;
+		}
+	}
+	c->at = -1;
+	fs_path_dir(c->dest, parent, sizeof(parent));
+	if (fs_ensure_dirs(parent, c->u.uid, c->u.gid, err, sizeof(err)) < 0) {
+		c->status = 500;
+		snprintf(c->msg, sizeof(c->msg), "error ensuring directories: %s", err);
+	}
+}
+
+/* Worker, second job (no deadline: a large copy takes its time). */
 static void compose_work(void *arg)
 {
 	struct compose *c = arg;
@@ -1287,6 +1597,7 @@ static void compose_work(void *arg)
 		goto fail;
 	}
 	for (size_t i = 0; i < c->n; i++) {
+		c->at = (int)i;
 		int in = open(c->srcs[i], O_RDONLY | O_CLOEXEC);
 		if (in < 0) {
 			c->status = 500;
@@ -1330,6 +1641,36 @@ fail:
 	unlink(tmp);
 }
 
+static void compose_expired(void *arg)
+{
+	struct compose *c = arg;
+	char msg[MSGLEN];
+	int at = c->at;
+
+	c->expired = true;
+	if (!c->r)
+		return;
+	fsjob_timeout_msg(msg, sizeof(msg), c->timeout, at >= 0 && (size_t)at < c->n ? c->srcs[at] : c->dest);
+	http_respond_json_error(c->r, 504, msg); /* may call on_close */
+}
+
+static void compose_done(void *arg);
+
+static void compose_submit(struct compose *c, bool check)
+{
+	struct worker_req req = { .work = check ? compose_check : compose_work, .done = compose_done,
+				  .expired = check ? compose_expired : NULL, .arg = c, .key = c->key,
+				  .timeout = check ? c->timeout : 0 };
+	char msg[MSGLEN];
+
+	c->queued = true;
+	if (worker_run(&req) == 0)
+		return;
+	c->queued = false;
+	fsjob_busy_msg(msg, sizeof(msg), c->dest);
+	http_respond_json_error(c->r, 503, msg); /* on_close frees c */
+}
+
 static void compose_done(void *arg)
 {
 	struct compose *c = arg;
@@ -1339,6 +1680,13 @@ static void compose_done(void *arg)
 	c->queued = false;
 	if (!r) {
 		compose_free(c);
+		return;
+	}
+	if (c->expired)
+		return; /* answered (504); on_close frees c */
+	if (c->status == 200 && !c->checked) {
+		c->checked = true;
+		compose_submit(c, false);
 		return;
 	}
 	if (c->status != 200) {
@@ -1372,7 +1720,7 @@ static void compose_done(void *arg)
 static void compose_on_body_end(struct http_req *r)
 {
 	struct compose *c = r->ud;
-	char err[MSGLEN], parent[PATH_MAX];
+	char err[MSGLEN];
 	json_error_t je;
 	json_t *root = NULL, *srcs, *dest, *user;
 	const char *uname;
@@ -1423,7 +1771,6 @@ static void compose_on_body_end(struct http_req *r)
 	for (size_t i = 0; i < n; i++) {
 		json_t *s = json_array_get(srcs, i);
 		char rp[PATH_MAX];
-		struct stat st;
 		if (!json_is_string(s)) {
 			http_respond_json_error(r, 400, "invalid request body: source_paths must be strings");
 			goto out;
@@ -1437,14 +1784,6 @@ static void compose_on_body_end(struct http_req *r)
 			respond_fmt(r, 400, "source path \"%s\" cannot be the same as destination", given);
 			goto out;
 		}
-		if (stat(rp, &st) < 0) {
-			respond_fmt(r, 404, "source file not found: %s", given);
-			goto out;
-		}
-		if (!S_ISREG(st.st_mode)) {
-			respond_fmt(r, 400, "source path is not a regular file: %s", given);
-			goto out;
-		}
 		c->srcs[i] = strdup(rp);
 		c->srcs_given[i] = strdup(given);
 		c->n = i + 1;
@@ -1453,17 +1792,12 @@ static void compose_on_body_end(struct http_req *r)
 			goto out;
 		}
 	}
-	fs_path_dir(c->dest, parent, sizeof(parent));
-	if (fs_ensure_dirs(parent, c->u.uid, c->u.gid, err, sizeof(err)) < 0) {
-		respond_fmt(r, 500, "error ensuring directories: %s", err);
-		goto out;
-	}
-	c->queued = true;
-	if (worker_submit(compose_work, compose_done, c) < 0) {
-		c->queued = false;
-		http_respond_json_error(r, 503, "filesystem worker queue is full, retry later");
-		goto out;
-	}
+	/* Every call on the paths runs in worker jobs of the destination's
+	 * mount: first the checks, with the deadline, then the copy. */
+	c->key = worker_path_key(c->dest);
+	c->timeout = worker_fs_timeout;
+	c->at = -1;
+	compose_submit(c, true);
 out:
 	json_decref(root);
 }

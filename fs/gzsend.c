@@ -4,9 +4,10 @@
  *
  * Threads: a slot belongs to the loop while IDLE or DONE and to one worker
  * job while BUSY. The loop alone touches the gzsend struct's other
- * fields. Worker jobs complete in submit order; a piece that had to be
- * compressed again (below) completes later than its successors, so the
- * loop emits strictly by sequence number and lets early pieces wait.
+ * fields. Worker jobs complete as they finish, so the loop emits strictly
+ * by sequence number and lets early pieces wait. Jobs carry the file's
+ * mount key and a deadline: a read stuck on a hung mount cuts the stream
+ * when it expires, and the state lives on until that read returns.
  *
  * Dictionary check: a piece reads its 32 KiB dictionary from the file
  * together with its data, while the piece before it may still be read in
@@ -18,6 +19,7 @@
 #include "fs/gzsend.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -27,6 +29,7 @@
 #include "base/log.h"
 #include "base/pgzip.h"
 #include "base/worker.h"
+#include "fs/fsjob.h"
 
 enum slot_state { SLOT_IDLE, SLOT_BUSY, SLOT_DONE };
 
@@ -51,6 +54,10 @@ struct gz_slot {
 struct gzsend {
 	struct http_req *r;  /* NULL once the exchange is over */
 	int fd;
+	uint64_t key;
+	bool local;
+	double timeout;
+	char path[PATH_MAX];
 	int64_t size0;       /* size at the start: how far to read ahead */
 	struct gz_slot slot[GZSEND_SLOTS];
 	uint64_t next_seq;   /* next piece to read */
@@ -70,8 +77,7 @@ static void gz_free(struct gzsend *g)
 		free(g->slot[i].buf);
 		free(g->slot[i].out);
 	}
-	if (g->fd >= 0)
-		close(g->fd);
+	fsjob_close(g->fd, g->key, g->local);
 	free(g);
 }
 
@@ -135,6 +141,18 @@ static void gz_done(void *arg)
 	gz_drive(g);
 }
 
+static void gz_expired(void *arg)
+{
+	struct gz_slot *s = arg;
+	struct gzsend *g = s->g;
+
+	if (!g->r || g->r->resp_ended)
+		return;
+	log_warn("files", "files_get: %s: read did not return within %g s; download cut", g->path, g->timeout);
+	g->eof = true;
+	http_resp_abort(g->r); /* may call on_close */
+}
+
 static void gz_on_close(struct http_req *r, bool completed)
 {
 	struct gzsend *g = r->ud;
@@ -153,12 +171,26 @@ static void gz_on_writable(struct http_req *r)
 		gz_drive(r->ud);
 }
 
-/* Hand a slot to the pool; when the pool is full, do the work here. */
+/*
+ * Hand a slot to the pool. When the pool is full, a piece already read
+ * or a file on a local mount is done here; a read that could hang never
+ * is: the stream is cut instead.
+ */
 static void gz_submit(struct gzsend *g, struct gz_slot *s)
 {
+	struct worker_req req = { .work = gz_work, .done = gz_done, .expired = gz_expired, .arg = s,
+				  .key = s->have_data ? 0 : g->key, .timeout = s->have_data ? 0 : g->timeout };
+
 	s->state = SLOT_BUSY;
-	if (worker_submit(gz_work, gz_done, s) == 0) {
+	if (worker_run(&req) == 0) {
 		g->busy++;
+		return;
+	}
+	if (!s->have_data && !g->local) {
+		log_error("files", "files_get: worker queue full reading '%s'; download cut", g->path);
+		s->state = SLOT_IDLE;
+		g->eof = true;
+		http_resp_abort(g->r);
 		return;
 	}
 	gz_work(s);
@@ -281,20 +313,23 @@ static void gz_drive(struct gzsend *g)
 		gz_free(g);
 }
 
-void gzsend_start(struct http_req *r, int fd, const struct http_hdr *h, size_t n)
+void gzsend_start(struct http_req *r, const struct gzsend_src *src, const struct http_hdr *h, size_t n)
 {
 	struct gzsend *g = calloc(1, sizeof(*g));
-	struct stat st;
 	uint8_t hdr[PGZ_HEADER_LEN];
 
 	if (!g) {
-		close(fd);
+		fsjob_close(src->fd, src->key, src->local);
 		http_respond_json_error(r, 500, "error creating gzip writer");
 		return;
 	}
 	g->r = r;
-	g->fd = fd;
-	g->size0 = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (int64_t)st.st_size : 0;
+	g->fd = src->fd;
+	g->key = src->key;
+	g->local = src->local;
+	g->timeout = src->timeout;
+	snprintf(g->path, sizeof(g->path), "%s", src->path);
+	g->size0 = src->size;
 	pgz_sum_init(&g->sum);
 	for (int i = 0; i < GZSEND_SLOTS; i++) {
 		g->slot[i].g = g;

@@ -15,18 +15,34 @@
 #ifndef FS_GZSEND_H
 #define FS_GZSEND_H
 
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "http/http.h"
 
 #define GZSEND_BLOCK (128 * 1024)
 #define GZSEND_SLOTS 3
 
+/* The file to send, opened (and looked at) by the caller's worker job. */
+struct gzsend_src {
+	int fd;
+	int64_t size;       /* st_size of a regular file, else 0 */
+	uint64_t key;       /* its mount (fsjob_fd_mount): the reads' key */
+	bool local;         /* a mount that cannot hang: fd closed on the loop */
+	double timeout;     /* deadline of each read, seconds */
+	char path[PATH_MAX]; /* for messages */
+};
+
 /*
  * Begin a 200 response with headers h[0..n) (the caller includes
- * Content-Encoding: gzip) and stream fd as its gzip body. Takes the fd in
- * every case. Sets r->ud, r->on_writable and r->on_close; the exchange
- * owns the state from here. On an allocation failure before the response
- * began, a 500 is sent.
+ * Content-Encoding: gzip) and stream src->fd as its gzip body. Takes the
+ * fd in every case. Sets r->ud, r->on_writable and r->on_close; the
+ * exchange owns the state from here. On an allocation failure before the
+ * response began, a 500 is sent. A read that outlives its deadline (a
+ * hung mount) cuts the stream (http_resp_abort); the fd is closed once
+ * the read returns, never on the loop unless src->local.
  */
-void gzsend_start(struct http_req *r, int fd, const struct http_hdr *h, size_t n);
+void gzsend_start(struct http_req *r, const struct gzsend_src *src, const struct http_hdr *h, size_t n);
 
 #endif

@@ -520,6 +520,16 @@ static int h1_end(struct http_req *r, const struct http_hdr *tr, size_t n)
 	return 0;
 }
 
+static void h1_abort(struct http_req *r)
+{
+	struct h1_req *q = r->transport;
+
+	/* No last chunk and no reuse: the client sees the body cut short. */
+	q->chunked = false;
+	q->keep_alive = false;
+	h1_end(r, NULL, 0);
+}
+
 static size_t h1_queued(const struct http_req *r)
 {
 	const struct h1_req *q = r->transport;
@@ -550,6 +560,7 @@ static const struct http_transport_ops h1_ops = {
 	.end = h1_end,
 	.queued = h1_queued,
 	.pause_body = h1_pause_body,
+	.abort = h1_abort,
 };
 
 /*

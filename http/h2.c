@@ -538,6 +538,14 @@ static void h2_pause_body(struct http_req *r, bool paused)
 	h2_schedule(st->h);
 }
 
+static void h2_abort(struct http_req *r)
+{
+	struct h2_stream *st = r->transport;
+
+	nghttp2_submit_rst_stream(st->h->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+	h2_schedule(st->h);
+}
+
 static const struct http_transport_ops h2_ops = {
 	.begin = h2_begin,
 	.write = h2_write,
@@ -545,6 +553,7 @@ static const struct http_transport_ops h2_ops = {
 	.end = h2_end,
 	.queued = h2_queued,
 	.pause_body = h2_pause_body,
+	.abort = h2_abort,
 };
 
 /* ---- connection-level ---- */

@@ -93,6 +93,17 @@ int http_resp_end(struct http_req *r, const struct http_hdr *trailers, size_t n)
 	return r->ops->end(r, trailers, n);
 }
 
+void http_resp_abort(struct http_req *r)
+{
+	if (r->resp_ended || r->aborted)
+		return;
+	r->resp_ended = true;
+	if (r->ops->abort)
+		r->ops->abort(r);
+	else
+		r->ops->end(r, NULL, 0);
+}
+
 size_t http_resp_queued(const struct http_req *r)
 {
 	if (r->aborted)

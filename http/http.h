@@ -50,6 +50,8 @@ struct http_transport_ops {
 	int (*end)(struct http_req *r, const struct http_hdr *trailers, size_t n);
 	size_t (*queued)(const struct http_req *r);
 	void (*pause_body)(struct http_req *r, bool paused);
+	/* optional: end the response as failed (see http_resp_abort) */
+	void (*abort)(struct http_req *r);
 };
 
 #define HTTP_MAX_EXTRA_HDRS 12
@@ -152,6 +154,14 @@ int http_resp_write_file(struct http_req *r, int fd, off_t off, size_t len);
 
 /* Finish the response, with optional trailers (HTTP/2 and chunked only). */
 int http_resp_end(struct http_req *r, const struct http_hdr *trailers, size_t n);
+
+/*
+ * End a response whose headers are out but whose body cannot be completed
+ * (its source failed): HTTP/1.x closes the connection after what is
+ * queued, with no last chunk, so the client sees a cut body, never a
+ * complete one; HTTP/2 resets the stream. on_close follows (maybe at once).
+ */
+void http_resp_abort(struct http_req *r);
 
 /* Bytes queued and not yet handed to the kernel. */
 size_t http_resp_queued(const struct http_req *r);

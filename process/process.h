@@ -113,8 +113,9 @@ void process_subscribe(struct process *p, struct rpc_call *call, bool replay, ui
 /* The rest return RPC_OK or a code with the spec's message in err. */
 enum rpc_code process_signal(struct process *p, int sig, char *err, size_t errlen);
 /*
- * Input (§6.7) with back-pressure. Bytes the pipe does not take at once
- * wait in order; owned copies are bounded by PROCESS_STDIN_MAX:
+ * Input to the process's stdin (SendInput, StreamInput) with back-pressure.
+ * Bytes the pipe does not take at once wait in order; owned copies are
+ * bounded by PROCESS_STDIN_MAX:
  *   - `stream` (a StreamInput call): the message is copied, and when the
  *     bound is exceeded the call is paused (rpc_call_pause_input) until
  *     the pipe drains below half of it;

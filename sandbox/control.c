@@ -714,7 +714,9 @@ static void init_decide(struct init_req *ir, bool mmds_exists, const char *hash)
 
 static void init_mmds_done(void *ud, int rc, const struct mmds_meta *m);
 
-/* After the route self-heal (§3.6): the one retry. */
+/* After the metadata route was repaired (user code had redirected the
+ * metadata address; our RETURN rules now come first in the nat table's
+ * OUTPUT and PREROUTING chains): the one retry. */
 static void init_mmds_retry(void *ud)
 {
 	struct init_req *ir = ud;

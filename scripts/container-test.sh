@@ -44,11 +44,15 @@ skip() {
 	exit 0
 }
 ms_now() { date +%s%3N; }
-# until_ms MS CMD...: run CMD until it succeeds (true) or MS have passed
-# (false). Waits are deadlines sized for a loaded machine; the times it
+# until_ms MS CMD...: run CMD until it succeeds (true) or MS (at least
+# HANG_S, as in tests/common.sh) have passed (false). Waits are deadlines
+# sized for a machine ten times slower than a loaded one; the times it
 # prints are figures, not verdicts.
+HANG_S=${HANG_S:-300}
 until_ms() {
-	local end=$(($(ms_now) + $1))
+	local ms=$1
+	[ "$ms" -ge $((HANG_S * 1000)) ] || ms=$((HANG_S * 1000))
+	local end=$(($(ms_now) + ms))
 	shift
 	until "$@"; do
 		[ "$(ms_now)" -ge "$end" ] && return 1
@@ -184,8 +188,8 @@ node_tests() { # node_tests LABEL FILES...: run node's test runner in the sandbo
 	nsenter -t "$INIT_PID" -m -p -r sh -c "cd /opt/envd-tests/sdk && exec env \
 		PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/root \
 		E2B_DEBUG=true E2B_SANDBOX_URL=$URL ENVD_URL=$URL ENVD_PORT=$PORT \
-		ENVD_BIN=/usr/bin/envd ENVD_IN_CONTAINER=1 \
-		timeout 600 node --test --test-concurrency=1 $*" >"$log" 2>&1
+		ENVD_BIN=/usr/bin/envd ENVD_IN_CONTAINER=1 HANG_S=$HANG_S \
+		timeout 3600 node --test --test-concurrency=1 $*" >"$log" 2>&1
 	local rc=$?
 	mkdir -p build/test-logs
 	cp "$log" "build/test-logs/container-$label.log"

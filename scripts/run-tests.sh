@@ -34,6 +34,15 @@ durations=$logdir/durations # "<suite> <seconds>" of the last run: the order of 
 # Writes $resdir/<suite with / as _>: "<passed> <failed> <seconds>" on the
 # first line, then the line to print, then excerpts of the failures.
 
+# Every limit below is a hang deadline, sized for a machine ten times
+# slower than a loaded one (an integration suite takes 1-3 min there): a
+# slow machine makes the run longer, never red. The waits inside the
+# suites end on their events; HANG_S (tests/common.sh) bounds each one.
+LIMIT_SUITE_S=3600 # one integration script, the SDK run, the fuzz run
+LIMIT_UNIT_S=1800  # one unit-test binary
+LIMIT_BENCH_S=1800 # the quick benchmark run
+LIMIT_VM_S=14400   # the VM: image, boot and every tests/vm suite (VM_SUITE_S each)
+
 # run_timed SECONDS CMD...: CMD under timeout, interruptible: a TERM or INT
 # to the job reaches timeout, which passes it to the whole test.
 run_timed() {
@@ -49,7 +58,7 @@ job_unit() { # job_unit BIN LOG [EMULATOR]
 	local t=$1 log=$2 emu=${3:-} name line p f c rc
 	name=$(basename "$t")
 	# shellcheck disable=SC2086
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_timed 300 $emu "$t" -j2 >"$log" 2>&1
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_timed "$LIMIT_UNIT_S" $emu "$t" -j2 >"$log" 2>&1
 	rc=$?
 	line=$(grep -a 'Synthesis:' "$log" | tail -n1)
 	p=$(sed -n 's/.*Passing: \([0-9]*\).*/\1/p' <<<"$line")
@@ -65,7 +74,7 @@ job_unit() { # job_unit BIN LOG [EMULATOR]
 job_script() { # job_script SCRIPT BIN LABEL LOG
 	local t=$1 bin=$2 label=$3 log=$4 name line p f rc
 	name=$(basename "$t" .sh)
-	ENVD_BIN=$bin run_timed 900 bash "$t" >"$log" 2>&1
+	ENVD_BIN=$bin run_timed "$LIMIT_SUITE_S" bash "$t" >"$log" 2>&1
 	rc=$?
 	line=$(grep -a -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
 	p=$(sed -n 's/.*: \([0-9]*\) passed.*/\1/p' <<<"$line")
@@ -98,7 +107,7 @@ job_sdk() { # job_sdk LOG
 		R_P=0 R_F=1 R_LINE="sdk: $(tail -n1 "$log")"
 		return
 	fi
-	ENVD_BIN=build/envd run_timed 1200 bash tests/sdk/run.sh >"$log" 2>&1
+	ENVD_BIN=build/envd run_timed "$LIMIT_SUITE_S" bash tests/sdk/run.sh >"$log" 2>&1
 	rc=$?
 	p=$(grep -a -E '^# pass ' "$log" | tail -n1 | awk '{print $3}')
 	f=$(grep -a -E '^# fail ' "$log" | tail -n1 | awk '{print $3}')
@@ -111,7 +120,7 @@ job_sdk() { # job_sdk LOG
 
 job_fuzz() { # job_fuzz LOG: a few seconds per libFuzzer target; make fuzz runs the long version
 	local log=$1 line p f
-	run_timed 900 bash scripts/fuzz.sh "${FUZZ_TEST_SECONDS:-5}" >"$log" 2>&1
+	run_timed "$LIMIT_SUITE_S" bash scripts/fuzz.sh "${FUZZ_TEST_SECONDS:-5}" >"$log" 2>&1
 	line=$(grep -a -E '^fuzz: [0-9]+ passed' "$log" | tail -n1)
 	p=$(sed -n 's/^fuzz: \([0-9]*\) passed.*/\1/p' <<<"$line")
 	f=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
@@ -122,7 +131,7 @@ job_fuzz() { # job_fuzz LOG: a few seconds per libFuzzer target; make fuzz runs 
 
 job_bench() { # job_bench LOG: the quick benchmark run checks that the benchmark still works
 	local log=$1 rc
-	run_timed 300 bash scripts/bench.sh --quick >"$log" 2>&1
+	run_timed "$LIMIT_BENCH_S" bash scripts/bench.sh --quick >"$log" 2>&1
 	rc=$?
 	if [ $rc -eq 0 ] && [ -s bench/results/latest.json ]; then
 		R_P=1 R_F=0 R_LINE="bench quick run: 1 passed, 0 failed ($(tail -n1 "$log"))"
@@ -204,7 +213,7 @@ if [ "$mode" = all ]; then
 	ls tests/sdk/*.test.mjs >/dev/null 2>&1 && add_suite sdk "sdk $logdir/sdk.log" sdk
 	# Suites with a script of their own run when it is there: name, time
 	# limit, script (its last line "<name>: N passed, N failed").
-	for s in "vm 1800 scripts/vm-test.sh"; do
+	for s in "vm $LIMIT_VM_S scripts/vm-test.sh"; do
 		set -- $s
 		[ -f "$3" ] && add_suite "$1" "cmd $2 $1 $logdir/$1.log bash $3" "$1"
 	done

@@ -6,17 +6,28 @@
 #   $PY                    the system python3. A version-manager shim first on
 #                          PATH can cost hundreds of ms per start, and helpers
 #                          start one per request.
+#   HANG_S                 how long a wait for an event goes on before the
+#                          test calls it a hang (default 300 s): sized for a
+#                          machine ten times slower than a loaded one, so a
+#                          slow machine makes a suite slower, never red. Only
+#                          a real hang (or a real failure) costs that long.
 #   wait_for SECS cmd...   run cmd every 50 ms until it succeeds; non-zero if
-#                          it still fails after SECS. Tests wait for what they
-#                          need to see; SECS is an upper bound only, sized
-#                          for a loaded machine, never a pass/fail timing.
+#                          it still fails after SECS or HANG_S, whichever is
+#                          longer. Tests wait for what they need to see; SECS
+#                          says how long that takes at most on an ordinary
+#                          machine, never a pass/fail timing.
 #   now_ms                 wall clock in milliseconds
 
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3)
 
+HANG_S=${HANG_S:-300}
+export HANG_S
+
 wait_for() {
-	local deadline=$((SECONDS + $1))
+	local secs=$1
+	[ "$secs" -ge "$HANG_S" ] 2>/dev/null || secs=$HANG_S
+	local deadline=$((SECONDS + secs))
 	shift
 	until "$@"; do
 		[ "$SECONDS" -ge "$deadline" ] && return 1

@@ -48,7 +48,7 @@ envd_start() {
 	"$ENVD_BIN" -isnotfc -port "$ENVD_PORT" $(cgroup_flags "$@") "$@" >"$ENVD_LOG" 2>&1 &
 	ENVD_PID=$!
 	ENVD_PIDS+=("$ENVD_PID")
-	local deadline=$((SECONDS + 60))
+	local deadline=$((SECONDS + HANG_S))
 	while [ "$SECONDS" -lt "$deadline" ]; do
 		if curl -s -o /dev/null "$ENVD_URL/health" 2>/dev/null; then
 			export ENVD_PORT ENVD_URL ENVD_PID

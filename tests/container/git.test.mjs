@@ -13,10 +13,13 @@ let sbx, base, url, daemon, authServer
 const port = 9418 + Math.floor(Math.random() * 1000)
 const authPort = 10500 + Math.floor(Math.random() * 1000)
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+// A deadline for a machine ten times slower than a loaded one (HANG_S, as
+// in tests/common.sh).
+const HANG_MS = Number(process.env.HANG_S || 300) * 1000
 
 async function waitFor(cmd) {
   // A deadline for a loaded machine, not a timing check.
-  for (const end = Date.now() + 60000; Date.now() < end; ) {
+  for (const end = Date.now() + HANG_MS; Date.now() < end; ) {
     try {
       await sbx.commands.run(cmd)
       return

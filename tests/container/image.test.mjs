@@ -12,6 +12,9 @@ const SBX_IP = new URL(process.env.E2B_SANDBOX_URL).hostname
 let sbx
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+// A deadline for a machine ten times slower than a loaded one (HANG_S, as
+// in tests/common.sh).
+const HANG_MS = Number(process.env.HANG_S || 300) * 1000
 
 before(async () => {
   sbx = await Sandbox.create({ debug: true })
@@ -83,7 +86,7 @@ c,_=s.accept(); c.sendall(b"HTTP/1.0 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nhi
       if (d.includes('listening')) t0 ??= performance.now()
     },
   })
-  const deadline = Date.now() + 60000 // for a loaded machine; the figure is printed
+  const deadline = Date.now() + HANG_MS // a hang deadline; the figure is printed
   let res
   while (Date.now() < deadline) {
     if (t0 !== undefined) {
@@ -96,9 +99,9 @@ c,_=s.accept(); c.sendall(b"HTTP/1.0 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nhi
   assert.ok(res, 'forwarded port answers')
   assert.equal(await res.text(), 'hi')
   console.log(`# port-forward: reachable ${dt.toFixed(1)} ms after the client saw the server's "listening" line`)
-  // Speed is for the benchmarks; this catches a forward that takes a scan
-  // period many times over.
-  assert.ok(dt < 10000, `reachable after ${dt.toFixed(1)} ms`)
+  // Speed is for the benchmarks (a loaded machine takes many scan periods);
+  // this catches a forward that never comes.
+  assert.ok(dt < HANG_MS, `reachable after ${dt.toFixed(1)} ms`)
   await h.wait().catch(() => {})
 })
 
@@ -107,7 +110,7 @@ test('python3 -m http.server --bind 127.0.0.1 answers on the sandbox address', a
     background: true,
   })
   let res
-  for (const end = Date.now() + 60000; !res && Date.now() < end; ) {
+  for (const end = Date.now() + HANG_MS; !res && Date.now() < end; ) {
     res = await fetch(`http://${SBX_IP}:4112/img-owner.txt`).catch(() => null)
     if (!res) await sleep(10)
   }
@@ -117,7 +120,7 @@ test('python3 -m http.server --bind 127.0.0.1 answers on the sandbox address', a
   await h.kill()
   // the forward goes away with the listener
   let gone = false
-  for (const end = Date.now() + 30000; !gone && Date.now() < end; ) {
+  for (const end = Date.now() + HANG_MS; !gone && Date.now() < end; ) {
     gone = await fetch(`http://${SBX_IP}:4112/`).then(() => false, () => true)
     if (!gone) await sleep(10)
   }

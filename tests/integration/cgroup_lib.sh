@@ -29,11 +29,9 @@ cgroup_remove() {
 		echo 0 >"$c/cgroup.freeze" 2>/dev/null
 		echo 1 >"$c/cgroup.kill" 2>/dev/null
 	done
-	for _ in $(seq 100); do
-		find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null
-		[ -d "$d" ] || return 0
-		sleep 0.05
-	done
+	# The killed tasks leave on the kernel's time: retried until they have.
+	_cg_rmdirs() { find "$1" -depth -type d -exec rmdir {} \; 2>/dev/null; [ ! -d "$1" ]; }
+	wait_for 60 _cg_rmdirs "$d"
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

@@ -162,10 +162,10 @@ expect_eq "default upload keeps the inode" "$ino" "$(stat -c %i "$D/atomic.txt")
 
 # --- a FIFO must not block the daemon (open would wait for a peer) ---
 mkfifo "$D/fifo"
-expect_eq "GET fifo answers at once" "200" "$(status "$U?path=$(enc "$D/fifo")" -m 30)"
+expect_eq "GET fifo answers at once" "200" "$(status "$U?path=$(enc "$D/fifo")" -m "$HANG_S")"
 expect_eq "POST to fifo without reader fails at once" "500" \
-	"$(status "$U?path=$(enc "$D/fifo")" -m 30 -X POST -H 'Content-Type: application/octet-stream' --data-binary x)"
-expect_eq "envd responsive after fifo requests" "hello range world" "$(body "$U?path=$(enc "$D/r.txt")" -m 30)"
+	"$(status "$U?path=$(enc "$D/fifo")" -m "$HANG_S" -X POST -H 'Content-Type: application/octet-stream' --data-binary x)"
+expect_eq "envd responsive after fifo requests" "hello range world" "$(body "$U?path=$(enc "$D/r.txt")" -m "$HANG_S")"
 
 # --- 507 on a small tmpfs ---
 MNT="$D/small"

@@ -70,7 +70,7 @@ import json, struct, sys
 b = json.dumps({"path": sys.argv[1]}).encode()
 sys.stdout.buffer.write(struct.pack(">BI", 0, len(b)) + b)
 PY
-curl -s -N -m 120 -X POST "$ENVD_URL/filesystem.Filesystem/WatchDir" -H 'Content-Type: application/connect+json' \
+curl -s -N -m "$HANG_S" -X POST "$ENVD_URL/filesystem.Filesystem/WatchDir" -H 'Content-Type: application/connect+json' \
 	-H 'Keepalive-Ping-Interval: 1' --data-binary @"$D/req.bin" -o "$out" &
 cpid=$!
 # The watch is in place once the start message is out; the stream is read
@@ -112,7 +112,8 @@ env = struct.pack(">BI", 0, len(body)) + body
 s.sendall(b"POST /filesystem.Filesystem/WatchDir HTTP/1.1\r\nHost: x\r\n"
           b"Content-Type: application/connect+json\r\nContent-Length: %d\r\n\r\n" % len(env) + env)
 # The watch is in place once the start message is out.
-s.settimeout(60)
+hang = int(os.environ.get("HANG_S", "300"))
+s.settimeout(hang)
 data = b""
 while b'"start"' not in data:
     chunk = s.recv(4096)
@@ -125,9 +126,9 @@ for i in range(40000):
     open(os.path.join(d, "f%05d-%s" % (i, "x" * 200)), "w").close()
     if i % 1000 == 0:
         peak = max(peak, rss())
-# Now read slowly until the overflow event arrives (60 s is a deadline),
+# Now read slowly until the overflow event arrives (HANG_S is a deadline),
 # sampling envd's memory on the way.
-deadline = time.time() + 60
+deadline = time.time() + hang
 while b"EVENT_TYPE_OVERFLOW" not in data and time.time() < deadline:
     peak = max(peak, rss())
     try:

@@ -57,7 +57,7 @@ case ${MODE:-} in
 crash) exit 3 ;;
 orphan)
 	if [ "$n" = 1 ]; then
-		setsid sleep 300 </dev/null >/dev/null 2>&1 &
+		setsid sleep 3600 </dev/null >/dev/null 2>&1 &
 		echo $! >"$D/orphan"
 		# a grandchild that exits at once: a zombie unless init reaps it
 		(sleep 0.2 &)
@@ -89,7 +89,7 @@ start_init() {
 	UPID=$!
 	UPIDS+=("$UPID")
 	IPID=
-	local deadline=$((SECONDS + 60))
+	local deadline=$((SECONDS + HANG_S))
 	while [ "$SECONDS" -lt "$deadline" ]; do
 		IPID=$(pgrep -P "$UPID" | head -n1)
 		[ -n "$IPID" ] && [ -s "$d/starts" ] && return 0
@@ -100,14 +100,15 @@ start_init() {
 	return 1
 }
 
-wait_exit() { # wait_exit PID SECONDS: sets ST to its exit status, or "timeout"
-	local t
+wait_exit() { # wait_exit PID SECONDS: sets ST to its exit status, or "timeout" (after SECONDS or HANG_S)
+	local t secs=$2
+	[ "$secs" -ge "$HANG_S" ] || secs=$HANG_S
 	(
 		# The watchdog must not run the script's EXIT cleanup when it
 		# exits from its TERM trap: that would kill every init and
 		# remove $W under the sections still to run.
 		trap - EXIT
-		sleep "$2" &
+		sleep "$secs" &
 		trap 'kill $! 2>/dev/null; exit 0' TERM # no sleep left behind
 		wait $!
 		kill -KILL "$1" 2>/dev/null
@@ -125,13 +126,12 @@ wait_exit() { # wait_exit PID SECONDS: sets ST to its exit status, or "timeout"
 lines() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
 at_least() { [ "$(lines "$1")" -ge "$2" ]; } # at_least FILE N: N lines or more
 
+# One ps over /proc, not a process per entry: with a few thousand processes
+# on a loaded machine a sed per entry took minutes for each count, long
+# enough for the orphans of the sections below to outlive their sleeps and
+# for the whole script to run into the runner's time limit.
 zombies_of() { # count zombie children of host pid $1
-	local n=0 f st pp
-	for f in /proc/[0-9]*/stat; do
-		read -r st pp < <(sed 's/.*) \(.\) \([0-9]*\).*/\1 \2/' "$f" 2>/dev/null) || continue
-		[ "$pp" = "$1" ] && [ "$st" = Z ] && n=$((n + 1))
-	done
-	echo $n
+	ps -o stat= --ppid "$1" | grep -c '^Z'
 }
 no_zombies() { [ "$(zombies_of "$1")" = 0 ]; }
 # Every wait below is for an event; the seconds are upper bounds for a
@@ -139,7 +139,7 @@ no_zombies() { [ "$(zombies_of "$1")" = 0 ]; }
 
 # 1. crash loop: restarted with growing delays
 D=$W/crash
-MODE=crash start_init "$D" --grace 1 || fail "init starts (crash)"
+MODE=crash start_init "$D" --grace "$HANG_S" || fail "init starts (crash)"
 sleep 1.6
 n=$(lines "$D/starts")
 # back-off 100, 200, 400, 800 ms: 4-6 starts in 1.6 s, not hundreds. A
@@ -154,11 +154,11 @@ wait_exit "$UPID" 60; st=$ST
 
 # 2. children of the command survive its restart and are reaped by init
 D=$W/orphan
-MODE=orphan start_init "$D" --grace 1 || fail "init starts (orphan)"
+MODE=orphan start_init "$D" --grace "$HANG_S" || fail "init starts (orphan)"
 wait_for 60 at_least "$D/starts" 2
 expect_eq "command restarted after exiting" 2 "$(lines "$D/starts")"
 opid=$(cat "$D/orphan")
-orphan_of_init() { hostpid=$(pgrep -f '^sleep 300$' -P "$IPID" | head -n1); [ -n "$hostpid" ]; }
+orphan_of_init() { hostpid=$(pgrep -f '^sleep 3600$' -P "$IPID" | head -n1); [ -n "$hostpid" ]; }
 hostpid=
 wait_for 30 orphan_of_init
 [ -n "$hostpid" ] && pass "the old command's child survives, re-parented to init" || fail "orphan survives"
@@ -187,13 +187,13 @@ expect_eq "SIGTERM: init exits with the command's status" 0 "$st"
 grep -q TERM "$D/sigs" && pass "the command got SIGTERM" || fail "command got SIGTERM"
 
 D=$W/status
-MODE=killed start_init "$D" --grace 1 || fail "init starts (killed)"
+MODE=killed start_init "$D" --grace "$HANG_S" || fail "init starts (killed)"
 kill -TERM "$IPID"
 wait_exit "$UPID" 60; st=$ST
 expect_eq "command killed by SIGTERM: init exits 128+15" 143 "$st"
 
 D=$W/exitcode
-TERM_EXIT=7 start_init "$D" --grace 1 || fail "init starts (exit 7)"
+TERM_EXIT=7 start_init "$D" --grace "$HANG_S" || fail "init starts (exit 7)"
 kill -PWR "$IPID"
 wait_exit "$UPID" 60; st=$ST
 expect_eq "SIGPWR shuts down too; exit status passed through" 7 "$st"
@@ -206,20 +206,26 @@ t0=$(date +%s%N)
 kill -TERM "$IPID"
 wait_exit "$UPID" 60; st=$ST
 ms=$((($(date +%s%N) - t0) / 1000000))
-expect_eq "shutdown completes with a TERM-ignoring process" 0 "$st"
+# The command exits 0 from its TERM trap; on a machine too loaded for the
+# trap to run within the 1 s grace, the KILL ends it (128+9) instead. Either
+# way init must finish and pass the command's status on.
+want=137
+grep -q TERM "$D/sigs" 2>/dev/null && want=0
+expect_eq "shutdown completes with a TERM-ignoring process" "$want" "$st"
 # Not before the grace; the upper bound only catches a hang.
-if [ "$ms" -ge 900 ] && [ "$ms" -le 30000 ]; then pass "KILL after the 1 s grace ($ms ms)"; else fail "grace period" "$ms ms"; fi
+if [ "$ms" -ge 900 ] && [ "$ms" -lt $((HANG_S * 1000)) ]; then pass "KILL after the 1 s grace ($ms ms)"; else fail "grace period" "$ms ms"; fi
 grep -q 'grace period over' "$D/log" && pass "grace expiry logged" || fail "grace log"
 
 # 6. quick shutdown when everything exits on TERM
 D=$W/quick
-start_init "$D" --grace 10 || fail "init starts (quick)"
+start_init "$D" --grace $((2 * HANG_S)) || fail "init starts (quick)"
 t0=$(date +%s%N)
 kill -TERM "$IPID"
 wait_exit "$UPID" 60; st=$ST
 ms=$((($(date +%s%N) - t0) / 1000000))
-# Waiting out the grace would take 10 s.
-[ "$ms" -lt 9000 ] && pass "no waiting out the grace when all exit ($ms ms)" || fail "quick shutdown" "$ms ms"
+# Waiting out the grace would take twice HANG_S; wait_exit gives up (and
+# kills init) after HANG_S, so anything below that did not wait for it.
+[ "$ms" -lt $((HANG_S * 1000)) ] && [ "$st" != timeout ] && pass "no waiting out the grace when all exit ($ms ms)" || fail "quick shutdown" "$ms ms"
 
 # 7. hostname in its own UTS namespace
 D=$W/host
@@ -230,7 +236,7 @@ hostname >"$1/hostname"
 exit 0
 EOF
 ensure_init
-unshare --pid --fork --mount --uts --propagation private "$INIT" --no-mount --hostname sbx-test --grace 1 \
+unshare --pid --fork --mount --uts --propagation private "$INIT" --no-mount --hostname sbx-test --grace "$HANG_S" \
 	-- /bin/bash "$W/host.sh" "$D" >"$D/log" 2>&1 &
 UPID=$!
 UPIDS+=("$UPID")
@@ -245,7 +251,7 @@ wait_exit "$UPID" 60
 D=$W/subreaper
 mkdir -p "$D"
 ensure_init
-MODE=orphan "$INIT" --grace 1 -- /bin/bash "$W/fake.sh" "$D" >"$D/log" 2>&1 &
+MODE=orphan "$INIT" --grace "$HANG_S" -- /bin/bash "$W/fake.sh" "$D" >"$D/log" 2>&1 &
 SPID=$!
 UPIDS+=("$SPID")
 wait_for 60 at_least "$D/starts" 2

@@ -30,7 +30,7 @@ http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 PY
 MMDS_PID=$!
 trap 'kill $MMDS_PID $COL_PID 2>/dev/null; _t_cleanup; rm -rf "$W"' EXIT
-for _ in $(seq 100); do curl -s -o /dev/null -X PUT "http://127.0.0.1:$MMDS_PORT/latest/api/token" && break; sleep 0.05; done
+wait_for 5 curl -s -o /dev/null -X PUT "http://127.0.0.1:$MMDS_PORT/latest/api/token"
 
 ENVD_PORT=$(free_port)
 ENVD_URL="http://127.0.0.1:$ENVD_PORT"
@@ -40,32 +40,35 @@ ENVD_LOGS+=("$ENVD_LOG")
 	-upgrade-dir "$W" -handover-file "$W/handover.pb" >"$ENVD_LOG" 2>&1 &
 ENVD_PID=$!
 ENVD_PIDS+=("$ENVD_PID")
-for _ in $(seq 200); do curl -s -o /dev/null "$ENVD_URL/health" && break; sleep 0.05; done
+outage_t0=$SECONDS
+wait_for 10 curl -s -o /dev/null "$ENVD_URL/health"
 U=$ENVD_URL
 
 run() { # run MARKER: a process start and end, both logged
-	curl -s --max-time 10 -o /dev/null -H 'Content-Type: application/connect+json' \
+	curl -s --max-time "$HANG_S" -o /dev/null -H 'Content-Type: application/connect+json' \
 		--data-binary @<($PY -c 'import sys,struct,json
 b=json.dumps({"process":{"cmd":"echo","args":[sys.argv[1]]}}).encode()
 sys.stdout.buffer.write(b"\0"+struct.pack(">I",len(b))+b)' "$1") "$U/process.Process/Start"
 }
-# wait_for PATTERN: until the stderr report (or the collector file) has it.
-wait_file() { # wait_file FILE PATTERN SECONDS
-	for _ in $(seq $(($3 * 20))); do
-		grep -q -- "$2" "$1" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
+# wait_file FILE PATTERN SECONDS: until the stderr report (or the collector
+# file) has it; SECONDS or HANG_S at most (see wait_for).
+wait_file() { wait_for "$3" grep -q -- "$2" "$1"; }
 
 # Collector down: the lines wait, the failure is reported once.
 run marker-while-down
 run marker-while-down-2
 check "collector down: the failure is reported on stderr" wait_file "$ENVD_LOG" "log exporter: post to 127.0.0.1:$COL_PORT" 20
+# Against the same 20 requests to the metadata stand-in just before, so a
+# loaded machine slows both sides alike: a loop held up by the exporter
+# would take far longer than a Python server answering one at a time.
+t0=$(date +%s%N)
+for _ in $(seq 20); do curl -s -o /dev/null "http://127.0.0.1:$MMDS_PORT/latest/api/token"; done
+ref_ms=$((($(date +%s%N) - t0) / 1000000))
 t0=$(date +%s%N)
 for _ in $(seq 20); do curl -s -o /dev/null "$U/health"; done
 ms=$((($(date +%s%N) - t0) / 1000000))
-check "loop not held up while the collector is down (20 /health in ${ms} ms)" test "$ms" -lt 5000
+check "loop not held up while the collector is down (20 /health in ${ms} ms, the stand-in ${ref_ms} ms)" \
+	test "$ms" -lt $((3 * ref_ms + 2000))
 
 # Collector up: backlog and new lines arrive.
 $PY - "$COL_PORT" "$W/collected" <<'PY' &
@@ -83,6 +86,7 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 PY
 COL_PID=$!
+outage_s=$((SECONDS - outage_t0 + 1))
 check "backlog from while the collector was down arrives" wait_file "$W/collected" "marker-while-down-2" 30
 check "earlier backlog line too" grep -q "marker-while-down" "$W/collected"
 run marker-while-up
@@ -94,7 +98,7 @@ check "lines from before the metadata service answered are sent too" grep -q '"m
 
 # An upgrade: its lines reach the collector from both images.
 expect_eq "/init" 204 "$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{}' "$U/init")"
-curl -s -o /dev/null --max-time 30 -X POST "$U/upgrade"
+curl -s -o /dev/null --max-time "$HANG_S" -X POST "$U/upgrade"
 check "the outgoing image's last lines are delivered before the exec" grep -q 'handing over"' "$W/collected"
 check "the new image's hand-over line arrives" wait_file "$W/collected" '"message":"upgrade: took over' 30
 check "same process after the upgrade" envd_alive
@@ -116,6 +120,9 @@ PY
 expect_eq "every line: JSON with instanceID/envID; RPC lines with operation id, user, duration; process start and end" \
 	"0 True True True True True" "$res"
 n=$(grep -c "log exporter:" "$ENVD_LOG")
-expect_eq "failure reported once for the whole outage (at most once a minute)" 1 "$n"
+# Once, and again only once a minute has passed: a loaded machine that
+# takes minutes to get here sees one report per minute of the outage.
+check "failure reported once for the whole outage (at most once a minute: $n in $outage_s s)" \
+	test "$n" -ge 1 -a "$n" -le $((outage_s / 60 + 1))
 check "envd alive" envd_alive
 finish

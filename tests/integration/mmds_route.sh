@@ -43,7 +43,7 @@ http.server.HTTPServer((addr, 80), H).serve_forever()
 PY
 MMDS_PID=$!
 trap 'kill $MMDS_PID 2>/dev/null; _t_cleanup; rm -rf "$W"' EXIT
-for _ in $(seq 100); do curl -s -o /dev/null -X PUT "http://$MMDS/latest/api/token" && break; sleep 0.05; done
+wait_for 5 curl -s -o /dev/null -X PUT "http://$MMDS/latest/api/token"
 
 ENVD_PORT=$(free_port)
 U="http://127.0.0.1:$ENVD_PORT"
@@ -52,8 +52,8 @@ ENVD_LOGS+=("$ENVD_LOG")
 "$ENVD_BIN" -port "$ENVD_PORT" -no-port-forward -verbose >"$ENVD_LOG" 2>&1 &
 ENVD_PID=$!
 ENVD_PIDS+=("$ENVD_PID")
-for _ in $(seq 200); do curl -s -o /dev/null "$U/health" && break; sleep 0.05; done
-code() { curl -s -o /dev/null -w '%{http_code}' --max-time 30 "$@"; }
+wait_for 10 curl -s -o /dev/null "$U/health"
+code() { curl -s -o /dev/null -w '%{http_code}' --max-time "$HANG_S" "$@"; }
 
 expect_eq "first /init sets token t1" 204 "$(code -X POST -d '{"accessToken":"t1"}' "$U/init")"
 # User code hijacks the metadata address: to a closed port.

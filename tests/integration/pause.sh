@@ -9,11 +9,11 @@ start_envd
 PAUSE_S=${PAUSE_S:-4}
 
 # A command that prints a line per second for 8 s, streamed with 1 s keep-alives.
-stream Start '{"process":{"cmd":"sh","args":["-c","for i in 1 2 3 4 5 6 7 8; do echo tick $i; sleep 1; done"]},"stdin":false}' \
+MAXTIME=$((12 * HANG_S)) stream Start '{"process":{"cmd":"sh","args":["-c","for i in 1 2 3 4 5 6 7 8; do echo tick $i; sleep 1; done"]},"stdin":false}' \
 	-H 'Keepalive-Ping-Interval: 1' >"$TMP/ticks.out" &
 s1=$!
 # A silent one, so only keep-alives flow on it; it ends when told ($TMP/go).
-stream Start "{\"process\":{\"cmd\":\"sh\",\"args\":[\"-c\",\"while [ ! -e $TMP/go ]; do sleep 0.1; done\"]},\"stdin\":false}" \
+MAXTIME=$((12 * HANG_S)) stream Start "{\"process\":{\"cmd\":\"sh\",\"args\":[\"-c\",\"while [ ! -e $TMP/go ]; do sleep 0.1; done\"]},\"stdin\":false}" \
 	-H 'Keepalive-Ping-Interval: 1' >"$TMP/quiet.out" &
 s2=$!
 p1=$(pid_in "$TMP/ticks.out") || exit 1

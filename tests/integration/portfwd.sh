@@ -52,7 +52,7 @@ out=$(probe notfwd "$SBX" 4116 127.0.0.2 2>&1) && pass "listener on 127.0.0.2 no
 # forwarded, envd has scanned since both were there.
 "$PY" -c 'import socket,time
 s=socket.socket(); s.bind(("0.0.0.0",4117)); s.listen()
-w=socket.socket(); w.bind(("127.0.0.1",4122)); w.listen(); time.sleep(120)' &
+w=socket.socket(); w.bind(("127.0.0.1",4122)); w.listen(); time.sleep(3600)' &
 wpid=$!
 witness_forwarded() { [ "$(ss -Hltn "src $SBX and sport = :4122" | wc -l)" = 1 ]; }
 wait_for 60 witness_forwarded

@@ -25,7 +25,9 @@ open(sys.argv[1], "wb").write(b"\0" + struct.pack(">I", len(msg)) + msg)
 PY
 
 t0=$(date +%s%N)
-res=$(curl -s -N --max-time 300 -X POST "$(url Start)" -H 'Content-Type: application/connect+proto' \
+# 1 GiB takes minutes on a loaded machine: the stream is a hang only when
+# nothing at all arrives for HANG_S.
+res=$(curl -s -N --speed-limit 1 --speed-time "$HANG_S" -X POST "$(url Start)" -H 'Content-Type: application/connect+proto' \
 	--data-binary @"$TMP/req.bin" | "$PY" -c '
 import sys, struct, hashlib
 r = sys.stdin.buffer; h = hashlib.sha256(); n = 0; err = b""; exit_code = None

@@ -13,15 +13,12 @@ CG=$(cgroup_test_dir proc)
 trap 'cleanup; cgroup_remove "$CG"' EXIT
 tag=cg$$
 alive() { pgrep -f "^$tag-$1" >/dev/null; }
-gone_within() { # NAME SECONDS
-	for _ in $(seq $(($2 * 20))); do alive "$1" || return 0; sleep 0.05; done
-	return 1
-}
+# gone_within NAME SECONDS, leaves_within N SECONDS: wait for it (SECONDS
+# or HANG_S at most, see wait_for).
+gone_within() { wait_for "$2" eval "! alive $1"; }
 leaves() { ls -d "$CG"/user/cmd-* "$CG"/ptys/cmd-* 2>/dev/null | wc -l; }
-leaves_within() { # N SECONDS
-	for _ in $(seq $(($2 * 20))); do [ "$(leaves)" = "$1" ] && return 0; sleep 0.05; done
-	return 1
-}
+leaves_are() { [ "$(leaves)" = "$1" ]; }
+leaves_within() { wait_for "$2" leaves_are "$1"; }
 # busy loop of about a quarter second of CPU
 BUSY='i=0; while [ $i -lt 150000 ]; do i=$((i+1)); done'
 field() { grep -o "\"$1\": \"[0-9]*\"" | grep -o '[0-9]*' | head -1; }
@@ -48,7 +45,7 @@ for l in sys.stdin:
 	stream Start "{\"process\":{\"cmd\":\"bash\",\"args\":[\"-c\",\"setsid bash -c 'exec -a $tag-s sleep 1000' & (bash -c 'exec -a $tag-d sleep 1000' &) ; exec -a $tag-l sleep 1000\"]},\"stdin\":false}" >"$TMP/k.out" &
 	bg=$!
 	pid=$(pid_in "$TMP/k.out") || exit 1
-	for _ in $(seq 100); do alive s && alive d && break; sleep 0.05; done
+	wait_for 5 eval 'alive s && alive d'
 	check "setsid and double-forked descendants running" "yes" "$(alive s && alive d && echo yes)"
 	check "setsid child left the process group" "yes" \
 		"$([ "$(ps -o pgid= -p "$(pgrep -f "^$tag-s")" | tr -d ' ')" != "$pid" ] && echo yes)"
@@ -68,7 +65,7 @@ for l in sys.stdin:
 	stream Start "{\"process\":{\"cmd\":\"bash\",\"args\":[\"-c\",\"setsid bash -c 'trap \\\"\\\" TERM; exec -a $tag-g sleep 1000' & sleep 1000\"]},\"stdin\":false}" >"$TMP/g.out" &
 	bg=$!
 	pid=$(pid_in "$TMP/g.out") || exit 1
-	for _ in $(seq 100); do alive g && break; sleep 0.05; done
+	wait_for 5 alive g
 	check "SendSignal SIGTERM" "200 {}" "$(unary SendSignal "{\"process\":{\"pid\":$pid},\"signal\":\"SIGNAL_SIGTERM\"}")"
 	wait $bg
 	check_re "SIGTERM ended the command" '"status": "signal: terminated"' "$(cat "$TMP/g.out")"
@@ -80,10 +77,7 @@ for l in sys.stdin:
 	out=$(stream Start "{\"process\":{\"cmd\":\"sh\",\"args\":[\"-c\",\"cd /tmp && nohup /usr/bin/python3 -m http.server $sport --bind 127.0.0.1 >/dev/null 2>&1 & echo started\"]},\"stdin\":false}")
 	check_re "command ended" '"end": \{"exited": true' "$out"
 	up=""
-	for _ in $(seq 200); do
-		curl -s -o /dev/null "http://127.0.0.1:$sport/" && { up=yes; break; }
-		sleep 0.05
-	done
+	wait_for 10 curl -s -o /dev/null "http://127.0.0.1:$sport/" && up=yes
 	check "background server still serving after the end event" "yes" "$up"
 	check "its leaf stays while it runs" "1" "$(leaves)"
 	spid=$(cat "$(ls -d "$CG"/user/cmd-* | head -1)/cgroup.procs" | head -1)

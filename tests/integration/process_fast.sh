@@ -8,8 +8,8 @@ start_envd
 
 # One keep-alive HTTP/1.1 connection for all 200 calls, checked in Python.
 res=$("$PY" - "$PORT" <<'PY'
-import http.client, json, struct, base64, sys
-conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+import http.client, json, os, struct, base64, sys
+conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=int(os.environ.get("HANG_S", "300")))
 def start(cmd, args):
     body = json.dumps({"process": {"cmd": cmd, "args": args}, "stdin": False}).encode()
     conn.request("POST", "/process.Process/Start", b"\0" + struct.pack(">I", len(body)) + body,
@@ -39,8 +39,8 @@ PY
 check "200 sh -c 'seq; echo >&2' runs complete" "0" "$res"
 
 res=$("$PY" - "$PORT" <<'PY'
-import http.client, json, struct, base64, sys
-conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+import http.client, json, os, struct, base64, sys
+conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=int(os.environ.get("HANG_S", "300")))
 bad = 0
 for i in range(200):
     body = json.dumps({"process": {"cmd": "printf", "args": ["%s", "x" * (i + 1)]}, "stdin": False}).encode()
@@ -60,8 +60,8 @@ check "200 direct execs of a tiny command, output complete" "0" "$res"
 # Finished processes keep their output for replay, within a global budget.
 base=$(envd_rss_kb)
 pids=$("$PY" - "$PORT" <<'PY'
-import http.client, json, struct, sys
-c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+import http.client, json, os, struct, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=int(os.environ.get("HANG_S", "300")))
 body = json.dumps({"process": {"cmd": "head", "args": ["-c", "1000000", "/dev/urandom"]}, "stdin": False}).encode()
 pids = []
 for i in range(60):
@@ -87,7 +87,7 @@ base=$(envd_rss_kb)
 "$PY" - "$PORT" <<'PY'
 import socket, json, struct, sys
 socks = []
-body = json.dumps({"process": {"cmd": "sleep", "args": ["60"]}, "stdin": False, "tag": "idle"}).encode()
+body = json.dumps({"process": {"cmd": "sleep", "args": ["3600"]}, "stdin": False, "tag": "idle"}).encode()
 req = (b"POST /process.Process/Start HTTP/1.1\r\nHost: x\r\nContent-Type: application/connect+json\r\n"
        b"Connection: close\r\nContent-Length: %d\r\n\r\n" % (len(body) + 5)) + b"\0" + struct.pack(">I", len(body)) + body
 for i in range(1000):
@@ -102,8 +102,8 @@ grow=$(((rss - base) / 1024))
 check "1000 listed processes cost under 8 MiB of RSS (${grow} MiB)" yes "$([ "$grow" -lt 8 ] && echo yes)"
 # End them through envd, by pid (SIGKILL to each process group).
 "$PY" - "$PORT" <<'PY'
-import http.client, json, sys
-c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+import http.client, json, os, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=int(os.environ.get("HANG_S", "300")))
 def call(m, body):
     c.request("POST", "/process.Process/" + m, json.dumps(body), {"Content-Type": "application/json"})
     return json.loads(c.getresponse().read())

@@ -98,10 +98,10 @@ resp=$(curl -s -X POST "$(url StreamInput)" -H 'Content-Type: application/connec
 check_re "StreamInput data before start is failed_precondition" '^2 .*"failed_precondition"' "$resp"
 
 # --- unary errors ---
-stream Start '{"process":{"cmd":"sleep","args":["30"]},"stdin":false}' >"$TMP/sl.out" &
+stream Start '{"process":{"cmd":"sleep","args":["3600"]},"stdin":false}' >"$TMP/sl.out" &
 bg1=$!
 spid2=$(pid_in "$TMP/sl.out") || exit 1
-stream Start '{"process":{"cmd":"sleep","args":["30"]}}' >"$TMP/sl2.out" &
+stream Start '{"process":{"cmd":"sleep","args":["3600"]}}' >"$TMP/sl2.out" &
 bg2=$!
 spid3=$(pid_in "$TMP/sl2.out") || exit 1
 check "CloseStdin of a process that does not read" "200 {}" "$(unary CloseStdin "{\"process\":{\"pid\":$spid3}}")"

@@ -23,13 +23,14 @@ n=$(count_ka "$out")
 check_re "idle at 1 s interval: keep-alives ($n)" '^[3-9]$' "$n"
 check_re "keep-alives come between start and end" '^start( keepalive){3,} end eos$' "$(kinds <<<"$out")"
 ms=$(((t1 - t0) / 1000000))
-check_re "three keep-alives take at least ~3 s ($ms ms)" '^(2[89][0-9][0-9]|[3-9][0-9]{3}|[1-5][0-9]{4})$' "$ms"
+# At least: a slow machine only makes them later.
+check "three keep-alives take at least ~3 s ($ms ms)" yes "$([ "$ms" -ge 2800 ] && echo yes)"
 
-# Data every 0.2 s for 5 s against a 2 s interval: without the restart two
-# keep-alives would come; a 1.8 s stall of the machine would be needed to
-# see one.
-out=$(stream Start '{"process":{"cmd":"sh","args":["-c","i=0; while [ $i -lt 25 ]; do echo $i; sleep 0.2; i=$((i+1)); done"]},"stdin":false}' \
-	-H 'Keepalive-Ping-Interval: 2')
+# Data every 0.2 s for 10 s against a 4 s interval: without the restart two
+# keep-alives would come; a 3.8 s stall of the child or of envd would be
+# needed to see one (twenty times the gap, a machine far slower than ours).
+out=$(stream Start '{"process":{"cmd":"sh","args":["-c","i=0; while [ $i -lt 50 ]; do echo $i; sleep 0.2; i=$((i+1)); done"]},"stdin":false}' \
+	-H 'Keepalive-Ping-Interval: 4')
 check "data restarts the interval: no keep-alive" "0" "$(count_ka "$out")"
 
 out=$(stream Start '{"process":{"cmd":"sleep","args":["1.5"]},"stdin":false}' -H 'Keepalive-Ping-Interval: 0')

@@ -113,20 +113,20 @@ while True:
 stream() {
 	local m=$1 j=$2
 	shift 2
-	frame "$j" | curl -s -N --max-time "${MAXTIME:-60}" -X POST "$(url "$m")" \
+	frame "$j" | curl -s -N --max-time "${MAXTIME:-$HANG_S}" -X POST "$(url "$m")" \
 		-H 'Content-Type: application/connect+json' \
 		-H 'Connect-Protocol-Version: 1' --data-binary @- "$@" | decode
 }
 
 # unary METHOD JSON: prints "<http status> <body>".
 unary() {
-	curl -s --max-time 30 -X POST "$(url "$1")" -H 'Content-Type: application/json' -d "$2" \
+	curl -s --max-time "$HANG_S" -X POST "$(url "$1")" -H 'Content-Type: application/json' -d "$2" \
 		-w ' %{http_code}' | awk '{code=$NF; $NF=""; sub(/ $/,""); print code, $0}'
 }
 
-# pid_in FILE: wait (up to 60 s) for the start event in a decoded stream file.
+# pid_in FILE: wait (up to HANG_S) for the start event in a decoded stream file.
 pid_in() {
-	local p deadline=$((SECONDS + 60))
+	local p deadline=$((SECONDS + HANG_S))
 	while :; do
 		p=$(head -1 "$1" 2>/dev/null | grep -o '"pid": [0-9]*' | grep -o '[0-9]*$')
 		[ -n "$p" ] && { echo "$p"; return 0; }
@@ -148,7 +148,7 @@ stream_bg() {
 	rm -f "$out.fifo" "$out.curl"
 	mkfifo "$out.fifo"
 	(
-		curl -s -N --max-time "${MAXTIME:-60}" -X POST "$(url "$m")" \
+		curl -s -N --max-time "${MAXTIME:-$HANG_S}" -X POST "$(url "$m")" \
 			-H 'Content-Type: application/connect+json' \
 			-H 'Connect-Protocol-Version: 1' --data-binary @"$out.req" "$@" \
 			>"$out.fifo" &
@@ -162,7 +162,7 @@ stream_bg() {
 }
 
 # stream_until OUT REGEX METHOD JSON [curl args...]: run a stream until its
-# decoded output in OUT matches REGEX (60 s at most), then drop it. With
+# decoded output in OUT matches REGEX (HANG_S at most), then drop it. With
 # SETTLE=S it is held S seconds longer first, for checks that nothing else
 # comes (a slow machine can only make those pass more easily).
 stream_until() {

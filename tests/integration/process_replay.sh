@@ -11,7 +11,7 @@ start_envd -output-buffer 262144
 # chunk boundaries do not depend on the machine's speed; the first stream
 # goes away before the last.
 G=$TMP/go
-stream_bg "$TMP/s.out" Start "{\"process\":{\"cmd\":\"sh\",\"args\":[\"-c\",\"printf abc; while [ ! -e $G.1 ]; do sleep 0.02; done; printf def >&2; while [ ! -e $G.2 ]; do sleep 0.02; done; printf ghi; sleep 30\"]},\"stdin\":false,\"tag\":\"replay\"}"
+stream_bg "$TMP/s.out" Start "{\"process\":{\"cmd\":\"sh\",\"args\":[\"-c\",\"printf abc; while [ ! -e $G.1 ]; do sleep 0.02; done; printf def >&2; while [ ! -e $G.2 ]; do sleep 0.02; done; printf ghi; sleep 3600\"]},\"stdin\":false,\"tag\":\"replay\"}"
 wait_for 60 has "$TMP/s.out" '"stdout": "abc"'
 touch "$G.1"
 wait_for 60 has "$TMP/s.out" '"stderr": "def"'
@@ -50,7 +50,7 @@ check "default Connect is live only (SDK compatible)" "start" "$(kinds <<<"$out"
 unary SendSignal "{\"process\":{\"pid\":$pid},\"signal\":\"SIGNAL_SIGKILL\"}" >/dev/null
 
 # More than the ring holds: the evicted part is a gap, the rest is exact.
-stream_until "$TMP/big.out" 'END"' Start '{"process":{"cmd":"sh","args":["-c","head -c 1000000 /dev/zero | tr \"\\0\" x; printf END; sleep 30"]},"stdin":false}'
+stream_until "$TMP/big.out" 'END"' Start '{"process":{"cmd":"sh","args":["-c","head -c 1000000 /dev/zero | tr \"\\0\" x; printf END; sleep 3600"]},"stdin":false}'
 pid=$(pid_in "$TMP/big.out")
 stream_until "$TMP/gap.out" 'END"' Connect "{\"process\":{\"pid\":$pid},\"replayFrom\":\"0\"}"
 res=$("$PY" -c '

@@ -27,7 +27,7 @@ print("bytes=%d end=%s err=%s" % (n, end, err))'
 # the curl itself, so it can be stopped and waited for.
 raw_bg() {
 	frame "$3" >"$1.req"
-	curl -s -N --max-time 120 -X POST "$(url "$2")" \
+	curl -s -N --max-time "$HANG_S" -X POST "$(url "$2")" \
 		-H 'Content-Type: application/connect+json' --data-binary @"$1.req" >"$1" &
 }
 # start_event_in FILE: the stream in FILE has its start event (the subscriber
@@ -65,13 +65,17 @@ wait $bga
 t1=$(now_ms)
 check "fast subscriber got every byte and the end" "bytes=$SZ end=exit_status_0 err=-" "$(count <"$TMP/a.bin")"
 # Held up by the stalled one, it would have waited for the 10 s stall
-# timeout (PROCESS_STALL_S); the stalled one's error below says the same.
+# timeout (PROCESS_STALL_S), which ends the stalled stream with "stopped
+# reading"; the fast one going ahead ends it with "fell behind" instead.
+# That, not the time taken, is what shows it was not held up: a loaded
+# machine can take longer than 10 s for the 20 MB.
 ms=$((t1 - t0))
-check_re "and was not slowed down by the stalled one ($ms ms)" '^[0-9]{1,4}$' "$ms"
 kill -CONT "$bcurl"
 wait $bcurl
-check_re "the stalled subscriber was told it fell behind" 'err=resource_exhausted:stream_fell_behind' \
-	"$(count <"$TMP/b.bin")"
+b_res=$(count <"$TMP/b.bin")
+check_re "and was not held up until the stall timeout ($ms ms)" '^bytes=[0-9]+ end=- err=resource_exhausted:' \
+	"$(grep -v stream_stopped_reading <<<"$b_res")"
+check_re "the stalled subscriber was told it fell behind" 'err=resource_exhausted:stream_fell_behind' "$b_res"
 
 # --- a lone stalled subscriber is dropped; the child goes on ---
 gated 'head -c 64000000 /dev/zero; echo done >&2'
@@ -82,8 +86,17 @@ pid=$(pid_of "$TMP/c.bin")
 kill -STOP "$ccurl"
 touch "$GO"
 # Paced: with its only reader stopped the child cannot get 64 MB out, so it
-# is still there however long this takes.
-sleep 1
+# is still there however long this takes. Paused shows as its pipe to envd
+# staying full (the writer is head, a child of the shell).
+pipe_full() {
+	local w
+	w=$(pgrep -P "$pid" -x head | head -n1)
+	[ -n "$w" ] && [ "$("$PY" -c '
+import fcntl, os, struct, sys, termios
+fd = os.open("/proc/%s/fd/1" % sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
+print(struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0])' "$w" 2>/dev/null)" -ge 4096 ] 2>/dev/null
+}
+wait_for 30 pipe_full
 check_re "paced while its only reader is behind" "\"pid\":$pid" "$(unary List '{}')"
 listed() { unary List '{}' | grep -q "\"pid\":$pid"; }
 # The stall timeout (10 s) drops the reader; then the child finishes.
@@ -97,29 +110,30 @@ check_re "the process still ended normally" '"exit status 0"' "$out"
 
 # --- a slow (but reading) lone subscriber gets everything, even after exit ---
 res=$(frame '{"process":{"cmd":"head","args":["-c","4000000","/dev/zero"]},"stdin":false}' |
-	curl -s -N --limit-rate 2M --max-time 60 -X POST "$(url Start)" \
+	curl -s -N --limit-rate 2M --max-time "$HANG_S" -X POST "$(url Start)" \
 		-H 'Content-Type: application/connect+json' --data-binary @- | count)
 check "slow reader of a short-lived child gets all output and the end" \
 	"bytes=4000000 end=exit_status_0 err=-" "$res"
 
 # --- attached streams per process are bounded ---
-stream Start '{"process":{"cmd":"sleep","args":["20"]},"stdin":false}' >"$TMP/m.out" &
+stream Start '{"process":{"cmd":"sleep","args":["3600"]},"stdin":false}' >"$TMP/m.out" &
 bgm=$!
 mpid=$(pid_in "$TMP/m.out") || exit 1
 "$PY" - "$PORT" "$mpid" >"$TMP/many" <<'PY'
-import socket, json, struct, sys
+import os, socket, json, struct, sys
 body = json.dumps({"process": {"pid": int(sys.argv[2])}}).encode()
 req = (b"POST /process.Process/Connect HTTP/1.1\r\nHost: x\r\nContent-Type: application/connect+json\r\n"
        b"Content-Length: %d\r\n\r\n" % (len(body) + 5)) + b"\0" + struct.pack(">I", len(body)) + body
 socks = []
 for i in range(128):
     s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); s.sendall(req); socks.append(s)
+hang = int(os.environ.get("HANG_S", "300"))
 for s in socks:
-    s.settimeout(60)
+    s.settimeout(hang)
     s.recv(4096)
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); s.sendall(req)
 # Read until the refusal is in (or the server closes); a deadline only.
-s.settimeout(60)
+s.settimeout(hang)
 data = b""
 while b"attached streams" not in data:
     try:

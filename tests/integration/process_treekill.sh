@@ -57,8 +57,8 @@ t1=$(date +%s%N)
 check_re "deadline ends the stream with deadline_exceeded" '^2 .*"deadline_exceeded"' "$(tail -1 <<<"$out")"
 check_re "no end event before the deadline error" '^start eos$' "$(kinds <<<"$out")"
 ms=$(((t1 - t0) / 1000000))
-# Not before the deadline; the upper bound (30 s) only catches a hang.
-check_re "after ~600 ms ($ms)" '^(5[5-9][0-9]|[6-9][0-9][0-9]|[1-9][0-9]{3}|[12][0-9]{4})$' "$ms"
+# Not before the deadline; the upper bound (HANG_S) only catches a hang.
+check "after ~600 ms ($ms)" yes "$([ "$ms" -ge 550 ] && [ "$ms" -lt $((HANG_S * 1000)) ] && echo yes)"
 gone_within 30 && ok "timeout killed the tree" || nok "timeout killed the tree" "$(pgrep -af "$tag")"
 
 # --- lifetime independent of the stream ---
@@ -78,13 +78,14 @@ check_re "reconnect end" '"exit status 0"' "$out"
 
 # --- grandchild keeps stdout open: end after a short grace, listed until EOF ---
 t0=$(date +%s%N)
-out=$(stream Start "{\"process\":{\"cmd\":\"bash\",\"args\":[\"-c\",\"(exec -a $tag-g sleep 120) & echo leader-done\"]},\"stdin\":false}")
+out=$(stream Start "{\"process\":{\"cmd\":\"bash\",\"args\":[\"-c\",\"(exec -a $tag-g sleep 3600) & echo leader-done\"]},\"stdin\":false}")
 t1=$(date +%s%N)
 ms=$(((t1 - t0) / 1000000))
 pid=$(grep -o '"pid": [0-9]*' <<<"$out" | grep -o '[0-9]*$')
 # The grace is 2 s (PROCESS_GRACE_S); the grandchild would hold the pipe for
-# 120 s. 60 s as the upper bound tells the two apart on any machine.
-check_re "end after the grace, not after the grandchild ($ms ms)" '^(1[89][0-9][0-9]|[2-9][0-9]{3}|[1-5][0-9]{4})$' "$ms"
+# an hour. HANG_S as the upper bound tells the two apart on any machine.
+check "end after the grace, not after the grandchild ($ms ms)" yes \
+	"$([ "$ms" -ge 1800 ] && [ "$ms" -lt $((HANG_S * 1000)) ] && echo yes)"
 check_re "with the leader's output and status" '"stdout": "leader-done\\n".*"exit status 0"' "$(tr '\n' ' ' <<<"$out")"
 check_re "listed while the grandchild holds the pipe" "\"pid\":$pid" "$(unary List '{}')"
 check "SIGKILL still reaches the group" "200 {}" "$(unary SendSignal "{\"process\":{\"pid\":$pid},\"signal\":\"SIGNAL_SIGKILL\"}")"

@@ -11,7 +11,7 @@ start_envd
 # 3000 writes of 37 x (é € 😀) + "x": 1 002 000 bytes, cut wherever the
 # terminal and the reads happen to cut them.
 req='{"process":{"cmd":"/usr/bin/python3","args":["-c","import os\nfor i in range(3000):\n  os.write(1, (\"\\u00e9\\u20ac\\U0001F600\"*37 + \"x\").encode())\n"]},"pty":{"size":{"cols":80,"rows":24}}}'
-frame "$req" | curl -s -N --max-time 120 -X POST "$(url Start)" \
+frame "$req" | curl -s -N --max-time "$HANG_S" -X POST "$(url Start)" \
 	-H 'Content-Type: application/connect+json' -H 'Connect-Protocol-Version: 1' \
 	--data-binary @- >"$TMP/out.bin"
 

@@ -43,7 +43,7 @@ expect_match "keep-alive reuses the connection" 'Re-using existing connection' "
 
 # pipelining: three requests in one write, answered in order
 resp=$(printf 'GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' |
-	timeout 60 "$PY" -c '
+	timeout "$HANG_S" "$PY" -c '
 import socket,sys
 s=socket.create_connection(("127.0.0.1",'$ENVD_PORT'))
 s.sendall(sys.stdin.buffer.read())
@@ -157,9 +157,9 @@ for rt in "GET /metrics" "GET /envs" "POST /freeze" "POST /unfreeze" "POST /coll
 	"HEAD /health" "PUT /files" "GET /nope"; do
 	set -- $rt
 	if [ "$1" = HEAD ]; then
-		code=$(curl -s -m 30 -o /dev/null -w '%{http_code}' -I $U$2)
+		code=$(curl -s -m "$HANG_S" -o /dev/null -w '%{http_code}' -I $U$2)
 	else
-		code=$(curl -s -m 30 -o /dev/null -w '%{http_code}' -X "$1" -H 'content-type: application/json' $U$2)
+		code=$(curl -s -m "$HANG_S" -o /dev/null -w '%{http_code}' -X "$1" -H 'content-type: application/json' $U$2)
 	fi
 	expect_eq "token required: $rt" 401 "$code"
 done
@@ -178,12 +178,12 @@ expect_eq "envVars {} replaces user vars" '{"E2B_SANDBOX":"false"}' "$r"
 
 # --- hostile input; the daemon keeps serving ---
 # raw: send stdin on a new connection, print the first line of the answer.
-# Reads until that line is in or the server closes (30 s is a deadline).
-raw() { timeout 60 "$PY" -c '
+# Reads until that line is in or the server closes (HANG_S is a deadline).
+raw() { timeout "$HANG_S" "$PY" -c '
 import socket,sys
 s=socket.create_connection(("127.0.0.1",'$ENVD_PORT'))
 s.sendall(sys.stdin.buffer.read())
-s.settimeout(30)
+s.settimeout('$HANG_S')
 d=b""
 try:
     while b"\r\n" not in d:

@@ -57,7 +57,7 @@ WPID=$!
 payload "$TMP/six" 6
 start_sum h1
 stream_body "$TMP/six" "$PID" 256 >"$TMP/h1.body"
-resp=$(curl -s --max-time 60 -X POST "$(url StreamInput)" -H 'Content-Type: application/connect+json' \
+resp=$(curl -s --max-time "$HANG_S" -X POST "$(url StreamInput)" -H 'Content-Type: application/connect+json' \
 	-H 'Transfer-Encoding: chunked' --data-binary @"$TMP/h1.body" | decode)
 check "StreamInput h1: accepted, no error" $'0 {}\n2 {}' "$resp"
 check "CloseStdin" "200 {}" "$(unary CloseStdin "{\"process\":{\"pid\":$PID}}")"
@@ -91,7 +91,7 @@ stream Start "{\"process\":{\"cmd\":\"sh\",\"args\":[\"-c\",\"sleep 1; exec sha2
 SPID=$!
 PID=$(pid_in "$TMP/un.out") || exit 1
 t0=$(date +%s%N)
-resp=$(curl -s --max-time 60 -X POST "$(url SendInput)" -H 'Content-Type: application/json' \
+resp=$(curl -s --max-time "$HANG_S" -X POST "$(url SendInput)" -H 'Content-Type: application/json' \
 	--data-binary @"$TMP/un.json" -w ' %{http_code}')
 t1=$(date +%s%N)
 check "SendInput 5 MiB: 200 once written" "{} 200" "$resp"
@@ -101,11 +101,24 @@ check "SendInput: 5 MiB arrive intact" "$(sum_of "$TMP/five")" "$(digest_of un)"
 echo "# 5 MiB SendInput answered after $(((t1 - t0) / 1000000)) ms"
 
 # --- a reader that exits: the waiting SendInput gets the broken-pipe error ---
-stream Start "{\"process\":{\"cmd\":\"sh\",\"args\":[\"-c\",\"sleep 2; exit 0\"]},\"stdin\":true,\"tag\":\"exit-$$\"}" >"$TMP/ex.out" &
+# The child exits once the request is waiting on its full stdin pipe (not
+# after a fixed time a slow machine might not have sent the request in).
+stream Start "{\"process\":{\"cmd\":\"sh\",\"args\":[\"-c\",\"while [ ! -e $TMP/exit-go ]; do sleep 0.05; done; exit 0\"]},\"stdin\":true,\"tag\":\"exit-$$\"}" >"$TMP/ex.out" &
 SPID=$!
 PID=$(pid_in "$TMP/ex.out") || exit 1
-resp=$(curl -s --max-time 60 -X POST "$(url SendInput)" -H 'Content-Type: application/json' \
-	--data-binary @"$TMP/ex.json" -w ' %{http_code}')
+curl -s --max-time "$HANG_S" -X POST "$(url SendInput)" -H 'Content-Type: application/json' \
+	--data-binary @"$TMP/ex.json" -w ' %{http_code}' >"$TMP/ex.resp" &
+CPID=$!
+stdin_full() { # the child's stdin pipe holds at least 64 KiB
+	[ "$("$PY" -c '
+import fcntl, os, struct, sys, termios
+fd = os.open("/proc/%s/fd/0" % sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
+print(struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0])' "$PID" 2>/dev/null)" -ge 65536 ] 2>/dev/null
+}
+wait_for 30 stdin_full
+touch "$TMP/exit-go"
+wait $CPID
+resp=$(cat "$TMP/ex.resp")
 check_re "SendInput to a process that exits: broken pipe" '"code":"internal".*broken pipe.* 500$' "$resp"
 wait $SPID
 

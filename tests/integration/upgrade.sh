@@ -47,7 +47,7 @@ envd_start -verbose -upgrade-dir "$W" -handover-file "$W/handover.pb" -sandbox-a
 	{ fail "envd starts"; finish; exit 1; }
 U=$ENVD_URL
 code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
-rpc() { curl -s --max-time 10 "${H[@]}" -H 'Content-Type: application/json' -d "$2" "$U/$1"; }
+rpc() { curl -s --max-time "$HANG_S" "${H[@]}" -H 'Content-Type: application/json' -d "$2" "$U/$1"; }
 
 expect_eq "/upgrade before the first /init is 409" "409 envd not initialized" \
 	"$(curl -s -w ' %{http_code}' -X POST "$U/upgrade" | tr -d '\n' | awk '{c=$NF; $NF=""; sub(/ $/,""); print c, $0}')"
@@ -62,7 +62,7 @@ body='{"process":{"cmd":"sh","args":["-c","i=0; while :; do i=$((i+1)); echo $i;
 $PY -c '
 import sys, struct
 b = sys.argv[1].encode(); sys.stdout.buffer.write(b"\0" + struct.pack(">I", len(b)) + b)' "$body" >"$W/start.bin"
-curl -s -N --max-time 120 "${H[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$W/start.bin" \
+curl -s -N --max-time $((12 * HANG_S)) "${H[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$W/start.bin" \
 	"$U/process.Process/Start" >"$W/start.out" &
 PIDS+=($!)
 CURL_START=$!
@@ -71,7 +71,8 @@ pty=$(MAXT=1 $PY - "$U" "$TOK" <<'PY'
 import sys
 sys.path.insert(0, "tests/integration")
 from upgrade_probe import stream
-ev = stream(sys.argv[1], "Start", {"process": {"cmd": "/bin/sh", "envs": {"PS1": "$ "}}, "pty": {"size": {"cols": 80, "rows": 24}}, "tag": "shell"}, sys.argv[2], 0.5)
+ev = stream(sys.argv[1], "Start", {"process": {"cmd": "/bin/sh", "envs": {"PS1": "$ "}}, "pty": {"size": {"cols": 80, "rows": 24}}, "tag": "shell"}, sys.argv[2], 300,
+            lambda ev: len(ev) > 0)
 print(ev[0][1]["event"]["start"]["pid"])
 PY
 )
@@ -86,7 +87,7 @@ echo pending >"$W/watched/before-upgrade"
 $PY -c '
 import sys, struct
 b = sys.argv[1].encode(); sys.stdout.buffer.write(b"\0" + struct.pack(">I", len(b)) + b)' "{\"path\":\"$W/watched\"}" >"$W/watch.bin"
-curl -s -N --max-time 120 "${H[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$W/watch.bin" \
+curl -s -N --max-time $((12 * HANG_S)) "${H[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$W/watch.bin" \
 	"$U/filesystem.Filesystem/WatchDir" >"$W/watch.out" &
 PIDS+=($!)
 CURL_WATCH=$!
@@ -95,10 +96,8 @@ FPORT=$(free_port)
 $PY tests/integration/upgrade_probe.py echo-server "$FPORT" &
 PIDS+=($!)
 fwd=""
-for _ in $(seq 100); do
-	fwd=$(probe tcp "$SBX" "$FPORT" hello 2>/dev/null) && break
-	sleep 0.05
-done
+forwarded() { fwd=$(probe tcp "$SBX" "$FPORT" hello 2>/dev/null); }
+wait_for 5 forwarded
 expect_eq "port forwarded before the upgrade" "echo:hello" "$fwd"
 # A connection through the forward that stays open over both upgrades.
 $PY tests/integration/upgrade_probe.py hold "$SBX" "$FPORT" "$W/hold.go" "$W/hold.out" &
@@ -114,10 +113,8 @@ PIDS+=($HAMMER)
 # wait_init: after an upgrade, /init answers with the hand-over counts.
 wait_upgraded() { # wait_upgraded EXPECTED_VERSION
 	local hdrs
-	for _ in $(seq 200); do
-		[ "$(code "$U/health")" = 204 ] && break
-		sleep 0.05
-	done
+	healthy() { [ "$(code "$U/health")" = 204 ]; }
+	wait_for 10 healthy
 	hdrs=$(curl -s -D - -o /dev/null -X POST -d "{\"accessToken\":\"$TOK\"}" "$U/init")
 	echo "$hdrs" | tr -d '\r'
 }
@@ -138,7 +135,7 @@ PIDS+=($WRITER)
 # --- upgrade 1: the same binary ---
 n_before=$(probe counter "$U" "$TOK" counter)
 t0=$(date +%s%N)
-r=$(curl -s --max-time 30 -w '%{http_code}' "${H[@]}" -X POST "$U/upgrade")
+r=$(curl -s --max-time "$HANG_S" -w '%{http_code}' "${H[@]}" -X POST "$U/upgrade")
 expect_eq "upgrade with the same binary: the connection drops (no answer)" "000" "$r"
 gate=$(curl -s -w ' %{http_code}' "${H[@]}" "$U/envs" | tr -d '\n')
 expect_eq "before /init only /health and /init are served" '{"code":401,"message":"envd not initialized"} 401' "$gate"
@@ -183,7 +180,7 @@ PY
 chmod 755 "$W/new-envd"
 expect_eq "patched copy reports the new version" "$new_ver" "$("$W/new-envd" -version)"
 echo more >"$W/watched/between"
-r=$(curl -s --max-time 60 -w "%{http_code}" "${H[@]}" -X POST -H "Expect:" -H "X-Envd-Upgrade-Bin: $W/envd.next" \
+r=$(curl -s --max-time "$HANG_S" -w "%{http_code}" "${H[@]}" -X POST -H "Expect:" -H "X-Envd-Upgrade-Bin: $W/envd.next" \
 	--data-binary @"$W/new-envd" "$U/upgrade")
 expect_eq "upgrade with an uploaded binary: the connection drops" "000" "$r"
 hdrs=$(wait_upgraded)
@@ -239,7 +236,7 @@ cwd=$($PY - "$U" "$TOK" <<'PY'
 import sys, base64
 sys.path.insert(0, "tests/integration")
 from upgrade_probe import stream, data_of
-ev = stream(sys.argv[1], "Start", {"process": {"cmd": "pwd"}}, sys.argv[2], 10)
+ev = stream(sys.argv[1], "Start", {"process": {"cmd": "pwd"}}, sys.argv[2], 300)
 print(b"".join(d for _, d in data_of(ev)).decode().strip())
 PY
 )
@@ -250,7 +247,7 @@ listed() { rpc process.Process/List '{}' | grep -o '"pid":[0-9]*' | sort | tr '\
 before=$(listed)
 refuse() { # refuse DESC FILE PATTERN
 	local r
-	r=$(curl -s --max-time 30 -w ' %{http_code}' "${H[@]}" -X POST --data-binary @"$2" "$U/upgrade")
+	r=$(curl -s --max-time "$HANG_S" -w ' %{http_code}' "${H[@]}" -X POST --data-binary @"$2" "$U/upgrade")
 	expect_match "$1 is refused with 500" "$3.* 500$" "$r"
 	expect_eq "$1: envd serves on" 204 "$(code "$U/health")"
 }
@@ -268,7 +265,7 @@ b[19] = 0
 open(sys.argv[2], "wb").write(bytes(b))
 PY
 refuse "a binary for another architecture" "$W/arch" "cannot run: Exec format error"
-r=$(curl -s --max-time 30 -w ' %{http_code}' "${H[@]}" -X POST -H 'Transfer-Encoding: chunked' --data-binary @/dev/null "$U/upgrade")
+r=$(curl -s --max-time "$HANG_S" -w ' %{http_code}' "${H[@]}" -X POST -H 'Transfer-Encoding: chunked' --data-binary @/dev/null "$U/upgrade")
 expect_match "an empty chunked body is an (empty) upload and refused" ' 500$' "$r"
 expect_eq "every process intact after the refusals" "$before" "$(listed)"
 check "counter still gapless" probe counter "$U" "$TOK" counter
@@ -277,17 +274,21 @@ check "envd is still the same process" envd_alive
 # --- a failure after the pre-flight rolls back completely ---
 # The record cannot be written (its directory does not exist): the
 # descriptors get close-on-exec back, accepting resumes, nothing is lost.
+# The pre-flight runs this envd's own binary (the sanitizer one is slow to
+# start on a loaded machine), so it gets the same generous budget as the
+# first envd: the failure checked here is the record's, not the clock's.
 U1=$U
 L1=$ENVD_LOG
 envd_start -upgrade-dir "$W" -handover-file "$W/missing-dir/handover.pb" -sandbox-addr "$SBX" -no-port-forward \
-	-upgrade-preflight-ms 500 ||
+	-upgrade-preflight-ms 30000 ||
 	fail "second envd starts"
 U=$ENVD_URL
 curl -s -o /dev/null -X POST -d "{\"accessToken\":\"$TOK\"}" "$U/init"
-curl -s -N --max-time 120 "${H[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$W/start.bin" \
+curl -s -N --max-time $((12 * HANG_S)) "${H[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$W/start.bin" \
 	"$U/process.Process/Start" >/dev/null &
 PIDS+=($!)
-for _ in $(seq 100); do probe counter "$U" "$TOK" counter >/dev/null 2>&1 && break; sleep 0.05; done
+counter_up() { probe counter "$U" "$TOK" counter >/dev/null 2>&1; }
+wait_for 5 counter_up
 # Descriptors a child would inherit (no O_CLOEXEC, 02000000 octal in fdinfo).
 inheritable() {
 	for f in /proc/$ENVD_PID/fd/*; do
@@ -296,18 +297,27 @@ inheritable() {
 	done | sort -n | tr '\n' ' '
 }
 fds_before=$(inheritable)
-r=$(curl -s --max-time 30 -w ' %{http_code}' "${H[@]}" -X POST "$U/upgrade" | tr -d '\n')
+r=$(curl -s --max-time "$HANG_S" -w ' %{http_code}' "${H[@]}" -X POST "$U/upgrade" | tr -d '\n')
 expect_match "record not writable: 500 naming it" "^write $W/missing-dir/handover.pb: No such file or directory 500$" "$r"
 expect_eq "still accepting connections" 204 "$(code "$U/health")"
-printf '#!/bin/sh\nexec sleep 100\n' >"$W/hangs"
-r=$(curl -s --max-time 30 -w ' %{http_code}' "${H[@]}" -X POST --data-binary @"$W/hangs" "$U/upgrade" | tr -d '\n')
+# The pre-flight's bound itself, on a third envd with a 0.5 s budget and a
+# "binary" that never answers (a script that sleeps): refused whatever the
+# machine's speed.
+U2=$U
+P2=$ENVD_PID
+envd_start -upgrade-dir "$W" -handover-file "$W/handover3.pb" -sandbox-addr "$SBX" -no-port-forward \
+	-upgrade-preflight-ms 500 ||
+	fail "third envd starts"
+curl -s -o /dev/null -X POST -d "{\"accessToken\":\"$TOK\"}" "$ENVD_URL/init"
+printf '#!/bin/sh\nexec sleep 3600\n' >"$W/hangs"
+r=$(curl -s --max-time "$HANG_S" -w ' %{http_code}' "${H[@]}" -X POST --data-binary @"$W/hangs" "$ENVD_URL/upgrade" | tr -d '\n')
 expect_match "a binary that does not answer -version in time is refused" "did not answer -version within 0.5 s 500$" "$r"
+envd_stop "$ENVD_PID"
+U=$U2
+ENVD_PID=$P2
 n1=$(probe counter "$U" "$TOK" counter)
-for _ in $(seq 100); do
-	n2=$(probe counter "$U" "$TOK" counter)
-	[ "$n2" -gt "$n1" ] 2>/dev/null && break
-	sleep 0.05
-done
+counter_grew() { n2=$(probe counter "$U" "$TOK" counter); [ "$n2" -gt "$n1" ] 2>/dev/null; }
+wait_for 5 counter_grew
 if [[ "$n1" =~ ^[0-9]+$ ]] && [[ "$n2" =~ ^[0-9]+$ ]] && [ "$n2" -gt "$n1" ]; then
 	pass "the process keeps running and its output keeps coming, gapless ($n1 -> $n2 lines)"
 else

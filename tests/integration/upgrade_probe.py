@@ -11,23 +11,30 @@ import sys
 import time
 import urllib.request
 
+# How long a wait for an event goes on before it counts as a hang (as in
+# tests/common.sh).
+HANG_S = int(os.environ.get("HANG_S", "300"))
 
 def frame(obj):
     b = json.dumps(obj).encode()
     return b"\0" + struct.pack(">I", len(b)) + b
 
 
-def stream(url, method, body, token, seconds, until=None):
+def stream(url, method, body, token, seconds, until=None, first_within=None):
     """Server stream for at most `seconds` (or until until(events) is true):
-    returns the list of decoded envelopes, an end-stream envelope last."""
+    returns the list of decoded envelopes, an end-stream envelope last.
+    With first_within, the `seconds` count from the first bytes received,
+    which may take up to first_within: a window over what the stream sends,
+    not over how fast a loaded machine gets to send it."""
     host, port = url.split("//")[1].split(":")
-    s = socket.create_connection((host, int(port)), timeout=seconds + 5)
+    s = socket.create_connection((host, int(port)), timeout=max(seconds, first_within or 0) + 5)
     payload = frame(body)
     req = ("POST /process.Process/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/connect+json\r\n"
            "Connect-Protocol-Version: 1\r\nX-Access-Token: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
            % (method, token, len(payload))).encode() + payload
     s.sendall(req)
-    deadline = time.time() + seconds
+    deadline = time.time() + (first_within if first_within else seconds)
+    waiting_first = bool(first_within)
     buf = b""
     head = None
     events = []
@@ -40,6 +47,9 @@ def stream(url, method, body, token, seconds, until=None):
             break
         if not d:
             break
+        if waiting_first:
+            waiting_first = False
+            deadline = time.time() + seconds
         buf += d
         if head is None:
             i = buf.find(b"\r\n\r\n")
@@ -87,7 +97,7 @@ def data_of(events, kind="stdout"):
 
 def cmd_counter(url, token, tag):
     """Replay from 0 and check the numbered lines are 1..N, contiguous."""
-    ev = stream(url, "Connect", {"process": {"tag": tag}, "replayFrom": "0"}, token, 1.5)
+    ev = stream(url, "Connect", {"process": {"tag": tag}, "replayFrom": "0"}, token, 1.5, first_within=HANG_S)
     chunks = data_of(ev)
     gaps = [m for f, m in ev if "gap" in m.get("event", {})]
     off = 0
@@ -124,7 +134,7 @@ def cmd_pty(url, token, pid):
     res = {}
 
     def reader():
-        res["ev"] = stream(url, "Connect", {"process": {"pid": pid}}, token, 10, until)
+        res["ev"] = stream(url, "Connect", {"process": {"pid": pid}}, token, HANG_S, until)
 
     t = threading.Thread(target=reader)
     t.start()
@@ -132,7 +142,7 @@ def cmd_pty(url, token, pid):
     inp = json.dumps({"process": {"pid": pid}, "input": {"pty": base64.b64encode(b"echo pty-alive-$((6*7))\n").decode()}}).encode()
     req = urllib.request.Request(url + "/process.Process/SendInput", data=inp,
                                  headers={"Content-Type": "application/json", "X-Access-Token": token})
-    urllib.request.urlopen(req, timeout=10).read()
+    urllib.request.urlopen(req, timeout=HANG_S).read()
     t.join()
     txt = b"".join(d for _, d in data_of(res.get("ev", []), "pty"))
     if b"pty-alive-42" in txt:
@@ -153,7 +163,7 @@ def cmd_hammer(url, out, stop):
     while not os.path.exists(stop):
         t0 = time.time()
         try:
-            s = socket.create_connection((host, int(port)), timeout=10)
+            s = socket.create_connection((host, int(port)), timeout=HANG_S)
             s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             r = b""
             while True:
@@ -182,7 +192,7 @@ def cmd_hammer(url, out, stop):
 
 def cmd_tcp(addr, port, msg):
     """Connect to addr:port, send msg, print the reply line."""
-    s = socket.create_connection((addr, int(port)), timeout=5)
+    s = socket.create_connection((addr, int(port)), timeout=HANG_S)
     s.sendall(msg.encode() + b"\n")
     r = b""
     while not r.endswith(b"\n"):
@@ -226,7 +236,7 @@ def cmd_echo_server(port):
 def cmd_hold(addr, port, go, out):
     """One relayed connection kept open across an upgrade: a line before,
     then (once `go` exists) a line after; writes both answers to `out`."""
-    s = socket.create_connection((addr, int(port)), timeout=60)
+    s = socket.create_connection((addr, int(port)), timeout=HANG_S)
     f = s.makefile("rb")
     s.sendall(b"before\n")
     a = f.readline().decode().strip()

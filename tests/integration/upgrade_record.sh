@@ -60,7 +60,7 @@ if pid == 0:
     os.setsid()
     os.dup2(r_in, 0); os.dup2(w_out, 1); os.dup2(w_err, 2)
     os.closerange(3, 256)
-    os.execv("/bin/sh", ["sh", "-c", "echo ref-line-1; read x; echo got:$x; echo ref-err >&2; sleep 60"])
+    os.execv("/bin/sh", ["sh", "-c", "echo ref-line-1; read x; echo got:$x; echo ref-err >&2; sleep 600"])
 for fd in (w_out, w_err, r_in):
     os.close(fd)
 # As upstream: fixed numbers from 200 up, close-on-exec clear.
@@ -74,7 +74,7 @@ processes { pid: %d tag: "ref" has_tag: true cg_type: "user"
   config { cmd: "sh" args: "-c" args: "echo ref-line-1; ..." }
   stdout_fd: 200 stderr_fd: 201 stdin_fd: 202 timeout_ms: 0 }
 terminated { pid: 4000000 tag: "gone" has_tag: true
-  end { exit_code: 3 exited: true status: "exit status 3" error: "exit status 3" } remaining_ms: 20000 }
+  end { exit_code: 3 exited: true status: "exit status 3" error: "exit status 3" } remaining_ms: 3600000 }
 watchers { id: "wupstream1" path: "%s/watched" recursive: false include_entry_info: false
   pending_events { name: "pending-file" type: EVENT_TYPE_CREATE } }
 mounts { path: "/mnt/none" lifecycle_id: "lc1" }
@@ -90,10 +90,7 @@ os.execv(envd, [envd, "-isnotfc", "-port", port, "-handover-file", path, "-verbo
 PY
 	ENVD_PID=$!
 	ENVD_PIDS+=("$ENVD_PID")
-	for _ in $(seq 200); do
-		curl -s -o /dev/null "$ENVD_URL/health" && return 0
-		sleep 0.05
-	done
+	wait_for 10 curl -s -o /dev/null "$ENVD_URL/health" && return 0
 	cat "$ENVD_LOG" >&2
 	return 1
 }
@@ -101,7 +98,7 @@ PY
 launch 1 || { fail "envd takes over from an upstream record"; finish; exit 1; }
 U=$ENVD_URL
 pass "envd took over from an upstream record and serves /health"
-rpc() { curl -s --max-time 10 -H 'Content-Type: application/json' -d "$2" "$U/$1"; }
+rpc() { curl -s --max-time "$HANG_S" -H 'Content-Type: application/json' -d "$2" "$U/$1"; }
 expect_eq "the record is removed once read" "" "$(ls "$W/envd-handover.pb" 2>/dev/null)"
 expect_eq "before /init other routes are refused" '{"code":401,"message":"envd not initialized"}' \
 	"$(curl -s "$U/envs" | tr -d '\n')"
@@ -115,19 +112,20 @@ expect_match "adopted process listed with its tag and config" '"cmd":"sh".*"tag"
 pid=$(grep -o '"pid":[0-9]*' <<<"$list" | head -1 | grep -o '[0-9]*')
 
 out=$($PY - "$U" <<'PY'
-import sys, json, base64, threading, time, urllib.request
+import os, sys, json, base64, threading, time, urllib.request
 sys.path.insert(0, "tests/integration")
 from upgrade_probe import stream, data_of
 u = sys.argv[1]
+hang = int(os.environ.get("HANG_S", "300"))
 res = {}
 def reader():
-    res["ev"] = stream(u, "Connect", {"process": {"tag": "ref"}, "replayFrom": "0"}, "", 10,
+    res["ev"] = stream(u, "Connect", {"process": {"tag": "ref"}, "replayFrom": "0"}, "", hang,
                        lambda ev: b"got:hello" in b"".join(d for _, d in data_of(ev)) and
                        b"ref-err" in b"".join(d for _, d in data_of(ev, "stderr")))
 t = threading.Thread(target=reader); t.start(); time.sleep(0.3)
 body = json.dumps({"process": {"tag": "ref"}, "input": {"stdin": base64.b64encode(b"hello\n").decode()}}).encode()
 urllib.request.urlopen(urllib.request.Request(u + "/process.Process/SendInput", data=body,
-                       headers={"Content-Type": "application/json"}), timeout=10).read()
+                       headers={"Content-Type": "application/json"}), timeout=hang).read()
 t.join()
 ev = res["ev"]
 print(b"".join(d for _, d in data_of(ev)).decode().replace("\n", "|"), b"".join(d for _, d in data_of(ev, "stderr")).decode().strip())
@@ -142,10 +140,10 @@ ev=$(rpc filesystem.Filesystem/GetWatcherEvents '{"watcherId":"wupstream1"}')
 expect_match "re-armed watcher reports new events" '"name":"new-file"' "$ev"
 
 ret=$($PY - "$U" <<'PY'
-import sys
+import os, sys
 sys.path.insert(0, "tests/integration")
 from upgrade_probe import stream
-ev = stream(sys.argv[1], "Connect", {"process": {"tag": "gone"}}, "", 10)
+ev = stream(sys.argv[1], "Connect", {"process": {"tag": "gone"}}, "", int(os.environ.get("HANG_S", "300")))
 print([m.get("event", {}).get("end", {}).get("exitCode") for f, m in ev if "end" in m.get("event", {})])
 PY
 )
@@ -153,10 +151,8 @@ expect_eq "retained exit answers Connect with its end event" "[3]" "$ret"
 
 rpc process.Process/SendSignal '{"process":{"tag":"ref"},"signal":"SIGNAL_SIGKILL"}' >/dev/null
 gone=no
-for _ in $(seq 100); do
-	rpc process.Process/List '{}' | grep -q "\"pid\":$pid" || { gone=yes; break; }
-	sleep 0.05
-done
+unlisted() { ! rpc process.Process/List '{}' | grep -q "\"pid\":$pid"; }
+wait_for 5 unlisted && gone=yes
 expect_eq "the adopted child is reaped by the new image" yes "$gone"
 check "no zombie left" test -z "$(ps -o stat= --ppid "$ENVD_PID" | grep Z)"
 

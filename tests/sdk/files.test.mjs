@@ -25,8 +25,10 @@ let base // absolute scratch directory
 const rel = `envd-sdk-files-${process.pid}` // scratch directory under /home/user
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-// Wait for cond; ms is a deadline for a loaded machine, not a timing check.
-async function until(cond, ms = 60000) {
+// Wait for cond; ms is a deadline for a machine ten times slower than a
+// loaded one (HANG_S, as in tests/common.sh), not a timing check.
+const HANG_MS = Number(process.env.HANG_S || 300) * 1000
+async function until(cond, ms = HANG_MS) {
   const end = Date.now() + ms
   while (Date.now() < end) {
     if (await cond()) return true

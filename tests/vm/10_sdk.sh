@@ -16,7 +16,7 @@ runs=50
 
 log=$VM_RUN_DIR/sdk.log
 (cd tests/sdk && E2B_DEBUG=true E2B_SANDBOX_URL=$VM_URL ENVD_URL=$VM_URL ENVD_SDK_FAST_RUNS=$runs \
-	timeout 900 node --import ../vm/sdk/preload.mjs --test --test-concurrency=1 ./*.test.mjs) >"$log" 2>&1
+	timeout "${VM_SUITE_S:-3600}" node --import ../vm/sdk/preload.mjs --test --test-concurrency=1 ./*.test.mjs) >"$log" 2>&1
 rc=$?
 cat "$log"
 p=$(grep -a -E '^# pass ' "$log" | tail -n1 | awk '{print $3}')

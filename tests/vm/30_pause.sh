@@ -8,10 +8,10 @@
 PAUSE_S=${PAUSE_S:-8}
 OUT=$VM_RUN_DIR/pause.events
 
-"$PY" scripts/vm-exec.py --events --keepalive 1 -t 120 \
+"$PY" scripts/vm-exec.py --events --keepalive 1 -t 600 \
 	'for i in $(seq 1 12); do echo tick $i; sleep 1; done' >"$OUT" 2>&1 &
 sp=$!
-for _ in $(seq 1 300); do grep -q '"tick 2' "$OUT" && break; sleep 0.05; done
+wait_for 15 grep -q '"tick 2' "$OUT"
 grep -q '"tick 2' "$OUT" && pass "stream open, ticking" || fail "stream started" "$(head -c 300 "$OUT")"
 
 # The guest's clock goes back a minute, as in a VM restored from an old

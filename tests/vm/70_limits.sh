@@ -35,7 +35,7 @@ sys.stdout.buffer.write(b"\0" + struct.pack(">I", len(b)) + b)' "$1"
 stream() {
 	local j=$1
 	shift
-	frame "$j" | curl -s -N --max-time 120 "${auth[@]}" -X POST "$URL/process.Process/Start" \
+	frame "$j" | curl -s -N --max-time "$HANG_S" "${auth[@]}" -X POST "$URL/process.Process/Start" \
 		-H 'Content-Type: application/connect+json' --data-binary @- "$@" | "$PY" -u -c '
 import sys, struct
 r = sys.stdin.buffer
@@ -46,7 +46,7 @@ while True:
     print(h[0], r.read(n).decode("utf-8", "replace"), flush=True)'
 }
 unary() {
-	curl -s --max-time 30 "${auth[@]}" -X POST "$URL/process.Process/$1" \
+	curl -s --max-time "$HANG_S" "${auth[@]}" -X POST "$URL/process.Process/$1" \
 		-H 'Content-Type: application/json' -d "$2"
 }
 usage_of() { # FIELD < stream: a number from the end event's usage
@@ -59,12 +59,12 @@ for l in sys.stdin:
         v = e.get("usage", {}).get(sys.argv[1], 0)
         print(int(v) if not isinstance(v, bool) else str(v).lower())' "$1"
 }
-health() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$URL/health"; }
+health() { curl -s -o /dev/null -w '%{http_code}' --max-time "$HANG_S" "$URL/health"; }
 
 # --- a sibling that must survive ---
-stream '{"process":{"cmd":"sleep","args":["60"]},"tag":"limits-sibling","stdin":false}' >"$TMP/sib" &
+stream '{"process":{"cmd":"sleep","args":["3600"]},"tag":"limits-sibling","stdin":false}' >"$TMP/sib" &
 SIB=$!
-for _ in $(seq 100); do grep -q '"start"' "$TMP/sib" && break; sleep 0.1; done
+wait_for 10 grep -q '"start"' "$TMP/sib"
 
 # --- 32 MiB memory limit, 100 MB allocation ---
 out=$(stream '{"process":{"cmd":"python3","args":["-c","x = bytearray(100 * 1024 * 1024); x[::4096] = b\"x\" * len(x[::4096]); print(\"survived\")"],"limits":{"memoryMaxBytes":"33554432"}},"stdin":false}')
@@ -76,9 +76,9 @@ check_re "envd still healthy" '^204$' "$(health)"
 check_re "the sibling is still listed" 'limits-sibling' "$(unary List '{}')"
 
 # --- List shows the limits of a running command ---
-stream '{"process":{"cmd":"sleep","args":["60"],"limits":{"memoryMaxBytes":"67108864","cpuPercent":50,"pidsMax":32}},"tag":"limits-listed","stdin":false}' >"$TMP/lst" &
+stream '{"process":{"cmd":"sleep","args":["3600"],"limits":{"memoryMaxBytes":"67108864","cpuPercent":50,"pidsMax":32}},"tag":"limits-listed","stdin":false}' >"$TMP/lst" &
 LST=$!
-for _ in $(seq 100); do grep -q '"start"' "$TMP/lst" && break; sleep 0.1; done
+wait_for 10 grep -q '"start"' "$TMP/lst"
 check_re "List shows the limits" '"limits":\{"memoryMaxBytes":"67108864","cpuPercent":50,"pidsMax":32\}' "$(unary List '{}')"
 unary SendSignal '{"process":{"tag":"limits-listed"},"signal":"SIGNAL_SIGKILL"}' >/dev/null
 wait $LST

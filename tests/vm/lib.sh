@@ -36,14 +36,16 @@ vm_init() {
 	local ts body
 	ts=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
 	body="{\"timestamp\":\"$ts\",\"defaultUser\":\"user\"${VM_TOKEN:+,\"accessToken\":\"$VM_TOKEN\"}${1:+,$1}}"
-	vm_curl -o /dev/null -w '%{http_code}' --max-time 10 -X POST -H 'Content-Type: application/json' \
+	vm_curl -o /dev/null -w '%{http_code}' --max-time "$HANG_S" -X POST -H 'Content-Type: application/json' \
 		-d "$body" "$VM_URL/init"
 }
-# wait_health SECONDS: until /health is 204 again; prints the ms it took.
+# wait_health SECONDS: until /health is 204 again (SECONDS or HANG_S at
+# most, as wait_for); prints the ms it took.
 wait_health() {
-	local t0 end
+	local t0 end secs=${1:-30}
+	[ "$secs" -ge "$HANG_S" ] || secs=$HANG_S
 	t0=$(date +%s%3N)
-	end=$((t0 + ${1:-30} * 1000))
+	end=$((t0 + secs * 1000))
 	while [ "$(date +%s%3N)" -lt "$end" ]; do
 		[ "$(vm_health)" = 204 ] && { echo $(($(date +%s%3N) - t0)); return 0; }
 		sleep 0.1

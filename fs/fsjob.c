@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fsjob.c - mounts of open files, closes off the loop (see fsjob.h).
+ */
+#include "fs/fsjob.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/worker.h"
+
+bool fsjob_fstype_local(const char *t)
+{
+	static const char *const local[] = {
+		"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "overlay", "f2fs",
+		"vfat", "exfat", "squashfs", "erofs", "iso9660", "devtmpfs",
+	};
+
+	for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+		if (strcmp(t, local[i]) == 0)
+			return true;
+	return false;
+}
+
+/* The fstype of mount `id` from mountinfo ("... - fstype source opts"). */
+static int mount_fstype(unsigned long id, char *out, size_t outlen)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096];
+	int rc = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long mid;
+		char *sep;
+
+		if (sscanf(line, "%lu", &mid) != 1 || mid != id)
+			continue;
+		sep = strstr(line, " - ");
+		if (sep && sscanf(sep + 3, "%63s", out) == 1 && strlen(out) < outlen)
+			rc = 0;
+		break;
+	}
+	fclose(f);
+	return rc;
+}
+
+int fsjob_fd_mount(int fd, uint64_t *key, bool *local)
+{
+	char p[64], line[256], fstype[64];
+	unsigned long id = 0;
+	bool found = false;
+	FILE *f;
+
+	*key = 1;
+	*local = false;
+	snprintf(p, sizeof(p), "/proc/self/fdinfo/%d", fd);
+	if (!(f = fopen(p, "re")))
+		return -errno;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "mnt_id: %lu", &id) == 1) {
+			found = true;
+			break;
+		}
+	fclose(f);
+	if (!found)
+		return -ENOENT;
+	*key = id + 2; /* worker_path_key's numbering */
+	int rc = mount_fstype(id, fstype, sizeof(fstype));
+	if (rc < 0)
+		return rc;
+	*local = fsjob_fstype_local(fstype);
+	return 0;
+}
+
+/* --- closes and releases --- */
+
+static void close_fd(void *arg)
+{
+	close((int)(intptr_t)arg);
+}
+
+static void release_done(void *arg);
+
+/* Releases the pool refused (full): retried from a timer. */
+static struct {
+	struct pending_release {
+		void (*fn)(void *);
+		void *arg;
+		uint64_t key;
+	} *v;
+	size_t n, cap;
+	ev_timer retry;
+	bool timer_init;
+	size_t in_flight;
+} rel;
+
+static int release_submit(const struct pending_release *p)
+{
+	struct worker_req req = { .work = p->fn, .done = release_done, .arg = p->arg, .key = p->key };
+	int rc = worker_run(&req);
+
+	if (rc == 0)
+		rel.in_flight++;
+	return rc;
+}
+
+static void release_done(void *arg)
+{
+	rel.in_flight--;
+}
+
+static void release_retry(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < rel.n; i++)
+		if (release_submit(&rel.v[i]) < 0)
+			rel.v[k++] = rel.v[i];
+	rel.n = k;
+	if (!rel.n)
+		ev_timer_stop(loop, w);
+}
+
+void fsjob_release(void (*fn)(void *), void *arg, uint64_t key)
+{
+	struct pending_release p = { fn, arg, key };
+
+	if (release_submit(&p) == 0)
+		return;
+	if (rel.n == rel.cap) {
+		size_t nc = rel.cap ? rel.cap * 2 : 16;
+		struct pending_release *nv = realloc(rel.v, nc * sizeof(*nv));
+		if (!nv) {
+			/* Nothing else left: what stays held is better than a loop
+			 * that stops on a hung mount. */
+			log_error("files", "fsjob_release: out of memory, a release is dropped");
+			return;
+		}
+		rel.v = nv;
+		rel.cap = nc;
+	}
+	rel.v[rel.n++] = p;
+	if (!rel.timer_init) {
+		ev_timer_init(&rel.retry, release_retry, 0.5, 0.5);
+		rel.timer_init = true;
+	}
+	if (!ev_is_active(&rel.retry))
+		ev_timer_again(envd_loop, &rel.retry);
+}
+
+void fsjob_close(int fd, uint64_t key, bool local)
+{
+	if (fd < 0)
+		return;
+	if (local)
+		close(fd);
+	else
+		fsjob_release(close_fd, (void *)(intptr_t)fd, key);
+}
+
+size_t fsjob_pending(void)
+{
+	return rel.n + rel.in_flight;
+}
+
+void fsjob_timeout_msg(char *out, size_t len, double secs, const char *path)
+{
+	snprintf(out, len, "filesystem did not answer within %g s: %s", secs, path);
+}
+
+void fsjob_busy_msg(char *out, size_t len, const char *path)
+{
+	snprintf(out, len, "filesystem worker queue is full, retry later: %s", path);
+}

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fsjob.h - what the /files handlers share to keep user files off the
+ * event loop.
+ *
+ * A file on a FUSE or network mount can block every call on it: open,
+ * read, sendfile and close too (FUSE sends a FLUSH on each close). Those
+ * run in worker jobs keyed by the file's mount. Only a file whose mount is
+ * of a local kind (ext4, xfs, btrfs, tmpfs, overlay...) may be sent with
+ * sendfile from the loop and closed there.
+ *
+ * Which mount a file is on is read from /proc (the fd's mnt_id, then
+ * that mount's fstype), never with a call on the file itself; so a
+ * symlink into another mount is judged by where it really leads.
+ */
+#ifndef FS_FSJOB_H
+#define FS_FSJOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Worker side. The mount of open file `fd`: *key as worker_path_key()
+ * would give for a path on it, *local when its fstype is one that cannot
+ * hang. Returns 0, or -errno (then *key = 1 and *local = false).
+ */
+int fsjob_fd_mount(int fd, uint64_t *key, bool *local);
+
+/* True for the fstypes whose calls never wait on a server (pure). */
+bool fsjob_fstype_local(const char *fstype);
+
+/*
+ * Loop side. Close fd where it cannot stall the loop: here when `local`,
+ * else in a worker job of `key`. Never fails: when the pool is full the
+ * close is retried until a job takes it.
+ */
+void fsjob_close(int fd, uint64_t key, bool local);
+
+/*
+ * Loop side. Run fn(arg) in a worker job of `key` (no deadline): the way
+ * to free what holds fds of user files (directory streams, a writer
+ * walking a tree). Never fails, as fsjob_close.
+ */
+void fsjob_release(void (*fn)(void *), void *arg, uint64_t key);
+
+/* "filesystem did not answer within N s: PATH" into out. */
+void fsjob_timeout_msg(char *out, size_t len, double secs, const char *path);
+
+/* "filesystem worker queue is full, retry later: PATH" into out. */
+void fsjob_busy_msg(char *out, size_t len, const char *path);
+
+/* Closes and releases handed over and not yet done (tests, metrics). */
+size_t fsjob_pending(void);
+
+#endif
