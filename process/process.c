@@ -87,6 +87,7 @@ struct process {
 	struct rusage ru;        /* reaped children's usage credited to us (no cgroup) */
 	void *track;             /* process_tracker handle, or NULL */
 	bool track_wait;         /* the end event waits for the tracker */
+	bool track_in_end;       /* inside the tracker's end() call */
 };
 
 /*
@@ -517,6 +518,8 @@ static void take_usage(struct process *p)
 static void track_ready(struct process *p)
 {
 	p->track_wait = false;
+	if (p->track_in_end)
+		return; /* answered inside make_end, whose own fanout follows */
 	enter(p);
 	fanout(p);
 	leave(p);
@@ -526,11 +529,16 @@ static void track_ready(struct process *p)
 static void make_end(struct process *p)
 {
 	take_usage(p);
+	/* end_off first: the tracker may answer at once, and nothing may be
+	 * sent as the end before it marks where the output ends (a reader
+	 * behind the ring's end got its end event early, output cut short). */
+	p->end_off = ring_end(&p->ring);
 	if (p->track) {
 		p->track_wait = true;
+		p->track_in_end = true;
 		process_tracker->end(p->track, p, track_ready);
+		p->track_in_end = false;
 	}
-	p->end_off = ring_end(&p->ring);
 	log_info("process", "process %d ended: %s (%llu output bytes)", (int)p->pid, p->status,
 		 (unsigned long long)p->end_off);
 	ev_timer_stop(envd_loop, &p->grace_w);
