@@ -69,10 +69,15 @@ expect_eq "token cleared: /envs open again" 200 "$(curl -s -o /dev/null -w '%{ht
 
 # Replay guard: an older timestamp is acknowledged but not applied. Both
 # are slightly in the past (less than 5 s), so the clock is not stepped.
-ts() { date -u -d "@$(($(date +%s) - $1))" +%Y-%m-%dT%H:%M:%S.5Z; }
-curl -s -o /dev/null -X POST -d "{\"timestamp\":\"$(ts 1)\",\"envVars\":{\"A\":\"new\"}}" $U/init
+# Both stamps come from one reading of the clock, so "older" is older
+# whatever the clock does between the two requests (a loaded machine, or a
+# step made by the first /init when it arrives late).
+T0=$(date +%s)
+ts() { date -u -d "@$((T0 - $1))" +%Y-%m-%dT%H:%M:%S.5Z; }
+new_ts=$(ts 1) old_ts=$(ts 3)
+curl -s -o /dev/null -X POST -d "{\"timestamp\":\"$new_ts\",\"envVars\":{\"A\":\"new\"}}" $U/init
 expect_eq "older /init is still 204" 204 \
-	"$(curl -s -o /dev/null -w '%{http_code}' -X POST -d "{\"timestamp\":\"$(ts 3)\",\"envVars\":{\"A\":\"old\"}}" $U/init)"
+	"$(curl -s -o /dev/null -w '%{http_code}' -X POST -d "{\"timestamp\":\"$old_ts\",\"envVars\":{\"A\":\"old\"}}" $U/init)"
 expect_match "older /init does not override newer data" '"A":"new"' "$(curl -s $U/envs)"
 
 # NFS failure is a 400 with the reference's prefix.
