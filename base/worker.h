@@ -48,6 +48,11 @@
 #define WORKER_KEY_QUEUE_MAX 512 /* of one key */
 #define WORKER_IDLE_S 10
 
+/* The words of a request whose filesystem job outlived its deadline, for
+ * every edge that reports one: printf format, arguments (double seconds,
+ * const char *path). */
+#define WORKER_TIMEOUT_FMT "filesystem did not answer within %g s: %s"
+
 /* The server default deadline of a filesystem request (seconds), used
  * where the client gave none; set by -fs-timeout. */
 extern double worker_fs_timeout;

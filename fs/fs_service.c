@@ -176,16 +176,24 @@ static void job_work(void *arg)
 	j->work(j);
 }
 
-static void job_expired(void *arg)
+/* A job's deadline passed: answer its call (if still there) and let go of
+ * it; the job itself is freed by its done() when the thread returns. */
+static void fail_expired(struct rpc_call **callp, double timeout, const char *path)
 {
-	struct fs_job *j = arg;
-	struct rpc_call *call = j->call;
+	struct rpc_call *call = *callp;
 
 	if (!call)
 		return;
-	j->call = NULL;
+	*callp = NULL;
 	rpc_call_set_hooks(call, NULL, NULL);
-	rpc_fail(call, RPC_DEADLINE_EXCEEDED, "filesystem did not answer within %g s: %s", j->timeout, j->path);
+	rpc_fail(call, RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, timeout, path);
+}
+
+static void job_expired(void *arg)
+{
+	struct fs_job *j = arg;
+
+	fail_expired(&j->call, j->timeout, j->path);
 }
 
 static void job_done(void *arg)
@@ -260,7 +268,7 @@ static void job_submit(struct rpc_call *call, struct fs_job *j)
 	rpc_call_set_hooks(call, &job_hooks, j);
 	/* The client's own deadline ends the call in rpc/connect.c first. */
 	if (client_ms > 0)
-		rpc_call_set_deadline_message(call, "filesystem did not answer within %g s: %s", j->timeout,
+		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->timeout,
 					      j->path);
 }
 
@@ -605,13 +613,8 @@ static void watch_job_work(void *arg)
 static void watch_job_expired(void *arg)
 {
 	struct watch_job *j = arg;
-	struct rpc_call *call = j->call;
 
-	if (!call)
-		return;
-	j->call = NULL;
-	rpc_call_set_hooks(call, NULL, NULL);
-	rpc_fail(call, RPC_DEADLINE_EXCEEDED, "filesystem did not answer within %g s: %s", j->timeout, j->path);
+	fail_expired(&j->call, j->timeout, j->path);
 }
 
 static void watch_job_done(void *arg)
@@ -665,7 +668,7 @@ static void watch_submit(struct rpc_call *call, const char *req_path, bool recur
 	}
 	rpc_call_set_hooks(call, &watch_job_hooks, j);
 	if (rpc_call_timeout_ms(call) > 0)
-		rpc_call_set_deadline_message(call, "filesystem did not answer within %g s: %s", j->timeout,
+		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->timeout,
 					      j->path);
 }
 

@@ -172,7 +172,7 @@ size_t fsjob_pending(void)
 
 void fsjob_timeout_msg(char *out, size_t len, double secs, const char *path)
 {
-	snprintf(out, len, "filesystem did not answer within %g s: %s", secs, path);
+	snprintf(out, len, WORKER_TIMEOUT_FMT, secs, path);
 }
 
 void fsjob_busy_msg(char *out, size_t len, const char *path)

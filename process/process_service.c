@@ -90,7 +90,7 @@ static void start_job_expired(void *arg)
 		return;
 	j->call = NULL;
 	rpc_call_set_hooks(call, NULL, NULL);
-	rpc_fail(call, RPC_DEADLINE_EXCEEDED, "filesystem did not answer within %g s: %s", j->timeout, j->cwd);
+	rpc_fail(call, RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, j->timeout, j->cwd);
 }
 
 static void start_spawn(struct rpc_call *call, const Process__StartRequest *rq, struct user *u,
@@ -157,7 +157,7 @@ static void do_start(struct rpc_call *call, const ProtobufCMessage *msg)
 	}
 	rpc_call_set_hooks(call, &start_job_hooks, j);
 	if (client_ms > 0)
-		rpc_call_set_deadline_message(call, "filesystem did not answer within %g s: %s", j->timeout,
+		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->timeout,
 					      j->cwd);
 }
 
