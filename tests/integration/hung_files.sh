@@ -15,11 +15,7 @@ cd "$(dirname "$0")/../.."
 . tests/lib.sh
 . tests/integration/hungfs_lib.sh
 
-command -v bindfs >/dev/null && [ -e /dev/fuse ] || {
-	echo "hung_files: bindfs or /dev/fuse missing (scripts/setup.sh)"
-	echo "hung_files: 0 passed, 1 failed"
-	exit 1
-}
+hungfs_require
 T=$(mktemp -d /tmp/envd-hungfiles.XXXXXX)
 M=$T/mnt
 trap 'hungfs_cleanup; rm -rf "$T"; _t_cleanup' EXIT

@@ -18,6 +18,15 @@
 
 HUNGFS_DIR= HUNGFS_PID= HUNGFS_BACK=
 
+# hungfs_require: a suite without bindfs or /dev/fuse fails (it does not
+# skip), naming what is missing.
+hungfs_require() {
+	command -v bindfs >/dev/null && [ -e /dev/fuse ] && return 0
+	echo "$T_NAME: bindfs or /dev/fuse missing (scripts/setup.sh)"
+	echo "$T_NAME: 0 passed, 1 failed"
+	exit 1
+}
+
 hungfs_mount() {
 	HUNGFS_DIR=$1
 	HUNGFS_BACK=$(mktemp -d /tmp/envd-hungfs-back.XXXXXX)
