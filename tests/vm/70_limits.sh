@@ -11,6 +11,7 @@
 # ENVD_URL / ENVD_TOKEN default to VM_URL / VM_TOKEN of the VM test bed
 # (scripts/vm-test.sh runs tests/vm/[0-9]*.sh in order).
 set -u
+. "$(dirname "$0")/../common.sh" # wait_for, HANG_S
 URL=${ENVD_URL:-${VM_URL:-}}
 TOKEN=${ENVD_TOKEN:-${VM_TOKEN:-}}
 [ -n "$URL" ] || { echo "limits: set ENVD_URL to the VM's envd"; exit 2; }
