@@ -19,7 +19,7 @@ cleanup_archive() {
 	rm -rf "$D"
 	_t_cleanup
 }
-trap cleanup_archive EXIT
+on_exit cleanup_archive
 U="$ENVD_URL/files"
 enc() { $PY -c 'import sys,urllib.parse;print(urllib.parse.quote(sys.argv[1],safe=""))' "$1"; }
 status() { local u=$1; shift; curl -s -o /dev/null -w '%{http_code}' "$@" "$u"; }
