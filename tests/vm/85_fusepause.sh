@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# vm: opt-in (not yet passing end to end against envd under emulation; VM_ALL=1 runs it)
 # A pause with a FUSE mount active: a command streams a file from an sshfs
 # mount (served from the host, read with direct_io so every read reaches
 # the FUSE daemon, which runs in the workload's cgroup as a user's `sudo
