@@ -299,6 +299,12 @@ int main(int argc, char **argv)
 		upgrade_preflight_s = (double)flag_get("upgrade-preflight-ms")->v.i / 1000.0;
 	upgrade_set_argv(argc, argv);
 	bool resume = flag_get("resume-handover")->v.b;
+	/* Workload cgroups once the port is ours (a second envd that cannot
+	 * bind must not touch them), before the loop can start a command. In
+	 * a hand-over the port comes with the record, and the commands taken
+	 * over need their leaves (tree kill, usage, removal): set up first. */
+	if (resume)
+		cgroup_setup(flag_get("cgroup-root")->v.s, flag_get("no-cgroups")->v.b);
 	int rc = resume ? upgrade_resume() : -1;
 	if (rc < 0)
 		rc = server_listen((int)port, flag_get("addr")->v.s);
@@ -306,9 +312,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "server stopped: listen tcp 0.0.0.0:%lld: bind: %s\n", port, go_strerror(-rc));
 		return 1;
 	}
-	/* Workload cgroups once the port is ours (a second envd that cannot
-	 * bind must not touch them), before the loop can start a command. */
-	cgroup_setup(flag_get("cgroup-root")->v.s, flag_get("no-cgroups")->v.b);
+	if (!resume)
+		cgroup_setup(flag_get("cgroup-root")->v.s, flag_get("no-cgroups")->v.b);
 	if (changes_start() < 0)
 		log_info("envd", "change journal not started");
 	log_info("envd", "listening on port %lld, version %s", port, ENVD_VERSION);

@@ -58,7 +58,9 @@ expect_eq "another upgrade target is 400" "unsupported upgrade target 400" "$r"
 
 # --- the workload ---
 # A counter, followed by a Start stream that stays open over the upgrade.
-body='{"process":{"cmd":"sh","args":["-c","i=0; while :; do i=$((i+1)); echo $i; sleep 0.005; done"]},"tag":"counter"}'
+# It leaves a child in a session of its own first: killing the adopted
+# command after the upgrades must still take that one too (its leaf).
+body='{"process":{"cmd":"sh","args":["-c","setsid sleep 3600 </dev/null >/dev/null 2>&1 & echo $! >'"$W"'/escapee.pid; i=0; while :; do i=$((i+1)); echo $i; sleep 0.005; done"]},"tag":"counter"}'
 $PY -c '
 import sys, struct
 b = sys.argv[1].encode(); sys.stdout.buffer.write(b"\0" + struct.pack(">I", len(b)) + b)' "$body" >"$W/start.bin"
@@ -131,6 +133,11 @@ while not os.path.exists(stop):
     time.sleep(0.001)' "$W/watched" "$W/writer.stop" &
 WRITER=$!
 PIDS+=($WRITER)
+
+# The counter's setsid child (the later envds of this script start the
+# same command and write the file again: read it now).
+wait_for 30 test -s "$W/escapee.pid"
+esc=$(cat "$W/escapee.pid" 2>/dev/null)
 
 # --- upgrade 1: the same binary ---
 n_before=$(probe counter "$U" "$TOK" counter)
@@ -330,9 +337,17 @@ U=$U1
 rpc process.Process/SendSignal '{"process":{"tag":"counter"},"signal":"SIGNAL_SIGKILL"}' >/dev/null
 rpc process.Process/SendSignal "{\"process\":{\"pid\":$pty},\"signal\":\"SIGNAL_SIGKILL\"}" >/dev/null
 if [ -n "$CG" ]; then
-	leaf=${cg_before#0::}
+	# /proc/PID/cgroup names the leaf from the cgroup2 mount CG is on.
+	leaf=${CG%/envd-test-*}${cg_before#0::}
+	check "the adopted leaf was there" test -n "$cg_before"
 	check "the adopted leaf is emptied and removed once its command is killed" \
-		wait_for 30 test ! -d "/sys/fs/cgroup$leaf"
+		wait_for 30 test ! -d "$leaf"
+	escapee_gone() { [ -n "$esc" ] && ! kill -0 "$esc" 2>/dev/null; }
+	if wait_for 30 escapee_gone; then
+		pass "killing the adopted command took its setsid child too"
+	else
+		fail "killing the adopted command took its setsid child too" "pid ${esc:-?} alive in $(grep '^0::' "/proc/$esc/cgroup" 2>&1)"
+	fi
 fi
 grep -q 'upgrade: executing' "$L1" && pass "upgrade logged" || fail "upgrade logged"
 finish
