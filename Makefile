@@ -13,6 +13,8 @@ DEPS    := $(BUILD)/deps/musl
 GEN     := $(BUILD)/gen
 VERSION := 0.7.0
 COMMIT  := $(shell git rev-parse --short=7 HEAD 2>/dev/null)
+# Parallel jobs for the builds that make run / make test start.
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
 # Sources by folder, lowest layer first (docs/architecture.md).
 LAYERS    := base proto http rpc pty process fs sandbox envd
@@ -104,12 +106,12 @@ unit: $(UNIT_BINS)
 
 run:
 	@$(MAKE) --no-print-directory setup
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	exec $(BUILD)/envd -isnotfc -port 49983
 
 test:
 	@$(MAKE) --no-print-directory setup bench-setup
-	@$(MAKE) --no-print-directory test-build
+	@$(MAKE) --no-print-directory -j$(JOBS) test-build
 	@bash scripts/run-tests.sh all
 
 .PHONY: test-build
@@ -120,7 +122,7 @@ test-build: all asan $(UNIT_BINS) fuzz-build $(BENCH_BIN)
 .PHONY: test-under-load
 test-under-load:
 	@$(MAKE) --no-print-directory setup bench-setup
-	@$(MAKE) --no-print-directory test-build
+	@$(MAKE) --no-print-directory -j$(JOBS) test-build
 	@bash scripts/test-under-load.sh
 
 # What a newcomer does, under the same load: a fresh clone of HEAD in a

@@ -17,12 +17,34 @@
 #                          says how long that takes at most on an ordinary
 #                          machine, never a pass/fail timing.
 #   now_ms                 wall clock in milliseconds
+#   on_exit 'CMDS'         run CMDS when the script exits, in the script's own
+#                          shell only (instead of `trap 'CMDS' EXIT`; see below)
 
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3)
 
 HANG_S=${HANG_S:-300}
 export HANG_S
+
+# A background subshell `( ... ) &` starts with its parent's traps, EXIT
+# included, until bash resets them. A fatal signal in that window (a
+# watchdog subshell killed right after it was started, which a loaded
+# machine makes likely) runs the parent's EXIT trap in the subshell: its
+# cleanup then kills the script's daemons and removes its scratch
+# directories while the script goes on. bash 5.2 even ignores a
+# `[ ... ] || return` guard there, so the guard below is an `if` around
+# the whole body: the cleanup runs in the shell that sourced this file.
+T_MAIN_SHELL=$BASHPID
+T_ON_EXIT=
+on_exit() {
+	T_ON_EXIT=$1
+	trap _t_on_exit EXIT
+}
+_t_on_exit() {
+	if [ "$BASHPID" = "$T_MAIN_SHELL" ]; then
+		eval "$T_ON_EXIT"
+	fi
+}
 
 wait_for() {
 	local secs=$1

@@ -75,7 +75,7 @@ _t_cleanup() {
 	for p in "${ENVD_PIDS[@]}"; do kill "$p" 2>/dev/null; done
 	for l in "${ENVD_LOGS[@]}"; do rm -f "$l"; done
 }
-trap _t_cleanup EXIT
+on_exit _t_cleanup
 
 pass() { T_PASS=$((T_PASS + 1)); echo "ok   - $1"; }
 fail() { T_FAIL=$((T_FAIL + 1)); echo "FAIL - $1${2:+: $2}"; }

@@ -7,7 +7,7 @@
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib.sh
 W=$(mktemp -d /tmp/envd-ca.XXXXXX)
-trap '_t_cleanup; rm -rf "$W"' EXIT
+on_exit '_t_cleanup; rm -rf "$W"'
 mkdir -p "$W/certs"
 printf -- '-----BEGIN CERTIFICATE-----\nSYSTEMROOT\n-----END CERTIFICATE-----\n' >"$W/certs/bundle.crt"
 chmod 600 "$W/certs/bundle.crt"

@@ -12,7 +12,7 @@
 
 W=$(mktemp -d /tmp/envd-changes.XXXXXX)
 CG=$(cgroup_test_dir changes)
-trap 'cleanup; cgroup_remove "$CG"; rm -rf "$W"' EXIT
+on_exit 'cleanup; cgroup_remove "$CG"; rm -rf "$W"'
 CGFLAGS=(-no-cgroups)
 [ -n "$CG" ] && CGFLAGS=(-cgroup-root "$CG")
 SMALL=${ENVD_TEST_SMALL:-}

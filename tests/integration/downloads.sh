@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 . tests/lib.sh
 
 W=$(mktemp -d /tmp/envd-deps-test.XXXXXX)
-trap 'rm -rf "$W"; _t_cleanup' EXIT
+on_exit 'rm -rf "$W"; _t_cleanup'
 mkdir -p "$W/bin"
 
 # apt-cache showsrc: three versions of "demo" in no particular order, and

@@ -19,7 +19,7 @@ esac
 id user >/dev/null 2>&1 || useradd -m -s /bin/bash user >/dev/null 2>&1
 envd_start || exit 1
 D=$(mktemp -d /var/tmp/envd-big.XXXXXX)
-trap 'rm -rf "$D"; _t_cleanup' EXIT
+on_exit 'rm -rf "$D"; _t_cleanup'
 U="$ENVD_URL/files"
 hwm() { awk '/VmHWM/ {print $2}' "/proc/$ENVD_PID/status"; }
 now() { date +%s.%N; }

@@ -23,7 +23,7 @@ cleanup_gzip() {
 	rm -rf "$D"
 	_t_cleanup
 }
-trap cleanup_gzip EXIT
+on_exit cleanup_gzip
 U="$ENVD_URL/files?username=root&path="
 
 # Deterministic text that shrinks well under gzip (words and lines).
@@ -146,7 +146,7 @@ check "Range with gzip offered: the bytes" cmp -s "$D/lr.out" <(tail -c +6 "$D/t
 # A slow link: envd in a network namespace, its output shaped to 20 Mbit/s.
 . scripts/shaped-link.sh
 if [ "$(id -u)" = 0 ] && command -v tc >/dev/null && link_up gz$$ 23 2>/dev/null && link_shape 20mbit; then
-	trap 'link_down; cleanup_gzip' EXIT
+	on_exit 'link_down; cleanup_gzip'
 	LPORT=$(free_port)
 	link_exec "$ENVD_BIN" -isnotfc -port "$LPORT" -no-cgroups -default-user root >"$D/link-envd.log" 2>&1 &
 	LPID=$!

@@ -16,7 +16,7 @@ cleanup_files() {
 	rm -rf "$D"
 	_t_cleanup
 }
-trap cleanup_files EXIT
+on_exit cleanup_files
 U="$ENVD_URL/files"
 enc() { "$PY" -c 'import sys,urllib.parse;print(urllib.parse.quote(sys.argv[1],safe=""))' "$1"; }
 # status URL [curl args...]: HTTP status only

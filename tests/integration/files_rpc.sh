@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 id user >/dev/null 2>&1 || useradd -m -s /bin/bash user >/dev/null 2>&1
 envd_start -default-user user || exit 1
 D=$(mktemp -d /tmp/envd-fsrpc.XXXXXX)
-trap 'rm -rf "$D"; _t_cleanup' EXIT
+on_exit 'rm -rf "$D"; _t_cleanup'
 rpc() { curl -s -X POST "$ENVD_URL/filesystem.Filesystem/$1" -H 'Content-Type: application/json' "${@:3}" -d "$2"; }
 code() { rpc "$@" | "$PY" -c 'import json,sys; print(json.load(sys.stdin).get("code",""))'; }
 field() { "$PY" -c 'import json,sys; d=json.load(sys.stdin); exec("print(" + sys.argv[1] + ")")' "$1"; }

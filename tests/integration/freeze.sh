@@ -11,7 +11,7 @@
 . "$(dirname "$0")/cgroup_lib.sh"
 
 CG=$(cgroup_test_dir frz)
-trap 'cleanup; cgroup_remove "$CG"' EXIT
+on_exit 'cleanup; cgroup_remove "$CG"'
 base() { echo "http://127.0.0.1:$PORT"; }
 post() { curl -s --max-time "$HANG_S" -X POST "$(base)$1" -w '\n%{http_code}' "${@:2}"; }
 status_of() { tail -1 <<<"$1"; }

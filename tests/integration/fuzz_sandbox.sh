@@ -14,7 +14,7 @@ if [ "$(id -u)" != 0 ] || ! unshare --mount --propagation private true 2>/dev/nu
 	exit 0
 fi
 mark=/tmp/envd-fuzz-sandbox.$$
-trap 'rm -f "$mark"; _t_cleanup' EXIT
+on_exit 'rm -f "$mark"; _t_cleanup'
 t0=$(date +%s)
 out=$(bash scripts/fuzz-sandbox.sh bash -c '
 	touch /etc/envd-fuzz-sandbox 2>/dev/null && echo wrote-etc

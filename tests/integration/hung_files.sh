@@ -18,7 +18,7 @@ cd "$(dirname "$0")/../.."
 hungfs_require
 T=$(mktemp -d /tmp/envd-hungfiles.XXXXXX)
 M=$T/mnt
-trap 'hungfs_cleanup; rm -rf "$T"; _t_cleanup' EXIT
+on_exit 'hungfs_cleanup; rm -rf "$T"; _t_cleanup'
 hungfs_mount "$M" || exit 1
 mkdir -p "$T/else"
 head -c 1048576 /dev/urandom >"$T/else/blob"

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../.."
 hungfs_require
 T=$(mktemp -d /tmp/envd-hungrpc.XXXXXX)
 M=$T/mnt
-trap 'hungfs_cleanup; rm -rf "$T"; _t_cleanup' EXIT
+on_exit 'hungfs_cleanup; rm -rf "$T"; _t_cleanup'
 hungfs_mount "$M" || exit 1
 mkdir -p "$T/big" "$T/else"
 envd_start -fs-timeout 2 || exit 1

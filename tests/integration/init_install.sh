@@ -13,7 +13,7 @@ for b in build/envd build/init; do
 done
 mkdir -p build
 W=$(mktemp -d "$PWD/build/install-test.XXXXXX")
-trap 'rm -rf "$W"' EXIT
+on_exit 'rm -rf "$W"'
 inst() { bash rootfs-overlay/install.sh --envd build/envd --init build/init "$@"; }
 
 # 1. a bare directory: binaries and helper only

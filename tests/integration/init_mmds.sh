@@ -28,7 +28,7 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 PY
 MMDS_PID=$!
-trap 'kill $MMDS_PID 2>/dev/null; rm -rf "$MMDS_STATE"; _t_cleanup' EXIT
+on_exit 'kill $MMDS_PID 2>/dev/null; rm -rf "$MMDS_STATE"; _t_cleanup'
 mmds_up() { [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MMDS_PORT/")" = 401 ]; }
 wait_for 60 mmds_up
 

@@ -23,23 +23,14 @@ fi
 
 W=$(mktemp -d /tmp/envd-init-test.XXXXXX)
 UPIDS=()
-MAIN_SHELL=$BASHPID
-# Only the script itself cleans up: a subshell leaving through a trap must
-# never kill the inits or remove $W under the sections still to run.
-B=$(mktemp -d build/init-test.XXXXXX)
-B=$(cd "$B" && pwd)
+# on_exit (tests/common.sh): only the script's own shell cleans up, never a
+# subshell killed before it dropped the EXIT trap (the watchdog of
+# wait_exit below is killed as soon as init has exited).
 cleanup() {
-	[ "$BASHPID" = "$MAIN_SHELL" ] || return 0
 	for p in "${UPIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	rm -rf "$W" "$B"
+	rm -rf "$W"
 }
-trap cleanup EXIT
-# A private copy, beside the build rather than in /tmp: a rebuild of
-# build/init must not pull it away mid-test (and a copy in the scratch
-# directory was once found missing halfway through a loaded run).
-ORIG_INIT=$INIT
-cp "$INIT" "$B/init"
-INIT=$B/init
+on_exit cleanup
 
 # The stand-in: records each start and each signal it gets; MODE picks
 # what it does.
@@ -68,22 +59,11 @@ esac
 while :; do sleep 0.05; done
 EOF
 
-# ensure_init: the private copy of init was twice found missing halfway
-# through a loaded run (in /tmp, then under build/; the cause is not
-# known). Say so with what is left and copy it again, so that what init
-# does is still checked by every later section.
-ensure_init() {
-	[ -x "$INIT" ] && return 0
-	echo "# note: the private copy of init is gone; copied again. Left: $(ls -la "$B" 2>&1 | tr '\n' ' ')"
-	cp "$ORIG_INIT" "$INIT"
-}
-
 # start_init DIR [init flags...]: run init as PID 1; sets UPID, IPID (host pid of init).
 start_init() {
 	local d=$1
 	shift
 	mkdir -p "$d"
-	ensure_init
 	unshare --pid --fork --mount --uts --propagation private "$INIT" --no-mount "$@" -- /bin/bash "$W/fake.sh" "$d" \
 		>"$d/log" 2>&1 &
 	UPID=$!
@@ -101,25 +81,23 @@ start_init() {
 }
 
 wait_exit() { # wait_exit PID SECONDS: sets ST to its exit status, or "timeout" (after SECONDS or HANG_S)
-	local t secs=$2
+	local secs=$2
 	[ "$secs" -ge "$HANG_S" ] || secs=$HANG_S
-	(
-		# The watchdog must not run the script's EXIT cleanup when it
-		# exits from its TERM trap: that would kill every init and
-		# remove $W under the sections still to run.
-		trap - EXIT
-		sleep "$secs" &
-		trap 'kill $! 2>/dev/null; exit 0' TERM # no sleep left behind
-		wait $!
-		kill -KILL "$1" 2>/dev/null
-		touch "$W/timeout.$1"
-	) &
-	t=$!
+	local deadline=$((SECONDS + secs))
+	# Polled from this shell: bash reaps the child as it exits (kill -0
+	# then fails) and keeps its status for `wait`. No watchdog subshell,
+	# nothing left behind when init exits at once.
+	while kill -0 "$1" 2>/dev/null; do
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			kill -KILL "$1" 2>/dev/null
+			wait "$1" 2>/dev/null
+			ST=timeout
+			return 0
+		fi
+		sleep 0.02
+	done
 	wait "$1" 2>/dev/null
 	ST=$?
-	kill "$t" 2>/dev/null
-	wait "$t" 2>/dev/null
-	[ -e "$W/timeout.$1" ] && ST=timeout
 	return 0
 }
 
@@ -235,7 +213,6 @@ cat >"$W/host.sh" <<'EOF'
 hostname >"$1/hostname"
 exit 0
 EOF
-ensure_init
 unshare --pid --fork --mount --uts --propagation private "$INIT" --no-mount --hostname sbx-test --grace "$HANG_S" \
 	-- /bin/bash "$W/host.sh" "$D" >"$D/log" 2>&1 &
 UPID=$!
@@ -250,7 +227,6 @@ wait_exit "$UPID" 60
 # 8. not PID 1: a subreaper that still reaps and restarts
 D=$W/subreaper
 mkdir -p "$D"
-ensure_init
 MODE=orphan "$INIT" --grace "$HANG_S" -- /bin/bash "$W/fake.sh" "$D" >"$D/log" 2>&1 &
 SPID=$!
 UPIDS+=("$SPID")

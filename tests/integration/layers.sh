@@ -14,7 +14,7 @@ expect_eq "the tree passes the layering check" 0 "$rc"
 [ "$rc" -eq 0 ] || echo "$out"
 
 tmp=$(mktemp -d /tmp/envd-layers.XXXXXX)
-trap 'rm -rf "$tmp"; _t_cleanup' EXIT
+on_exit 'rm -rf "$tmp"; _t_cleanup'
 copy() { # copy DIR: a fresh copy of the sources the check reads
 	rm -rf "$tmp/$1"
 	mkdir -p "$tmp/$1"

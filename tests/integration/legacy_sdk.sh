@@ -7,7 +7,7 @@
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib.sh
 W=$(mktemp -d /tmp/envd-legacy.XXXXXX)
-trap '_t_cleanup; rm -rf "$W" "$W.hdrs"' EXIT
+on_exit '_t_cleanup; rm -rf "$W" "$W.hdrs"'
 echo hello >"$W/f"
 envd_start || { fail "envd starts"; finish; exit 1; }
 U=$ENVD_URL

@@ -29,7 +29,7 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 PY
 MMDS_PID=$!
-trap 'kill $MMDS_PID $COL_PID 2>/dev/null; _t_cleanup; rm -rf "$W"' EXIT
+on_exit 'kill $MMDS_PID $COL_PID 2>/dev/null; _t_cleanup; rm -rf "$W"'
 wait_for 5 curl -s -o /dev/null -X PUT "http://127.0.0.1:$MMDS_PORT/latest/api/token"
 
 ENVD_PORT=$(free_port)

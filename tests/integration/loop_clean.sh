@@ -24,7 +24,7 @@ command -v strace >/dev/null && command -v bindfs >/dev/null && [ -e /dev/fuse ]
 T=$(mktemp -d /tmp/envd-loopclean.XXXXXX)
 M=$T/mnt
 SPID=
-trap '[ -n "$SPID" ] && kill "$SPID" 2>/dev/null; hungfs_cleanup; rm -rf "$T"; _t_cleanup' EXIT
+on_exit '[ -n "$SPID" ] && kill "$SPID" 2>/dev/null; hungfs_cleanup; rm -rf "$T"; _t_cleanup'
 hungfs_mount "$M" || exit 1
 envd_start || exit 1
 

@@ -42,7 +42,7 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.HTTPServer((addr, 80), H).serve_forever()
 PY
 MMDS_PID=$!
-trap 'kill $MMDS_PID 2>/dev/null; _t_cleanup; rm -rf "$W"' EXIT
+on_exit 'kill $MMDS_PID 2>/dev/null; _t_cleanup; rm -rf "$W"'
 wait_for 5 curl -s -o /dev/null -X PUT "http://$MMDS/latest/api/token"
 
 ENVD_PORT=$(free_port)

@@ -9,7 +9,7 @@
 . "$(dirname "$0")/cgroup_lib.sh"
 
 CG=$(cgroup_test_dir pool)
-trap 'cleanup; cgroup_remove "$CG"' EXIT
+on_exit 'cleanup; cgroup_remove "$CG"'
 leaves() { ls -d "$CG"/user/cmd-* "$CG"/ptys/cmd-* 2>/dev/null | wc -l; }
 leaves_within() { # N SECONDS
 	for _ in $(seq $(($2 * 20))); do [ "$(leaves)" = "$1" ] && return 0; sleep 0.05; done

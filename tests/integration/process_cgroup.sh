@@ -10,7 +10,7 @@
 . "$(dirname "$0")/cgroup_lib.sh"
 
 CG=$(cgroup_test_dir proc)
-trap 'cleanup; cgroup_remove "$CG"' EXIT
+on_exit 'cleanup; cgroup_remove "$CG"'
 tag=cg$$
 alive() { pgrep -f "^$tag-$1" >/dev/null; }
 # gone_within NAME SECONDS, leaves_within N SECONDS: wait for it (SECONDS

@@ -20,7 +20,7 @@ cleanup() {
 	[ -n "$ENVD_PID" ] && kill "$ENVD_PID" 2>/dev/null && wait "$ENVD_PID" 2>/dev/null
 	rm -rf "$TMP"
 }
-trap cleanup EXIT
+on_exit cleanup
 
 ok() { PASS=$((PASS + 1)); echo "ok   - $1"; }
 nok() { FAIL=$((FAIL + 1)); echo "FAIL - $1${2:+: $2}"; }

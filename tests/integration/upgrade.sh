@@ -37,7 +37,7 @@ PIDS=()
 CG=$(cgroup_test_dir upgrade)
 CGFLAGS=()
 [ -n "$CG" ] && CGFLAGS=(-cgroup-root "$CG")
-trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null; done; _t_cleanup; cgroup_remove "$CG"; rm -rf "$W"' EXIT
+on_exit 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null; done; _t_cleanup; cgroup_remove "$CG"; rm -rf "$W"'
 TOK=upgrade-token
 H=(-H "X-Access-Token: $TOK")
 

@@ -12,7 +12,7 @@ PY=/usr/bin/python3
 [ -x $PY ] || PY=python3
 ENVD_BIN=$(readlink -f "$ENVD_BIN")
 W=$(mktemp -d /tmp/envd-record.XXXXXX)
-trap '_t_cleanup; rm -rf "$W"' EXIT
+on_exit '_t_cleanup; rm -rf "$W"'
 
 cat >"$W/upstream.proto" <<'EOF'
 syntax = "proto3";

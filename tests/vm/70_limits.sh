@@ -18,7 +18,7 @@ TOKEN=${ENVD_TOKEN:-${VM_TOKEN:-}}
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+on_exit 'rm -rf "$TMP"'
 PASS=0
 FAIL=0
 ok() { PASS=$((PASS + 1)); echo "ok   - $1"; }

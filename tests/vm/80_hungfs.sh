@@ -44,7 +44,7 @@ cleanup() {
 	bash tests/vm/nfs-server.sh stop "$H/nfs"
 	rm -f "$VM_RUN_DIR/host/22" "$VM_RUN_DIR/host/2049"
 }
-trap cleanup EXIT
+on_exit cleanup
 
 # results LOG: add the "hungfs-X: N passed, N failed" of a node run to ours.
 results() {

@@ -42,7 +42,7 @@ cleanup() {
 	[ -n "$SP" ] && kill "$SP" 2>/dev/null
 	rm -f "$VM_RUN_DIR/host/22"
 }
-trap cleanup EXIT
+on_exit cleanup
 ms() { date +%s%3N; }
 # post PATH: POST with a hang bound; prints "STATUS MS BODY".
 post() {
