@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# vm: opt-in (not yet passing end to end against envd under emulation; VM_ALL=1 runs it)
 # Hung network filesystems, the way sandbox users get them: a FUSE mount
 # (sshfs, mounted with `sudo ... -o allow_other` as user `user`) and an NFS
 # volume mounted by /init, each served from the host, whose server then
