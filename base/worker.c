@@ -61,7 +61,19 @@ static size_t n_threads, n_idle;
 static unsigned cpu_cap = 2;
 
 static pthread_mutex_t worker_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t worker_cv = PTHREAD_COND_INITIALIZER;
+
+/*
+ * Idle threads, the most recently idle on top; each waits on a condition
+ * of its own. Work wakes the top one, so under a light steady load the
+ * same few threads serve it and the others reach WORKER_IDLE_S and leave
+ * (a shared condition would hand the wake-ups round and keep every thread
+ * of a past burst alive). n_idle is the depth of this stack.
+ */
+struct idler {
+	pthread_cond_t cv;
+	bool woken;
+};
+static struct idler *idlers[WORKER_THREADS_MAX];
 static bool worker_started;
 static ev_async worker_async;
 
@@ -151,25 +163,63 @@ static void count_running(struct worker_job *j, int d)
 
 static int thread_spawn(void);
 
+/* Hand work to the most recently idle thread, if any. (under worker_mu) */
+static void wake_one(void)
+{
+	if (!n_idle)
+		return;
+	struct idler *w = idlers[--n_idle];
+	w->woken = true;
+	pthread_cond_signal(&w->cv);
+}
+
+/* Wait idle until woken or WORKER_IDLE_S pass; false on the time-out.
+ * (under worker_mu) */
+static bool idle_wait(struct idler *me)
+{
+	struct timespec ts;
+	int rc = 0;
+
+	me->woken = false;
+	idlers[n_idle++] = me;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += WORKER_IDLE_S;
+	while (!me->woken && rc != ETIMEDOUT)
+		rc = pthread_cond_timedwait(&me->cv, &worker_mu, &ts);
+	if (me->woken)
+		return true;
+	/* Timed out: still on the stack, somewhere below the top. */
+	for (size_t k = 0; k < n_idle; k++) {
+		if (idlers[k] == me) {
+			memmove(&idlers[k], &idlers[k + 1], (n_idle - k - 1) * sizeof(idlers[0]));
+			n_idle--;
+			break;
+		}
+	}
+	return false;
+}
+
 static void *worker_main(void *unused)
 {
+	struct idler me = { .woken = false };
+	pthread_condattr_t ca;
+
 	(void)unused;
+	/* The idle time-out is on the monotonic clock: /init may set the
+	 * wall clock by minutes. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&me.cv, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_mutex_lock(&worker_mu);
 	for (;;) {
 		int i = next_runnable();
 
 		if (i < 0) {
-			struct timespec ts;
-			int rc;
-
-			n_idle++;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += WORKER_IDLE_S;
-			rc = pthread_cond_timedwait(&worker_cv, &worker_mu, &ts);
-			n_idle--;
-			if (rc == ETIMEDOUT && n_threads > WORKER_THREADS_CORE && next_runnable() < 0) {
+			if (!idle_wait(&me) && n_threads > WORKER_THREADS_CORE && next_runnable() < 0) {
 				n_threads--;
 				pthread_mutex_unlock(&worker_mu);
+				pthread_cond_destroy(&me.cv);
 				return NULL;
 			}
 			continue;
@@ -198,7 +248,7 @@ static void *worker_main(void *unused)
 		ev_async_send(envd_loop, &worker_async);
 		/* A freed running place may let a capped job of this key go. */
 		if (queue_head >= 0)
-			pthread_cond_signal(&worker_cv);
+			wake_one();
 	}
 	return NULL;
 }
@@ -366,7 +416,7 @@ int worker_run(const struct worker_req *req)
 		pthread_mutex_unlock(&worker_mu);
 		return -rc;
 	}
-	pthread_cond_signal(&worker_cv);
+	wake_one();
 	if (req->timeout > 0) {
 		ev_timer_init(&j->timer, worker_on_timer, req->timeout, 0.);
 		j->timer.data = j;

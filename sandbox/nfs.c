@@ -58,11 +58,24 @@ static int run(char *const argv[], double deadline, char *out, size_t outlen)
 	pid_t pid;
 	int status, rc;
 
+	posix_spawnattr_t sa;
+	sigset_t none, all;
+
 	posix_spawn_file_actions_init(&fa);
 	if (out && pipe2(pipefd, O_CLOEXEC) == 0)
 		posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	/* This runs on a worker thread, which blocks every signal: the
+	 * commands get an empty mask and default dispositions, as any
+	 * program expects. */
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_init(&sa);
+	posix_spawnattr_setsigmask(&sa, &none);
+	posix_spawnattr_setsigdefault(&sa, &all);
+	posix_spawnattr_setflags(&sa, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	rc = posix_spawnp(&pid, argv[0], &fa, &sa, argv, environ);
+	posix_spawnattr_destroy(&sa);
 	posix_spawn_file_actions_destroy(&fa);
 	if (pipefd[1] >= 0)
 		close(pipefd[1]);

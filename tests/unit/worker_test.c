@@ -359,3 +359,43 @@ Test(worker, path_keys_follow_mount_points)
 	cr_assert_eq(worker_deadline_s(1500), 1.5);
 	cr_assert_eq(worker_deadline_s(0), worker_fs_timeout);
 }
+
+/*
+ * After a burst, a light steady load is served by the threads that are
+ * idle the shortest; the rest leave the pool after WORKER_IDLE_S, so it
+ * shrinks back to its core even while requests keep coming.
+ */
+Test(worker, shrinks_under_a_light_steady_load, .timeout = 300)
+{
+	static atomic_int gate;
+	static atomic_int open_gate = 1;
+	static struct hjob burst[WORKER_KEY_CAP];
+	struct worker_stats st;
+	int done = 0;
+
+	h_seq = h_done_count = 0;
+	atomic_store(&h_started, 0);
+	for (int i = 0; i < WORKER_KEY_CAP; i++) {
+		burst[i].gate = &gate;
+		cr_assert_eq(h_run_counted(&burst[i], 9, 0), 0);
+	}
+	want_started = WORKER_KEY_CAP;
+	cr_assert(spin_until(started_enough, 300), "the burst runs at once");
+	atomic_store(&gate, 1);
+	h_wait(done += WORKER_KEY_CAP, 300);
+	worker_get_stats(&st);
+	cr_assert_geq(st.threads, WORKER_KEY_CAP, "the pool grew for the burst");
+	/* One quick job every few tens of ms, until the pool is back (the
+	 * time-out is a hang bound, not a timing). */
+	for (;;) {
+		static struct hjob trickle;
+		trickle = (struct hjob){ .gate = &open_gate };
+		cr_assert_eq(h_run(&trickle, 9, 0), 0);
+		h_wait(++done, 300);
+		worker_get_stats(&st);
+		if (st.threads <= WORKER_THREADS_CORE)
+			break;
+		run_loop(0.03);
+	}
+	cr_assert_eq(st.threads, WORKER_THREADS_CORE);
+}

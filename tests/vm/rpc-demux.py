@@ -10,12 +10,18 @@ the connection, takes its program number (100005 is MOUNT) and relays the
 whole connection to the server's MOUNT port or NFS port.
 
     rpc-demux.py NFS_PORT MOUNT_PORT      (server on 127.0.0.1)
+    rpc-demux.py --listen SOCKET NFS_PORT MOUNT_PORT
+
+With --listen it stays up and serves every connection made to the Unix
+socket SOCKET the same way (a thread each): QEMU then runs only a socat
+per guest connection, not a Python start-up each.
 """
 import os
 import select
 import socket
 import struct
 import sys
+import threading
 
 MOUNT_PROG = 100005
 
@@ -30,33 +36,61 @@ def read_exact(fd, n):
     return b
 
 
-def main():
-    nfs_port, mount_port = int(sys.argv[1]), int(sys.argv[2])
+def relay(cin, cout, nfs_port, mount_port):
+    """One connection: its first call picks the server; then both ways."""
     # Record mark (4), xid (4), message type (4), RPC version (4), program (4).
-    head = read_exact(0, 20)
+    head = read_exact(cin, 20)
     if head is None:
         return
     prog = struct.unpack(">I", head[16:20])[0]
     port = mount_port if prog == MOUNT_PROG else nfs_port
     s = socket.create_connection(("127.0.0.1", port))
-    s.sendall(head)
-    fds = [0, s.fileno()]
-    while fds:
-        r, _, _ = select.select(fds, [], [])
-        if 0 in r:
-            c = os.read(0, 65536)
-            if c:
-                s.sendall(c)
-            else:
-                s.shutdown(socket.SHUT_WR)
-                fds.remove(0)
-        if s.fileno() in r:
-            c = s.recv(65536)
-            if not c:
-                return
-            view = memoryview(c)
-            while view:
-                view = view[os.write(1, view):]
+    try:
+        s.sendall(head)
+        fds = [cin, s.fileno()]
+        while fds:
+            r, _, _ = select.select(fds, [], [])
+            if cin in r:
+                c = os.read(cin, 65536)
+                if c:
+                    s.sendall(c)
+                else:
+                    s.shutdown(socket.SHUT_WR)
+                    fds.remove(cin)
+            if s.fileno() in r:
+                c = s.recv(65536)
+                if not c:
+                    return
+                view = memoryview(c)
+                while view:
+                    view = view[os.write(cout, view):]
+    finally:
+        s.close()
+
+
+def serve(conn, nfs_port, mount_port):
+    try:
+        relay(conn.fileno(), conn.fileno(), nfs_port, mount_port)
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
+def main():
+    if sys.argv[1] == "--listen":
+        path, nfs_port, mount_port = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        ls.bind(path)
+        ls.listen(64)
+        while True:
+            conn, _ = ls.accept()
+            threading.Thread(target=serve, args=(conn, nfs_port, mount_port), daemon=True).start()
+    relay(0, 1, int(sys.argv[1]), int(sys.argv[2]))
 
 
 if __name__ == "__main__":
