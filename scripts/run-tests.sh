@@ -193,7 +193,8 @@ if [ "$mode" = all ]; then
 		[ -f "$3" ] && add_suite "$1" "cmd $2 $1 $logdir/$1.log bash $3" "$1"
 	done
 	ls build/fuzz/fuzz_* >/dev/null 2>&1 && add_suite fuzz "fuzz $logdir/fuzz.log" fuzz
-	[ -x build/bench/envdbench ] && add_suite bench "bench $logdir/bench-quick.log" bench
+	# Always: a missing client is a failure of the run, not a skipped check.
+	add_suite bench "bench $logdir/bench-quick.log" bench
 fi
 
 # Longest first, by the last run's times; suites never timed count as long.
