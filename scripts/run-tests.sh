@@ -162,6 +162,16 @@ jobs=${TEST_JOBS:-$((ncpu * 2))}
 S_NAME=() S_ARGS=() S_KEY=() S_ALONE=()
 add_suite() { S_NAME+=("$1"); S_ARGS+=("$2"); S_KEY+=("$3"); S_ALONE+=("${4:-0}"); }
 
+if [ "$mode" = all ]; then
+	# Suites with a script of their own run when it is there: name, time
+	# limit, script (its last line "<name>: N passed, N failed"). Listed
+	# first: with no timings yet (a fresh clone) the order below decides,
+	# and the VM suite, the longest, must not start last.
+	for s in "vm $LIMIT_VM_S scripts/vm-test.sh"; do
+		set -- $s
+		[ -f "$3" ] && add_suite "$1" "cmd $2 $1 $logdir/$1.log bash $3" "$1"
+	done
+fi
 for t in build/asan/tests/*_test; do
 	[ -x "$t" ] || continue
 	n=$(basename "$t")
@@ -186,12 +196,6 @@ if [ "$mode" = all ]; then
 		done
 	done
 	ls tests/sdk/*.test.mjs >/dev/null 2>&1 && add_suite sdk "sdk $logdir/sdk.log" sdk
-	# Suites with a script of their own run when it is there: name, time
-	# limit, script (its last line "<name>: N passed, N failed").
-	for s in "vm $LIMIT_VM_S scripts/vm-test.sh"; do
-		set -- $s
-		[ -f "$3" ] && add_suite "$1" "cmd $2 $1 $logdir/$1.log bash $3" "$1"
-	done
 	ls build/fuzz/fuzz_* >/dev/null 2>&1 && add_suite fuzz "fuzz $logdir/fuzz.log" fuzz
 	# Always: a missing client is a failure of the run, not a skipped check.
 	add_suite bench "bench $logdir/bench-quick.log" bench
