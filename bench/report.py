@@ -441,6 +441,14 @@ def build(raw, flag):
                   (b.get("a") or {}).get(key), (b.get("b") or {}).get(key),
                   "a second envd in the guest with -no-cgroups", "ms", "lower", "vm_rtt",
                   env_id="vm_rtt", anchor_id="vm_rtt", errors=err)
+        k = v.get("sdk_burst") or {}
+        if k:
+            R.add(sec, "in the VM (%s): %d concurrent SDK commands.run, default timeouts: completed" % (v.get("accel"), k.get("n", 0)),
+                  k.get("completed"), k.get("n"), "calls made", "calls", "higher", "vm_rtt",
+                  target=1.0, env_id="vm_rtt", errors=k.get("errors", 0))
+            R.add(sec, "in the VM (%s): %d concurrent SDK commands.run, default timeouts: all done" % (v.get("accel"), k.get("n", 0)),
+                  round(k["seconds"] * 1000, 1) if k.get("seconds") is not None else None, None, "", "ms", "lower", "vm_rtt",
+                  env_id="vm_rtt", errors=k.get("errors", 0))
     return R.rows
 
 

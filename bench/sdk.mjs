@@ -7,6 +7,9 @@
 //                                     interleaved one after the other, N each
 //   node bench/sdk.mjs concurrent N   N concurrent commands.run('true') vs N concurrent
 //                                     local spawns of bash -l -c true
+//   node bench/sdk.mjs burst N        N concurrent commands.run('sleep 0.2; echo I') with
+//                                     the SDK's default timeouts: how many complete, with
+//                                     their own output, and how long the burst takes
 //   node bench/sdk.mjs download N NAME=PATH=URL...
 //                                     files.read(PATH, {format:'stream'}) vs fetch(URL)
 //                                     with Accept-Encoding: identity (the same file from
@@ -29,8 +32,8 @@ const { Sandbox } = require('e2b')
 
 const [mode, nArg] = process.argv.slice(2)
 const n = Number(nArg)
-if (!['rtt', 'concurrent', 'download', 'link'].includes(mode) || !(n > 0)) {
-  console.error('usage: node bench/sdk.mjs rtt|concurrent N | download N NAME=PATH=URL... | link N WARM DATA=PATH,... SERVER=URL...')
+if (!['rtt', 'concurrent', 'burst', 'download', 'link'].includes(mode) || !(n > 0)) {
+  console.error('usage: node bench/sdk.mjs rtt|concurrent|burst N | download N NAME=PATH=URL... | link N WARM DATA=PATH,... SERVER=URL...')
   process.exit(2)
 }
 
@@ -184,6 +187,23 @@ if (mode === 'link') {
     if (sdk.bytes !== ref.bytes) sdk.errors++
     out[name] = { sdk, fetch: ref }
   }
+  console.log(JSON.stringify(out))
+} else if (mode === 'burst') {
+  // No options: the SDK's default request and command timeouts apply.
+  const lat = []
+  let wrong = 0
+  const t0 = now()
+  const errs = await Promise.all(
+    Array.from({ length: n }, (_, i) =>
+      timed(async () => {
+        const r = await sbx.commands.run(`sleep 0.2; echo ${i}`)
+        if (r.stdout !== `${i}\n`) wrong++
+      }, lat)
+    )
+  )
+  const out = stats(lat, errs.reduce((a, b) => a + b, 0), now() - t0)
+  out.wrong_output = wrong
+  out.completed = lat.length - wrong
   console.log(JSON.stringify(out))
 } else if (mode === 'rtt') {
   const warm = Math.min(20, Math.ceil(n / 10))

@@ -6,7 +6,7 @@
 # cgroup per command) and a second envd in the same guest with -no-cgroups,
 # side by side, one at a time and 50 at once. Prints one JSON line, as
 # scripts/bench.sh records it:
-#   {"accel":"tcg","seq":{"n":N,"a":{"p50_ms":..},"b":{..}},"burst":{..},"errors":E}
+#   {"accel":"tcg","seq":{"n":N,"a":{"p50_ms":..},"b":{..}},"burst":{..},"sdk_burst":{..},"errors":E}
 # ("a" = with cgroups, "b" = -no-cgroups). Needs the image (make vm-image)
 # and build/bench/guestrtt; the VM is powered off and removed afterwards.
 #
@@ -59,10 +59,21 @@ exit 1' >/dev/null || { echo '{"errors":1,"why":"second envd did not start"}'; e
 
 seq_json=$(gexec "/tmp/guestrtt seq 49983 49990 $N")
 burst_json=$(gexec "/tmp/guestrtt burst 49983 49990 $C $R")
-"$PY" - "$VM_ACCEL" "$seq_json" "$burst_json" <<'EOF'
+# The same burst as users make it: C concurrent commands.run from the
+# official SDK on the host, through the forwarded port, with the SDK's
+# default timeouts (bench/sdk.mjs burst), against the image's envd.
+sdk_json=null
+if command -v node >/dev/null && [ -d tests/sdk/node_modules/e2b ]; then
+	sdk_json=$(E2B_DEBUG=true E2B_SANDBOX_URL=$VM_URL node bench/sdk.mjs burst "$C" 2>/dev/null | tail -n1)
+fi
+"$PY" - "$VM_ACCEL" "$seq_json" "$burst_json" "$sdk_json" <<'EOF'
 import json, sys
-accel, s, b = sys.argv[1:4]
+accel, s, b, k = sys.argv[1:5]
 out = {"accel": accel, "errors": 0}
+try:
+    out["sdk_burst"] = json.loads(k)
+except ValueError:
+    out["sdk_burst"] = None
 for k, v in (("seq", s), ("burst", b)):
     try:
         out[k] = json.loads(v.strip().splitlines()[-1])
