@@ -9,8 +9,11 @@
 #                        LINK_CLIENT) and 10.213.OCTET.2 (inside, LINK_SERVER)
 #   link_shape RATE      tbf at RATE (tc syntax: 1gbit, 100mbit, 20mbit), or
 #                        "none" for the bare veth
-#   link_exec CMD...     CMD inside the namespace
-#   link_down            remove it all (also done on a second link_up)
+#   link_exec CMD... &   CMD inside the namespace, in the background only: it
+#                        replaces the background subshell, so $! is CMD's own
+#                        pid and a kill of $! stops CMD itself
+#   link_down            stop what still runs in the namespace, remove it all
+#                        (also done on a second link_up)
 
 link_up() {
 	LINK_NS=envd-link-$1
@@ -46,10 +49,14 @@ link_shape() {
 	ip netns exec "$LINK_NS" tc qdisc add dev "$LINK_PEER" root tbf rate "$1" burst "$burst" latency 50ms
 }
 
-link_exec() { ip netns exec "$LINK_NS" "$@"; }
+# Without the exec, $! would be the subshell that runs the function: killing
+# it left the server running, orphaned, in the namespace.
+link_exec() { exec ip netns exec "$LINK_NS" "$@"; }
 
 link_down() {
 	[ -n "${LINK_NS:-}" ] || return 0
+	local p
+	for p in $(ip netns pids "$LINK_NS" 2>/dev/null); do kill "$p" 2>/dev/null; done
 	ip netns del "$LINK_NS" 2>/dev/null
 	ip link del "${LINK_HOST:-}" 2>/dev/null
 	return 0
