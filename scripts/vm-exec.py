@@ -3,7 +3,8 @@
 """Run one command in the sandbox through envd's process API, like the SDK's
 commands.run, with nothing but the Python standard library.
 
-    vm-exec.py [-u USER] [-t SECONDS] [--background | --events [--keepalive S]] COMMAND
+    vm-exec.py [-u USER] [-t SECONDS] [--background | --events [--keepalive S]]
+               [--changes FILE] COMMAND
 
 envd is found at $VM_URL (default http://127.0.0.1:49983); $VM_TOKEN, when
 set, is sent as X-Access-Token. The command runs as `bash -l -c COMMAND`
@@ -12,7 +13,9 @@ ours and its exit status becomes ours (128+N for a signal). With
 --background the pid is printed and the command is left running. With
 --events every event is printed as it arrives, one line each: the host's
 wall-clock time, then the event as JSON (output decoded to text); with
---keepalive S envd sends a keep-alive every S seconds of silence.
+--keepalive S envd sends a keep-alive every S seconds of silence. With
+--changes FILE the command is started with trackChanges and its end
+event's changes (docs/protocol.md, "Changes") are written to FILE as JSON.
 """
 import argparse
 import base64
@@ -30,11 +33,14 @@ ap.add_argument("-t", "--timeout", type=float, default=120)
 ap.add_argument("--background", action="store_true")
 ap.add_argument("--events", action="store_true")
 ap.add_argument("--keepalive", type=int)
+ap.add_argument("--changes")
 ap.add_argument("command")
 a = ap.parse_args()
 
 url = urllib.parse.urlsplit(os.environ.get("VM_URL", "http://127.0.0.1:49983"))
 req = {"process": {"cmd": "/bin/bash", "args": ["-l", "-c", a.command]}, "stdin": False}
+if a.changes:
+    req["trackChanges"] = True
 body = json.dumps(req).encode()
 headers = {
     "Content-Type": "application/connect+json",
@@ -87,6 +93,9 @@ while True:
             out.flush()
     if "end" in ev:
         end = ev["end"]
+        if a.changes:
+            with open(a.changes, "w") as f:
+                json.dump(end.get("changes", {}), f)
         if end.get("exited"):
             status = end.get("exitCode", 0) & 0xFF
         else:
