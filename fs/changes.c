@@ -34,6 +34,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -853,7 +854,8 @@ static void ino_add(const char *path, int64_t since_ns)
 
 	if (!realpath(path, real) || strcmp(real, "/") == 0 || stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
 		return;
-	if ((m = mnt_by_dev(st.st_dev)) && (m->marked || m->net))
+	/* the mount table keys devices as mountinfo spells them, major:minor */
+	if ((m = mnt_by_dev((uint64_t)major(st.st_dev) << 32 | minor(st.st_dev))) && (m->marked || m->net))
 		return;
 	if (fstype_at(real, fstype, sizeof(fstype)) &&
 	    (in_list(fstype, pseudo_fs) || in_list(fstype, network_fs) || strncmp(fstype, "fuse.", 5) == 0))

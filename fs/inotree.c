@@ -450,11 +450,14 @@ static void moved_to(struct inotree *t, struct node *to, const struct inotify_ev
 			c->name = nm;
 			link_under(t, c, to);
 		} else {
+			/* Not watched under its old name: made and renamed before
+			 * its creation was read (or past the budget). What is in it
+			 * was not seen being made. */
 			char path[PATH_MAX];
 			if (c)
 				drop(t, c, true);
 			if (path_of(to, ev->name, path, sizeof(path)) == 0)
-				add_tree(t, to, path, 0);
+				add_tree(t, to, path, c ? 0 : -1);
 		}
 	}
 	free(m.name);
