@@ -852,6 +852,12 @@ static void ino_add(const char *path, int64_t since_ns)
 	struct stat st;
 	struct mnt *m;
 
+	/* The mount table first, by the path's string alone: a cwd on a FUSE
+	 * or NFS mount that hangs must not hold this thread (and with it the
+	 * whole journal) in realpath or stat. */
+	if (path[0] == '/' && fstype_at(path, fstype, sizeof(fstype)) &&
+	    (in_list(fstype, pseudo_fs) || in_list(fstype, network_fs) || strncmp(fstype, "fuse.", 5) == 0))
+		return;
 	if (!realpath(path, real) || strcmp(real, "/") == 0 || stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
 		return;
 	/* the mount table keys devices as mountinfo spells them, major:minor */
