@@ -111,6 +111,10 @@ static struct flag flags[] = {
 	{"archive-max-ratio", F_INT, "maximum expansion of an extracted archive per archive byte, beyond 16 MiB (0: no limit)",
 	 "200", {.i = 200}},
 	{"changes-max-paths", F_INT, "paths the change journal keeps (0: no journal)", "200000", {.i = 200000}},
+	{"changes-source", F_STR, "where the change journal reads changes: auto (fanotify, inotify where it is "
+	 "unavailable), fanotify or inotify", "auto", {.s = "auto"}},
+	{"changes-inotify-watches", F_INT, "directories the change journal may watch with inotify "
+	 "(0: half of fs.inotify.max_user_watches)", "0", {.i = 0}},
 	{"gzip-always", F_BOOL, "gzip every download whose client offers gzip, however fast its link", "false",
 	 {.b = false}},
 	{"no-port-forward", F_BOOL, "do not forward loopback listeners to the sandbox address", "false", {.b = false}},
@@ -253,6 +257,20 @@ int main(int argc, char **argv)
 	h2_max_streams = (unsigned)flag_get("max-streams")->v.i;
 	fs_max_watchers = (size_t)flag_get("max-watchers")->v.i;
 	changes_max_paths = flag_get("changes-max-paths")->v.i > 0 ? (size_t)flag_get("changes-max-paths")->v.i : 0;
+	const char *csrc = flag_get("changes-source")->v.s;
+	if (strcmp(csrc, "auto") == 0) {
+		changes_source = CHANGES_SOURCE_AUTO;
+	} else if (strcmp(csrc, "fanotify") == 0) {
+		changes_source = CHANGES_SOURCE_FANOTIFY;
+	} else if (strcmp(csrc, "inotify") == 0) {
+		changes_source = CHANGES_SOURCE_INOTIFY;
+	} else {
+		fprintf(stderr, "invalid value \"%s\" for flag -changes-source: auto, fanotify or inotify\n", csrc);
+		usage(stderr);
+		return 2;
+	}
+	changes_inotify_watches =
+		flag_get("changes-inotify-watches")->v.i > 0 ? (size_t)flag_get("changes-inotify-watches")->v.i : 0;
 	files_gzip_always = flag_get("gzip-always")->v.b;
 	if (flag_get("fs-timeout")->v.i > 0)
 		worker_fs_timeout = (double)flag_get("fs-timeout")->v.i;

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * changes.c - the change journal fed by fanotify (changes.h).
+ * changes.c - the change journal fed by fanotify, or by recursive inotify
+ * where fanotify is unavailable (changes.h).
  *
  * Threads: the reader thread owns the fanotify group's reading, the mount
- * table (fsid -> descriptor for open_by_handle_at) and every syscall on a
- * path. It hands resolved batches to the loop through a locked list and an
+ * table (fsid -> descriptor for open_by_handle_at), the inotify watch tree
+ * (fs/inotree.h) and every syscall on a path. It hands resolved batches to the loop through a locked list and an
  * ev_async; the loop owns the journal. The command registry (pid and
  * cgroup of each command, for attribution) is written by the loop and
  * read by the thread under the same lock.
@@ -27,10 +28,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,11 +43,14 @@
 #include "base/loop.h"
 #include "base/state.h"
 #include "base/users.h"
+#include "fs/inotree.h"
 #include "fs/journal.h"
 #include "process/process.h"
 #include "proto/pbjson.h"
 
 size_t changes_max_paths = 200000;
+enum changes_source changes_source = CHANGES_SOURCE_AUTO;
+size_t changes_inotify_watches;
 
 /* A reply without a limit stops here (the rest is paged). */
 #define CHANGES_PAGE_MAX 10000
@@ -54,6 +61,11 @@ size_t changes_max_paths = 200000;
 /* A barrier is answered within this, caught up or not. */
 #define BARRIER_TIMEOUT_S 5.0
 #define MOUNTS_MAX 256
+/* Working directories of tracked commands watched with inotify, at most. */
+#define CWD_ROOTS_MAX 64
+/* A tracked command's cwd is watched a moment after the command started:
+ * entries changed from this long before its registration are its changes. */
+#define CWD_SLACK_NS 50000000LL
 
 /* ---- one batch of resolved events, thread -> loop ---- */
 
@@ -73,6 +85,7 @@ struct mnt {
 	__kernel_fsid_t fsid;
 	int fd;           /* O_PATH of the mount point, for open_by_handle_at */
 	bool marked;
+	bool net;         /* a network or FUSE filesystem */
 	char *point;
 	char *why;        /* not tracked: why (NULL when tracked) */
 };
@@ -81,6 +94,13 @@ struct reg {
 	uint32_t serial;
 	pid_t pid;
 	char *cg;         /* cgroup leaf's path, or NULL */
+};
+
+/* A directory the loop asks the thread to watch with inotify (a tracked command's cwd). */
+struct rootreq {
+	struct rootreq *next;
+	int64_t since_ns;
+	char path[];
 };
 
 static struct {
@@ -101,6 +121,9 @@ static struct {
 	size_t n_regs, cap_regs;
 	char **not_tracked;   /* mount points, a copy for the loop */
 	size_t n_not_tracked;
+	char **ino_roots;     /* directories inotify watches, a copy for the loop */
+	size_t n_ino_roots;
+	struct rootreq *root_reqs;
 	bool stop;
 
 	_Atomic uint64_t barrier_req;
@@ -113,11 +136,17 @@ static struct {
 	size_t n_mnts;
 	_Atomic bool rescan;
 	int64_t last_scan_ns;
+	struct batch *cur;    /* the batch being filled */
+	int ino_fd;
+	struct inotree *ino;
+	size_t n_cwd_roots;
+	bool ino_said;        /* inotify_init1 failed: logged */
+	bool cwd_said;        /* CWD_ROOTS_MAX reached: logged */
 
 	/* the journal came from a hand-over record (with this group, or -1) */
 	bool adopted;
 	int adopt_fd;
-} C = { .fan_fd = -1, .wake_fd = -1, .adopt_fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER };
+} C = { .fan_fd = -1, .wake_fd = -1, .adopt_fd = -1, .ino_fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER };
 
 /* ---- thread side ---- */
 
@@ -226,6 +255,7 @@ static void scan_mounts(void)
 		memset(m, 0, sizeof(*m));
 		m->dev = dev;
 		m->fd = -1;
+		m->net = net;
 		m->point = strdup(point);
 		if (!m->point)
 			break;
@@ -234,6 +264,11 @@ static void scan_mounts(void)
 		if (net) {
 			m->why = strdup(fstype);
 			log_msg("info", "changes", "not tracked: %s (%s: network or FUSE filesystem)", point, fstype);
+			continue;
+		}
+		if (C.fan_fd < 0) {
+			/* inotify, below its roots only */
+			m->why = strdup("no fanotify");
 			continue;
 		}
 		m->fd = open(point, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* O_PATH is refused as mount_fd */
@@ -614,14 +649,353 @@ static void parse_events(struct batch *b, const char *buf, size_t len)
 	}
 }
 
+/* ---- inotify, where fanotify does not see ---- */
+
+static void publish_ino_roots(void);
+
+static int ino_add_watch(void *ud, const char *path)
+{
+	int wd = inotify_add_watch(C.ino_fd, path,
+				   IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_MODIFY | IN_ATTRIB |
+					   IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK);
+	return wd < 0 ? -errno : wd;
+}
+
+static void ino_rm_watch(void *ud, int wd)
+{
+	inotify_rm_watch(C.ino_fd, wd);
+}
+
+static int ino_list(void *ud, const char *path, int (*fn)(void *ctx, const char *name, bool descend), void *ctx)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !(d = fdopendir(fd))) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	dev_t dev = st.st_dev;
+	while ((de = readdir(d))) {
+		bool descend = false;
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		/* Not into other mounts: fanotify may see them, or they may be
+		 * network filesystems that could hold this thread. */
+		if ((de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) &&
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			descend = S_ISDIR(st.st_mode) && st.st_dev == dev;
+		if (fn(ctx, de->d_name, descend))
+			break;
+	}
+	closedir(d);
+	return 0;
+}
+
+/*
+ * statx(2)'s record as far as the birth time: musl has no statx(), and
+ * <linux/stat.h> clashes with its <sys/stat.h>. The kernel writes 256
+ * bytes; the tail is room to spare.
+ */
+struct sx_time {
+	int64_t sec;
+	uint32_t nsec;
+	int32_t reserved;
+};
+struct sx_rec {
+	uint32_t mask, blksize;
+	uint64_t attributes;
+	uint32_t nlink, uid, gid;
+	uint16_t mode, spare0;
+	uint64_t ino, size, blocks, attributes_mask;
+	struct sx_time atime, btime, ctime, mtime;
+	uint64_t spare[48];
+};
+#define SX_BTIME 0x800u
+
+/* When the filesystem keeps it, the path's birth time; else -1. */
+static int64_t birth_ns(const char *path)
+{
+#ifdef SYS_statx
+	struct sx_rec sx;
+	memset(&sx, 0, sizeof(sx));
+	if (syscall(SYS_statx, AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, SX_BTIME, &sx) == 0 && (sx.mask & SX_BTIME))
+		return sx.btime.sec * 1000000000LL + sx.btime.nsec;
+#endif
+	return -1;
+}
+
+static void ino_change(void *ud, const char *path, unsigned kinds, bool appeared, bool dir, int64_t since_ns)
+{
+	struct journal_event ev = { 0 };
+	struct stat st;
+
+	if (!C.cur) {
+		C.lost = true;
+		return;
+	}
+	ev.kinds = kinds;
+	ev.was_absent = appeared;
+	if (lstat(path, &st) == 0) {
+		ev.exists = true;
+		ev.ftype = ftype_of(st.st_mode);
+		ev.size = st.st_size;
+	} else {
+		ev.ftype = dir ? JF_DIR : JF_UNKNOWN;
+		ev.size = -1;
+	}
+	if (since_ns) {
+		/* Found in the first listing of a command's cwd: a change of
+		 * the command only if it changed since it started. */
+		if (!ev.exists || (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec < since_ns)
+			return;
+		int64_t born = birth_ns(path);
+		if (born >= 0 && born < since_ns) {
+			ev.kinds = JK_WRITE;
+			ev.was_absent = false;
+		}
+	}
+	ev.time_ns = wall_ns();
+	ev.attr = JA_UNKNOWN; /* inotify names no writer */
+	if (batch_add(C.cur, &ev, path) < 0)
+		C.lost = true;
+	if (C.cur->n >= 65536) {
+		publish(C.cur);
+		if (!(C.cur = batch_new()))
+			C.lost = true;
+	}
+}
+
+static void ino_lost(void *ud)
+{
+	C.lost = true;
+}
+
+static const struct inotree_ops ino_ops = { .add_watch = ino_add_watch, .rm_watch = ino_rm_watch, .list = ino_list };
+static const struct inotree_sink ino_sink = { .change = ino_change, .lost = ino_lost };
+
+/* Watches inotify may use: the flag, else half of the user's limit (the rest is for the user's own watchers). */
+static size_t ino_budget(void)
+{
+	char buf[64];
+	long long sys = 8192;
+
+	if (read_small("/proc/sys/fs/inotify/max_user_watches", buf, sizeof(buf)) && atoll(buf) > 0)
+		sys = atoll(buf);
+	if (changes_inotify_watches)
+		return changes_inotify_watches < (size_t)sys ? changes_inotify_watches : (size_t)sys;
+	return sys > 1 ? (size_t)sys / 2 : 1;
+}
+
+static int ino_open(void)
+{
+	size_t budget = ino_budget();
+
+	C.ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (C.ino_fd < 0) {
+		int e = errno;
+		if (!C.ino_said)
+			log_msg("warn", "changes", "change journal: inotify unavailable (%s)", strerror(e));
+		C.ino_said = true;
+		return -e;
+	}
+	if (!(C.ino = inotree_new(&ino_ops, &ino_sink, budget))) {
+		close(C.ino_fd);
+		C.ino_fd = -1;
+		return -ENOMEM;
+	}
+	log_msg("info", "changes", "inotify: up to %zu directories", budget);
+	return 0;
+}
+
+/* The type of the filesystem mounted at or above `path` (mountinfo's longest match). */
+static bool fstype_at(const char *path, char *fstype, size_t len)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[8192], point[4096], *dash;
+	size_t best = 0;
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%*u %*u %*u:%*u %*s %4095s", point) != 1 || !(dash = strstr(line, " - ")))
+			continue;
+		unescape(point);
+		size_t l = strlen(point);
+		bool within = strcmp(point, "/") == 0 ||
+			      (strncmp(path, point, l) == 0 && (path[l] == '\0' || path[l] == '/'));
+		char t[256];
+		if (within && l >= best && sscanf(dash + 3, "%255s", t) == 1) {
+			best = l;
+			snprintf(fstype, len, "%s", t);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * Watch the tree at `path` with inotify if fanotify does not see it: a
+ * local filesystem without a mark. since_ns > 0: a tracked command's cwd
+ * (see ino_change). Not "/" (all of it would be the whole budget).
+ */
+static void ino_add(const char *path, int64_t since_ns)
+{
+	char real[PATH_MAX], fstype[256];
+	struct stat st;
+	struct mnt *m;
+
+	/* The mount table first, by the path's string alone: a cwd on a FUSE
+	 * or NFS mount that hangs must not hold this thread (and with it the
+	 * whole journal) in realpath or stat. */
+	if (path[0] == '/' && fstype_at(path, fstype, sizeof(fstype)) &&
+	    (in_list(fstype, pseudo_fs) || in_list(fstype, network_fs) || strncmp(fstype, "fuse.", 5) == 0))
+		return;
+	if (!realpath(path, real) || strcmp(real, "/") == 0 || stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
+		return;
+	/* the mount table keys devices as mountinfo spells them, major:minor */
+	if ((m = mnt_by_dev((uint64_t)major(st.st_dev) << 32 | minor(st.st_dev))) && (m->marked || m->net))
+		return;
+	if (fstype_at(real, fstype, sizeof(fstype)) &&
+	    (in_list(fstype, pseudo_fs) || in_list(fstype, network_fs) || strncmp(fstype, "fuse.", 5) == 0))
+		return;
+	if (!C.ino && ino_open() < 0)
+		return;
+	if (since_ns && C.n_cwd_roots >= CWD_ROOTS_MAX) {
+		if (!C.cwd_said)
+			log_msg("warn", "changes", "inotify: %d working directories watched, no more (%s is not)",
+				CWD_ROOTS_MAX, real);
+		C.cwd_said = true;
+		return;
+	}
+	int64_t t0 = wall_ns();
+	size_t before = inotree_watches(C.ino);
+	int rc = inotree_add_root(C.ino, real, since_ns);
+	if (rc == 0) {
+		if (since_ns)
+			C.n_cwd_roots++;
+		log_msg("info", "changes", "inotify: watching %s (%s): %zu directories in %.1f ms", real, fstype,
+			inotree_watches(C.ino) - before, (double)(wall_ns() - t0) / 1e6);
+		publish_ino_roots();
+	} else if (rc < 0) {
+		log_msg("warn", "changes", "inotify: cannot watch %s: %s", real, strerror(-rc));
+	}
+}
+
+/* The home directories and /tmp. */
+static void ino_default_roots(void)
+{
+	DIR *d;
+	struct dirent *de;
+	char path[PATH_MAX];
+
+	ino_add("/root", 0);
+	if ((d = opendir("/home"))) {
+		while ((de = readdir(d)))
+			if (de->d_name[0] != '.' && snprintf(path, sizeof(path), "/home/%s", de->d_name) < (int)sizeof(path))
+				ino_add(path, 0);
+		closedir(d);
+	}
+	ino_add("/tmp", 0);
+}
+
+static void ino_take_requests(void)
+{
+	struct rootreq *r;
+
+	pthread_mutex_lock(&C.mu);
+	r = C.root_reqs;
+	C.root_reqs = NULL;
+	pthread_mutex_unlock(&C.mu);
+	while (r) {
+		struct rootreq *next = r->next;
+		ino_add(r->path, r->since_ns);
+		free(r);
+		r = next;
+	}
+}
+
+static char ino_buf[64 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+static void ino_drain(void)
+{
+	if (!C.ino)
+		return;
+	for (;;) {
+		ssize_t n = read(C.ino_fd, ino_buf, sizeof(ino_buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n > 0) {
+			inotree_feed(C.ino, ino_buf, (size_t)n);
+			continue;
+		}
+		/* Empty. A move's second half is queued just after its first:
+		 * look once more, briefly, before calling it a delete. */
+		if (inotree_pending(C.ino)) {
+			struct pollfd p = { .fd = C.ino_fd, .events = POLLIN };
+			if (poll(&p, 1, 2) > 0)
+				continue;
+			inotree_flush(C.ino);
+		}
+		break;
+	}
+}
+
+static void ino_root_copy(void *ud, const char *path)
+{
+	char ***v = ud;
+	size_t n = 0;
+
+	while ((*v)[n])
+		n++;
+	char **nv = realloc(*v, (n + 2) * sizeof(*nv));
+	if (!nv)
+		return;
+	*v = nv;
+	if ((nv[n] = strdup(path)))
+		n++;
+	nv[n] = NULL;
+}
+
+static void publish_ino_roots(void)
+{
+	char **l = calloc(1, sizeof(*l));
+	size_t n = 0;
+
+	if (!l)
+		return;
+	inotree_each_root(C.ino, ino_root_copy, &l);
+	while (l[n])
+		n++;
+	pthread_mutex_lock(&C.mu);
+	for (size_t i = 0; i < C.n_ino_roots; i++)
+		free(C.ino_roots[i]);
+	free(C.ino_roots);
+	C.ino_roots = l;
+	C.n_ino_roots = n;
+	pthread_mutex_unlock(&C.mu);
+}
+
 static char read_buf[256 * 1024] __attribute__((aligned(8)));
 
 static void *reader_main(void *arg)
 {
-	struct pollfd pf[2] = { { .fd = C.fan_fd, .events = POLLIN }, { .fd = C.wake_fd, .events = POLLIN } };
+	struct pollfd pf[3] = { { .fd = C.fan_fd, .events = POLLIN },
+				{ .fd = C.wake_fd, .events = POLLIN },
+				{ .fd = -1, .events = POLLIN } };
 
 	C.last_scan_ns = wall_ns();
 	scan_mounts();
+	/* Before the first batch: a barrier is answered only once the roots are watched. */
+	if (changes_source != CHANGES_SOURCE_FANOTIFY)
+		ino_default_roots();
 	for (;;) {
 		bool stop;
 		pthread_mutex_lock(&C.mu);
@@ -629,7 +1003,8 @@ static void *reader_main(void *arg)
 		pthread_mutex_unlock(&C.mu);
 		if (stop)
 			break;
-		if (poll(pf, 2, -1) < 0 && errno != EINTR)
+		pf[2].fd = C.ino_fd;
+		if (poll(pf, 3, -1) < 0 && errno != EINTR)
 			break;
 		if (pf[1].revents & POLLIN) {
 			uint64_t v;
@@ -644,32 +1019,33 @@ static void *reader_main(void *arg)
 			scan_mounts();
 		}
 		uint64_t want = atomic_load(&C.barrier_req);
-		struct batch *b = batch_new();
-		if (!b) {
+		if (!(C.cur = batch_new())) {
 			C.lost = true;
 			continue;
 		}
 		pcache_n = 0;
-		for (;;) {
+		if (changes_source != CHANGES_SOURCE_FANOTIFY)
+			ino_take_requests();
+		while (C.fan_fd >= 0 && C.cur) {
 			ssize_t n = read(C.fan_fd, read_buf, sizeof(read_buf));
 			if (n < 0 && errno == EINTR)
 				continue;
 			if (n <= 0)
 				break;
-			parse_events(b, read_buf, (size_t)n);
-			if (b->n >= 65536) {
-				publish(b);
+			parse_events(C.cur, read_buf, (size_t)n);
+			if (C.cur->n >= 65536) {
+				publish(C.cur);
 				pcache_n = 0;
-				if (!(b = batch_new())) {
+				if (!(C.cur = batch_new()))
 					C.lost = true;
-					break;
-				}
 			}
 		}
 		dcache_clear();
-		if (b) {
-			b->barrier = want;
-			publish(b);
+		ino_drain();
+		if (C.cur) {
+			C.cur->barrier = want;
+			publish(C.cur);
+			C.cur = NULL;
 		}
 	}
 	return NULL;
@@ -772,7 +1148,12 @@ static const Filesystem__EventType kind_type[JK_N] = {
 	FILESYSTEM__EVENT_TYPE__EVENT_TYPE_CHMOD,
 };
 
-static const char *attr_name(uint8_t a)
+/*
+ * In a command's end event a change nobody is named for (inotify names no
+ * writer) happened "during" the command; in a Changes reply it says
+ * nothing.
+ */
+static const char *attr_name(uint8_t a, bool in_cmd)
 {
 	switch (a) {
 	case JA_BY:
@@ -783,6 +1164,8 @@ static const char *attr_name(uint8_t a)
 		return "other";
 	case JA_ENVD:
 		return "envd";
+	case JA_UNKNOWN:
+		return in_cmd ? "during" : "";
 	default:
 		return "";
 	}
@@ -825,7 +1208,7 @@ static uint32_t pid_of_serial(uint32_t serial)
  * record) unless the caller copies them.
  */
 static void to_wire(const struct journal_change *ch, size_t n, Filesystem__Change *items, Filesystem__Change **ptrs,
-		    Filesystem__EventType *evs, Google__Protobuf__Timestamp *ts)
+		    Filesystem__EventType *evs, Google__Protobuf__Timestamp *ts, bool in_cmd)
 {
 	static const Filesystem__FileType ft[] = {
 		FILESYSTEM__FILE_TYPE__FILE_TYPE_UNSPECIFIED, FILESYSTEM__FILE_TYPE__FILE_TYPE_FILE,
@@ -849,7 +1232,7 @@ static void to_wire(const struct journal_change *ch, size_t n, Filesystem__Chang
 		for (unsigned k = 0; k < JK_N; k++)
 			if (ch[i].kinds & (1u << k))
 				c->events[c->n_events++] = kind_type[k];
-		c->attribution = (char *)attr_name(e->attr);
+		c->attribution = (char *)attr_name(e->attr, in_cmd);
 		if (e->attr == JA_BY)
 			c->pid = pid_of_serial(e->cmd);
 		ptrs[i] = c;
@@ -858,9 +1241,10 @@ static void to_wire(const struct journal_change *ch, size_t n, Filesystem__Chang
 
 /* ---- process tracker ---- */
 
-static void *trk_begin(struct process *p, pid_t pid, const char *cgroup, bool track)
+static void *trk_begin(struct process *p, pid_t pid, const char *cgroup, bool track, const char *cwd)
 {
 	struct cmd *c = calloc(1, sizeof(*c));
+	struct rootreq *rq = NULL;
 	struct reg *nr;
 
 	if (!c)
@@ -883,7 +1267,18 @@ static void *trk_begin(struct process *p, pid_t pid, const char *cgroup, bool tr
 	}
 	if (C.n_regs < C.cap_regs)
 		C.regs[C.n_regs++] = (struct reg){ c->serial, pid, cgroup ? strdup(cgroup) : NULL };
+	/* Where fanotify does not see, the thread watches the cwd with inotify
+	 * (a no-op when it is below a root already, or fanotify sees it). */
+	if (track && cwd && *cwd && changes_source != CHANGES_SOURCE_FANOTIFY &&
+	    (rq = malloc(sizeof(*rq) + strlen(cwd) + 1))) {
+		strcpy(rq->path, cwd);
+		rq->since_ns = wall_ns() - CWD_SLACK_NS;
+		rq->next = C.root_reqs;
+		C.root_reqs = rq;
+	}
 	pthread_mutex_unlock(&C.mu);
+	if (rq)
+		wake_thread();
 	c->next = cmds;
 	cmds = c;
 	return c;
@@ -941,7 +1336,7 @@ static void cmd_collect(struct cmd *c, bool caught_up)
 		}
 	}
 	if (n) {
-		to_wire(sorted, n, c->items, c->ptrs, c->evs, c->ts);
+		to_wire(sorted, n, c->items, c->ptrs, c->evs, c->ts, true);
 		/* The journal's strings move on: keep copies. */
 		char *o = c->paths;
 		for (size_t i = 0; i < n; i++) {
@@ -1070,7 +1465,7 @@ struct reply {
 	Filesystem__EventType *evs;
 	Google__Protobuf__Timestamp *ts;
 	char next[JOURNAL_TOKEN_LEN];
-	char **nt;
+	char **nt, **ir;
 };
 
 static void reply_free(struct reply *rp)
@@ -1084,6 +1479,10 @@ static void reply_free(struct reply *rp)
 		for (size_t i = 0; i < rp->resp.n_not_tracked; i++)
 			free(rp->nt[i]);
 	free(rp->nt);
+	if (rp->ir)
+		for (size_t i = 0; i < rp->resp.n_inotify_roots; i++)
+			free(rp->ir[i]);
+	free(rp->ir);
 }
 
 static int build_reply(struct ask *a, struct reply *rp)
@@ -1121,7 +1520,7 @@ static int build_reply(struct ask *a, struct reply *rp)
 			rp->ts = calloc(n, sizeof(*rp->ts));
 			if (!rp->items || !rp->ptrs || !rp->evs || !rp->ts)
 				return -ENOMEM;
-			to_wire(rp->r.changes, n, rp->items, rp->ptrs, rp->evs, rp->ts);
+			to_wire(rp->r.changes, n, rp->items, rp->ptrs, rp->evs, rp->ts, false);
 		}
 		rp->resp.changes = rp->ptrs;
 		rp->resp.n_changes = n;
@@ -1138,8 +1537,15 @@ static int build_reply(struct ask *a, struct reply *rp)
 			if ((rp->nt[rp->resp.n_not_tracked] = strdup(C.not_tracked[i])))
 				rp->resp.n_not_tracked++;
 	}
+	rp->ir = calloc(C.n_ino_roots + 1, sizeof(*rp->ir));
+	for (size_t i = 0; rp->ir && i < C.n_ino_roots; i++) {
+		if (under(C.ino_roots[i], a->prefix) || under(a->prefix, C.ino_roots[i]))
+			if ((rp->ir[rp->resp.n_inotify_roots] = strdup(C.ino_roots[i])))
+				rp->resp.n_inotify_roots++;
+	}
 	pthread_mutex_unlock(&C.mu);
 	rp->resp.not_tracked = rp->nt;
+	rp->resp.inotify_roots = rp->ir;
 	return 0;
 }
 
@@ -1466,27 +1872,41 @@ int changes_start(void)
 	ev_unref(envd_loop);
 	ev_init(&C.barrier_timer, barrier_timer_cb);
 
-	if (C.adopted && C.adopt_fd >= 0) {
+	int fan_err = 0;
+	if (C.adopted && C.adopt_fd >= 0 && changes_source != CHANGES_SOURCE_INOTIFY) {
 		C.fan_fd = C.adopt_fd;
 		fcntl(C.fan_fd, F_SETFD, FD_CLOEXEC);
 		/* The marks live on in the group; the mount table is rebuilt. */
 	} else {
+		if (C.adopt_fd >= 0)
+			close(C.adopt_fd);
 		if (C.adopted)
 			journal_gap(&C.j); /* changes during the exec were not seen */
-		C.fan_fd = (int)syscall(SYS_fanotify_init,
-					FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME | FAN_CLOEXEC | FAN_NONBLOCK,
-					O_RDONLY | O_LARGEFILE | O_CLOEXEC);
+		if (changes_source != CHANGES_SOURCE_INOTIFY) {
+			C.fan_fd = (int)syscall(SYS_fanotify_init,
+						FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME | FAN_CLOEXEC | FAN_NONBLOCK,
+						O_RDONLY | O_LARGEFILE | O_CLOEXEC);
+			fan_err = errno;
+		}
 	}
 	C.adopted = false;
 	C.adopt_fd = -1;
-	if (C.fan_fd < 0) {
-		/* Without fanotify (no CAP_SYS_ADMIN, an old kernel) nothing is
-		 * seen: every checkpoint is answered, but with no changes. */
+	if (C.fan_fd < 0 && changes_source == CHANGES_SOURCE_FANOTIFY) {
+		/* Without fanotify (no CAP_SYS_ADMIN, an old kernel), and no
+		 * fallback asked for, nothing is seen: every checkpoint is
+		 * answered, but with no changes. */
 		log_msg("warn", "changes", "change journal: fanotify unavailable (%s); changes are not tracked",
-			strerror(errno));
+			strerror(fan_err));
 		return 0;
 	}
-	fcntl(C.fan_fd, F_SETFL, fcntl(C.fan_fd, F_GETFL) | O_NONBLOCK);
+	if (C.fan_fd < 0)
+		log_msg("warn", "changes",
+			"change journal: %s%s; inotify watches the home directories, /tmp and the working "
+			"directories of tracked commands",
+			changes_source == CHANGES_SOURCE_INOTIFY ? "-changes-source inotify" : "fanotify unavailable: ",
+			changes_source == CHANGES_SOURCE_INOTIFY ? "" : strerror(fan_err));
+	else
+		fcntl(C.fan_fd, F_SETFL, fcntl(C.fan_fd, F_GETFL) | O_NONBLOCK);
 	C.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (C.wake_fd < 0)
 		return -errno;
@@ -1519,7 +1939,7 @@ static uint64_t *snap_kseq;
 
 int changes_snapshot(Upgrade__ChangeJournal *out)
 {
-	size_t n = C.j.n, i = 0;
+	size_t n, i = 0;
 
 	upgrade__change_journal__init(out);
 	out->fanotify_fd = -1;
@@ -1527,6 +1947,14 @@ int changes_snapshot(Upgrade__ChangeJournal *out)
 		return 0;
 	stop_thread();
 	fire_waiters(true);
+	if (C.ino) {
+		/* inotify watches do not cross the exec (the descriptor is
+		 * close-on-exec): the new image watches anew and misses what
+		 * changes meanwhile, so checkpoints from before answer resync. */
+		journal_gap(&C.j);
+		log_msg("info", "changes", "inotify watches are not handed over: earlier checkpoints will answer resync");
+	}
+	n = C.j.n;
 	free(snap_items);
 	free(snap_ptrs);
 	free(snap_kseq);
@@ -1574,6 +2002,24 @@ void changes_stop(void)
 	if (C.wake_fd >= 0)
 		close(C.wake_fd);
 	C.fan_fd = C.wake_fd = -1;
+	inotree_free(C.ino);
+	C.ino = NULL;
+	if (C.ino_fd >= 0)
+		close(C.ino_fd);
+	C.ino_fd = -1;
+	C.n_cwd_roots = 0;
+	pthread_mutex_lock(&C.mu);
+	while (C.root_reqs) {
+		struct rootreq *r = C.root_reqs;
+		C.root_reqs = r->next;
+		free(r);
+	}
+	for (size_t i = 0; i < C.n_ino_roots; i++)
+		free(C.ino_roots[i]);
+	free(C.ino_roots);
+	C.ino_roots = NULL;
+	C.n_ino_roots = 0;
+	pthread_mutex_unlock(&C.mu);
 	for (size_t i = 0; i < C.n_mnts; i++) {
 		if (C.mnts[i].fd >= 0)
 			close(C.mnts[i].fd);

@@ -14,6 +14,14 @@
  * tracked. When the thread falls behind (the kernel queue overflows) the
  * journal records a gap and checkpoints before it answer resync.
  *
+ * Where fanotify is unavailable (no CAP_SYS_ADMIN, no FID reporting), or a
+ * local filesystem refuses its mark (a default overlayfs, a btrfs
+ * subvolume), the same thread watches a few trees there with recursive
+ * inotify (fs/inotree.h): the home directories (/root, /home/<name>),
+ * /tmp, and the working directory of each command started with
+ * trackChanges. inotify names no writer: those changes are attributed
+ * "during" in a command's end event.
+ *
  * The loop never makes a syscall on a user's path here: the request's
  * path is only a string prefix of journal entries.
  *
@@ -31,6 +39,19 @@
 
 /* Paths the journal keeps (-changes-max-paths); 0: the journal is off. */
 extern size_t changes_max_paths;
+
+/* Where changes are read from (-changes-source). */
+enum changes_source {
+	CHANGES_SOURCE_AUTO,     /* fanotify; inotify where it is unavailable */
+	CHANGES_SOURCE_FANOTIFY, /* fanotify only */
+	CHANGES_SOURCE_INOTIFY,  /* inotify only (tests; a kernel whose fanotify misbehaves) */
+};
+extern enum changes_source changes_source;
+
+/* Directories inotify may watch (-changes-inotify-watches); 0: half of
+ * /proc/sys/fs/inotify/max_user_watches, the rest left to the user's own
+ * watchers. */
+extern size_t changes_inotify_watches;
 
 /*
  * Start the journal (loop thread, before the loop runs): a new epoch, or

@@ -1386,7 +1386,8 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	p->ent.listed = true;
 	ptable_add(&table, &p->ent);
 	if (process_tracker)
-		p->track = process_tracker->begin(p, pid, p->cg ? pcg_leaf_path(p->cg) : NULL, s->track_changes);
+		p->track = process_tracker->begin(p, pid, p->cg ? pcg_leaf_path(p->cg) : NULL, s->track_changes,
+						  s->cwd);
 	lc_step(p, LC_EV_REGISTERED);
 
 	ev_child_init(&p->child_w, child_cb, pid, 0);
