@@ -190,21 +190,42 @@ if (mode === 'link') {
   console.log(JSON.stringify(out))
 } else if (mode === 'burst') {
   // No options: the SDK's default request and command timeouts apply.
-  const lat = []
-  let wrong = 0
-  const t0 = now()
-  const errs = await Promise.all(
-    Array.from({ length: n }, (_, i) =>
-      timed(async () => {
-        const r = await sbx.commands.run(`sleep 0.2; echo ${i}`)
-        if (r.stdout !== `${i}\n`) wrong++
-      }, lat)
+  // BURST_URLS (space-separated) bursts against each envd in turn, one
+  // JSON object per URL keyed by it; else the E2B_SANDBOX_URL one alone.
+  const burst = async (box) => {
+    const lat = []
+    const kinds = {}
+    let wrong = 0
+    let errors = 0
+    const t0 = now()
+    await Promise.all(
+      Array.from({ length: n }, async (_, i) => {
+        const s = now()
+        try {
+          const r = await box.commands.run(`sleep 0.2; echo ${i}`)
+          if (r.stdout !== `${i}\n`) wrong++
+          lat.push(now() - s)
+        } catch (e) {
+          errors++
+          const k = `${e.name}: ${String(e.message).slice(0, 80)}`
+          kinds[k] = (kinds[k] ?? 0) + 1
+        }
+      })
     )
-  )
-  const out = stats(lat, errs.reduce((a, b) => a + b, 0), now() - t0)
-  out.wrong_output = wrong
-  out.completed = lat.length - wrong
-  console.log(JSON.stringify(out))
+    const out = stats(lat, errors, now() - t0)
+    out.wrong_output = wrong
+    out.completed = lat.length - wrong
+    if (errors) out.error_kinds = kinds
+    return out
+  }
+  const urls = (process.env.BURST_URLS ?? '').split(' ').filter(Boolean)
+  if (!urls.length) {
+    console.log(JSON.stringify(await burst(sbx)))
+  } else {
+    const out = {}
+    for (const url of urls) out[url] = await burst(await Sandbox.create({ debug: true, sandboxUrl: url }))
+    console.log(JSON.stringify(out))
+  }
 } else if (mode === 'rtt') {
   const warm = Math.min(20, Math.ceil(n / 10))
   for (let i = 0; i < warm; i++) {
