@@ -197,6 +197,18 @@ static struct mnt *mnt_by_dev(uint64_t dev)
 	return NULL;
 }
 
+/* Replace a list of paths the loop reads (under the lock) by `l` (n entries, owned). */
+static void install_list(char ***list, size_t *n_list, char **l, size_t n)
+{
+	pthread_mutex_lock(&C.mu);
+	for (size_t i = 0; i < *n_list; i++)
+		free((*list)[i]);
+	free(*list);
+	*list = l;
+	*n_list = n;
+	pthread_mutex_unlock(&C.mu);
+}
+
 static void publish_not_tracked(void)
 {
 	char **l = calloc(C.n_mnts + 1, sizeof(*l));
@@ -207,13 +219,7 @@ static void publish_not_tracked(void)
 	for (size_t i = 0; i < C.n_mnts; i++)
 		if (C.mnts[i].why && (l[n] = strdup(C.mnts[i].point)))
 			n++;
-	pthread_mutex_lock(&C.mu);
-	for (size_t i = 0; i < C.n_not_tracked; i++)
-		free(C.not_tracked[i]);
-	free(C.not_tracked);
-	C.not_tracked = l;
-	C.n_not_tracked = n;
-	pthread_mutex_unlock(&C.mu);
+	install_list(&C.not_tracked, &C.n_not_tracked, l, n);
 }
 
 #define FAN_EVENTS \
@@ -974,13 +980,7 @@ static void publish_ino_roots(void)
 	inotree_each_root(C.ino, ino_root_copy, &l);
 	while (l[n])
 		n++;
-	pthread_mutex_lock(&C.mu);
-	for (size_t i = 0; i < C.n_ino_roots; i++)
-		free(C.ino_roots[i]);
-	free(C.ino_roots);
-	C.ino_roots = l;
-	C.n_ino_roots = n;
-	pthread_mutex_unlock(&C.mu);
+	install_list(&C.ino_roots, &C.n_ino_roots, l, n);
 }
 
 static char read_buf[256 * 1024] __attribute__((aligned(8)));

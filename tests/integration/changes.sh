@@ -25,47 +25,11 @@ start_envd -changes-max-paths 300000 -no-port-forward -upgrade-dir "$W/up" -hand
 B="http://127.0.0.1:$PORT"
 # /init without a token: the upgrade needs an initialised envd, the
 # requests below need no token.
-TOK=
 H=()
 mkdir -p "$W/up"
 curl -s -o /dev/null -X POST -d '{}' "$B/init"
 
-# changes_rpc JSON: the Changes RPC (Connect JSON), prints "<status> <body>"
-changes_rpc() {
-	curl -s --max-time 120 "${H[@]}" -X POST "$B/filesystem.Filesystem/Changes" \
-		-H 'Content-Type: application/json' -d "$1" -w ' %{http_code}' |
-		awk '{code=$NF; $NF=""; sub(/ $/,""); print code, $0}'
-}
-# token: a checkpoint for now
-token() { changes_rpc '{}' | cut -d' ' -f2- | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["next"])'; }
-# all_since TOKEN PREFIX [extra JSON fields]: every change (all pages) as
-# lines "TYPE PATH EVENTS ATTRIBUTION", and a last line "resync=BOOL"
-all_since() {
-	"$PY" - "$B" "$TOK" "$1" "$2" "${3:-}" <<'PY'
-import json, sys, urllib.request
-base, tok, since, prefix, extra = sys.argv[1:6]
-req = {"since": since, "path": prefix, "limit": 5000}
-if extra:
-    req.update(json.loads(extra))
-resync = False
-while True:
-    r = urllib.request.Request(base + "/filesystem.Filesystem/Changes", data=json.dumps(req).encode(),
-                               headers={"Content-Type": "application/json"})
-    m = json.load(urllib.request.urlopen(r, timeout=120))
-    resync = resync or m.get("resync", False)
-    for c in m.get("changes", []):
-        print(c.get("type", "").replace("CHANGE_TYPE_", ""), c["path"],
-              ",".join(e.replace("EVENT_TYPE_", "") for e in c.get("events", [])), c.get("attribution", "-"))
-    if not m.get("more"):
-        break
-    req["since"] = m["next"]
-print("resync=%s" % str(resync).lower())
-PY
-}
-# shows TOKEN PREFIX REGEX: the changes since TOKEN under PREFIX have a line matching REGEX
-shows() { all_since "$1" "$2" >"$W/last" && grep -qE "$3" "$W/last"; }
-# count_since TOKEN PREFIX REGEX: lines matching
-count_since() { all_since "$1" "$2" | grep -cE "$3"; }
+. "$(dirname "$0")/changes_lib.sh"
 
 # --- checkpoints ---
 r=$(changes_rpc '{}')

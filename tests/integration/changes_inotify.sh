@@ -27,35 +27,7 @@ B="http://127.0.0.1:$PORT"
 mkdir -p "$W/up"
 curl -s -o /dev/null -X POST -d '{}' "$B/init"
 
-changes_rpc() {
-	curl -s --max-time 120 -X POST "$B/filesystem.Filesystem/Changes" \
-		-H 'Content-Type: application/json' -d "$1" -w ' %{http_code}' |
-		awk '{code=$NF; $NF=""; sub(/ $/,""); print code, $0}'
-}
-token() { changes_rpc '{}' | cut -d' ' -f2- | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["next"])'; }
-# all_since TOKEN PREFIX: lines "TYPE PATH EVENTS ATTRIBUTION", then "resync=BOOL"
-all_since() {
-	"$PY" - "$B" "$1" "$2" <<'PY'
-import json, sys, urllib.request
-base, since, prefix = sys.argv[1:4]
-req = {"since": since, "path": prefix, "limit": 5000}
-resync = False
-while True:
-    r = urllib.request.Request(base + "/filesystem.Filesystem/Changes", data=json.dumps(req).encode(),
-                               headers={"Content-Type": "application/json"})
-    m = json.load(urllib.request.urlopen(r, timeout=120))
-    resync = resync or m.get("resync", False)
-    for c in m.get("changes", []):
-        print(c.get("type", "").replace("CHANGE_TYPE_", ""), c["path"],
-              ",".join(e.replace("EVENT_TYPE_", "") for e in c.get("events", [])), c.get("attribution", "-"))
-    if not m.get("more"):
-        break
-    req["since"] = m["next"]
-print("resync=%s" % str(resync).lower())
-PY
-}
-shows() { all_since "$1" "$2" >"$W/last" && grep -qE "$3" "$W/last"; }
-resyncs() { all_since "$1" "$2" | tail -1 | grep -q 'resync=true'; }
+. "$(dirname "$0")/changes_lib.sh"
 # end_changes PREFIX < DECODED: the end event's changes as lines "ATTRIBUTION
 # PATH". inotify names no writer, so other suites' changes in /tmp are
 # "during" too and may fill the event (1000 at most): then, as documented,
