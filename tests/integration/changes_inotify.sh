@@ -58,6 +58,13 @@ if ch and ch.get("overflow"):
 }
 
 # --- the roots ---
+# The watches are set up by the journal's thread after the start (a home
+# with many directories takes seconds, more on a loaded machine): changes
+# made before a directory is watched are not seen, so wait until both roots
+# are watched.
+for root in "$HOMED" /tmp; do
+	wait_for 600 grep -q "inotify: watching $root " "$TMP/envd.log" || nok "inotify watches $root" "$(tail -n 5 "$TMP/envd.log")"
+done
 r=$(changes_rpc '{}')
 check_re "the reply names the inotify roots" '"inotifyRoots":\[[^]]*"/tmp"' "$r"
 check_re "the home directory is one" "\"inotifyRoots\":\\[[^]]*\"$HOMED\"" "$r"
@@ -172,6 +179,9 @@ n_fd_before=$(ls "/proc/$ENVD_PID/fd" | wc -l)
 r=$(curl -s --max-time 60 -o /dev/null -w '%{http_code}' -X POST "$B/upgrade")
 wait_for 60 curl -sf -o /dev/null "$B/health" || nok "envd answers after the upgrade"
 curl -s -o /dev/null -X POST -d '{}' "$B/init"
+# The new image sets the watches up again (its log follows the old one's).
+wait_for 600 sh -c "[ \$(grep -c 'inotify: watching /tmp ' '$TMP/envd.log') -ge 2 ]" ||
+	nok "upgrade: the new image watches /tmp" "$(tail -n 5 "$TMP/envd.log")"
 t_after=$(token)
 echo after >"$T1/after-upgrade"
 wait_for 120 shows "$t_after" "$T1" "$T1/after-upgrade" || nok "upgrade: a change after it shows up" "$(cat "$W/last")"
@@ -195,6 +205,7 @@ summary_first=$(grep -cE 'ERROR: AddressSanitizer|runtime error:|ERROR: LeakSani
 start_envd -changes-max-paths 300000 -changes-source inotify -changes-inotify-watches 1 -no-port-forward \
 	-no-cgroups -verbose
 B="http://127.0.0.1:$PORT"
+wait_for 600 grep -q "inotify: watching $HOMED " "$TMP/envd.log" || nok "budget 1: inotify watches $HOMED"
 r=$(changes_rpc '{}')
 check_re "budget 1: the home directory is watched" "\"inotifyRoots\":\\[\"$HOMED\"\\]" "$r"
 t=$(token)
