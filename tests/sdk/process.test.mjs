@@ -321,13 +321,17 @@ test('many fast commands each return their complete output', async () => {
   }
 })
 
-test('50 concurrent commands each return their own output and exit code', async () => {
+test('many concurrent commands each return their own output and exit code', async () => {
   // Every command gets its own stream and its own per-command cgroup leaf
   // (more than the spare-leaf pool holds, so some are made on demand). The
   // SDK's own timeouts are raised to the hang deadline: this checks that
   // every command completes with the right result; how long a burst takes
   // is measured by the benchmarks (bench/README.md, vm_rtt and vm_sdk_burst).
-  const n = 50
+  // Fewer through the emulated VM's forwarded port (tests/vm/10_sdk.sh):
+  // QEMU's user-mode network stalls a burst of new connections past the
+  // HTTP client's own 10 s connect timeout ("fetch failed" before envd
+  // sees the request); the VM's 50-call burst is measured by the bench.
+  const n = Number(process.env.ENVD_SDK_CONCURRENT ?? 50)
   const opts = { timeoutMs: HANG_MS, requestTimeoutMs: HANG_MS }
   const runs = Array.from({ length: n }, (_, i) =>
     sbx.commands.run(`sleep 0.2; echo ${i}; echo e${i} >&2; exit ${i % 3}`, opts).catch((e) => e)
