@@ -76,15 +76,20 @@ struct process_spec {
 	const struct user *user;
 	bool set_ids;                         /* apply the user's uid/gids */
 	const char *cwd;                      /* resolved and checked */
-	char **envp;                          /* borrowed for the call */
+	char **envp;                          /* one heap block; taken */
 	int64_t timeout_ms;                   /* > 0: SIGKILL the group then */
 	bool track_changes;                   /* the end event lists the command's changes */
 };
 
 /*
  * Spawn, register and subscribe `call` (Start stream; start event sent).
- * On failure nothing is registered, the call is untouched, and the
- * return value is the RPC code with the message in err.
+ * The spawn runs in a worker job (the child's chdir and exec may hang on a
+ * mount): RPC_OK means it is under way and the call will be answered
+ * when it is done: the start event, the spawn's error (invalid_argument),
+ * or deadline_exceeded naming the command (or the cwd) when the child did
+ * not exec within the call's deadline (-fs-timeout without one); that
+ * child is killed. Any other return: nothing is registered, the call is
+ * untouched, and the message is in err. Takes s->envp (frees it).
  */
 enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call, char *err,
 			    size_t errlen);

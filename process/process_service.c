@@ -51,10 +51,9 @@ static struct process *select_or_fail(struct rpc_call *call, const Process__Proc
 
 /*
  * Start checks its cwd on a worker: a stat of a directory on a hung mount
- * would stop the loop, and so would the child's chdir, since the loop waits
- * for the child's exec (process/spawn.c). The check resolves the path, so
- * the child's chdir finds it in the kernel's caches right after; a mount
- * that stops answering in between still holds the loop (known limit).
+ * would stop the loop. A missing cwd is answered here, with the words the
+ * reference uses; the spawn itself (the child's chdir and exec) is a
+ * worker job too (process_start).
  */
 struct start_job {
 	struct rpc_call *call;   /* NULL once answered or the client went away */
@@ -215,6 +214,7 @@ static void start_spawn(struct rpc_call *call, const Process__StartRequest *rq, 
 	spec.timeout_ms = rpc_call_timeout_ms(call);
 	spec.track_changes = rq->track_changes;
 	code = process_start(&spec, call, err, sizeof(err));
+	envp = NULL; /* process_start's now */
 	if (code != RPC_OK)
 		rpc_fail(call, code, "%s", err);
 out:
