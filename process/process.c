@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1257,7 +1258,9 @@ static void init_once(void)
  * The spawn runs in a worker job: the thread that clones waits for the
  * child's chdir and exec (CLONE_VFORK), and on a hung mount (the cwd, the
  * command's binary) that is forever. The loop prepares everything (leaf
- * cgroup, PTY or pipes) and completes the Start when the job is done.
+ * cgroup, PTY or pipes) and completes the Start when the job is done. The
+ * job checks the cwd first (a missing one has an error of its own), so a
+ * Start costs one trip to a worker thread and back.
  *
  * libev reaps every child (waitpid(-1)) and drops the status of a pid no
  * watcher names, and a child whose job is not done has none yet: while
@@ -1327,7 +1330,9 @@ struct spawn_job {
 	int64_t timeout_ms;
 	bool track_changes;
 	double deadline;              /* seconds */
-	const char *hang_path;        /* the command, or the cwd: named at the deadline */
+	const char *exec_path;        /* the command if a path, else the cwd */
+	bool no_cwd;                  /* stat(cwd) said ENOENT */
+	bool spawning;                /* past the cwd check (atomic) */
 	char cl[1024];
 	uint64_t reap_seq;            /* early_seq when the job began */
 	pid_t pid_early;              /* stored by the kernel as the child is made */
@@ -1368,6 +1373,12 @@ static void spawn_job_kill(struct spawn_job *j)
 		kill(pid, SIGKILL);
 }
 
+/* What did not answer: the cwd while it is checked, then the command. */
+static const char *spawn_job_hang_path(const struct spawn_job *j)
+{
+	return __atomic_load_n(&j->spawning, __ATOMIC_ACQUIRE) ? j->exec_path : j->cwd;
+}
+
 static void spawn_job_on_cancel(struct rpc_call *call, enum rpc_code why)
 {
 	struct spawn_job *j = rpc_call_ud(call);
@@ -1375,8 +1386,10 @@ static void spawn_job_on_cancel(struct rpc_call *call, enum rpc_code why)
 	j->call = NULL;
 	/* A client that went away leaves its command running, as after the
 	 * start; its deadline ends the Start and the command. */
-	if (why == RPC_DEADLINE_EXCEEDED)
+	if (why == RPC_DEADLINE_EXCEEDED) {
+		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->deadline, spawn_job_hang_path(j));
 		spawn_job_kill(j);
+	}
 }
 
 static const struct rpc_call_hooks spawn_job_hooks = { .on_cancel = spawn_job_on_cancel };
@@ -1384,8 +1397,15 @@ static const struct rpc_call_hooks spawn_job_hooks = { .on_cancel = spawn_job_on
 static void spawn_job_work(void *arg)
 {
 	struct spawn_job *j = arg;
+	struct stat st;
 
-	j->pid = spawn_start(&j->rq, j->serr, sizeof(j->serr));
+	if (stat(j->cwd, &st) < 0 && errno == ENOENT) {
+		j->no_cwd = true;
+		j->pid = -ENOENT;
+	} else {
+		__atomic_store_n(&j->spawning, true, __ATOMIC_RELEASE);
+		j->pid = spawn_start(&j->rq, j->serr, sizeof(j->serr));
+	}
 	__atomic_store_n(&j->returned, true, __ATOMIC_RELEASE);
 }
 
@@ -1397,7 +1417,7 @@ static void spawn_job_expired(void *arg)
 	if (call) {
 		j->call = NULL;
 		rpc_call_set_hooks(call, NULL, NULL);
-		rpc_fail(call, RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, j->deadline, j->hang_path);
+		rpc_fail(call, RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, j->deadline, spawn_job_hang_path(j));
 	}
 	spawn_job_kill(j);
 }
@@ -1460,7 +1480,9 @@ static void spawn_job_done(void *arg)
 		rpc_call_set_deadline_message(call, NULL);
 	}
 	if (j->pid < 0) {
-		if (call && j->pty)
+		if (call && j->no_cwd)
+			rpc_fail(call, RPC_INVALID_ARGUMENT, "cwd '%s' does not exist", j->cwd);
+		else if (call && j->pty)
 			rpc_fail(call, RPC_INVALID_ARGUMENT,
 				 "error starting pty with command '%s' in dir '%s' with '%u' cols and '%u' rows: %s",
 				 j->cl, j->cwd, j->cols, j->rows, j->serr);
@@ -1603,7 +1625,7 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	j->rows = s->rows;
 	j->timeout_ms = s->timeout_ms;
 	j->track_changes = s->track_changes;
-	j->hang_path = c->cmd[0] == '/' ? c->cmd : j->cwd;
+	j->exec_path = c->cmd[0] == '/' ? c->cmd : j->cwd;
 	j->deadline = worker_deadline_s(s->timeout_ms);
 	j->reap_seq = early_seq;
 	/* A job dropped at its deadline before a thread took it never ran. */
@@ -1613,11 +1635,11 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	spawns_begin();
 	rc = worker_run(&(struct worker_req){ .work = spawn_job_work, .done = spawn_job_done,
 					      .expired = spawn_job_expired, .arg = j,
-					      .key = worker_path_key(j->hang_path), .timeout = j->deadline });
+					      .key = worker_path_key(j->cwd), .timeout = j->deadline });
 	if (rc < 0) {
 		spawns_end();
-		snprintf(err, errlen, "error starting process '%s': worker queue is full, retry later: %s",
-			 j->cl, go_strerror(-rc));
+		snprintf(err, errlen, "filesystem worker queue is full, retry later: %s: %s", j->cwd,
+			 go_strerror(-rc));
 		code = RPC_RESOURCE_EXHAUSTED;
 		/* The parent's ends are p's now; the child's are the job's. */
 		process_free(p);
@@ -1628,7 +1650,7 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	if (call) {
 		rpc_call_set_hooks(call, &spawn_job_hooks, j);
 		if (s->timeout_ms > 0)
-			rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->deadline, j->hang_path);
+			rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->deadline, j->cwd);
 	}
 	return RPC_OK;
 
