@@ -991,11 +991,9 @@ void fs_watchers_snapshot_each(void (*fn)(void *ud, const struct fs_watcher_snap
 		 * along; the new inotify instance only sees what comes later. */
 		fs_watch_drain(wt->w);
 		watcher_answer_poll(wt);
-		/* Events a job still holds would be lost, and its table may
-		 * change under the record: the new image makes a fresh watch
-		 * and the client is told to rescan. */
-		bool busy = fs_watch_busy(wt->w);
-		if (busy)
+		/* Events a job still holds are lost with this image, and its
+		 * table may be changing: the client is told to rescan. */
+		if (fs_watch_busy(wt->w))
 			watcher_on_event(wt, ".", wt->path, FILESYSTEM__EVENT_TYPE__EVENT_TYPE_OVERFLOW, NULL);
 		s.id = wt->id;
 		s.path = wt->path;
@@ -1003,7 +1001,7 @@ void fs_watchers_snapshot_each(void (*fn)(void *ud, const struct fs_watcher_snap
 		s.include_entry = wt->include_entry;
 		s.events = (const Filesystem__FilesystemEvent *const *)watcher_events(wt);
 		s.n_events = watcher_n(wt);
-		s.watch = busy ? NULL : wt->w;
+		s.watch = wt->w;
 		s.inotify_fd = -1;
 		s.wds = NULL;
 		s.rels = NULL;

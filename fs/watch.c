@@ -70,6 +70,10 @@ struct watch_job {
 	bool full;            /* out reached WATCH_JOB_EVENTS_MAX */
 	struct wevent *out;
 	size_t n_out, cap_out;
+	/* Labels the job took out of the table: the loop may hold them (an
+	 * upgrade's record), so they are freed in done, on the loop. */
+	char **grave;
+	size_t n_grave, cap_grave;
 };
 
 struct fs_watch {
@@ -182,16 +186,36 @@ static struct wentry *find_wd(struct fs_watch *w, int wd)
 	return NULL;
 }
 
-static void drop_index(struct fs_watch *w, size_t i)
+/* A label out of the table: at once on the loop, in done from a job. */
+static void rel_free(struct watch_job *j, char *rel)
+{
+	if (j && j->n_grave == j->cap_grave) {
+		size_t nc = j->cap_grave ? j->cap_grave * 2 : 8;
+		char **ng = realloc(j->grave, nc * sizeof(*ng));
+		if (!ng) {
+			/* Keep it rather than free it under a reader: a leak
+			 * only when out of memory. */
+			return;
+		}
+		j->grave = ng;
+		j->cap_grave = nc;
+	}
+	if (j)
+		j->grave[j->n_grave++] = rel;
+	else
+		free(rel);
+}
+
+static void drop_index(struct fs_watch *w, struct watch_job *j, size_t i)
 {
 	pthread_mutex_lock(&w->lock);
-	free(w->w[i].rel);
+	rel_free(j, w->w[i].rel);
 	w->w[i] = w->w[--w->n];
 	pthread_mutex_unlock(&w->lock);
 }
 
 /* Add (or re-label) a watch for root/rel. Returns 0 or -errno. */
-static int add_watch(struct fs_watch *w, const char *rel)
+static int add_watch(struct fs_watch *w, struct watch_job *j, const char *rel)
 {
 	char path[PATH_MAX];
 	int wd;
@@ -207,7 +231,7 @@ static int add_watch(struct fs_watch *w, const char *rel)
 		return -ENOMEM;
 	pthread_mutex_lock(&w->lock);
 	if (e) {
-		free(e->rel);
+		rel_free(j, e->rel);
 		e->rel = copy;
 		pthread_mutex_unlock(&w->lock);
 		return 0;
@@ -327,7 +351,7 @@ static void walk_add(struct fs_watch *w, struct watch_job *j, const char *rel, b
 		if (announce)
 			emit(w, j, child, abs, FILESYSTEM__EVENT_TYPE__EVENT_TYPE_CREATE);
 		if (lstat(abs, &st) == 0 && S_ISDIR(st.st_mode)) {
-			if (add_watch(w, child) == 0)
+			if (add_watch(w, j, child) == 0)
 				walk_add(w, j, child, announce, depth + 1);
 		}
 		free(names[i]);
@@ -342,19 +366,19 @@ static bool rel_under(const char *rel, const char *prefix)
 }
 
 /* Stop watching prefix and everything under it. */
-static void drop_subtree(struct fs_watch *w, const char *prefix)
+static void drop_subtree(struct fs_watch *w, struct watch_job *j, const char *prefix)
 {
 	for (size_t i = 0; i < w->n;) {
 		if (rel_under(w->w[i].rel, prefix)) {
 			inotify_rm_watch(w->fd, w->w[i].wd);
-			drop_index(w, i);
+			drop_index(w, j, i);
 		} else {
 			i++;
 		}
 	}
 }
 
-static void rename_subtree(struct fs_watch *w, const char *from, const char *to)
+static void rename_subtree(struct fs_watch *w, struct watch_job *j, const char *from, const char *to)
 {
 	size_t fl = strlen(from);
 
@@ -369,17 +393,17 @@ static void rename_subtree(struct fs_watch *w, const char *from, const char *to)
 			memcpy(c + tl, w->w[i].rel + fl, rl + 1);
 		}
 		if (c) {
-			free(w->w[i].rel);
+			rel_free(j, w->w[i].rel);
 			w->w[i].rel = c;
 		}
 	}
 	pthread_mutex_unlock(&w->lock);
 }
 
-static void flush_pending(struct fs_watch *w)
+static void flush_pending(struct fs_watch *w, struct watch_job *j)
 {
 	if (w->pending_rel) {
-		drop_subtree(w, w->pending_rel);
+		drop_subtree(w, j, w->pending_rel);
 		free(w->pending_rel);
 		w->pending_rel = NULL;
 	}
@@ -416,7 +440,7 @@ static void handle_event(struct fs_watch *w, struct watch_job *j, const struct i
 	if (!e)
 		return;
 	if (ev->mask & IN_IGNORED) {
-		drop_index(w, (size_t)(e - w->w));
+		drop_index(w, j, (size_t)(e - w->w));
 		return;
 	}
 	if (ev->mask & IN_UNMOUNT)
@@ -426,7 +450,7 @@ static void handle_event(struct fs_watch *w, struct watch_job *j, const struct i
 	full_path(w, relname, abs, sizeof(abs));
 
 	if (w->pending_rel && !((ev->mask & IN_MOVED_TO) && ev->cookie == w->pending_cookie))
-		flush_pending(w);
+		flush_pending(w, j);
 
 	if (ev->mask & IN_DELETE_SELF) {
 		/* The parent's IN_DELETE already reported a watched subdirectory. */
@@ -441,7 +465,7 @@ static void handle_event(struct fs_watch *w, struct watch_job *j, const struct i
 		/* The root moved: drop every watch; the stream goes quiet. */
 		while (w->n) {
 			inotify_rm_watch(w->fd, w->w[0].wd);
-			drop_index(w, 0);
+			drop_index(w, j, 0);
 		}
 		emit(w, j, ".", w->root, FILESYSTEM__EVENT_TYPE__EVENT_TYPE_RENAME);
 		return;
@@ -459,11 +483,11 @@ static void handle_event(struct fs_watch *w, struct watch_job *j, const struct i
 		w->pending_rel = strdup(relname);
 		w->pending_cookie = ev->cookie;
 	} else if ((ev->mask & IN_MOVED_TO) && w->pending_rel && ev->cookie == w->pending_cookie) {
-		rename_subtree(w, w->pending_rel, relname);
+		rename_subtree(w, j, w->pending_rel, relname);
 		free(w->pending_rel);
 		w->pending_rel = NULL;
 	} else if (ev->mask & (IN_CREATE | IN_MOVED_TO)) {
-		if (add_watch(w, relname) == 0)
+		if (add_watch(w, j, relname) == 0)
 			walk_add(w, j, relname, true, 0);
 	}
 }
@@ -480,6 +504,9 @@ static void job_free(struct watch_job *j)
 		free(j->out[i].name);
 	}
 	free(j->out);
+	for (size_t i = 0; i < j->n_grave; i++)
+		free(j->grave[i]);
+	free(j->grave);
 	free(j->raw);
 	free(j);
 }
@@ -503,26 +530,26 @@ static void job_done(void *arg)
 	struct watch_job *j = arg;
 	struct fs_watch *w = j->w;
 
+	/* w->job stays set while the events go out: a callback that frees
+	 * the watch only marks it (fs_watch_free), and delivery stops. */
+	if (!w->orphan) {
+		/* Dropped at its deadline before a thread took it (a hung
+		 * mount holds the threads of its key): the events are lost. */
+		if (!j->ran || (j->full && !j->n_out))
+			w->cb(w->ud, ".", w->root, FILESYSTEM__EVENT_TYPE__EVENT_TYPE_OVERFLOW, NULL);
+		for (size_t i = 0; i < j->n_out && !w->orphan; i++) {
+			struct wevent *e = &j->out[i];
+			w->cb(w->ud, e->name, e->path, e->type, e->entry);
+			e->entry = NULL; /* the callback's now */
+		}
+	}
 	w->job = NULL;
+	job_free(j);
 	if (w->orphan) {
-		job_free(j);
 		watch_destroy(w);
 		return;
 	}
-	if (!j->ran) {
-		/* Dropped at its deadline before a thread took it (a hung mount
-		 * holds the threads of its key): the events are lost. */
-		w->cb(w->ud, ".", w->root, FILESYSTEM__EVENT_TYPE__EVENT_TYPE_OVERFLOW, NULL);
-	} else if (j->full && !j->n_out) {
-		w->cb(w->ud, ".", w->root, FILESYSTEM__EVENT_TYPE__EVENT_TYPE_OVERFLOW, NULL);
-	}
-	for (size_t i = 0; i < j->n_out; i++) {
-		struct wevent *e = &j->out[i];
-		w->cb(w->ud, e->name, e->path, e->type, e->entry);
-		e->entry = NULL; /* the callback's now */
-	}
-	job_free(j);
-	if (w->qlen)
+	if (w->qlen || w->qlost)
 		job_submit(w);
 	else if (w->idle)
 		w->idle(w->ud);
@@ -640,7 +667,7 @@ int fs_watch_prepare(const char *root, bool recursive, struct fs_watch **out, ch
 		free(w);
 		return rc;
 	}
-	rc = add_watch(w, "");
+	rc = add_watch(w, NULL, "");
 	if (rc < 0) {
 		snprintf(err, errlen, "error adding path %s to watcher: %s", root, go_strerror(-rc));
 		fs_watch_free(w);
@@ -723,11 +750,17 @@ int fs_watch_fd(const struct fs_watch *w)
 
 size_t fs_watch_wd(const struct fs_watch *w, size_t i, int *wd, const char **rel)
 {
-	if (i >= w->n)
-		return 0;
-	*wd = w->w[i].wd;
-	*rel = w->w[i].rel;
-	return 1;
+	struct fs_watch *mw = (struct fs_watch *)w;
+	size_t found = 0;
+
+	pthread_mutex_lock(&mw->lock);
+	if (i < w->n) {
+		*wd = w->w[i].wd;
+		*rel = w->w[i].rel;
+		found = 1;
+	}
+	pthread_mutex_unlock(&mw->lock);
+	return found;
 }
 
 int fs_watch_adopt(int fd, const char *root, bool recursive, const int *wds, const char *const *rels, size_t n,

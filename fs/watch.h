@@ -96,8 +96,11 @@ void fs_watch_free(struct fs_watch *w);
  * that happen during the exec wait in the kernel instead of being lost.
  */
 int fs_watch_fd(const struct fs_watch *w);
-/* The i-th watched directory: 1 and *wd, *rel (relative to the root); 0 past
- * the end. Only while !fs_watch_busy(w): a job may change the table. */
+/*
+ * The i-th watched directory: 1 and *wd, *rel (relative to the root); 0 past
+ * the end. While a job is in flight the table may change between calls (an
+ * entry missed or seen twice); *rel stays valid until the loop runs again.
+ */
 size_t fs_watch_wd(const struct fs_watch *w, size_t i, int *wd, const char **rel);
 /*
  * A watch on an inherited inotify descriptor with its table (copied); the
