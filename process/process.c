@@ -1302,6 +1302,11 @@ static bool early_exit_of(pid_t pid, uint64_t since, int *status)
 	return false;
 }
 
+unsigned process_spawns_in_flight(void)
+{
+	return spawns_in_flight;
+}
+
 static void spawns_begin(void)
 {
 	if (spawns_in_flight++ == 0) {

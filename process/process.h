@@ -94,6 +94,9 @@ struct process_spec {
 enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call, char *err,
 			    size_t errlen);
 
+/* Starts whose spawn job is not done yet (the upgrade waits for them). */
+unsigned process_spawns_in_flight(void);
+
 /* Lookups by pid or tag (first match): listed processes first;
    `retained_too` for Connect. */
 struct process *process_find_pid(uint32_t pid, bool retained_too);
