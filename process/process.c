@@ -1335,7 +1335,7 @@ struct spawn_job {
 	int64_t timeout_ms;
 	bool track_changes;
 	double deadline;              /* seconds */
-	const char *exec_path;        /* the command if a path, else the cwd */
+	const char *exec_path;        /* the command if a path, else the cwd: its mount keys the job */
 	bool no_cwd;                  /* stat(cwd) said ENOENT */
 	bool spawning;                /* past the cwd check (atomic) */
 	char cl[1024];
@@ -1365,7 +1365,9 @@ static void spawn_job_free(struct spawn_job *j)
 /*
  * Give up on the child (its Start ended at its deadline): one stuck in its
  * chdir or exec on a hung mount is killed, which wakes it (FUSE and NFS
- * waits are killable) and frees the job's thread. The pid cannot have been
+ * requests wait killably) and frees the job's thread; not when it waits for
+ * a directory lock that a stuck request of the mount holds (a mkdir there):
+ * then both go on when the mount answers. The pid cannot have been
  * reused while spawn_start has not returned: the child is not reaped yet,
  * or only just (a reuse would need a pid wrap in between).
  */
@@ -1640,7 +1642,8 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	spawns_begin();
 	rc = worker_run(&(struct worker_req){ .work = spawn_job_work, .done = spawn_job_done,
 					      .expired = spawn_job_expired, .arg = j,
-					      .key = worker_path_key(j->cwd), .timeout = j->deadline });
+					      .key = worker_path_key(j->exec_path) | WORKER_KEY_SPAWN,
+					      .timeout = j->deadline });
 	if (rc < 0) {
 		spawns_end();
 		snprintf(err, errlen, "filesystem worker queue is full, retry later: %s: %s", j->cwd,
