@@ -1333,7 +1333,6 @@ struct spawn_job {
 	bool pty;
 	unsigned cols, rows;
 	int64_t timeout_ms;
-	bool track_changes;
 	double deadline;              /* seconds */
 	const char *exec_path;        /* the command if a path, else the cwd: its mount keys the job */
 	bool no_cwd;                  /* stat(cwd) said ENOENT */
@@ -1412,6 +1411,10 @@ static void spawn_job_work(void *arg)
 	} else {
 		__atomic_store_n(&j->spawning, true, __ATOMIC_RELEASE);
 		j->pid = spawn_start(&j->rq, j->serr, sizeof(j->serr));
+		/* The command runs already: what it changes is its own now,
+		 * not once the loop has heard of it. */
+		if (j->pid > 0 && j->p->track)
+			process_tracker->set_pid(j->p->track, j->pid);
 	}
 	__atomic_store_n(&j->returned, true, __ATOMIC_RELEASE);
 }
@@ -1441,8 +1444,6 @@ static void spawn_register(struct spawn_job *j)
 	evict_retained(pid, p->tag);
 	p->ent.listed = true;
 	ptable_add(&table, &p->ent);
-	if (process_tracker)
-		p->track = process_tracker->begin(p, pid, p->cg ? pcg_leaf_path(p->cg) : NULL, j->track_changes);
 	lc_step(p, LC_EV_REGISTERED);
 
 	ev_child_init(&p->child_w, child_cb, pid, 0);
@@ -1631,10 +1632,11 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	j->cols = s->cols;
 	j->rows = s->rows;
 	j->timeout_ms = s->timeout_ms;
-	j->track_changes = s->track_changes;
 	j->exec_path = c->cmd[0] == '/' ? c->cmd : j->cwd;
 	j->deadline = worker_deadline_s(s->timeout_ms);
 	j->reap_seq = early_seq;
+	if (process_tracker)
+		p->track = process_tracker->begin(p, -1, p->cg ? pcg_leaf_path(p->cg) : NULL, s->track_changes);
 	/* A job dropped at its deadline before a thread took it never ran. */
 	j->pid = -ETIMEDOUT;
 	snprintf(j->serr, sizeof(j->serr), "fork/exec %s: %s", c->cmd, go_strerror(ETIMEDOUT));

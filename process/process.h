@@ -186,9 +186,11 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring);
 
 /*
  * Change tracking, installed by the change journal (fs/changes.c), which
- * sits above this layer. `begin` runs once a command is spawned (every
- * command, so changes can be attributed to it) and returns a handle or
- * NULL. When the command's end is due, `end` is given the handle; the end
+ * sits above this layer. `begin` runs on the loop just before a command is
+ * spawned (every command, so changes can be attributed to it; pid -1, the
+ * cgroup known) and returns a handle or NULL; `set_pid` gives it the pid,
+ * from the spawn's worker thread as soon as the child has exec'd (it must
+ * be thread-safe). When the command's end is due, `end` is given the handle; the end
  * event waits until the tracker calls ready(p) (at once, or once its
  * changes are in; at most a few seconds). `fill` adds the changes to an
  * end event (memory owned by the handle, valid until release); `release`
@@ -196,6 +198,7 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring);
  */
 struct process_tracker {
 	void *(*begin)(struct process *p, pid_t pid, const char *cgroup, bool track);
+	void (*set_pid)(void *h, pid_t pid);
 	void (*end)(void *h, struct process *p, void (*ready)(struct process *p));
 	void (*fill)(void *h, Process__ProcessEvent__EndEvent *end);
 	void (*release)(void *h);
