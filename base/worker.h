@@ -48,6 +48,15 @@
 #define WORKER_KEY_QUEUE_MAX 512 /* of one key */
 #define WORKER_IDLE_S 10
 
+/*
+ * Or'ed into a mount's key for a Start's spawn: its child looks up the cwd
+ * and the binary, and may stay stuck even when killed (it waits on a lock
+ * that a stuck request of the same mount holds). Counted apart, a stuck
+ * spawn neither slows the mount's filesystem requests nor those of
+ * another mount the spawn only passed through.
+ */
+#define WORKER_KEY_SPAWN (1ull << 63)
+
 /* The words of a request whose filesystem job outlived its deadline, for
  * every edge that reports one: printf format, arguments (double seconds,
  * const char *path). */

@@ -1198,7 +1198,7 @@ static uint32_t pid_of_serial(uint32_t serial)
 {
 	for (struct cmd *c = cmds; c; c = c->next)
 		if (c->serial == serial)
-			return (uint32_t)c->pid;
+			return (uint32_t)__atomic_load_n(&c->pid, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -1418,8 +1418,24 @@ static void trk_release(void *h)
 		free(c);
 }
 
+/* The spawn's worker thread, as soon as the child has exec'd: events the
+ * command causes from then on are its own (the loop learns the pid later). */
+static void trk_set_pid(void *h, pid_t pid)
+{
+	struct cmd *c = h;
+
+	pthread_mutex_lock(&C.mu);
+	__atomic_store_n(&c->pid, pid, __ATOMIC_RELAXED);
+	for (size_t i = 0; i < C.n_regs; i++)
+		if (C.regs[i].serial == c->serial) {
+			C.regs[i].pid = pid;
+			break;
+		}
+	pthread_mutex_unlock(&C.mu);
+}
+
 static const struct process_tracker tracker = {
-	.begin = trk_begin, .end = trk_end, .fill = trk_fill, .release = trk_release,
+	.begin = trk_begin, .set_pid = trk_set_pid, .end = trk_end, .fill = trk_fill, .release = trk_release,
 };
 
 /* ---- queries (RPC and HTTP) ---- */

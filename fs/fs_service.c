@@ -43,6 +43,9 @@
 #define WATCH_STREAM_QUEUE_MAX (1024 * 1024)
 /* Buffered events per CreateWatcher watcher before it reports overflow. */
 #define WATCHER_EVENTS_MAX 65536
+/* How long GetWatcherEvents waits for events the watch's job still holds
+ * (at most half the client's deadline). */
+#define WATCHER_POLL_WAIT_S 5.0
 /* Polled watchers at once (flag -max-watchers, at most WATCHERS_CAP). */
 #define WATCHERS_CAP 4096
 size_t fs_max_watchers = 256;
@@ -430,30 +433,28 @@ static void fs_remove(struct rpc_call *call, const ProtobufCMessage *msg)
 
 /* --- events --- */
 
-/* A heap FilesystemEvent (free with event_free). */
-static Filesystem__FilesystemEvent *event_new(const char *name, const char *path, Filesystem__EventType type,
-					      bool include_entry)
+/* A heap FilesystemEvent (free with event_free); takes `entry` (the watch
+ * stat'ed it, off the loop) whatever happens. */
+static Filesystem__FilesystemEvent *event_new(const char *name, Filesystem__EventType type,
+					      Filesystem__EntryInfo *entry)
 {
 	Filesystem__FilesystemEvent *ev = malloc(sizeof(*ev));
-	char err[ERRLEN];
 
-	if (!ev)
+	if (!ev) {
+		fs_entry_free(entry);
 		return NULL;
+	}
 	filesystem__filesystem_event__init(ev);
 	ev->type = type;
 	ev->name = strdup(name);
 	if (!ev->name) {
+		fs_entry_free(entry);
 		free(ev);
 		return NULL;
 	}
-	if (include_entry && (type == FILESYSTEM__EVENT_TYPE__EVENT_TYPE_CREATE ||
-			      type == FILESYSTEM__EVENT_TYPE__EVENT_TYPE_WRITE ||
-			      type == FILESYSTEM__EVENT_TYPE__EVENT_TYPE_CHMOD)) {
-		Filesystem__EntryInfo *e;
-		if (fs_entry_info(path, &e, err, sizeof(err)) == 0) {
-			ev->optional_entry_case = FILESYSTEM__FILESYSTEM_EVENT__OPTIONAL_ENTRY_ENTRY;
-			ev->entry = e;
-		}
+	if (entry) {
+		ev->optional_entry_case = FILESYSTEM__FILESYSTEM_EVENT__OPTIONAL_ENTRY_ENTRY;
+		ev->entry = entry;
 	}
 	return ev;
 }
@@ -518,7 +519,8 @@ static void stream_send_overflow(struct watch_stream *s)
 	s->lost = false;
 }
 
-static void stream_on_event(void *ud, const char *name, const char *path, Filesystem__EventType type)
+static void stream_on_event(void *ud, const char *name, const char *path, Filesystem__EventType type,
+			    Filesystem__EntryInfo *entry)
 {
 	struct watch_stream *s = ud;
 	Filesystem__FilesystemEvent *ev;
@@ -528,12 +530,13 @@ static void stream_on_event(void *ud, const char *name, const char *path, Filesy
 	/* A client that does not read gets no unbounded queue: drop and tell
 	 * it to rescan once it catches up (on_writable). */
 	if (s->lost || rpc_call_queued(s->call) > WATCH_STREAM_QUEUE_MAX) {
+		fs_entry_free(entry);
 		s->lost = true;
 		if (rpc_call_queued(s->call) <= WATCH_STREAM_QUEUE_MAX / 2)
 			stream_send_overflow(s);
 		return;
 	}
-	ev = event_new(name, path, type, s->include_entry);
+	ev = event_new(name, type, entry);
 	if (!ev) {
 		s->lost = true;
 		return;
@@ -686,7 +689,7 @@ static void watch_stream_ready(struct watch_job *j)
 	s->call = j->call;
 	s->include_entry = j->include_entry;
 	s->w = j->w;
-	fs_watch_start(s->w, stream_on_event, s);
+	fs_watch_start(s->w, s->include_entry, stream_on_event, NULL, s);
 	ev_init(&s->keepalive, stream_on_keepalive);
 	s->keepalive.repeat = (ev_tstamp)rpc_call_keepalive_s(s->call);
 	s->keepalive.data = s;
@@ -719,6 +722,9 @@ struct watcher {
 	char *path;              /* kept for the live-upgrade record */
 	struct buf events; /* Filesystem__FilesystemEvent *, at most WATCHER_EVENTS_MAX */
 	bool overflowed; /* the buffer limit was hit; an overflow event is queued */
+	/* A GetWatcherEvents waiting for the watch's job (see there). */
+	struct rpc_call *poll;
+	ev_timer poll_timer;
 };
 
 static struct watcher *watchers[WATCHERS_CAP];
@@ -753,29 +759,79 @@ static bool watcher_push(struct watcher *wt, Filesystem__FilesystemEvent *ev)
 	return buf_append(&wt->events, &ev, sizeof(ev)) == 0;
 }
 
-static void watcher_on_event(void *ud, const char *name, const char *path, Filesystem__EventType type)
+static void watcher_on_event(void *ud, const char *name, const char *path, Filesystem__EventType type,
+			     Filesystem__EntryInfo *entry)
 {
 	struct watcher *wt = ud;
 	Filesystem__FilesystemEvent *ev;
 
-	if (wt->overflowed)
+	if (wt->overflowed) {
+		fs_entry_free(entry);
 		return;
+	}
 	if (watcher_n(wt) >= WATCHER_EVENTS_MAX - 1)
 		type = FILESYSTEM__EVENT_TYPE__EVENT_TYPE_OVERFLOW;
 	if (type == FILESYSTEM__EVENT_TYPE__EVENT_TYPE_OVERFLOW) {
 		/* Everything after this point is lost until the client drains. */
 		name = ".";
 		wt->overflowed = true;
+		fs_entry_free(entry);
+		entry = NULL;
 	}
-	ev = event_new(name, path, type, wt->include_entry);
+	ev = event_new(name, type, entry);
 	if (!ev || !watcher_push(wt, ev)) {
 		event_free(ev);
 		wt->overflowed = true;
 	}
 }
 
+/* Answer a GetWatcherEvents with what the buffer holds, and empty it. */
+static void watcher_answer(struct watcher *wt, struct rpc_call *call)
+{
+	Filesystem__GetWatcherEventsResponse resp = FILESYSTEM__GET_WATCHER_EVENTS_RESPONSE__INIT;
+
+	resp.events = watcher_events(wt);
+	resp.n_events = watcher_n(wt);
+	fs_reply(call, &resp.base);
+	watcher_clear(wt);
+	wt->overflowed = false;
+}
+
+static void watcher_answer_poll(struct watcher *wt)
+{
+	struct rpc_call *call = wt->poll;
+
+	if (!call)
+		return;
+	wt->poll = NULL;
+	ev_timer_stop(envd_loop, &wt->poll_timer);
+	rpc_call_set_hooks(call, NULL, NULL);
+	watcher_answer(wt, call);
+}
+
+static void watcher_on_idle(void *ud)
+{
+	watcher_answer_poll(ud);
+}
+
+static void watcher_on_poll_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	watcher_answer_poll(t->data);
+}
+
+static void watcher_poll_on_cancel(struct rpc_call *call, enum rpc_code why)
+{
+	struct watcher *wt = rpc_call_ud(call);
+
+	wt->poll = NULL;
+	ev_timer_stop(envd_loop, &wt->poll_timer);
+}
+
+static const struct rpc_call_hooks watcher_poll_hooks = { .on_cancel = watcher_poll_on_cancel };
+
 static void watcher_free(struct watcher *wt)
 {
+	watcher_answer_poll(wt);
 	fs_watch_free(wt->w);
 	watcher_clear(wt);
 	free(wt->path);
@@ -848,7 +904,9 @@ static void watcher_ready(struct watch_job *j)
 		return;
 	}
 	wt->w = j->w;
-	fs_watch_start(wt->w, watcher_on_event, wt);
+	ev_init(&wt->poll_timer, watcher_on_poll_timer);
+	wt->poll_timer.data = wt;
+	fs_watch_start(wt->w, wt->include_entry, watcher_on_event, watcher_on_idle, wt);
 	*slot = wt;
 	resp.watcher_id = wt->id;
 	fs_reply(j->call, &resp.base);
@@ -864,7 +922,6 @@ static void fs_create_watcher(struct rpc_call *call, const ProtobufCMessage *msg
 static void fs_get_watcher_events(struct rpc_call *call, const ProtobufCMessage *msg)
 {
 	const Filesystem__GetWatcherEventsRequest *req = (const Filesystem__GetWatcherEventsRequest *)msg;
-	Filesystem__GetWatcherEventsResponse resp = FILESYSTEM__GET_WATCHER_EVENTS_RESPONSE__INIT;
 	struct watcher **slot = watcher_find(req->watcher_id);
 	struct watcher *wt;
 
@@ -874,13 +931,24 @@ static void fs_get_watcher_events(struct rpc_call *call, const ProtobufCMessage 
 	}
 	wt = *slot;
 	/* Whatever the kernel has queued by now belongs in this answer: a
-	 * client polling right after a write must see it. */
+	 * client polling right after a write must see it. Events that wait
+	 * for the watch's job (a new directory, an entry to stat) are waited
+	 * for, but only so long: on a hung mount the answer comes with what
+	 * is there, and the rest in a later poll. One poll waits at a time. */
 	fs_watch_drain(wt->w);
-	resp.events = watcher_events(wt);
-	resp.n_events = watcher_n(wt);
-	fs_reply(call, &resp.base);
-	watcher_clear(wt);
-	wt->overflowed = false;
+	if (fs_watch_busy(wt->w) && !wt->poll) {
+		double wait = WATCHER_POLL_WAIT_S;
+		int64_t ms = rpc_call_timeout_ms(call);
+
+		if (ms > 0 && ms / 2000.0 < wait)
+			wait = ms / 2000.0;
+		wt->poll = call;
+		rpc_call_set_hooks(call, &watcher_poll_hooks, wt);
+		ev_timer_set(&wt->poll_timer, wait, 0);
+		ev_timer_start(envd_loop, &wt->poll_timer);
+		return;
+	}
+	watcher_answer(wt, call);
 }
 
 static void fs_remove_watcher(struct rpc_call *call, const ProtobufCMessage *msg)
@@ -922,6 +990,11 @@ void fs_watchers_snapshot_each(void (*fn)(void *ud, const struct fs_watcher_snap
 		/* Events the kernel holds now are owed to the client: take them
 		 * along; the new inotify instance only sees what comes later. */
 		fs_watch_drain(wt->w);
+		watcher_answer_poll(wt);
+		/* Events a job still holds are lost with this image, and its
+		 * table may be changing: the client is told to rescan. */
+		if (fs_watch_busy(wt->w))
+			watcher_on_event(wt, ".", wt->path, FILESYSTEM__EVENT_TYPE__EVENT_TYPE_OVERFLOW, NULL);
 		s.id = wt->id;
 		s.path = wt->path;
 		s.recursive = wt->recursive;
@@ -1004,7 +1077,9 @@ int fs_watcher_adopt(const struct fs_watcher_snapshot *s, char *err, size_t errl
 		watcher_free(wt);
 		return rc;
 	}
-	fs_watch_start(wt->w, watcher_on_event, wt);
+	ev_init(&wt->poll_timer, watcher_on_poll_timer);
+	wt->poll_timer.data = wt;
+	fs_watch_start(wt->w, wt->include_entry, watcher_on_event, watcher_on_idle, wt);
 	*slot = wt;
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@
 #include "process/ring.h"
 #include "process/spawn.h"
 #include "base/users.h"
+#include "base/worker.h"
 #include "process/waitstatus.h"
 
 size_t process_ring_size = 1024 * 1024;
@@ -1252,55 +1254,323 @@ static void init_once(void)
 		signal(SIGPIPE, SIG_IGN);
 }
 
+/*
+ * The spawn runs in a worker job: the thread that clones waits for the
+ * child's chdir and exec (CLONE_VFORK), and on a hung mount (the cwd, the
+ * command's binary) that is forever. The loop prepares everything (leaf
+ * cgroup, PTY or pipes) and completes the Start when the job is done. The
+ * job checks the cwd first (a missing one has an error of its own), so a
+ * Start costs one trip to a worker thread and back.
+ *
+ * libev reaps every child (waitpid(-1)) and drops the status of a pid no
+ * watcher names, and a child whose job is not done has none yet: while
+ * spawns are in flight, a watcher for any pid keeps the exits of pids the
+ * table does not know, in a ring numbered so that a spawn only takes an
+ * exit that came after it began (a pid is reused only after a wrap).
+ */
+#define EARLY_EXITS 128
+
+struct early_exit {
+	pid_t pid;
+	int status;
+};
+
+static struct early_exit early[EARLY_EXITS];
+static uint64_t early_seq;      /* exits kept so far */
+static unsigned spawns_in_flight;
+static ev_child any_child_w;
+
+static void any_child_cb(EV_P_ ev_child *w, int revents)
+{
+	if (ptable_find_pid(&table, (uint32_t)w->rpid, true))
+		return;
+	early[early_seq % EARLY_EXITS] = (struct early_exit){ w->rpid, w->rstatus };
+	early_seq++;
+}
+
+static bool early_exit_of(pid_t pid, uint64_t since, int *status)
+{
+	uint64_t from = early_seq > EARLY_EXITS ? early_seq - EARLY_EXITS : 0;
+
+	for (uint64_t i = since > from ? since : from; i < early_seq; i++) {
+		if (early[i % EARLY_EXITS].pid == pid) {
+			*status = early[i % EARLY_EXITS].status;
+			early[i % EARLY_EXITS].pid = 0;
+			return true;
+		}
+	}
+	return false;
+}
+
+unsigned process_spawns_in_flight(void)
+{
+	return spawns_in_flight;
+}
+
+static void spawns_begin(void)
+{
+	if (spawns_in_flight++ == 0) {
+		ev_child_init(&any_child_w, any_child_cb, 0, 0);
+		ev_child_start(envd_loop, &any_child_w);
+	}
+}
+
+static void spawns_end(void)
+{
+	if (--spawns_in_flight == 0)
+		ev_child_stop(envd_loop, &any_child_w);
+}
+
+struct spawn_job {
+	struct process *p;            /* owned until done */
+	struct rpc_call *call;        /* NULL once answered or gone */
+	struct spawn_req rq;
+	struct user u;                /* rq.groups points in here */
+	char **argv;                  /* into p->config */
+	char **envp;                  /* owned */
+	char *cwd;
+	int child_fd[3];              /* the child's ends, closed once it has them */
+	bool pty;
+	unsigned cols, rows;
+	int64_t timeout_ms;
+	double deadline;              /* seconds */
+	const char *exec_path;        /* the command if a path, else the cwd: its mount keys the job */
+	bool no_cwd;                  /* stat(cwd) said ENOENT */
+	bool spawning;                /* past the cwd check (atomic) */
+	char cl[1024];
+	uint64_t reap_seq;            /* early_seq when the job began */
+	pid_t pid_early;              /* stored by the kernel as the child is made */
+	bool returned;                /* spawn_start returned (atomic) */
+	bool killed;                  /* given up: the child is killed */
+	pid_t pid;                    /* spawn_start's result */
+	char serr[512];
+};
+
+static void spawn_job_free(struct spawn_job *j)
+{
+	int last = -1;
+
+	for (int i = 0; i < 3; i++) {
+		if (j->child_fd[i] >= 0 && j->child_fd[i] != last)
+			close(j->child_fd[i]);
+		last = j->child_fd[i];
+	}
+	free(j->argv);
+	free(j->envp);
+	free(j->cwd);
+	free(j);
+}
+
+/*
+ * Give up on the child (its Start ended at its deadline): one stuck in its
+ * chdir or exec on a hung mount is killed, which wakes it (FUSE and NFS
+ * requests wait killably) and frees the job's thread; not when it waits for
+ * a directory lock that a stuck request of the mount holds (a mkdir there):
+ * then both go on when the mount answers. The pid cannot have been
+ * reused while spawn_start has not returned: the child is not reaped yet,
+ * or only just (a reuse would need a pid wrap in between).
+ */
+static void spawn_job_kill(struct spawn_job *j)
+{
+	pid_t pid = __atomic_load_n(&j->pid_early, __ATOMIC_ACQUIRE);
+
+	j->killed = true;
+	if (pid > 0 && !__atomic_load_n(&j->returned, __ATOMIC_ACQUIRE))
+		kill(pid, SIGKILL);
+}
+
+/* What did not answer: the cwd while it is checked, then the command. */
+static const char *spawn_job_hang_path(const struct spawn_job *j)
+{
+	return __atomic_load_n(&j->spawning, __ATOMIC_ACQUIRE) ? j->exec_path : j->cwd;
+}
+
+static void spawn_job_on_cancel(struct rpc_call *call, enum rpc_code why)
+{
+	struct spawn_job *j = rpc_call_ud(call);
+
+	j->call = NULL;
+	/* A client that went away leaves its command running, as after the
+	 * start; its deadline ends the Start and the command. */
+	if (why == RPC_DEADLINE_EXCEEDED) {
+		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->deadline, spawn_job_hang_path(j));
+		spawn_job_kill(j);
+	}
+}
+
+static const struct rpc_call_hooks spawn_job_hooks = { .on_cancel = spawn_job_on_cancel };
+
+static void spawn_job_work(void *arg)
+{
+	struct spawn_job *j = arg;
+	struct stat st;
+
+	if (stat(j->cwd, &st) < 0 && errno == ENOENT) {
+		j->no_cwd = true;
+		j->pid = -ENOENT;
+	} else {
+		__atomic_store_n(&j->spawning, true, __ATOMIC_RELEASE);
+		j->pid = spawn_start(&j->rq, j->serr, sizeof(j->serr));
+		/* The command runs already: what it changes is its own now,
+		 * not once the loop has heard of it. */
+		if (j->pid > 0 && j->p->track)
+			process_tracker->set_pid(j->p->track, j->pid);
+	}
+	__atomic_store_n(&j->returned, true, __ATOMIC_RELEASE);
+}
+
+static void spawn_job_expired(void *arg)
+{
+	struct spawn_job *j = arg;
+	struct rpc_call *call = j->call;
+
+	if (call) {
+		j->call = NULL;
+		rpc_call_set_hooks(call, NULL, NULL);
+		rpc_fail(call, RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, j->deadline, spawn_job_hang_path(j));
+	}
+	spawn_job_kill(j);
+}
+
+static void spawn_register(struct spawn_job *j)
+{
+	struct process *p = j->p;
+	pid_t pid = j->pid;
+	int status;
+
+	p->pid = pid;
+	p->ent.pid = (uint32_t)pid;
+	p->ent.tag = p->tag;
+	evict_retained(pid, p->tag);
+	p->ent.listed = true;
+	ptable_add(&table, &p->ent);
+	lc_step(p, LC_EV_REGISTERED);
+
+	ev_child_init(&p->child_w, child_cb, pid, 0);
+	p->child_w.data = p;
+	ev_child_start(envd_loop, &p->child_w);
+	/* Reaped before it had a watcher: its exit is handed on as libev would. */
+	if (early_exit_of(pid, j->reap_seq, &status)) {
+		p->child_w.rpid = pid;
+		p->child_w.rstatus = status;
+		ev_feed_event(envd_loop, &p->child_w, EV_CHILD);
+	}
+	ev_io_init(&p->out_w, read_cb, p->out_fd, EV_READ);
+	p->out_w.data = p;
+	ev_io_init(&p->err_w, read_cb, p->err_fd < 0 ? 0 : p->err_fd, EV_READ);
+	p->err_w.data = p;
+	ev_io_init(&p->in_w, in_cb, p->in_fd < 0 ? 0 : p->in_fd, EV_WRITE);
+	p->in_w.data = p;
+	ev_timer_init(&p->grace_w, grace_cb, PROCESS_GRACE_S, 0.);
+	p->grace_w.data = p;
+	ev_timer_init(&p->kill_w, kill_cb, (double)j->timeout_ms / 1000.0, 0.);
+	p->kill_w.data = p;
+	ev_timer_init(&p->retain_w, retain_cb, PROCESS_RETAIN_S, 0.);
+	p->retain_w.data = p;
+	ev_timer_init(&p->stall_w, stall_cb, PROCESS_STALL_S, 0.);
+	p->stall_w.data = p;
+	if (j->timeout_ms > 0)
+		ev_timer_start(envd_loop, &p->kill_w);
+	arm_reads(p);
+
+	log_info("process", "process %d started: %s%s%s", (int)pid, j->cl, p->tag ? " tag=" : "",
+		 p->tag ? p->tag : "");
+}
+
+static void spawn_job_done(void *arg)
+{
+	struct spawn_job *j = arg;
+	struct rpc_call *call = j->call;
+	int status;
+
+	if (call) {
+		rpc_call_set_hooks(call, NULL, NULL);
+		rpc_call_set_deadline_message(call, NULL);
+	}
+	if (j->pid < 0) {
+		if (call && j->no_cwd)
+			rpc_fail(call, RPC_INVALID_ARGUMENT, "cwd '%s' does not exist", j->cwd);
+		else if (call && j->pty)
+			rpc_fail(call, RPC_INVALID_ARGUMENT,
+				 "error starting pty with command '%s' in dir '%s' with '%u' cols and '%u' rows: %s",
+				 j->cl, j->cwd, j->cols, j->rows, j->serr);
+		else if (call)
+			rpc_fail(call, RPC_INVALID_ARGUMENT, "error starting process '%s': %s", j->cl, j->serr);
+		process_free(j->p);
+	} else if (j->killed) {
+		/* Answered already (deadline_exceeded); the child goes, whether it
+		 * died in its exec or had just made it. Its leaf is doomed with p. */
+		if (!early_exit_of(j->pid, j->reap_seq, &status)) {
+			kill(-j->pid, SIGKILL);
+			kill(j->pid, SIGKILL);
+		}
+		log_info("process", "process %d killed: it did not start within %g s: %s", (int)j->pid,
+			 j->deadline, j->cl);
+		process_free(j->p);
+	} else {
+		spawn_register(j);
+		if (call)
+			sub_attach(j->p, call, false, false, 0);
+	}
+	spawns_end();
+	spawn_job_free(j);
+}
+
 enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call, char *err,
 			    size_t errlen)
 {
-	const Process__ProcessConfig *c = s->config;
-	int child_fd[3] = { -1, -1, -1 };
+	const Process__ProcessConfig *c;
 	int pipes[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } };
 	enum rpc_code code = RPC_INTERNAL;
-	struct spawn_req rq = { 0 };
-	char cl[1024], serr[512];
+	struct spawn_job *j;
 	struct process *p;
-	char **argv = NULL;
-	pid_t pid;
+	int rc;
 
 	init_once();
-	p = calloc(1, sizeof(*p));
+	j = calloc(1, sizeof(*j));
+	p = j ? calloc(1, sizeof(*p)) : NULL;
 	if (!p) {
+		free(j);
+		free(s->envp);
 		snprintf(err, errlen, "error starting process: %s", go_strerror(ENOMEM));
 		return RPC_INTERNAL;
 	}
+	j->p = p;
+	j->envp = s->envp;
+	j->child_fd[0] = j->child_fd[1] = j->child_fd[2] = -1;
 	p->lc = LC_NEW;
 	p->out_fd = p->err_fd = p->in_fd = -1;
 	ring_init(&p->ring, process_ring_size);
 	p->pty = s->pty;
-	p->config = config_copy(c);
+	p->config = config_copy(s->config);
 	p->tag = s->tag ? strdup(s->tag) : NULL;
-	argv = calloc(c->n_args + 2, sizeof(char *));
-	if (!p->config || (s->tag && !p->tag) || !argv) {
+	c = p->config;
+	j->argv = c ? calloc(c->n_args + 2, sizeof(char *)) : NULL;
+	j->cwd = strdup(s->cwd);
+	if (!p->config || (s->tag && !p->tag) || !j->argv || !j->cwd) {
 		snprintf(err, errlen, "error starting process: %s", go_strerror(ENOMEM));
 		goto fail;
 	}
-	cmdline(c, cl, sizeof(cl));
+	cmdline(c, j->cl, sizeof(j->cl));
 	code = place(p, s, err, errlen);
 	if (code != RPC_OK)
 		goto fail;
 	code = RPC_INTERNAL;
 
 	if (s->pty) {
-		int m, sl, rc = pty_open(&m, &sl, s->cols, s->rows);
+		int m, sl;
 
+		rc = pty_open(&m, &sl, s->cols, s->rows);
 		if (rc < 0) {
 			snprintf(err, errlen, "error starting pty with command '%s' in dir '%s' with "
 					      "'%u' cols and '%u' rows: open /dev/ptmx: %s",
-				 cl, s->cwd, s->cols, s->rows, go_strerror(-rc));
+				 j->cl, s->cwd, s->cols, s->rows, go_strerror(-rc));
 			code = RPC_INVALID_ARGUMENT;
 			goto fail;
 		}
 		p->out_fd = p->in_fd = m;
 		p->err_eof = true;
-		child_fd[0] = child_fd[1] = child_fd[2] = sl;
+		j->child_fd[0] = j->child_fd[1] = j->child_fd[2] = sl;
 	} else {
 		static const char *const names[3] = { "stdin", "stdout", "stderr" };
 
@@ -1317,104 +1587,82 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 		fcntl(pipes[1][0], F_SETPIPE_SZ, PIPE_SIZE);
 		fcntl(pipes[2][0], F_SETPIPE_SZ, PIPE_SIZE);
 		if (s->stdin_pipe) {
-			child_fd[0] = pipes[0][0];
+			j->child_fd[0] = pipes[0][0];
 			p->in_fd = pipes[0][1];
-			pipes[0][1] = -1;
 		} else {
-			child_fd[0] = pipes[0][0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-			if (child_fd[0] < 0) {
+			j->child_fd[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			if (j->child_fd[0] < 0) {
 				snprintf(err, errlen, "error opening /dev/null for command '%s': %s",
 					 c->cmd, go_strerror(errno));
 				goto fail;
 			}
 		}
-		child_fd[1] = pipes[1][1];
-		child_fd[2] = pipes[2][1];
+		j->child_fd[1] = pipes[1][1];
+		j->child_fd[2] = pipes[2][1];
 		p->out_fd = pipes[1][0];
 		p->err_fd = pipes[2][0];
-		pipes[1][0] = pipes[2][0] = -1;
 	}
 
-	argv[0] = c->cmd;
+	j->argv[0] = c->cmd;
 	for (size_t i = 0; i < c->n_args; i++)
-		argv[i + 1] = c->args[i];
-	rq.file = c->cmd;
-	rq.argv = argv;
-	rq.argc = c->n_args + 1;
-	rq.envp = s->envp;
-	rq.cwd = s->cwd;
-	rq.set_ids = s->set_ids;
-	rq.uid = s->user->uid;
-	rq.gid = s->user->gid;
-	rq.groups = s->user->groups;
-	rq.n_groups = s->user->n_groups;
-	rq.fd_in = child_fd[0];
-	rq.fd_out = child_fd[1];
-	rq.fd_err = child_fd[2];
-	rq.pty = s->pty;
+		j->argv[i + 1] = c->args[i];
+	j->u = *s->user;
+	j->rq.file = c->cmd;
+	j->rq.argv = j->argv;
+	j->rq.argc = c->n_args + 1;
+	j->rq.envp = j->envp;
+	j->rq.cwd = j->cwd;
+	j->rq.set_ids = s->set_ids;
+	j->rq.uid = j->u.uid;
+	j->rq.gid = j->u.gid;
+	j->rq.groups = j->u.groups;
+	j->rq.n_groups = j->u.n_groups;
+	j->rq.fd_in = j->child_fd[0];
+	j->rq.fd_out = j->child_fd[1];
+	j->rq.fd_err = j->child_fd[2];
+	j->rq.pty = s->pty;
+	j->rq.cgroup_dir_fd = -1;
 	if (p->cg) {
-		rq.join_cgroup = true;
-		rq.cgroup_procs_fd = pcg_leaf_procs_fd(p->cg);
-		rq.cgroup_dir_fd = pcg_leaf_dir_fd(p->cg);
+		j->rq.join_cgroup = true;
+		j->rq.cgroup_procs_fd = pcg_leaf_procs_fd(p->cg);
+		j->rq.cgroup_dir_fd = pcg_leaf_dir_fd(p->cg);
 	}
-	p->t_start_us = mono_us();
-	pid = spawn_start(&rq, serr, sizeof(serr));
-	if (s->pty) {
-		close(child_fd[0]);
-	} else {
-		for (int i = 0; i < 3; i++) {
-			close_fd(&pipes[i][0]);
-			close_fd(&pipes[i][1]);
-		}
-	}
-	if (pid < 0) {
-		if (s->pty)
-			snprintf(err, errlen, "error starting pty with command '%s' in dir '%s' with "
-					      "'%u' cols and '%u' rows: %s",
-				 cl, s->cwd, s->cols, s->rows, serr);
-		else
-			snprintf(err, errlen, "error starting process '%s': %s", cl, serr);
-		code = RPC_INVALID_ARGUMENT;
-		goto fail_spawned;
-	}
-	free(argv);
-
-	p->pid = pid;
-	p->ent.pid = (uint32_t)pid;
-	p->ent.tag = p->tag;
-	evict_retained(pid, p->tag);
-	p->ent.listed = true;
-	ptable_add(&table, &p->ent);
+	j->rq.pid_early = &j->pid_early;
+	j->pty = s->pty;
+	j->cols = s->cols;
+	j->rows = s->rows;
+	j->timeout_ms = s->timeout_ms;
+	j->exec_path = c->cmd[0] == '/' ? c->cmd : j->cwd;
+	j->deadline = worker_deadline_s(s->timeout_ms);
+	j->reap_seq = early_seq;
 	if (process_tracker)
-		p->track = process_tracker->begin(p, pid, p->cg ? pcg_leaf_path(p->cg) : NULL, s->track_changes,
-						  s->cwd);
-	lc_step(p, LC_EV_REGISTERED);
-
-	ev_child_init(&p->child_w, child_cb, pid, 0);
-	p->child_w.data = p;
-	ev_child_start(envd_loop, &p->child_w);
-	ev_io_init(&p->out_w, read_cb, p->out_fd, EV_READ);
-	p->out_w.data = p;
-	ev_io_init(&p->err_w, read_cb, p->err_fd < 0 ? 0 : p->err_fd, EV_READ);
-	p->err_w.data = p;
-	ev_io_init(&p->in_w, in_cb, p->in_fd < 0 ? 0 : p->in_fd, EV_WRITE);
-	p->in_w.data = p;
-	ev_timer_init(&p->grace_w, grace_cb, PROCESS_GRACE_S, 0.);
-	p->grace_w.data = p;
-	ev_timer_init(&p->kill_w, kill_cb, (double)s->timeout_ms / 1000.0, 0.);
-	p->kill_w.data = p;
-	ev_timer_init(&p->retain_w, retain_cb, PROCESS_RETAIN_S, 0.);
-	p->retain_w.data = p;
-	ev_timer_init(&p->stall_w, stall_cb, PROCESS_STALL_S, 0.);
-	p->stall_w.data = p;
-	if (s->timeout_ms > 0)
-		ev_timer_start(envd_loop, &p->kill_w);
-	arm_reads(p);
-
-	log_info("process", "process %d started: %s%s%s", (int)pid, cl, p->tag ? " tag=" : "",
-		 p->tag ? p->tag : "");
-	if (call)
-		sub_attach(p, call, false, false, 0);
+		p->track = process_tracker->begin(p, -1, p->cg ? pcg_leaf_path(p->cg) : NULL, s->track_changes,
+						  j->cwd);
+	/* A job dropped at its deadline before a thread took it never ran. */
+	j->pid = -ETIMEDOUT;
+	snprintf(j->serr, sizeof(j->serr), "fork/exec %s: %s", c->cmd, go_strerror(ETIMEDOUT));
+	p->t_start_us = mono_us();
+	spawns_begin();
+	rc = worker_run(&(struct worker_req){ .work = spawn_job_work, .done = spawn_job_done,
+					      .expired = spawn_job_expired, .arg = j,
+					      .key = worker_path_key(j->exec_path) | WORKER_KEY_SPAWN,
+					      .timeout = j->deadline });
+	if (rc < 0) {
+		spawns_end();
+		snprintf(err, errlen, "filesystem worker queue is full, retry later: %s: %s", j->cwd,
+			 go_strerror(-rc));
+		code = RPC_RESOURCE_EXHAUSTED;
+		/* The parent's ends are p's now; the child's are the job's. */
+		process_free(p);
+		spawn_job_free(j);
+		return code;
+	}
+	j->call = call;
+	if (call) {
+		rpc_call_set_hooks(call, &spawn_job_hooks, j);
+		if (s->timeout_ms > 0)
+			rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->deadline, j->cwd);
+	}
 	return RPC_OK;
 
 fail:
@@ -1422,11 +1670,11 @@ fail:
 		close_fd(&pipes[i][0]);
 		close_fd(&pipes[i][1]);
 	}
-	if (s->pty && child_fd[0] >= 0)
-		close(child_fd[0]);
-fail_spawned:
-	free(argv);
+	if (s->pty && j->child_fd[0] >= 0)
+		close(j->child_fd[0]);
+	j->child_fd[0] = j->child_fd[1] = j->child_fd[2] = -1;
 	process_free(p);
+	spawn_job_free(j);
 	return code;
 }
 

@@ -76,18 +76,26 @@ struct process_spec {
 	const struct user *user;
 	bool set_ids;                         /* apply the user's uid/gids */
 	const char *cwd;                      /* resolved and checked */
-	char **envp;                          /* borrowed for the call */
+	char **envp;                          /* one heap block; taken */
 	int64_t timeout_ms;                   /* > 0: SIGKILL the group then */
 	bool track_changes;                   /* the end event lists the command's changes */
 };
 
 /*
  * Spawn, register and subscribe `call` (Start stream; start event sent).
- * On failure nothing is registered, the call is untouched, and the
- * return value is the RPC code with the message in err.
+ * The spawn runs in a worker job (the child's chdir and exec may hang on a
+ * mount): RPC_OK means it is under way and the call will be answered
+ * when it is done: the start event, the spawn's error (invalid_argument),
+ * or deadline_exceeded naming the command (or the cwd) when the child did
+ * not exec within the call's deadline (-fs-timeout without one); that
+ * child is killed. Any other return: nothing is registered, the call is
+ * untouched, and the message is in err. Takes s->envp (frees it).
  */
 enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call, char *err,
 			    size_t errlen);
+
+/* Starts whose spawn job is not done yet (the upgrade waits for them). */
+unsigned process_spawns_in_flight(void);
 
 /* Lookups by pid or tag (first match): listed processes first;
    `retained_too` for Connect. */
@@ -178,9 +186,12 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring);
 
 /*
  * Change tracking, installed by the change journal (fs/changes.c), which
- * sits above this layer. `begin` runs once a command is spawned (every
- * command, so changes can be attributed to it; `cwd` is its working
- * directory, borrowed for the call) and returns a handle or NULL. When the command's end is due, `end` is given the handle; the end
+ * sits above this layer. `begin` runs on the loop just before a command is
+ * spawned (every command, so changes can be attributed to it; pid -1, the
+ * cgroup known; `cwd` is its working directory, borrowed for the call) and
+ * returns a handle or NULL; `set_pid` gives it the pid, from the spawn's
+ * worker thread as soon as the child has exec'd (it must be thread-safe).
+ * When the command's end is due, `end` is given the handle; the end
  * event waits until the tracker calls ready(p) (at once, or once its
  * changes are in; at most a few seconds). `fill` adds the changes to an
  * end event (memory owned by the handle, valid until release); `release`
@@ -188,6 +199,7 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring);
  */
 struct process_tracker {
 	void *(*begin)(struct process *p, pid_t pid, const char *cgroup, bool track, const char *cwd);
+	void (*set_pid)(void *h, pid_t pid);
 	void (*end)(void *h, struct process *p, void (*ready)(struct process *p));
 	void (*fill)(void *h, Process__ProcessEvent__EndEvent *end);
 	void (*release)(void *h);

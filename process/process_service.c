@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/errstr.h"
@@ -19,7 +18,6 @@
 #include "process.pb-c.h"
 #include "base/state.h"
 #include "base/users.h"
-#include "base/worker.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -49,119 +47,49 @@ static struct process *select_or_fail(struct rpc_call *call, const Process__Proc
 	return p;
 }
 
-/*
- * Start checks its cwd on a worker: a stat of a directory on a hung mount
- * would stop the loop, and so would the child's chdir, since the loop waits
- * for the child's exec (process/spawn.c). The check resolves the path, so
- * the child's chdir finds it in the kernel's caches right after; a mount
- * that stops answering in between still holds the loop (known limit).
- */
-struct start_job {
-	struct rpc_call *call;   /* NULL once answered or the client went away */
-	const Process__StartRequest *rq; /* the call's, valid while it lasts */
-	struct user u;
-	char cwd[PATH_MAX];
-	double timeout;          /* seconds */
-	int stat_errno;          /* of stat(cwd), or 0 */
-};
-
-static void start_job_on_cancel(struct rpc_call *call, enum rpc_code why)
-{
-	struct start_job *j = rpc_call_ud(call);
-	j->call = NULL;
-}
-
-static const struct rpc_call_hooks start_job_hooks = { .on_cancel = start_job_on_cancel };
-
-static void start_job_work(void *arg)
-{
-	struct start_job *j = arg;
-	struct stat st;
-
-	j->stat_errno = stat(j->cwd, &st) < 0 ? errno : 0;
-}
-
-static void start_job_expired(void *arg)
-{
-	struct start_job *j = arg;
-	struct rpc_call *call = j->call;
-
-	if (!call)
-		return;
-	j->call = NULL;
-	rpc_call_set_hooks(call, NULL, NULL);
-	rpc_fail(call, RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, j->timeout, j->cwd);
-}
-
 static void start_spawn(struct rpc_call *call, const Process__StartRequest *rq, struct user *u,
 			const char *cwd);
 
-static void start_job_done(void *arg)
-{
-	struct start_job *j = arg;
-	struct rpc_call *call = j->call;
-
-	if (call) {
-		rpc_call_set_hooks(call, NULL, NULL);
-		rpc_call_set_deadline_message(call, NULL);
-		if (j->stat_errno == ENOENT)
-			rpc_fail(call, RPC_INVALID_ARGUMENT, "cwd '%s' does not exist", j->cwd);
-		else
-			start_spawn(call, j->rq, &j->u, j->cwd);
-	}
-	free(j);
-}
-
+/*
+ * Start: the user and the cwd resolved here (no syscall on the path: the
+ * cwd is checked in the spawn's worker job, process_start), the rest in
+ * start_spawn.
+ */
 static void do_start(struct rpc_call *call, const ProtobufCMessage *msg)
 {
 	const Process__StartRequest *rq = (const Process__StartRequest *)msg;
 	static const Process__ProcessConfig empty = PROCESS__PROCESS_CONFIG__INIT;
 	const Process__ProcessConfig *c = rq->process ? rq->process : &empty;
-	int64_t client_ms = rpc_call_timeout_ms(call);
-	char err[1024];
-	struct start_job *j;
+	char err[1024], cwd[PATH_MAX];
+	struct user *u;
 	int rc;
 
 	/* struct user carries PATH_MAX bytes; keep it off the loop's stack. */
-	j = calloc(1, sizeof(*j));
-	if (!j) {
+	u = calloc(1, sizeof(*u));
+	if (!u) {
 		rpc_fail(call, RPC_INTERNAL, "error starting process: %s", go_strerror(ENOMEM));
 		return;
 	}
-	rc = rpc_call_user(call, &j->u, err, sizeof(err));
+	rc = rpc_call_user(call, u, err, sizeof(err));
 	if (rc != 0) {
 		rpc_fail(call, (enum rpc_code)rc, "%s", err);
-		free(j);
+		free(u);
 		return;
 	}
-	rc = path_resolve(&j->u, rq->process && c->optional_cwd_case ? c->cwd : "",
-			  state_default_workdir(), j->cwd, sizeof(j->cwd), err, sizeof(err));
+	rc = path_resolve(u, rq->process && c->optional_cwd_case ? c->cwd : "", state_default_workdir(), cwd,
+			  sizeof(cwd), err, sizeof(err));
 	if (rc < 0) {
 		if (rc != -EINVAL)
 			snprintf(err, sizeof(err), "%s", go_strerror(-rc));
 		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
-		free(j);
+		free(u);
 		return;
 	}
-	j->call = call;
-	j->rq = rq;
-	j->timeout = worker_deadline_s(client_ms);
-	rc = worker_run(&(struct worker_req){ .work = start_job_work, .done = start_job_done,
-					      .expired = start_job_expired, .arg = j,
-					      .key = worker_path_key(j->cwd), .timeout = j->timeout });
-	if (rc < 0) {
-		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s: %s",
-			 j->cwd, go_strerror(-rc));
-		free(j);
-		return;
-	}
-	rpc_call_set_hooks(call, &start_job_hooks, j);
-	if (client_ms > 0)
-		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->timeout,
-					      j->cwd);
+	start_spawn(call, rq, u, cwd);
+	free(u);
 }
 
-/* The rest of Start, once the cwd answered. */
+/* The rest of Start: environment and spec, then process_start. */
 static void start_spawn(struct rpc_call *call, const Process__StartRequest *rq, struct user *u,
 			const char *cwd)
 {
@@ -215,6 +143,7 @@ static void start_spawn(struct rpc_call *call, const Process__StartRequest *rq, 
 	spec.timeout_ms = rpc_call_timeout_ms(call);
 	spec.track_changes = rq->track_changes;
 	code = process_start(&spec, call, err, sizeof(err));
+	envp = NULL; /* process_start's now */
 	if (code != RPC_OK)
 		rpc_fail(call, code, "%s", err);
 out:

@@ -97,8 +97,10 @@ static uint64_t ignored_signals(void)
  * The child shares our memory until it execs (CLONE_VM|CLONE_VFORK), so it
  * must not allocate or take libc locks, and uses raw syscalls for the id
  * changes: the libc wrappers would broadcast them to the parent's threads.
+ * Spawns may run on several worker threads at once: each has a stack of
+ * its own for its child.
  */
-static char child_stack[64 * 1024] __attribute__((aligned(16)));
+#define CHILD_STACK_SIZE (64 * 1024)
 
 /* Sanitizer bookkeeping would run on the borrowed stack and misreport it. */
 #if defined(__has_attribute)
@@ -351,12 +353,16 @@ pid_t spawn_start(const struct spawn_req *rq, char *err, size_t errlen)
 	int sp[2] = { -1, -1 }, tmp[3] = { -1, -1, -1 };
 	sigset_t all, old;
 	struct report rep;
-	pid_t pid;
+	pid_t pid, early = 0, *ptid = r.pid_early ? r.pid_early : &early;
+	char *child_stack;
 	ssize_t n;
 	int rc;
 
 	c.sh_argv = calloc(r.argc + 2, sizeof(char *));
-	if (!c.sh_argv) {
+	child_stack = aligned_alloc(16, CHILD_STACK_SIZE);
+	if (!c.sh_argv || !child_stack) {
+		free(c.sh_argv);
+		free(child_stack);
 		snprintf(err, errlen, "fork/exec %s: %s", r.file, go_strerror(ENOMEM));
 		return -ENOMEM;
 	}
@@ -386,10 +392,11 @@ pid_t spawn_start(const struct spawn_req *rq, char *err, size_t errlen)
 #ifdef HAVE_CLONE3
 	if (r.join_cgroup && r.cgroup_dir_fd >= 0 && clone3_ok) {
 		struct clone3_args ca = {
-			.flags = CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP,
+			.flags = CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP | CLONE_PARENT_SETTID,
+			.parent_tid = (uint64_t)(uintptr_t)ptid,
 			.exit_signal = SIGCHLD,
 			.stack = (uint64_t)(uintptr_t)child_stack,
-			.stack_size = sizeof(child_stack),
+			.stack_size = CHILD_STACK_SIZE,
 			.cgroup = (uint64_t)r.cgroup_dir_fd,
 		};
 		long v;
@@ -405,8 +412,8 @@ pid_t spawn_start(const struct spawn_req *rq, char *err, size_t errlen)
 #endif
 	if (pid < 0) {
 		c.in_cgroup = false;
-		pid = clone(child_main, child_stack + sizeof(child_stack),
-			    CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
+		pid = clone(child_main, child_stack + CHILD_STACK_SIZE,
+			    CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | SIGCHLD, &c, ptid);
 		rc = pid < 0 ? -errno : 0;
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
@@ -438,5 +445,6 @@ out:
 		if (tmp[i] >= 0)
 			close(tmp[i]);
 	free(c.sh_argv);
+	free(child_stack);
 	return rc;
 }

@@ -48,12 +48,24 @@ struct spawn_req {
 	 * clone3(CLONE_INTO_CGROUP) the child is created inside it instead.
 	 */
 	int cgroup_dir_fd;
+	/*
+	 * Or NULL: the kernel stores the child's pid here as soon as the
+	 * child exists (CLONE_PARENT_SETTID), before it has exec'd, so
+	 * another thread can SIGKILL a child stuck in its chdir or exec on a
+	 * hung mount (spawn_start returns once the child is gone).
+	 */
+	pid_t *pid_early;
 };
 
 /*
  * Start the child. Returns its pid, or -errno with a Go-style message in
  * err ("chdir /x: not a directory", "fork/exec /bin/bash: operation not
  * permitted"). The child is reaped before an error is returned.
+ *
+ * The calling thread waits until the child has exec'd or exited, which on
+ * a hung mount (the cwd, the command) may be forever: envd calls it in a
+ * worker job, never on the loop. Safe on several threads at once; the
+ * caller's signals need not be blocked.
  */
 pid_t spawn_start(const struct spawn_req *rq, char *err, size_t errlen);
 

@@ -583,6 +583,10 @@ static void drain_cb(EV_P_ ev_timer *w, int revents)
 	 * collector die with this image: give them a bounded time to leave. */
 	if ((server_output_pending() && waited < DRAIN_MAX_S) ||
 	    (!pcg_idle() && waited < DRAIN_MAX_S) ||
+	    /* A spawn completes on this image's loop: a command that
+	     * started meanwhile would be in no record. One stuck on a hung
+	     * mount is left behind after the bound. */
+	    (process_spawns_in_flight() && waited < DRAIN_MAX_S) ||
 	    (!logexport_idle() && waited < EXPORT_WAIT_S)) {
 		ev_timer_set(w, 0.01, 0.);
 		ev_timer_start(EV_A_ w);

@@ -2,15 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 # The event loop makes no syscall on a user path (docs/architecture.md,
 # "What the loop may do"). envd runs under strace while a mix of requests
-# (filesystem RPCs, watchers, Start, GET and POST /files) works on a live
-# FUSE mount; every syscall of the loop thread (the main
-# thread, tid = pid) that names a path or an fd under the mount is a
-# failure. A FUSE mount is used because on it nothing is exempt: a hung
-# daemon would hold whichever thread made the call.
-#
-# Known and not yet covered (docs/architecture.md): the handling of watch
-# events on the loop, for recursive watches (a new directory is watched
-# and walked) and for includeEntry (the entry is stat'ed).
+# (filesystem RPCs, watchers, recursive watchers with includeEntry seeing
+# new nested directories, Start of a command that lives on the mount with
+# its cwd there, GET and POST /files) works on a live FUSE mount; every
+# syscall of the loop thread (the main thread, tid = pid) that names a path
+# or an fd under the mount is a failure, and so is a vfork-style clone by
+# the loop thread (it would wait there for the child's chdir and exec). A
+# FUSE mount is used because on it nothing is exempt: a hung daemon would
+# hold whichever thread made the call.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/lib.sh
@@ -31,16 +30,26 @@ envd_start || exit 1
 # Attach to every thread of envd and follow the ones it starts (workers,
 # children); -y names the file behind each fd; -s 0 leaves out the data
 # read and written (file names are printed whole all the same).
-strace -f -y -s 0 -e trace=%file,%desc -p "$ENVD_PID" -o "$T/trace" 2>"$T/strace.err" &
+strace -f -y -s 0 -e trace=%file,%desc,%process -p "$ENVD_PID" -o "$T/trace" 2>"$T/strace.err" &
 SPID=$!
 wait_for 120 has "$T/strace.err" "Process $ENVD_PID attached" || fail "strace attached" "$(cat "$T/strace.err")"
 
 rpc() { curl -s -m 300 -X POST "$ENVD_URL/filesystem.Filesystem/$1" -H 'Content-Type: application/json' -d "$2"; }
 envelope() { "$PY" -c 'import json,struct,sys; b=sys.argv[1].encode(); sys.stdout.buffer.write(struct.pack(">BI",0,len(b))+b)' "$1"; }
-stream() { # stream SERVICE/METHOD JSON OUT: a Connect stream, ended by its 2 s deadline
-	envelope "$2" >"$T/req.bin"
-	curl -s -m 300 -X POST "$ENVD_URL/$1" -H 'Content-Type: application/connect+json' \
-		-H 'Connect-Timeout-Ms: 2000' --data-binary @"$T/req.bin" -o "$3"
+stream() { # stream SERVICE/METHOD JSON OUT [MS]: a Connect stream, ended by its deadline (2 s)
+	envelope "$2" >"$3.req"
+	curl -s -N -m 300 -X POST "$ENVD_URL/$1" -H 'Content-Type: application/connect+json' \
+		-H "Connect-Timeout-Ms: ${4:-2000}" --data-binary @"$3.req" -o "$3"
+}
+# poll_until WID REGEX OUT: GetWatcherEvents until the answers so far match
+poll_until() {
+	local i
+	for i in $(seq 1200); do
+		rpc GetWatcherEvents "{\"watcherId\":\"$1\"}" >>"$3"
+		has "$3" "$2" && return 0
+		sleep 0.1
+	done
+	return 1
 }
 
 echo hello >"$M/seed.txt"
@@ -68,6 +77,44 @@ stream filesystem.Filesystem/WatchDir "{\"path\":\"$M/made\",\"allowNetworkMount
 check "WatchDir starts" has "$T/watch.out" '"start"'
 stream process.Process/Start "{\"process\":{\"cmd\":\"/bin/pwd\",\"cwd\":\"$M/made\"}}" "$T/start.out"
 check "Start with cwd on the mount runs" has "$T/start.out" '"exitCode"|"exited"'
+mkdir -p "$M/bin"
+cp /bin/true "$M/bin/true"
+stream process.Process/Start "{\"process\":{\"cmd\":\"$M/bin/true\",\"cwd\":\"$M/made\"}}" \
+	"$T/start2.out" 120000
+check "Start of a command on the mount, cwd there, exits 0" has "$T/start2.out" '"exit status 0"'
+stream process.Process/Start "{\"process\":{\"cmd\":\"$M/bin/nope\",\"cwd\":\"$M/made\"}}" \
+	"$T/start3.out" 120000
+check "Start of a missing command on the mount: exit 127, not found" has "$T/start3.out" \
+	'exit status 127'
+
+# Recursive watchers with includeEntry: new nested directories are added
+# and walked, entries stat'ed, by the watch's worker jobs.
+mkdir -p "$M/rec/pre"
+rid=$(rpc CreateWatcher "{\"path\":\"$M/rec\",\"recursive\":true,\"includeEntry\":true,\"allowNetworkMounts\":true}" |
+	"$PY" -c 'import json,sys; print(json.load(sys.stdin).get("watcherId",""))')
+expect_match "CreateWatcher recursive, includeEntry" '^w' "$rid"
+stream filesystem.Filesystem/WatchDir \
+	"{\"path\":\"$M/rec\",\"recursive\":true,\"includeEntry\":true,\"allowNetworkMounts\":true}" \
+	"$T/rwatch.out" 300000 &
+RW=$!
+wait_for 120 has "$T/rwatch.out" '"start"' || fail "recursive WatchDir starts"
+mkdir -p "$M/rec/x/y/z"
+echo leaf >"$M/rec/x/y/z/leaf.txt"
+echo pre >"$M/rec/pre/p.txt"
+check "GetWatcherEvents: the nested directories and files, with entries" \
+	poll_until "$rid" '"name":"x/y/z/leaf.txt"[^}]*"entry"|"entry"[^}]*"name":"x/y/z/leaf.txt"' "$T/rpoll.out"
+check "GetWatcherEvents: the new directory x/y/z" has "$T/rpoll.out" '"x/y/z"'
+check "WatchDir recursive: the nested file" wait_for 120 has "$T/rwatch.out" 'x/y/z/leaf.txt'
+echo later >"$M/rec/x/y/z/later.txt"
+check "GetWatcherEvents: a file in a new directory, seen by its own watch" \
+	poll_until "$rid" 'x/y/z/later.txt' "$T/rpoll.out"
+check "WatchDir recursive: a file in a new directory, seen by its own watch" \
+	wait_for 120 has "$T/rwatch.out" 'x/y/z/later.txt'
+check "WatchDir recursive: events carry entries" has "$T/rwatch.out" '"entry"'
+check "GetWatcherEvents: the pre-existing subdirectory" has "$T/rpoll.out" 'pre/p.txt'
+kill "$RW" 2>/dev/null
+wait "$RW" 2>/dev/null
+expect_eq "RemoveWatcher (recursive)" '{}' "$(rpc RemoveWatcher "{\"watcherId\":\"$rid\"}")"
 expect_eq "Remove" '{}' "$(rpc Remove "{\"path\":\"$M/tree\"}")"
 check "Remove removed it" test ! -e "$M/tree"
 
@@ -79,6 +126,10 @@ SPID=
 grep -E "^$ENVD_PID +" "$T/trace" | grep -F "$M" >"$T/loop.txt"
 expect_eq "the loop thread made no syscall on a path under the mount" 0 "$(wc -l <"$T/loop.txt")"
 [ -s "$T/loop.txt" ] && head -n 20 "$T/loop.txt"
+grep -E "^$ENVD_PID +(clone|clone3|vfork)\(" "$T/trace" | grep -E 'CLONE_VFORK|vfork' >"$T/vfork.txt"
+expect_eq "the loop thread made no vfork-style clone (it would wait for the child's exec)" 0 \
+	"$(wc -l <"$T/vfork.txt")"
+[ -s "$T/vfork.txt" ] && head -n 5 "$T/vfork.txt"
 n=$(grep -vE "^$ENVD_PID +" "$T/trace" | grep -cF "$M")
 check "the workers did the requests' syscalls on the mount ($n)" test "$n" -gt 0
 check "envd alive" envd_alive

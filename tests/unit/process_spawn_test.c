@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -273,4 +274,40 @@ Test(spawn, a_directory_that_is_not_a_cgroup_falls_back_to_the_join)
 	close(dir);
 	close(fd);
 	unlink(path);
+}
+
+/*
+ * Spawns run on worker threads, several at once: each child gets a stack
+ * of its own, and its pid is stored before spawn_start returns.
+ */
+static void *spawn_many(void *arg)
+{
+	int *bad = arg;
+	char *argv[] = { "/bin/true", NULL };
+
+	for (int i = 0; i < 20; i++) {
+		int in = open("/dev/null", O_RDONLY | O_CLOEXEC), st = -1;
+		pid_t early = 0, pid;
+		char msg[256];
+		struct spawn_req rq = { .file = argv[0], .argv = argv, .argc = 1, .envp = env_path, .cwd = "/",
+					.fd_in = in, .fd_out = in, .fd_err = in, .pid_early = &early };
+
+		pid = spawn_start(&rq, msg, sizeof(msg));
+		close(in);
+		if (pid <= 0 || early != pid || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+			(*bad)++;
+	}
+	return NULL;
+}
+
+Test(spawn, concurrent_spawns_from_threads)
+{
+	pthread_t t[2];
+	int bad[2] = { 0, 0 };
+
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, spawn_many, &bad[i]), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	cr_assert_eq(bad[0] + bad[1], 0);
 }
