@@ -16,6 +16,12 @@
 #   VM_PORT          host port for envd (default 49983)
 #   VM_ACCESS_TOKEN  the metadata service hands out its SHA-512 (as the
 #                    orchestrator does), so /init may install that token
+#   VM_LOG_COLLECTOR on (default): the metadata service hands out a log
+#                    collector address (its own /logs), so envd ships every
+#                    log line there, one POST each, as on the platform;
+#                    off: no address. Each of those connections makes QEMU
+#                    start a socat (guestfwd), which stalls the emulated
+#                    guest: measurements of envd itself turn it off
 #   VM_CPUS, VM_MEM  guest CPUs (2) and MiB of memory (512: the platform's
 #                    default sandbox size)
 #   VM_ACCEL         kvm or tcg (default: kvm when /dev/kvm works, else tcg)
@@ -114,6 +120,7 @@ fi
 
 # ---- metadata stand-in ----
 mkdir -p "$RUN/mmds"
+[ "${VM_LOG_COLLECTOR:-on}" = off ] && : >"$RUN/mmds/address"
 if [ -n "${VM_ACCESS_TOKEN:-}" ]; then
 	printf '%s' "$VM_ACCESS_TOKEN" | sha512sum | cut -d' ' -f1 >"$RUN/mmds/token_hash"
 fi
