@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# vm: opt-in (passes under emulation, 3 of 4 runs; on a heavily loaded host the hung FUSE RPCs were answered ~3 s past their deadline; VM_ALL=1 runs it)
 # Hung network filesystems, the way sandbox users get them: a FUSE mount
 # (sshfs, mounted with `sudo ... -o allow_other` as user `user`) and an NFS
 # volume mounted by /init, each served from the host, whose server then
