@@ -679,6 +679,20 @@ static void retain_cb(EV_P_ ev_timer *w, int revents)
 	leave(p);
 }
 
+/* The timers of a process, started and adopted alike; the caller arms the
+ * kill timer (the deadline, `timeout_s` from now) when there is one. */
+static void init_timers(struct process *p, double timeout_s)
+{
+	ev_timer_init(&p->grace_w, grace_cb, PROCESS_GRACE_S, 0.);
+	p->grace_w.data = p;
+	ev_timer_init(&p->kill_w, kill_cb, timeout_s, 0.);
+	p->kill_w.data = p;
+	ev_timer_init(&p->retain_w, retain_cb, PROCESS_RETAIN_S, 0.);
+	p->retain_w.data = p;
+	ev_timer_init(&p->stall_w, stall_cb, PROCESS_STALL_S, 0.);
+	p->stall_w.data = p;
+}
+
 /* A new process takes over its pid and tag from retained ones: a late
    Connect by pid or tag must find the new process, not a finished one. */
 static void evict_retained(pid_t pid, const char *tag)
@@ -1461,14 +1475,7 @@ static void spawn_register(struct spawn_job *j)
 	p->err_w.data = p;
 	ev_io_init(&p->in_w, in_cb, p->in_fd < 0 ? 0 : p->in_fd, EV_WRITE);
 	p->in_w.data = p;
-	ev_timer_init(&p->grace_w, grace_cb, PROCESS_GRACE_S, 0.);
-	p->grace_w.data = p;
-	ev_timer_init(&p->kill_w, kill_cb, (double)j->timeout_ms / 1000.0, 0.);
-	p->kill_w.data = p;
-	ev_timer_init(&p->retain_w, retain_cb, PROCESS_RETAIN_S, 0.);
-	p->retain_w.data = p;
-	ev_timer_init(&p->stall_w, stall_cb, PROCESS_STALL_S, 0.);
-	p->stall_w.data = p;
+	init_timers(p, (double)j->timeout_ms / 1000.0);
 	if (j->timeout_ms > 0)
 		ev_timer_start(envd_loop, &p->kill_w);
 	arm_reads(p);
@@ -1848,14 +1855,7 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 
 	ev_child_init(&p->child_w, child_cb, p->pid, 0);
 	p->child_w.data = p;
-	ev_timer_init(&p->grace_w, grace_cb, PROCESS_GRACE_S, 0.);
-	p->grace_w.data = p;
-	ev_timer_init(&p->kill_w, kill_cb, (double)s->timeout_left_ms / 1000.0, 0.);
-	p->kill_w.data = p;
-	ev_timer_init(&p->retain_w, retain_cb, PROCESS_RETAIN_S, 0.);
-	p->retain_w.data = p;
-	ev_timer_init(&p->stall_w, stall_cb, PROCESS_STALL_S, 0.);
-	p->stall_w.data = p;
+	init_timers(p, (double)s->timeout_left_ms / 1000.0);
 	ev_io_init(&p->out_w, read_cb, 0, EV_READ);
 	p->out_w.data = p;
 	ev_io_init(&p->err_w, read_cb, 0, EV_READ);
