@@ -16,7 +16,9 @@
 HOMED=/root
 H1=$(mktemp -d "$HOMED/envd-changes-ino.XXXXXX")
 T1=$(mktemp -d /tmp/envd-changes-ino.XXXXXX)
-OUT=$(mktemp -d "$ROOT/build/envd-changes-ino-out.XXXXXX")
+# Outside every inotify root (/root, /home/*, /tmp) wherever the checkout is
+# (a clone under /tmp or /root is inside one).
+OUT=$(mktemp -d /var/tmp/envd-changes-ino-out.XXXXXX)
 W=$(mktemp -d /tmp/envd-changes-ino-w.XXXXXX)
 OVER=
 on_exit 'cleanup; rm -rf "$H1" "$T1" "$OUT" "$W" ${OVER:+"$OVER"}'
