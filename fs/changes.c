@@ -61,6 +61,8 @@ size_t changes_inotify_watches;
 /* A barrier is answered within this, caught up or not. */
 #define BARRIER_TIMEOUT_S 5.0
 #define MOUNTS_MAX 256
+/* How long a writer that is gone may wait for the pids of spawns in flight. */
+#define PID_WAIT_MS 200
 /* Working directories of tracked commands watched with inotify, at most. */
 #define CWD_ROOTS_MAX 64
 /* A tracked command's cwd is watched a moment after the command started:
@@ -114,6 +116,7 @@ static struct {
 	ev_timer barrier_timer;
 
 	pthread_mutex_t mu;   /* guards the fields below */
+	pthread_cond_t pid_cv; /* a registered command got its pid, or left */
 	struct batch *out_head, *out_tail;
 	size_t out_events;
 	bool lost;            /* events dropped since the last batch */
@@ -146,7 +149,8 @@ static struct {
 	/* the journal came from a hand-over record (with this group, or -1) */
 	bool adopted;
 	int adopt_fd;
-} C = { .fan_fd = -1, .wake_fd = -1, .adopt_fd = -1, .ino_fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER };
+} C = { .fan_fd = -1, .wake_fd = -1, .adopt_fd = -1, .ino_fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER,
+	.pid_cv = PTHREAD_COND_INITIALIZER };
 
 /* ---- thread side ---- */
 
@@ -419,6 +423,34 @@ static const struct reg *reg_by_pid(pid_t pid)
 	return NULL;
 }
 
+/*
+ * A command is registered before its spawn and given its pid once the
+ * spawning worker thread runs again after the exec. A short command can
+ * write, exit and be reaped in between, so its events name a pid that is
+ * gone and not registered yet. Before such a writer is called gone, wait
+ * (C.mu held, at most PID_WAIT_MS) for the pids of the spawns in flight.
+ */
+static const struct reg *reg_by_pid_pending(pid_t pid)
+{
+	struct timespec until;
+	const struct reg *r;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += PID_WAIT_MS * 1000000L;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	for (;;) {
+		bool pending = false;
+
+		if ((r = reg_by_pid(pid)))
+			return r;
+		for (size_t i = 0; i < C.n_regs && !pending; i++)
+			pending = C.regs[i].pid <= 0;
+		if (!pending || pthread_cond_timedwait(&C.pid_cv, &C.mu, &until) == ETIMEDOUT)
+			return reg_by_pid(pid);
+	}
+}
+
 static void attribute(pid_t pid, uint8_t *attr, uint32_t *cmd)
 {
 	char path[64], buf[1024];
@@ -448,6 +480,13 @@ static void attribute(pid_t pid, uint8_t *attr, uint32_t *cmd)
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
 	if (!read_small(path, buf, sizeof(buf))) {
 		*attr = JA_GONE;
+		pthread_mutex_lock(&C.mu);
+		r = reg_by_pid_pending(pid);
+		if (r) {
+			*attr = JA_BY;
+			*cmd = r->serial;
+		}
+		pthread_mutex_unlock(&C.mu);
 		goto out;
 	}
 	/* cgroup2: "0::/path" */
@@ -1406,6 +1445,7 @@ static void trk_release(void *h)
 			C.regs[i] = C.regs[--C.n_regs];
 			break;
 		}
+	pthread_cond_broadcast(&C.pid_cv);
 	pthread_mutex_unlock(&C.mu);
 	free(c->items);
 	free(c->ptrs);
@@ -1431,6 +1471,7 @@ static void trk_set_pid(void *h, pid_t pid)
 			C.regs[i].pid = pid;
 			break;
 		}
+	pthread_cond_broadcast(&C.pid_cv);
 	pthread_mutex_unlock(&C.mu);
 }
 

@@ -240,13 +240,22 @@ t=$(token)
 import os, sys
 for i in range(2 * int(sys.argv[2])):
     open(os.path.join(sys.argv[1], "o%d" % i), "w").close()' "$D/over" "$BOUND"
-t_late=$(token)
 r=$(changes_rpc "{\"since\":\"$t\",\"path\":\"$D/over\"}")
 check_re "past the bound an old checkpoint answers resync" '"resync":true' "$r"
 check_re "with no changes listed" '^200 \{"next"' "$r"
-touch "$D/over/late"
-wait_for 120 shows "$t_late" "$D/over" "$D/over/late" || nok "a recent checkpoint still answers"
-check "a recent checkpoint still answers, without resync" "resync=false" "$(all_since "$t_late" "$D/over" | tail -1)"
+# A checkpoint taken now answers without resync as long as the journal has
+# forgotten nothing since. It watches the whole filesystem, so other work on
+# the machine (another suite extracting 100 000 files) may make it forget
+# within seconds, and resync is then the right answer: try again, a few
+# times, for a window in which the bound held.
+late=
+for i in $(seq 20); do
+	t_late=$(token)
+	touch "$D/over/late$i"
+	wait_for 120 shows "$t_late" "$D/over" "$D/over/late$i " || continue
+	[ "$(all_since "$t_late" "$D/over" | tail -1)" = "resync=false" ] && { late=$i; break; }
+done
+check_re "a recent checkpoint still answers, without resync" '^[0-9]+$' "$late"
 
 # --- the journal off ---
 kill "$ENVD_PID" 2>/dev/null
