@@ -96,6 +96,7 @@ struct reg {
 	uint32_t serial;
 	pid_t pid;
 	char *cg;         /* cgroup leaf's path, or NULL */
+	int64_t t_ns;     /* when registered (wall clock) */
 };
 
 /* A directory the loop asks the thread to watch with inotify (a tracked command's cwd). */
@@ -428,7 +429,8 @@ static const struct reg *reg_by_pid(pid_t pid)
  * spawning worker thread runs again after the exec. A short command can
  * write, exit and be reaped in between, so its events name a pid that is
  * gone and not registered yet. Before such a writer is called gone, wait
- * (C.mu held, at most PID_WAIT_MS) for the pids of the spawns in flight.
+ * (C.mu held, at most PID_WAIT_MS) for the pids of the spawns begun within
+ * the last second (the result is cached per pid, see attribute()).
  */
 static const struct reg *reg_by_pid_pending(pid_t pid)
 {
@@ -444,8 +446,12 @@ static const struct reg *reg_by_pid_pending(pid_t pid)
 
 		if ((r = reg_by_pid(pid)))
 			return r;
+		/* Only spawns begun within the last second: one stuck on a hung
+		 * mount (pid unknown until its deadline) must not make every
+		 * such writer wait. */
+		int64_t recent = wall_ns() - 1000000000LL;
 		for (size_t i = 0; i < C.n_regs && !pending; i++)
-			pending = C.regs[i].pid <= 0;
+			pending = C.regs[i].pid <= 0 && C.regs[i].t_ns > recent;
 		if (!pending || pthread_cond_timedwait(&C.pid_cv, &C.mu, &until) == ETIMEDOUT)
 			return reg_by_pid(pid);
 	}
@@ -1305,7 +1311,7 @@ static void *trk_begin(struct process *p, pid_t pid, const char *cgroup, bool tr
 		}
 	}
 	if (C.n_regs < C.cap_regs)
-		C.regs[C.n_regs++] = (struct reg){ c->serial, pid, cgroup ? strdup(cgroup) : NULL };
+		C.regs[C.n_regs++] = (struct reg){ c->serial, pid, cgroup ? strdup(cgroup) : NULL, wall_ns() };
 	/* Where fanotify does not see, the thread watches the cwd with inotify
 	 * (a no-op when it is below a root already, or fanotify sees it). */
 	if (track && cwd && *cwd && changes_source != CHANGES_SOURCE_FANOTIFY &&
