@@ -6,11 +6,42 @@
 # Debian patch series (security fixes included) on top of the upstream
 # tarball. Each library is then compiled with musl-gcc into
 # build/deps/musl/{include,lib}. A stamp per package makes a second run free.
+#
+#   deps.sh                 amd64 (x86-64): build/deps/
+#   ARCH=arm64 deps.sh      aarch64, cross-compiled: build/arm64/deps/
+#
+# The cross build uses Debian's aarch64 cross compiler through the musl
+# wrapper of musl-dev:arm64 (aarch64-linux-musl-gcc) and the arm64 kernel
+# headers of linux-libc-dev-arm64-cross; the sources and options are the
+# same as for amd64.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-out=$top/build/deps/musl
-src=$top/build/deps/src
+ARCH=${ARCH:-amd64}
+cross=
+case $ARCH in
+amd64)
+	base=$top/build/deps
+	export CC=musl-gcc
+	AR=ar
+	# The triplet is named: with another architecture's linux-libc-dev
+	# installed a glob could pick its asm/ headers, which compile
+	# silently and carry the wrong syscall numbers.
+	kinc=/usr/include
+	kasm=/usr/include/x86_64-linux-gnu/asm
+	;;
+arm64)
+	base=$top/build/arm64/deps
+	cross=aarch64-linux-gnu
+	export CC=aarch64-linux-musl-gcc
+	AR=$cross-ar
+	kinc=/usr/$cross/include
+	kasm=/usr/$cross/include/asm
+	;;
+*) echo "deps: unknown ARCH $ARCH (amd64 or arm64)" >&2; exit 2 ;;
+esac
+out=$base/musl
+src=$base/src
 # deps.sh --fetch PKG DIR: only fetch PKG's source into DIR (the test of the
 # version fallback drives this with stand-ins for apt-get and apt-cache).
 fetch_only=
@@ -18,18 +49,39 @@ if [ "${1:-}" = --fetch ]; then
 	fetch_only=$2; src=$3
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
-export CC=musl-gcc
 export CFLAGS="-Os -fPIC -ffunction-sections -fdata-sections -D_GNU_SOURCE"
 
 # musl-gcc does not search the kernel headers; expose them (read-only
 # symlinks) for the headers envd needs (linux/*, asm/*).
 if [ -z "$fetch_only" ]; then
+	command -v "$CC" >/dev/null || {
+		echo "deps: $CC is missing (scripts/setup.sh installs it)" >&2; exit 1; }
+	[ -d "$kasm" ] || { echo "deps: kernel headers $kasm are missing (scripts/setup.sh installs them)" >&2; exit 1; }
 	mkdir -p "$out/include" "$out/lib" "$src"
 	for d in linux asm-generic; do
-		[ -e "$out/include/$d" ] || ln -s "/usr/include/$d" "$out/include/$d"
+		[ -e "$out/include/$d" ] || ln -s "$kinc/$d" "$out/include/$d"
 	done
-	arch_asm=$(ls -d /usr/include/*-linux-gnu/asm 2>/dev/null | head -n1)
-	[ -e "$out/include/asm" ] || ln -s "$arch_asm" "$out/include/asm"
+	[ -e "$out/include/asm" ] || ln -s "$kasm" "$out/include/asm"
+fi
+
+# CMake for the cross build: the target's compiler and archiver, and
+# libraries and headers looked for under our prefix only (the host's
+# x86-64 ones must never be found).
+cmake_cross=()
+if [ -n "$cross" ] && [ -z "$fetch_only" ]; then
+	cat >"$base/toolchain.cmake" <<EOF
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR aarch64)
+set(CMAKE_C_COMPILER $CC)
+set(CMAKE_AR /usr/bin/$cross-ar)
+set(CMAKE_RANLIB /usr/bin/$cross-ranlib)
+set(CMAKE_FIND_ROOT_PATH $out)
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
+EOF
+	cmake_cross=(-DCMAKE_TOOLCHAIN_FILE="$base/toolchain.cmake")
 fi
 
 # Every version of a source package apt knows, newest first, the one apt
@@ -111,14 +163,15 @@ done_() { touch "$out/.$1.done"; }
 
 if ! stamp zlib; then
 	d=$(fetch zlib)
-	(cd "$d" && ./configure --static --prefix="$out" >/dev/null && make -s -j"$jobs" libz.a >/dev/null \
+	# zlib's configure takes no --host; CHOST names the cross tools.
+	(cd "$d" && CHOST=$cross ./configure --static --prefix="$out" >/dev/null && make -s -j"$jobs" libz.a >/dev/null \
 		&& cp libz.a "$out/lib/" && cp zlib.h zconf.h "$out/include/")
 	done_ zlib
 fi
 
 if ! stamp libev; then
 	d=$(fetch libev)
-	(cd "$d" && ./configure --disable-shared --enable-static --prefix="$out" >/dev/null \
+	(cd "$d" && ./configure ${cross:+--host=$cross} --disable-shared --enable-static --prefix="$out" >/dev/null \
 		&& make -s -j"$jobs" >/dev/null && make -s install >/dev/null)
 	done_ libev
 fi
@@ -128,7 +181,7 @@ if ! stamp nghttp2; then
 	# The Debian source carries no generated configure; its CMake build
 	# needs nothing beyond cmake itself for the library alone.
 	rm -rf "$d/build-musl"
-	(cd "$d" && cmake -S . -B build-musl -DCMAKE_C_COMPILER=musl-gcc -DCMAKE_BUILD_TYPE=MinSizeRel \
+	(cd "$d" && cmake -S . -B build-musl -DCMAKE_C_COMPILER="$CC" ${cmake_cross[@]+"${cmake_cross[@]}"} -DCMAKE_BUILD_TYPE=MinSizeRel \
 		-DCMAKE_C_FLAGS="$CFLAGS" -DENABLE_LIB_ONLY=ON -DENABLE_STATIC_LIB=ON \
 		-DENABLE_SHARED_LIB=OFF -DENABLE_DOC=OFF -DENABLE_FAILMALLOC=OFF \
 		-DWITH_LIBXML2=OFF -DWITH_JEMALLOC=OFF -DCMAKE_INSTALL_PREFIX="$out" \
@@ -140,7 +193,7 @@ fi
 if ! stamp jansson; then
 	d=$(fetch jansson)
 	rm -rf "$d/build-musl"
-	(cd "$d" && cmake -S . -B build-musl -DCMAKE_C_COMPILER=musl-gcc -DCMAKE_BUILD_TYPE=MinSizeRel \
+	(cd "$d" && cmake -S . -B build-musl -DCMAKE_C_COMPILER="$CC" ${cmake_cross[@]+"${cmake_cross[@]}"} -DCMAKE_BUILD_TYPE=MinSizeRel \
 		-DCMAKE_C_FLAGS="$CFLAGS" -DJANSSON_BUILD_SHARED_LIBS=OFF -DJANSSON_BUILD_DOCS=OFF \
 		-DJANSSON_EXAMPLES=OFF -DJANSSON_WITHOUT_TESTS=ON -DCMAKE_INSTALL_PREFIX="$out" \
 		-DCMAKE_INSTALL_LIBDIR=lib >/dev/null \
@@ -151,7 +204,7 @@ fi
 if ! stamp http-parser; then
 	d=$(fetch http-parser)
 	(cd "$d" && $CC $CFLAGS -DHTTP_PARSER_STRICT=0 -c http_parser.c -o http_parser.o \
-		&& ar rcs "$out/lib/libhttp_parser.a" http_parser.o && cp http_parser.h "$out/include/")
+		&& $AR rcs "$out/lib/libhttp_parser.a" http_parser.o && cp http_parser.h "$out/include/")
 	done_ http-parser
 fi
 
@@ -160,7 +213,7 @@ if ! stamp protobuf-c; then
 	d=$(fetch protobuf-c)
 	mkdir -p "$out/include/protobuf-c"
 	(cd "$d" && $CC $CFLAGS -I. -c protobuf-c/protobuf-c.c -o protobuf-c.o \
-		&& ar rcs "$out/lib/libprotobuf-c.a" protobuf-c.o \
+		&& $AR rcs "$out/lib/libprotobuf-c.a" protobuf-c.o \
 		&& cp protobuf-c/protobuf-c.h "$out/include/protobuf-c/")
 	done_ protobuf-c
 fi
@@ -173,7 +226,7 @@ if ! stamp libarchive; then
 	# inputs, which would make configure want automake.
 	d=$(fetch libarchive)
 	rm -rf "$d/build-musl"
-	(cd "$d" && cmake -S . -B build-musl -DCMAKE_C_COMPILER=musl-gcc -DCMAKE_BUILD_TYPE=MinSizeRel \
+	(cd "$d" && cmake -S . -B build-musl -DCMAKE_C_COMPILER="$CC" ${cmake_cross[@]+"${cmake_cross[@]}"} -DCMAKE_BUILD_TYPE=MinSizeRel \
 		-DCMAKE_C_FLAGS="$CFLAGS" -DCMAKE_PREFIX_PATH="$out" -DZLIB_ROOT="$out" \
 		-DBUILD_SHARED_LIBS=OFF -DENABLE_TAR=OFF -DENABLE_CPIO=OFF -DENABLE_CAT=OFF -DENABLE_TEST=OFF \
 		-DENABLE_ACL=OFF -DENABLE_XATTR=OFF -DENABLE_ICONV=OFF -DENABLE_LIBXML2=OFF -DENABLE_EXPAT=OFF \
@@ -190,5 +243,5 @@ fi
 # when the libraries are built.
 for f in "$src"/*.version; do
 	[ -f "$f" ] && printf '%s %s\n' "$(basename "$f" .version)" "$(cat "$f")"
-done >"$top/build/deps/versions"
-echo "deps: built from Debian sources: $(tr '\n' ' ' <"$top/build/deps/versions")" >&2
+done >"$base/versions"
+echo "deps ($ARCH): built from Debian sources: $(tr '\n' ' ' <"$base/versions")" >&2

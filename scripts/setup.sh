@@ -11,7 +11,18 @@ pkgs=(gcc make cmake musl-tools dpkg-dev pkg-config protobuf-c-compiler
       libhttp-parser-dev libarchive-dev zlib1g-dev curl nghttp2-client nghttp2-server
       xz-utils bzip2 zip unzip patch file procps iproute2 util-linux passwd clang libclang-rt-14-dev python3 iptables
       qemu-system-x86 busybox-static socat e2fsprogs cpio debootstrap
-      bindfs fuse3 kmod openssh-sftp-server nfs-ganesha nfs-ganesha-vfs rpcbind strace)
+      bindfs fuse3 kmod openssh-sftp-server nfs-ganesha nfs-ganesha-vfs rpcbind strace
+      # arm64: the cross compiler, Debian's musl for arm64 (its wrapper
+      # aarch64-linux-musl-gcc), the arm64 kernel headers as a cross
+      # package (linux-libc-dev:arm64 would have to match, and upgrade, the
+      # host's), qemu-user for the tests and qemu-system for the arm64 VM.
+      # Not musl-tools:arm64 nor busybox-static:arm64: each would replace
+      # the amd64 package (the VM image unpacks busybox from its .deb).
+      gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu linux-libc-dev-arm64-cross
+      musl-dev:arm64 qemu-user-static qemu-system-arm
+      # the arm64 rootfs: debootstrap's second stage runs its aarch64 programs
+      # through proot -q qemu-aarch64-static (no binfmt_misc registration)
+      proot)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 
@@ -20,10 +31,17 @@ for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 
+# The arm64 packages above come from the same archive once dpkg knows the
+# architecture.
+need_update=0
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+	dpkg --add-architecture arm64
+	need_update=1
+fi
+
 # deb-src entries for `apt-get source`: the same archives apt already uses
 # for binary packages, with the source type added.
 src_list=/etc/apt/sources.list.d/envd-src
-need_update=0
 if ! grep -rqs '^Types:.*deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
 	tmp=$(mktemp)
 	for f in /etc/apt/sources.list.d/*.sources; do
