@@ -56,6 +56,29 @@ install_file() {
 for b in "$envd_bin" "$init_bin"; do
 	[ -x "$b" ] || { echo "install.sh: $b is missing (run make)" >&2; exit 1; }
 done
+
+# elf_arch FILE: amd64, arm64, other, or nothing for a file that is not ELF.
+elf_arch() {
+	[ "$(head -c 4 "$1" 2>/dev/null | od -An -c | tr -d ' ')" = '177ELF' ] || return 0
+	case $(od -An -tx1 -j18 -N2 "$1" | tr -d ' \n') in
+	3e00) echo amd64 ;;
+	b700) echo arm64 ;;
+	*) echo other ;;
+	esac
+}
+# The binaries must be built for the root's architecture (make ARCH=...),
+# judged by its shell.
+sh_real=$(readlink -f "$root/bin/sh" 2>/dev/null || true)
+case $sh_real in "$root"/*) ;; *) sh_real=$root/bin/sh ;; esac
+root_arch=$(elf_arch "$sh_real")
+for b in "$envd_bin" "$init_bin"; do
+	a=$(elf_arch "$b")
+	if [ -n "$root_arch" ] && [ -n "$a" ] && [ "$a" != "$root_arch" ]; then
+		echo "install.sh: $b is built for $a, $root is $root_arch (make ARCH=$root_arch install ...)" >&2
+		exit 1
+	fi
+done
+host_arch=$(elf_arch /bin/sh)
 install_file "$envd_bin" /usr/bin/envd 0755
 install_file "$init_bin" /usr/sbin/envd-init 0755
 install_file "$here/files/prepare-certs" /usr/lib/envd/prepare-certs 0755
@@ -79,6 +102,10 @@ fi
 run_in_root() {
 	if [ -z "$root" ] || [ "$root" -ef / ]; then
 		"$@"
+	elif [ -n "$root_arch" ] && [ "$root_arch" != "$host_arch" ] && [ "$root_arch" = arm64 ]; then
+		# A foreign root: its programs run under qemu-user (no binfmt_misc
+		# handler needed).
+		proot -q qemu-aarch64-static -r "$root" -w / "$@"
 	else
 		chroot "$root" "$@"
 	fi

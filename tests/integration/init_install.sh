@@ -30,6 +30,25 @@ check "no OpenRC script without OpenRC" test ! -e "$R/etc/init.d/envd"
 out=$(inst "$R" 2>&1)
 expect_eq "a second run changes nothing" "" "$out"
 
+# 1b. a root of another architecture (judged by its /bin/sh) refuses the
+# binaries: the host's shell stands in for the root's, and a copy of envd
+# marked as aarch64 (or x86-64, when envd is the aarch64 one) for envd.
+R=$W/foreign
+mkdir -p "$R/bin"
+cp /bin/dash "$R/bin/sh"
+/usr/bin/python3 - build/envd "$W/other-envd" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b[18:20] = b"\x3e\x00" if b[18:20] == b"\xb7\x00" else b"\xb7\x00"
+open(sys.argv[2], "wb").write(b)
+PY
+chmod +x "$W/other-envd"
+out=$(bash rootfs-overlay/install.sh --envd "$W/other-envd" --init build/init "$R" 2>&1)
+rc=$?
+check "an envd for another architecture is refused" test "$rc" -ne 0
+expect_match "the refusal names both architectures" 'is built for (arm64|amd64), .* is (amd64|arm64)' "$out"
+check "nothing was installed" test ! -e "$R/usr/bin/envd"
+
 # 2. systemd and OpenRC roots get their glue, enabled
 R=$W/svc
 mkdir -p "$R/etc/systemd" "$R/sbin"
