@@ -5,6 +5,14 @@
 # with passwordless sudo, and the envd overlay installed.
 #
 #   scripts/rootfs.sh [ROOT]        default ROOT: build/rootfs
+#   ARCH=arm64 scripts/rootfs.sh    the arm64 root (build/arm64/rootfs) with
+#                                   build/arm64/envd and build/arm64/init
+#
+# An arm64 root is a foreign debootstrap: the first stage unpacks the
+# packages on the host, the second runs the root's own aarch64 programs
+# (dpkg, maintainer scripts) through qemu-user, by way of proot -q: no
+# binfmt_misc handler is registered (that would be one for the whole
+# machine, seen by every other program on it).
 #
 # The debootstrap stage is cached: it runs once and leaves ROOT/.base-done.
 # The overlay stage (envd, init, units) runs every time, so the image always
@@ -13,7 +21,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ROOT=${1:-build/rootfs}
+ARCH=${ARCH:-amd64}
+case $ARCH in
+amd64) ABUILD=build ;;
+arm64) ABUILD=build/arm64 ;;
+*) echo "rootfs: unknown ARCH $ARCH (amd64 or arm64)" >&2; exit 2 ;;
+esac
+ROOT=${1:-$ABUILD/rootfs}
 # The container test and the VM test both ask for the rootfs, side by side
 # under make test: one builds it, the other waits and finds it built.
 mkdir -p "$(dirname "$ROOT")"
@@ -45,6 +59,17 @@ MOUNT_PKGS="fuse3 s3fs sshfs nfs-common kmod"
 
 log() { echo "rootfs: $*" >&2; }
 
+# in_root DIR CMD...: run a program of the root in DIR.
+in_root() {
+	local dir=$1
+	shift
+	if [ "$ARCH" = amd64 ]; then
+		chroot "$dir" "$@"
+	else
+		proot -q qemu-aarch64-static -r "$dir" -b /dev -b /proc -b /sys -w / "$@"
+	fi
+}
+
 # Undo any mount debootstrap left inside DIR (it mounts proc/sys itself and
 # can leave them behind when it fails half-way).
 umount_under() {
@@ -70,9 +95,12 @@ build_base() {
 		rm -rf "$tmp"
 		mkdir -p "$tmp"
 		log "debootstrap $SUITE into $tmp (attempt $try)"
-		if debootstrap --variant=minbase --cache-dir="$cache" --include="$PKGS" \
-			"$SUITE" "$tmp" "$MIRROR" >"$tmp.log" 2>&1; then
-			break
+		if [ "$ARCH" = amd64 ]; then
+			debootstrap --variant=minbase --cache-dir="$cache" --include="$PKGS" \
+				"$SUITE" "$tmp" "$MIRROR" >"$tmp.log" 2>&1 && break
+		else
+			debootstrap --arch="$ARCH" --foreign --variant=minbase --cache-dir="$cache" \
+				--include="$PKGS" "$SUITE" "$tmp" "$MIRROR" >"$tmp.log" 2>&1 && break
 		fi
 		# One line that says what and where (a package the mirror does
 		# not serve, a Release file it cannot give), then the log's tail.
@@ -84,14 +112,26 @@ build_base() {
 		sleep 5
 	done
 	umount_under "$tmp"
+	if [ "$ARCH" != amd64 ]; then
+		# proot does not translate every path-taking call (the shell's
+		# faccessat2 for `test -x`, among them): the second stage is told
+		# where its own files are rather than left to find them.
+		log "debootstrap second stage under qemu-user (proot)"
+		if ! DEBOOTSTRAP_DIR=/debootstrap in_root "$tmp" /debootstrap/debootstrap --second-stage >>"$tmp.log" 2>&1; then
+			log "debootstrap second stage failed; last lines:"
+			tail -n 15 "$tmp.log" >&2
+			tail -n 15 "$tmp/debootstrap/debootstrap.log" >&2 2>/dev/null
+			return 1
+		fi
+	fi
 	# No service may start inside the chroot while packages are installed.
 	printf '#!/bin/sh\nexit 101\n' >"$tmp/usr/sbin/policy-rc.d"
 	chmod 0755 "$tmp/usr/sbin/policy-rc.d"
 	log "apt-get install $MOUNT_PKGS"
-	if ! chroot "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+	if ! in_root "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
 		$MOUNT_PKGS >"$tmp.log" 2>&1; then
-		chroot "$tmp" apt-get update -q >>"$tmp.log" 2>&1
-		chroot "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+		in_root "$tmp" apt-get update -q >>"$tmp.log" 2>&1
+		in_root "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
 			$MOUNT_PKGS >>"$tmp.log" 2>&1 || { log "apt-get install failed:"; tail -n 15 "$tmp.log" >&2; return 1; }
 	fi
 	rm -f "$tmp/usr/sbin/policy-rc.d"
@@ -102,8 +142,8 @@ build_base() {
 	# Same conventions as the reference debug image: user `user`, home
 	# /home/user (mode 777 there; 755 is enough here since envd acts as the
 	# user), passwordless sudo.
-	chroot "$tmp" /usr/sbin/groupadd -f user
-	chroot "$tmp" /usr/sbin/useradd -m -s /bin/bash -g user user 2>/dev/null || true
+	in_root "$tmp" /usr/sbin/groupadd -f user
+	in_root "$tmp" /usr/sbin/useradd -m -s /bin/bash -g user user 2>/dev/null || true
 	echo 'user ALL=(ALL:ALL) NOPASSWD: ALL' >"$tmp/etc/sudoers.d/user"
 	chmod 0440 "$tmp/etc/sudoers.d/user"
 	echo sandbox >"$tmp/etc/hostname"
@@ -127,8 +167,8 @@ if [ "$(cat "$ROOT/.base-done" 2>/dev/null)" != "$BASE_STAMP" ]; then
 else
 	log "reusing cached base in $ROOT"
 fi
-for b in build/envd build/init; do
-	[ -x "$b" ] || { log "$b is missing: run make first"; exit 1; }
+for b in $ABUILD/envd $ABUILD/init; do
+	[ -x "$b" ] || { log "$b is missing: run make${ARCH:+ ARCH=$ARCH} first"; exit 1; }
 done
-bash rootfs-overlay/install.sh --envd build/envd --init build/init --user user "$ROOT"
+bash rootfs-overlay/install.sh --envd $ABUILD/envd --init $ABUILD/init --user user "$ROOT"
 log "ready: $ROOT"

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Build what `make vm-run` boots, under build/vm/:
+# Build what `make vm-run` boots, under build/vm/ (ARCH=arm64: the arm64
+# template under build/arm64/vm/, from build/arm64/rootfs):
 #
-#   vmlinuz         Debian's cloud kernel (linux-image-*-cloud-amd64), taken
+#   vmlinuz         Debian's cloud kernel (linux-image-*-cloud-$ARCH), taken
 #                   from the .deb with dpkg-deb -x: nothing goes into /boot
+#                   (arm64: an uncompressed Image, booted as it is)
 #   initramfs.gz    static busybox that loads the virtio modules, sets the
 #                   guest address, mounts the root disk and switch_roots to
 #                   the init= of the kernel command line
@@ -22,9 +24,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-OUT=build/vm
-ROOTFS=${ROOTFS:-build/rootfs}
-KPKG=${VM_KERNEL_PKG:-linux-image-cloud-amd64}
+ARCH=${ARCH:-amd64}
+case $ARCH in
+amd64) ABUILD=build ;;
+arm64) ABUILD=build/arm64 ;;
+*) echo "vm-image: unknown ARCH $ARCH (amd64 or arm64)" >&2; exit 2 ;;
+esac
+OUT=$ABUILD/vm
+ROOTFS=${ROOTFS:-$ABUILD/rootfs}
+KPKG=${VM_KERNEL_PKG:-linux-image-cloud-$ARCH}
 # Order matters: busybox insmod has no modules.dep to resolve dependencies.
 MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_mmio
 virtio_blk failover net_failover virtio_net virtio-rng fuse"
@@ -39,10 +47,25 @@ die() { log "$*"; exit 1; }
 for t in dpkg-deb apt-get mkfs.ext4 cpio gzip depmod; do
 	command -v "$t" >/dev/null || die "$t is missing (scripts/setup.sh installs it)"
 done
+mkdir -p "$OUT"
 BUSYBOX=/bin/busybox
+if [ "$ARCH" = arm64 ]; then
+	# The arm64 busybox-static cannot be installed beside the amd64 one
+	# (it would replace it): unpack it from its package instead.
+	BUSYBOX=$OUT/busybox
+	if ! file -L "$BUSYBOX" 2>/dev/null | grep -q 'ARM aarch64.*statically linked'; then
+		bb=$OUT/busybox.tmp
+		rm -rf "$bb"
+		mkdir -p "$bb"
+		(cd "$bb" && apt-get download -qq busybox-static:arm64 >/dev/null 2>&1) ||
+			die "apt-get download busybox-static:arm64 failed (dpkg --add-architecture arm64; apt-get update)"
+		dpkg-deb -x "$bb"/*.deb "$bb/x"
+		cp "$bb/x/bin/busybox" "$BUSYBOX"
+		rm -rf "$bb"
+	fi
+fi
 file -L "$BUSYBOX" 2>/dev/null | grep -q 'statically linked' ||
 	die "a static busybox is needed at $BUSYBOX (package busybox-static)"
-mkdir -p "$OUT"
 
 # ---- kernel ----
 # The kernels to try, newest first, as PKG=VERSION: for the meta package,
@@ -51,11 +74,11 @@ mkdir -p "$OUT"
 kernel_candidates() {
 	case $KPKG in
 	linux-image-[0-9]*)
-		apt-cache madison "$KPKG" 2>/dev/null | awk -F'|' '$3 ~ /Packages/ {gsub(/ /, "", $2); print "'"$KPKG"'=" $2}' ;;
+		apt-cache madison "$KPKG:$ARCH" 2>/dev/null | awk -F'|' '$3 ~ /Packages/ {gsub(/ /, "", $2); print "'"$KPKG"'=" $2}' ;;
 	*)
 		local v
-		for v in $(apt-cache madison "$KPKG" 2>/dev/null | awk -F'|' '$3 ~ /Packages/ {gsub(/ /, "", $2); print $2}'); do
-			apt-cache show "$KPKG=$v" 2>/dev/null |
+		for v in $(apt-cache madison "$KPKG:$ARCH" 2>/dev/null | awk -F'|' '$3 ~ /Packages/ {gsub(/ /, "", $2); print $2}'); do
+			apt-cache show "$KPKG:$ARCH=$v" 2>/dev/null |
 				sed -n 's/^Depends:.*\(linux-image-[0-9][^ ,]*\) (= \([^)]*\)).*/\1=\2/p' | head -n1
 		done ;;
 	esac
@@ -66,7 +89,7 @@ build_kernel() {
 	rm -rf "$tmp"
 	mkdir -p "$tmp"
 	log "downloading $pkg"
-	(cd "$tmp" && apt-get download -qq "$pkg") >"$tmp.log" 2>&1 || {
+	(cd "$tmp" && apt-get download -qq "${pkg%%=*}:$ARCH=${pkg#*=}") >"$tmp.log" 2>&1 || {
 		rm -rf "$tmp"
 		return 1
 	}
@@ -165,14 +188,14 @@ fi
 
 # ---- root disk ----
 [ -f "$ROOTFS/.base-done" ] || die "$ROOTFS is missing: run make rootfs"
-for b in build/envd build/init; do [ -x "$b" ] || die "$b is missing: run make"; done
-key=$( { cat "$ROOTFS/.base-done" "$OUT/.kernel-done"; sha256sum build/envd build/init "$0" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
+for b in $ABUILD/envd $ABUILD/init; do [ -x "$b" ] || die "$b is missing: run make ARCH=$ARCH"; done
+key=$( { cat "$ROOTFS/.base-done" "$OUT/.kernel-done"; sha256sum $ABUILD/envd $ABUILD/init "$0" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
 if [ "$(cat "$OUT/.disk-key" 2>/dev/null)" = "$key" ] && [ -s "$OUT/rootfs.ext4" ]; then
 	log "reusing $OUT/rootfs.ext4"
 else
 	# The image's envd and init are the ones just built (scripts/rootfs.sh
 	# installs them; again here in case the rootfs was made before).
-	bash rootfs-overlay/install.sh --envd build/envd --init build/init --user user "$ROOTFS" >/dev/null
+	bash rootfs-overlay/install.sh --envd $ABUILD/envd --init $ABUILD/init --user user "$ROOTFS" >/dev/null
 	# The kernel's filesystem modules (the container test never looks there).
 	rm -rf "$ROOTFS/lib/modules"
 	mkdir -p "$ROOTFS/lib"

@@ -13,6 +13,9 @@
 # snapshot=on, so every boot starts from the same image.
 #
 # Environment:
+#   ARCH             amd64 (default: build/vm, QEMU microvm) or arm64
+#                    (build/arm64/vm, qemu-system-aarch64 -M virt; software
+#                    emulation on an x86-64 host)
 #   VM_PORT          host port for envd (default 49983)
 #   VM_ACCESS_TOKEN  the metadata service hands out its SHA-512 (as the
 #                    orchestrator does), so /init may install that token
@@ -24,7 +27,9 @@
 #                    guest: measurements of envd itself turn it off
 #   VM_CPUS, VM_MEM  guest CPUs (2) and MiB of memory (512: the platform's
 #                    default sandbox size)
-#   VM_ACCEL         kvm or tcg (default: kvm when /dev/kvm works, else tcg)
+#   VM_ACCEL         kvm or tcg (default: kvm when /dev/kvm works and the
+#                    guest is the host's architecture, else tcg)
+#   VM_BOOT_TIMEOUT  seconds to wait for the first /health (default 300)
 #   VM_PARENT_PID    stop the VM when this process is gone (for scripts)
 #   VM_HOST_PORTS    ports of 169.254.169.254 that reach a service on the host
 #                    (default "22 2049"): each guest connection to one runs
@@ -46,14 +51,20 @@ CPUS=${VM_CPUS:-2}
 MEM=${VM_MEM:-512}
 GUEST_IP=169.254.0.21
 HOST_IP=169.254.0.22
-IMG=build/vm
-RUNS=$REPO/build/vm/runs
+ARCH=${ARCH:-amd64}
+case $ARCH in
+amd64) ABUILD=build QEMU=qemu-system-x86_64 HOST_MACH=x86_64 ;;
+arm64) ABUILD=build/arm64 QEMU=qemu-system-aarch64 HOST_MACH=aarch64 ;;
+*) echo "vm: unknown ARCH $ARCH (amd64 or arm64)" >&2; exit 2 ;;
+esac
+IMG=$ABUILD/vm
+RUNS=$REPO/$ABUILD/vm/runs
 
 log() { echo "vm: $*" >&2; }
 ms_now() { date +%s%3N; }
 
 [ "$(id -u)" = 0 ] || { log "must run as root"; exit 1; }
-for t in qemu-system-x86_64 socat curl; do
+for t in $QEMU socat curl; do
 	command -v "$t" >/dev/null || { log "$t is missing (scripts/setup.sh installs it)"; exit 1; }
 done
 for f in vmlinuz initramfs.gz rootfs.ext4; do
@@ -143,21 +154,41 @@ MMDS_PORT=$(cat "$RUN/mmds/port" 2>/dev/null) || { log "the metadata stand-in di
 # machine): such a guest never runs, so look for the CPU flag too.
 accel=${VM_ACCEL:-}
 if [ -z "$accel" ]; then
-	if [ -w /dev/kvm ] && grep -qwE 'vmx|svm' /proc/cpuinfo; then accel=kvm; else accel=tcg; fi
+	if [ "$(uname -m)" = "$HOST_MACH" ] && [ -w /dev/kvm ] &&
+		{ [ "$ARCH" != amd64 ] || grep -qwE 'vmx|svm' /proc/cpuinfo; }; then
+		accel=kvm
+	else
+		accel=tcg
+	fi
 fi
-case $accel in
-kvm) accel_opts=(-accel kvm -cpu host) ;;
-*) accel=tcg accel_opts=(-accel tcg,thread=multi -cpu max) ;;
-esac
-# Under TCG the kernel's TSC calibration sometimes never finishes on
-# microvm; telling it the host's TSC rate skips the calibration.
-khz=$(awk -F: '/^cpu MHz/ {printf "%d", $2 * 1000; exit}' /proc/cpuinfo)
-append="console=ttyS0 root=/dev/vda init=/usr/sbin/envd-init panic=-1 vm.ip=$GUEST_IP/30 vm.gw=$HOST_IP"
-[ -n "$khz" ] && append+=" tsc_early_khz=$khz"
-# With more than one vCPU under TCG the kernel finds the TSCs "unsynchronized"
-# and falls back to jiffies, which lose time whenever the host is busy (the
-# guest clock fell 3 minutes behind in 20 on a loaded host); QEMU's TSC follows the host.
-append+=" tsc=reliable"
+append="root=/dev/vda init=/usr/sbin/envd-init panic=-1 vm.ip=$GUEST_IP/30 vm.gw=$HOST_IP"
+if [ "$ARCH" = amd64 ]; then
+	machine=(-M microvm,rtc=on)
+	case $accel in
+	kvm) accel_opts=(-accel kvm -cpu host) ;;
+	*) accel=tcg accel_opts=(-accel tcg,thread=multi -cpu max) ;;
+	esac
+	append="console=ttyS0 $append"
+	# Under TCG the kernel's TSC calibration sometimes never finishes on
+	# microvm; telling it the host's TSC rate skips the calibration.
+	khz=$(awk -F: '/^cpu MHz/ {printf "%d", $2 * 1000; exit}' /proc/cpuinfo)
+	[ -n "$khz" ] && append+=" tsc_early_khz=$khz"
+	# With more than one vCPU under TCG the kernel finds the TSCs "unsynchronized"
+	# and falls back to jiffies, which lose time whenever the host is busy (the
+	# guest clock fell 3 minutes behind in 20 on a loaded host); QEMU's TSC follows the host.
+	append+=" tsc=reliable"
+else
+	# virt: PL011 console, PL031 clock, virtio-mmio slots for the devices
+	# below; the architected timer needs no calibration. Under TCG a
+	# cortex-a57 rather than "max": max emulates pointer authentication,
+	# which makes the guest 2-3 times slower.
+	machine=(-M virt)
+	case $accel in
+	kvm) accel_opts=(-accel kvm -cpu host) ;;
+	*) accel=tcg accel_opts=(-accel tcg,thread=multi -cpu cortex-a57) ;;
+	esac
+	append="console=ttyAMA0 $append"
+fi
 append+=" ${VM_APPEND:-}"
 
 netdev="user,id=net0,net=169.254.0.0/16,host=$HOST_IP,dhcpstart=$GUEST_IP,restrict=on"
@@ -175,7 +206,7 @@ start_qemu() {
 	t0=$(ms_now)
 	# A session of its own: Ctrl-C reaches this script, which stops QEMU
 	# in order, instead of QEMU quitting under it.
-	setsid qemu-system-x86_64 -name envd-vm -M microvm,rtc=on "${accel_opts[@]}" -smp "$CPUS" -m "$MEM" \
+	setsid $QEMU -name envd-vm "${machine[@]}" "${accel_opts[@]}" -smp "$CPUS" -m "$MEM" \
 		-nodefaults -no-user-config -nographic -no-reboot \
 		-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.gz" -append "$append" \
 		-serial "file:$RUN/console.log" \
@@ -194,7 +225,7 @@ URL="http://127.0.0.1:$PORT"
 boot_ms=
 for attempt in 1 2 3 4 5; do
 	start_qemu
-	boot_deadline=$((SECONDS + 2 * HANG_S))
+	boot_deadline=$((SECONDS + ${VM_BOOT_TIMEOUT:-$((2 * HANG_S))}))
 	while [ "$SECONDS" -lt "$boot_deadline" ]; do
 		kill -0 "$QEMU_PID" 2>/dev/null || break
 		if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$URL/health")" = 204 ]; then
@@ -227,11 +258,12 @@ VM_MONITOR=$RUN/monitor.sock
 VM_MMDS_DIR=$RUN/mmds
 VM_QEMU_PID=$QEMU_PID
 VM_ACCEL=$accel
+VM_ARCH=$ARCH
 VM_GUEST_IP=$GUEST_IP
 VM_T0_MS=$t0
 VM_BOOT_MS=$boot_ms
 EOF
-log "envd at $URL ($accel, ${CPUS} CPUs, ${MEM} MiB): QEMU start to first /health in $boot_ms ms"
+log "envd at $URL ($ARCH, $accel, ${CPUS} CPUs, ${MEM} MiB): QEMU start to first /health in $boot_ms ms"
 log "console: $RUN/console.log; monitor: $RUN/monitor.sock; Ctrl-C stops the VM"
 
 # A script that started us (VM_PARENT_PID) and died without stopping us

@@ -13,6 +13,12 @@
 #   3. a clean power-off: SIGTERM to PID 1 must end in "reboot: Power down"
 #      and QEMU exiting on its own.
 #
+# ARCH=arm64 tests the arm64 template (build/arm64/vm, software emulation
+# on an x86-64 host) with the SDK, PID 1, pause, port-forwarding and cgroup
+# suites by default; the OOM and limits suites need VM_SUITES to run there
+# (each costs minutes under emulation and exercises the kernel more than
+# envd).
+#
 # Prints "vm: N passed, N failed" last; logs in build/test-logs/vm-*.log.
 # Skips (0 passed, 0 failed) where QEMU cannot run. Everything is torn down
 # on exit, also after an interrupt (vm-run.sh cleans up what an earlier,
@@ -48,17 +54,30 @@ VM_SUITE_S=${VM_SUITE_S:-3600}
 export HANG_S VM_SUITE_S
 
 [ "$(id -u)" = 0 ] || skip "the VM test needs root (image build)"
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 is not installed"
+ARCH=${ARCH:-amd64}
+case $ARCH in
+amd64) ABUILD=build QEMU=qemu-system-x86_64 DEFAULT_SUITES="tests/vm/[0-9]*.sh" ;;
+arm64)
+	ABUILD=build/arm64 QEMU=qemu-system-aarch64
+	DEFAULT_SUITES="tests/vm/10_sdk.sh tests/vm/20_pid1.sh tests/vm/30_pause.sh tests/vm/40_portfwd.sh tests/vm/50_cgroup.sh"
+	;;
+*) echo "vm-test: unknown ARCH $ARCH (amd64 or arm64)" >&2; exit 2 ;;
+esac
+export ARCH
+# Log names: vm-*.log, vm-arm64-*.log (the two may run side by side).
+LP=vm
+[ "$ARCH" = amd64 ] || LP=vm-$ARCH
+command -v $QEMU >/dev/null || skip "$QEMU is not installed"
 command -v socat >/dev/null || skip "socat is not installed"
 
 # The SDK clients (its suites report their absence themselves).
 bash scripts/npm-setup.sh || true
-if ! bash scripts/rootfs.sh >"$LOGS/vm-image.log" 2>&1 || ! bash scripts/vm-image.sh >>"$LOGS/vm-image.log" 2>&1; then
-	fail "build the VM image" "$(tail -n 5 "$LOGS/vm-image.log")"
+if ! bash scripts/rootfs.sh >"$LOGS/$LP-image.log" 2>&1 || ! bash scripts/vm-image.sh >>"$LOGS/$LP-image.log" 2>&1; then
+	fail "build the VM image" "$(tail -n 5 "$LOGS/$LP-image.log")"
 	finish
 fi
 
-RUN=$REPO/build/vm/runs/test-$$
+RUN=$REPO/$ABUILD/vm/runs/test-$$
 mkdir -p "$RUN"
 RUN_PID=
 cleanup() {
@@ -67,7 +86,7 @@ cleanup() {
 		kill -TERM "$RUN_PID" 2>/dev/null
 		wait "$RUN_PID" 2>/dev/null
 	fi
-	cp "$RUN/console.log" "$LOGS/vm-console.log" 2>/dev/null
+	cp "$RUN/console.log" "$LOGS/$LP-console.log" 2>/dev/null
 	rm -rf "$RUN"
 }
 trap cleanup EXIT
@@ -86,7 +105,7 @@ TOKEN=vm-test-token-$$-$RANDOM
 # Start round trip took 131 ms with it, 60 without); the exporter is tested
 # on the host (tests/integration/logexport.sh).
 VM_LOG_COLLECTOR=${VM_LOG_COLLECTOR:-off} VM_PORT=$PORT VM_RUN_DIR=$RUN VM_ACCESS_TOKEN=$TOKEN VM_PARENT_PID=$$ \
-	bash scripts/vm-run.sh >"$LOGS/vm-run.log" 2>&1 &
+	bash scripts/vm-run.sh >"$LOGS/$LP-run.log" 2>&1 &
 RUN_PID=$!
 boot_deadline=$((SECONDS + 2 * HANG_S))
 while [ "$SECONDS" -lt "$boot_deadline" ]; do
@@ -95,14 +114,14 @@ while [ "$SECONDS" -lt "$boot_deadline" ]; do
 	sleep 0.05
 done
 if [ ! -s "$RUN/env" ]; then
-	fail "the VM boots and envd answers" "$(tail -n 20 "$LOGS/vm-run.log")"
+	fail "the VM boots and envd answers" "$(tail -n 20 "$LOGS/$LP-run.log")"
 	finish
 fi
 set -a
 . "$RUN/env"
 VM_TOKEN=$TOKEN
 set +a
-pass "VM booted ($VM_ACCEL): QEMU start to first /health $VM_BOOT_MS ms"
+pass "VM booted ($VM_ARCH, $VM_ACCEL): QEMU start to first /health $VM_BOOT_MS ms"
 
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-Access-Token: $TOKEN" -X POST \
 	-H 'Content-Type: application/json' \
@@ -123,7 +142,7 @@ sid=$(curl -s -H "X-Access-Token: $TOKEN" "$VM_URL/envs")
 	fail "ids from the metadata service" "$sid"
 
 # ---- the suites ----
-for t in ${VM_SUITES:-tests/vm/[0-9]*.sh}; do
+for t in ${VM_SUITES:-$DEFAULT_SUITES}; do
 	[ -f "$t" ] || continue
 	# A suite marked "# vm: opt-in" runs only when named in VM_SUITES or
 	# with VM_ALL=1 (one still being brought up, kept out of make test).
@@ -132,7 +151,7 @@ for t in ${VM_SUITES:-tests/vm/[0-9]*.sh}; do
 		continue
 	fi
 	name=$(basename "$t" .sh)
-	log="$LOGS/vm-$name.log"
+	log="$LOGS/$LP-$name.log"
 	t0=$(ms_now)
 	timeout "$VM_SUITE_S" bash "$t" >"$log" 2>&1
 	rc=$?
@@ -174,5 +193,5 @@ mport=$(cat "$VM_MMDS_DIR/port" 2>/dev/null)
 left=$( (pgrep -f "$RUN"; [ -n "$mport" ] && pgrep -f "socat STDIO TCP:127.0.0.1:$mport$") | wc -l)
 [ "$left" = 0 ] && pass "nothing of the run is left (QEMU, metadata stand-in, socat)" || fail "leftover processes" "$left"
 
-echo "boot: QEMU start to /health $VM_BOOT_MS ms, to first command $run_ms ms ($VM_ACCEL)"
+echo "boot: QEMU start to /health $VM_BOOT_MS ms, to first command $run_ms ms ($VM_ARCH, $VM_ACCEL)"
 finish
