@@ -123,6 +123,10 @@ build_base() {
 			tail -n 15 "$tmp/debootstrap/debootstrap.log" >&2 2>/dev/null
 			return 1
 		fi
+		# The second stage mounts /proc itself; proot leaves the mount
+		# point of the host's root it gives qemu.
+		umount_under "$tmp"
+		rmdir "$tmp/host-rootfs" 2>/dev/null || true
 	fi
 	# No service may start inside the chroot while packages are installed.
 	printf '#!/bin/sh\nexit 101\n' >"$tmp/usr/sbin/policy-rc.d"
@@ -150,6 +154,7 @@ build_base() {
 	printf '127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$tmp/etc/hosts"
 	# No network in the sandbox test; keep apt and resolvers quiet.
 	: >"$tmp/etc/resolv.conf"
+	[ "$ARCH" = amd64 ] || { umount_under "$tmp"; rmdir "$tmp/host-rootfs" 2>/dev/null || true; }
 	rm -rf "$tmp/var/cache/apt/archives/"*.deb "$tmp/var/lib/apt/lists/"* 2>/dev/null || true
 	echo "$BASE_STAMP" >"$tmp/.base-done"
 	rm -rf "$ROOT"
