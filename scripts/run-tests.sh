@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Run envd's tests and print one summary line last: "tests: N passed, N failed".
 #   run-tests.sh unit   Criterion unit tests (sanitizer build)
+#   run-tests.sh unit-arm64  the aarch64 unit tests (build/arm64/tests,
+#                       crlite) under qemu-user
 #   run-tests.sh all    unit, integration (curl/nghttp), SDK, a short fuzz run
 #                       and the quick benchmark run
 #
@@ -12,6 +14,12 @@
 # side by side, TEST_JOBS at a time (default: twice the CPUs), the longest
 # of the last run first. The two passes of one script never overlap, and a
 # script with a "# tests: alone" line runs after the others, by itself.
+#
+# A third pass runs the aarch64 build (build/arm64/envd, make ARCH=arm64)
+# under qemu-user (tests/arm64/envd) when both are there: the scripts listed
+# in tests/arm64/suites (ARM64_ALL=1: every script but those of the static
+# product alone, "# asan: skip", and those with an "# arm64: skip" line,
+# which says why).
 #
 # Each suite's log is in build/test-logs/; the report ends with a table of
 # every suite's wall time, then the summary line.
@@ -46,10 +54,11 @@ run_timed() {
 	wait $t
 }
 
-job_unit() { # job_unit BIN LOG
-	local t=$1 log=$2 name line p f c rc
+job_unit() { # job_unit BIN LOG [EMULATOR]
+	local t=$1 log=$2 emu=${3:-} name line p f c rc
 	name=$(basename "$t")
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_timed "$LIMIT_UNIT_S" "$t" -j2 >"$log" 2>&1
+	# shellcheck disable=SC2086
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_timed "$LIMIT_UNIT_S" $emu "$t" -j2 >"$log" 2>&1
 	rc=$?
 	line=$(grep -a 'Synthesis:' "$log" | tail -n1)
 	p=$(sed -n 's/.*Passing: \([0-9]*\).*/\1/p' <<<"$line")
@@ -58,7 +67,7 @@ job_unit() { # job_unit BIN LOG
 	p=${p:-0}; f=$((${f:-0} + 0)); c=${c:-0}
 	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
 	R_P=$p R_F=$f
-	R_LINE="unit  $name: $p passed, $f failed${c:+ ($c crashing)}"
+	R_LINE="unit${emu:+-arm64}  $name: $p passed, $f failed${c:+ ($c crashing)}"
 	[ "$f" -ne 0 ] && grep -a -E '\[----\]|\[FAIL\]|ERROR|runtime error' "$log" | head -n 40
 }
 
@@ -151,7 +160,7 @@ fi
 
 # --- the run ---
 mode=${1:-all}
-case $mode in unit | all) ;; *) echo "usage: $0 unit|all" >&2; exit 2 ;; esac
+case $mode in unit | unit-arm64 | all) ;; *) echo "usage: $0 unit|unit-arm64|all" >&2; exit 2 ;; esac
 mkdir -p "$resdir"
 rm -f "$resdir"/*
 ncpu=$(nproc 2>/dev/null || echo 2)
@@ -172,22 +181,38 @@ if [ "$mode" = all ]; then
 		[ -f "$3" ] && add_suite "$1" "cmd $2 $1 $logdir/$1.log bash $3" "$1"
 	done
 fi
-for t in build/asan/tests/*_test; do
-	[ -x "$t" ] || continue
-	n=$(basename "$t")
-	add_suite "unit/$n" "unit $t $logdir/$n.log" "unit/$n"
-done
+if [ "$mode" != unit-arm64 ]; then
+	for t in build/asan/tests/*_test; do
+		[ -x "$t" ] || continue
+		n=$(basename "$t")
+		add_suite "unit/$n" "unit $t $logdir/$n.log" "unit/$n"
+	done
+fi
+if [ "$mode" != unit ] && command -v qemu-aarch64-static >/dev/null; then
+	for t in build/arm64/tests/*_test; do
+		[ -x "$t" ] || continue
+		n=$(basename "$t")
+		add_suite "unit-arm64/$n" "unit $t $logdir/arm64-$n.log qemu-aarch64-static" "unit-arm64/$n"
+	done
+fi
 if [ "$mode" = all ]; then
-	for label in static asan; do
+	labels="static asan"
+	[ -x build/arm64/envd ] && command -v qemu-aarch64-static >/dev/null && labels+=" arm64"
+	for label in $labels; do
 		bin=build/envd
 		[ $label = asan ] && bin=build/asan/envd
+		[ $label = arm64 ] && bin=tests/arm64/envd
 		for t in tests/integration/*.sh; do
 			[ -f "$t" ] || continue
 			case $t in *_lib.sh) continue ;; esac # sourced helpers, not tests
 			# Scripts that only make sense for the static product (a rootfs)
 			# or do not run envd at all say so with a "# asan: skip" line.
-			if [ $label = asan ] && grep -q '^# asan: skip' "$t"; then
+			if [ $label != static ] && grep -q '^# asan: skip' "$t"; then
 				continue
+			fi
+			if [ $label = arm64 ]; then
+				grep -q '^# arm64: skip' "$t" && continue
+				[ "${ARM64_ALL:-0}" = 1 ] || grep -qx "$(basename "$t")" tests/arm64/suites || continue
 			fi
 			n=$(basename "$t" .sh)
 			alone=0
