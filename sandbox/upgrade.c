@@ -72,6 +72,16 @@ double upgrade_preflight_s = 2.0;
 #define THAW_AFTER_S 60.0
 /* Newest record schema this reader understands. */
 #define SCHEMA_MAX 2
+
+/* The architecture this image is built for, written into the record and
+ * required of a record read (an upstream record names none). */
+#if defined(__x86_64__)
+#define RECORD_ARCH "amd64"
+#elif defined(__aarch64__)
+#define RECORD_ARCH "arm64"
+#else
+#error "envd builds for amd64 and arm64"
+#endif
 #define RECORD_MAX (512u << 20)
 /* Largest binary accepted by upload (envd itself is well under 10 MiB). */
 #define UPLOAD_MAX (256u << 20)
@@ -355,6 +365,7 @@ static int build_record(struct fdlist *fds, uint8_t **out, size_t *out_len)
 	b.st = &st;
 	st.schema = 1;
 	st.from_ver = (char *)upgrade_version;
+	st.arch = (char *)RECORD_ARCH;
 	process_snapshot_each(add_process, &b);
 	fs_watchers_snapshot_each(add_watcher, &b);
 	for (size_t i = 0; i < nfs_ledger_count(); i++) {
@@ -1061,8 +1072,13 @@ int upgrade_resume(void)
 	unlink(upgrade_record_path);
 	record = upgrade__handover_state__unpack(NULL, len, buf);
 	free(buf);
-	if (!record || record->schema > SCHEMA_MAX) {
-		log_error(LOGGER, "upgrade: record %s", record ? "has a newer schema" : "does not parse");
+	bool foreign = record && record->arch && *record->arch && strcmp(record->arch, RECORD_ARCH) != 0;
+	if (!record || record->schema > SCHEMA_MAX || foreign) {
+		if (foreign)
+			log_error(LOGGER, "upgrade: record written for %s, this image is %s: not taken over",
+				  record->arch, RECORD_ARCH);
+		else
+			log_error(LOGGER, "upgrade: record %s", record ? "has a newer schema" : "does not parse");
 		snprintf(handover_json, sizeof(handover_json),
 			 "{\"failed\":true,\"procs\":0,\"procs_failed\":0,\"retained\":0,\"retained_failed\":0,"
 			 "\"watchers\":0,\"watchers_failed\":0}");

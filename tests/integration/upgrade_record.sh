@@ -40,19 +40,21 @@ message HandoverState {
   repeated HandoverProc processes = 3; repeated HandoverExit terminated = 4;
   repeated HandoverWatcher watchers = 5; repeated MountEntry mounts = 6;
   repeated ForwardedPort forwards = 7; repeated string guest_frozen_cgroups = 8;
+  string arch = 1011; // ours: the writer's architecture (absent upstream)
 }
 EOF
 mkdir -p "$W/watched"
 
-# launch SCHEMA: play the outgoing envd, then become envd.
+# launch SCHEMA [ARCH]: play the outgoing envd, then become envd; ARCH is
+# written as the record's architecture (none: an upstream record).
 launch() {
 	ENVD_PORT=$(free_port)
 	ENVD_URL="http://127.0.0.1:$ENVD_PORT"
 	ENVD_LOG=$(mktemp /tmp/envd-test-log.XXXXXX)
 	ENVD_LOGS+=("$ENVD_LOG")
-	$PY - "$ENVD_BIN" "$ENVD_PORT" "$W" "$1" >"$ENVD_LOG" 2>&1 <<'PY' &
+	$PY - "$ENVD_BIN" "$ENVD_PORT" "$W" "$1" "${2:-}" >"$ENVD_LOG" 2>&1 <<'PY' &
 import os, subprocess, sys
-envd, port, w, schema = sys.argv[1:]
+envd, port, w, schema, arch = sys.argv[1:]
 r_out, w_out = os.pipe(); r_err, w_err = os.pipe(); r_in, w_in = os.pipe()
 pid = os.fork()
 if pid == 0:
@@ -78,6 +80,8 @@ watchers { id: "wupstream1" path: "%s/watched" recursive: false include_entry_in
   pending_events { name: "pending-file" type: EVENT_TYPE_CREATE } }
 mounts { path: "/mnt/none" lifecycle_id: "lc1" }
 """ % (schema, pid, w)
+if arch:
+    text += 'arch: "%s"\n' % arch
 rec = subprocess.run(["protoc-c", "-Iproto", "-I" + w, "--encode=upstream.HandoverState", w + "/upstream.proto"],
                      input=text.encode(), capture_output=True, check=True).stdout
 path = w + "/envd-handover.pb"
@@ -159,6 +163,13 @@ U=$ENVD_URL
 hdrs=$(curl -s -D - -o /dev/null -X POST -d '{}' "$U/init" | tr -d '\r')
 expect_match "newer schema: hand-over reported failed" 'X-Envd-Handover: \{"failed":true' "$hdrs"
 check "the inherited descriptors were closed, not leaked" test ! -e "/proc/$ENVD_PID/fd/200" -a ! -e "/proc/$ENVD_PID/fd/202"
+# A record written by an image of another architecture is refused by name.
+launch 1 riscv64 || { fail "envd starts with a record of another architecture"; finish; exit 1; }
+U=$ENVD_URL
+hdrs=$(curl -s -D - -o /dev/null -X POST -d '{}' "$U/init" | tr -d '\r')
+expect_match "another architecture: hand-over reported failed" 'X-Envd-Handover: \{"failed":true' "$hdrs"
+expect_match "the log names both architectures" 'record written for riscv64, this image is (amd64|arm64)' "$(cat "$ENVD_LOG")"
+check "its inherited descriptors were closed" test ! -e "/proc/$ENVD_PID/fd/200" -a ! -e "/proc/$ENVD_PID/fd/202"
 # No record at all, and an inherited listener on envd's own port: the
 # descriptor is closed so envd can listen, and /init reports the failure.
 ENVD_PORT=$(free_port)
