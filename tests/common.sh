@@ -70,3 +70,12 @@ changes_flags() {
 	case " $* " in *" -changes-max-paths "*) return 0 ;; esac
 	echo "-changes-max-paths 0"
 }
+
+# envd_under_qemu_user: ENVD_BIN runs a foreign-architecture envd through
+# qemu-user (tests/arm64/envd). There envd cannot exec its own image (no
+# binfmt handler: no live upgrade) and fanotify is not emulated (the change
+# journal falls back to inotify); sections that need either say so and are
+# not run.
+envd_under_qemu_user() {
+	grep -qs '^exec qemu-' "${ENVD_BIN:-}"
+}
