@@ -184,7 +184,7 @@ test:
 
 .PHONY: test-build
 # (the bench client by its path: BENCH_BIN is defined further down)
-test-build: all asan $(UNIT_BINS) fuzz-build $(BUILD)/bench/envdbench
+test-build: all asan $(UNIT_BINS) fuzz-build $(BUILD)/bench/envdbench arm64
 
 # make test covers both architectures: the arm64 binaries run under
 # qemu-user (and in the arm64 VM).
