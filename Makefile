@@ -8,7 +8,8 @@
 #   make test       build everything, then unit, integration and SDK tests
 #   make test-under-load  the same while two CPU-burning loops run
 #   make asan       glibc debug build with ASan+UBSan (build/asan/envd)
-#   make clean      remove build/ except the cached dependency builds
+#   make clean      remove build/ except the cached dependency builds and
+#                   the arm64 sysroot
 
 BUILD   := build
 # Target architecture of the static product. amd64 keeps the paths it
@@ -93,25 +94,50 @@ $(ABUILD)/envd: $(call musl_objs,$(SRCS) $(GEN_SRCS))
 $(ABUILD)/init: $(call musl_objs,$(INIT_SRCS))
 	$(MUSL_CC) $(MUSL_CFLAGS) $^ -o $@ $(MUSL_LDFLAGS)
 
-# --- unit tests of a cross build (ARCH=arm64): static, with crlite ---
-# Criterion exists for the host's glibc only; tests/unit/crlite stands in
-# for the part of it the tests use. The allocation-failure tests need the
-# sanitizer's leak checker and stay with the sanitizer build.
-CROSS_UNIT_SRCS := $(filter-out %_alloc_test.c,$(UNIT_SRCS))
-CROSS_UNIT_BINS := $(patsubst tests/unit/%.c,$(ABUILD)/tests/%,$(CROSS_UNIT_SRCS))
-CRLITE_CFLAGS   := -Itests/unit/crlite -Itests/unit -Wno-format-zero-length
+# --- unit tests of a cross build (ARCH=arm64): glibc, Criterion, qemu-user ---
+# The same tests and sources as the sanitizer build, compiled for aarch64
+# with Debian's cross gcc against build/arm64/sysroot: Debian's arm64 glibc,
+# Criterion and libraries, unpacked there by scripts/arm64-sysroot.sh (not
+# installed: dpkg cannot hold them beside the host's). Dynamic, with UBSan;
+# the sysroot is also the emulator's library prefix (QEMU_LD_PREFIX).
+# No ASan: under qemu-user the emulated mmap places mappings (Criterion's
+# shared memory among them) outside the address layout ASan assumes for
+# aarch64, and its shadow check faults on them; memory errors and leaks are
+# the amd64 sanitizer build's to find (LeakSanitizer needs ptrace, which
+# qemu-user does not emulate).
+# tests/unit/emuexec.c lets Criterion start its workers under qemu-user.
+XSYSROOT  := $(abspath $(BUILD)/arm64/sysroot)
+XUNIT_CC  := aarch64-linux-gnu-gcc
+XUNIT_SAN := -fsanitize=undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+XUNIT_CFLAGS := --sysroot=$(XSYSROOT) -std=gnu11 -g -O1 $(XUNIT_SAN) $(WARN) $(DEFS) $(INCS)
+XUNIT_OBJ := $(BUILD)/arm64/unit
+# The allocation-failure tests are left out: what they assert is that no
+# failure path leaks, which LeakSanitizer checks, and it cannot run here.
+XUNIT_BINS := $(patsubst tests/unit/%.c,$(ABUILD)/tests/%,$(filter-out %_alloc_test.c,$(UNIT_SRCS)))
+xunit_objs = $(patsubst %.c,$(XUNIT_OBJ)/obj/%.o,$(1))
 
-$(MUSL_OBJ)/obj/tests/unit/%.o: tests/unit/%.c $(GEN)/.done $(DEPS)/.done
-	@mkdir -p $(dir $@)
-	$(MUSL_CC) $(MUSL_CFLAGS) $(CRLITE_CFLAGS) -MMD -MP -c $< -o $@
+# Rechecked when the apt lists change: a new version of one of the
+# packages rebuilds the sysroot (the script does nothing otherwise).
+$(XSYSROOT)/.packages: scripts/arm64-sysroot.sh $(wildcard /var/lib/apt/lists/*binary-arm64_Packages*)
+	@bash scripts/arm64-sysroot.sh
+	@touch $@
 
-$(ABUILD)/tests/%: $(MUSL_OBJ)/obj/tests/unit/%.o $(MUSL_OBJ)/obj/tests/unit/crlite/crlite.o $(call musl_objs,$(LIB_SRCS) $(GEN_SRCS))
+# The headers an object includes are in its .d file: a changed package
+# rebuilds what uses it; the sysroot itself only has to be there first.
+$(XUNIT_OBJ)/obj/%.o: %.c $(GEN)/.done | $(XSYSROOT)/.packages
 	@mkdir -p $(dir $@)
-	$(MUSL_CC) $(MUSL_CFLAGS) $^ -o $@ $(MUSL_LDFLAGS) $(LIBS)
+	$(XUNIT_CC) $(XUNIT_CFLAGS) -Itests/unit -MMD -MP -c $< -o $@
+
+# It may run in a vfork child: no sanitizer instrumentation there.
+$(XUNIT_OBJ)/obj/tests/unit/emuexec.o: XUNIT_CFLAGS := $(filter-out $(XUNIT_SAN),$(XUNIT_CFLAGS))
+
+$(ABUILD)/tests/%: $(XUNIT_OBJ)/obj/tests/unit/%.o $(XUNIT_OBJ)/obj/tests/unit/emuexec.o $(call xunit_objs,$(LIB_SRCS) $(GEN_SRCS)) $(XSYSROOT)/.packages
+	@mkdir -p $(dir $@)
+	$(XUNIT_CC) $(XUNIT_CFLAGS) $(filter %.o,$^) -o $@ $(LIBS) -lcriterion
 
 .PHONY: cross-unit
 ifneq ($(ARCH),amd64)
-cross-unit: $(CROSS_UNIT_BINS)
+cross-unit: $(XUNIT_BINS)
 endif
 
 # --- sanitizer build ---
@@ -158,7 +184,7 @@ test:
 
 .PHONY: test-build
 # (the bench client by its path: BENCH_BIN is defined further down)
-test-build: all asan $(UNIT_BINS) fuzz-build $(BUILD)/bench/envdbench
+test-build: all asan $(UNIT_BINS) fuzz-build $(BUILD)/bench/envdbench arm64
 
 # make test covers both architectures: the arm64 binaries run under
 # qemu-user (and in the arm64 VM).
@@ -183,11 +209,11 @@ test-fresh-under-load:
 
 clean:
 	rm -rf $(BUILD)/musl $(BUILD)/arm64/musl $(ASAN_OBJ) $(GEN) $(BUILD)/envd $(BUILD)/init \
-		$(BUILD)/arm64/envd $(BUILD)/arm64/init $(BUILD)/test-*
+		$(BUILD)/arm64/envd $(BUILD)/arm64/init $(BUILD)/arm64/unit $(BUILD)/arm64/tests $(BUILD)/test-*
 distclean:
 	rm -rf $(BUILD)
 
--include $(shell find $(MUSL_OBJ) $(BUILD)/asan $(BUILD)/fuzz -name '*.d' 2>/dev/null)
+-include $(shell find $(MUSL_OBJ) $(BUILD)/asan $(BUILD)/arm64/unit $(BUILD)/fuzz -name '*.d' 2>/dev/null)
 
 # --- fuzzing (libFuzzer, clang, ASan+UBSan) ---
 FUZZ_CC      := clang

@@ -3,7 +3,7 @@
 # Run envd's tests and print one summary line last: "tests: N passed, N failed".
 #   run-tests.sh unit   Criterion unit tests (sanitizer build)
 #   run-tests.sh unit-arm64  the aarch64 unit tests (build/arm64/tests,
-#                       crlite) under qemu-user
+#                       Criterion) under qemu-user
 #   run-tests.sh all    unit, integration (curl/nghttp), SDK, a short fuzz run
 #                       and the quick benchmark run
 #
@@ -57,8 +57,26 @@ run_timed() {
 job_unit() { # job_unit BIN LOG [EMULATOR]
 	local t=$1 log=$2 emu=${3:-} name line p f c rc
 	name=$(basename "$t")
+	local pre=()
+	if [ -n "$emu" ]; then
+		# Under qemu-user: the libraries from the sysroot (as -L would),
+		# and Criterion's workers through the emulator too
+		# (tests/unit/emuexec.c).
+		export QEMU_LD_PREFIX=$PWD/build/arm64/sysroot
+		ENVD_TEST_EMULATOR=$(command -v "$emu")
+		export ENVD_TEST_EMULATOR
+		# Signals 32 and 33 of this x86-64 host are its libc's own, and
+		# qemu-user maps no guest signal onto them: if they come ignored
+		# (make starts its recipes with glibc's posix_spawn, which leaves
+		# them so) they stay ignored in every child the tests spawn,
+		# whatever envd resets. Reset them with the raw rt_sigaction (13),
+		# as libc refuses those two.
+		# shellcheck disable=SC2016 # Perl code, not shell
+		[ "$(uname -m)" = x86_64 ] &&
+			pre=(perl -e 'my $dfl = "\0" x 32; syscall(13, $_, $dfl, 0, 8) for 32, 33; exec {$ARGV[0]} @ARGV or die "$ARGV[0]: $!\n"' --)
+	fi
 	# shellcheck disable=SC2086
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_timed "$LIMIT_UNIT_S" $emu "$t" -j2 >"$log" 2>&1
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_timed "$LIMIT_UNIT_S" "${pre[@]}" $emu "$t" -j2 >"$log" 2>&1
 	rc=$?
 	line=$(grep -a 'Synthesis:' "$log" | tail -n1)
 	p=$(sed -n 's/.*Passing: \([0-9]*\).*/\1/p' <<<"$line")
