@@ -57,11 +57,18 @@ if [ "$ARCH" = arm64 ]; then
 		bb=$OUT/busybox.tmp
 		rm -rf "$bb"
 		mkdir -p "$bb"
-		(cd "$bb" && apt-get download -qq busybox-static:arm64 >/dev/null 2>&1) ||
-			die "apt-get download busybox-static:arm64 failed (dpkg --add-architecture arm64; apt-get update)"
+		if ! (cd "$bb" && apt-get download -qq busybox-static:arm64) >"$bb.log" 2>&1; then
+			why=$(grep -Eo '[0-9]{3}  [A-Za-z ]+|Unable to locate package.*|Hash Sum mismatch|File has unexpected size|Could not resolve.*' \
+				"$bb.log" | tail -n1)
+			url=$(apt-get download --print-uris busybox-static:arm64 2>/dev/null | awk -F"'" '{print $2; exit}')
+			rm -rf "$bb"
+			die "apt-get download busybox-static:arm64${url:+ from $url} failed: ${why:-see $bb.log} (dpkg --add-architecture arm64; apt-get update)"
+		fi
 		dpkg-deb -x "$bb"/*.deb "$bb/x"
-		cp "$bb/x/bin/busybox" "$BUSYBOX"
-		rm -rf "$bb"
+		# By a rename: an interrupted copy must not pass the check above.
+		cp "$bb/x/bin/busybox" "$BUSYBOX.new"
+		mv "$BUSYBOX.new" "$BUSYBOX"
+		rm -rf "$bb" "$bb.log"
 	fi
 fi
 file -L "$BUSYBOX" 2>/dev/null | grep -q 'statically linked' ||

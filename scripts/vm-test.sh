@@ -15,9 +15,9 @@
 #
 # ARCH=arm64 tests the arm64 template (build/arm64/vm, software emulation
 # on an x86-64 host) with the SDK, PID 1, pause, port-forwarding and cgroup
-# suites by default; the OOM and limits suites need VM_SUITES to run there
-# (each costs minutes under emulation and exercises the kernel more than
-# envd).
+# suites by default. The OOM and limits suites exercise the guest kernel
+# more than envd and are not run there (VM_SUITES can name them); the
+# storage suites need clients the arm64 root does not have.
 #
 # Prints "vm: N passed, N failed" last; logs in build/test-logs/vm-*.log.
 # Skips (0 passed, 0 failed) where QEMU cannot run. Everything is torn down

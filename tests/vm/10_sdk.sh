@@ -17,15 +17,24 @@ runs=50
 # a burst of 50 new connections slowly enough for the HTTP client's 10 s
 # connect timeout to fail some before they reach envd.
 concurrent=10
+# VM_SDK_SKIP: a regular expression; the tests whose names it matches are
+# left out (make test's arm64 pass leaves out the slowest, which repeat
+# what others check). Node 20 has no skip pattern, only a name pattern, and
+# runs every test below a matching ancestor: the pattern must not match
+# the runner's root ("<root>"), or nothing would be left out.
+pattern=()
+[ -n "${VM_SDK_SKIP:-}" ] && pattern=(--test-name-pattern "^(?!<root>\$|.*(${VM_SDK_SKIP}))")
 
 log=$VM_RUN_DIR/sdk.log
 (cd tests/sdk && E2B_DEBUG=true E2B_SANDBOX_URL=$VM_URL ENVD_URL=$VM_URL ENVD_SDK_FAST_RUNS=$runs ENVD_SDK_CONCURRENT=$concurrent \
-	timeout "${VM_SUITE_S:-3600}" node --import ../vm/sdk/preload.mjs --test --test-concurrency=1 ./*.test.mjs) >"$log" 2>&1
+	timeout "${VM_SUITE_S:-3600}" node --import ../vm/sdk/preload.mjs --test --test-concurrency=1 "${pattern[@]}" ./*.test.mjs) >"$log" 2>&1
 rc=$?
 cat "$log"
 p=$(grep -a -E '^# pass ' "$log" | tail -n1 | awk '{print $3}')
 f=$(grep -a -E '^# fail ' "$log" | tail -n1 | awk '{print $3}')
 T_PASS=${p:-0}
 T_FAIL=${f:-0}
+s=$(grep -a -E '^# skipped ' "$log" | tail -n1 | awk '{print $3}')
+[ "${s:-0}" = 0 ] || echo "vm-10_sdk: ${s} tests left out (VM_SDK_SKIP: ${VM_SDK_SKIP:-})"
 [ $rc -ne 0 ] && [ "$T_FAIL" -eq 0 ] && fail "node --test exit status $rc"
 finish
