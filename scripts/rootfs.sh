@@ -61,6 +61,14 @@ MOUNT_PKGS="fuse3 s3fs sshfs nfs-common kmod"
 # storage, and every package there costs its maintainer scripts under
 # qemu-user (the base's second stage alone takes 10-12 minutes).
 [ "$ARCH" = amd64 ] || MOUNT_PKGS=
+# Nor does it carry the tools of a user's template (git, python3, curl and
+# the certificates): python3's byte-compiling and the certificate hashing
+# were most of that second stage. busybox stands in for the one server a
+# suite starts in the guest (40_portfwd: its httpd where python3 is absent).
+if [ "$ARCH" != amd64 ]; then
+	PKGS=bash,coreutils,sudo,ncurses-bin,ncurses-base,procps,iproute2,passwd,login,findutils,less,netbase,busybox
+	BASE_STAMP="$BASE_STAMP-$ARCH-small1"
+fi
 
 log() { echo "rootfs: $*" >&2; }
 
@@ -71,7 +79,11 @@ in_root() {
 	if [ "$ARCH" = amd64 ]; then
 		chroot "$dir" "$@"
 	else
-		proot -q qemu-aarch64-static -r "$dir" -b /dev -b /proc -b /sys -w / "$@"
+		# In a mount namespace of its own: the root's /dev is the host's
+		# (proot binds it), and what the second stage mounts and unmounts
+		# there (devpts on /dev/pts, on exit) must not reach the host's.
+		unshare --mount --propagation private \
+			proot -q qemu-aarch64-static -r "$dir" -b /dev -b /proc -b /sys -w / "$@"
 	fi
 }
 

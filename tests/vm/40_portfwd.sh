@@ -8,7 +8,9 @@ GPORT=8123
 HPORT=$((20000 + RANDOM % 12000)) # below the ephemeral range
 
 vm_exec "mkdir -p /tmp/pf && echo 'hello from the guest' >/tmp/pf/index.txt" >/dev/null
-pid=$(vm_exec --background "cd /tmp/pf && exec python3 -m http.server $GPORT --bind 127.0.0.1")
+# python3's http.server where the image has python3 (amd64), busybox's
+# httpd where it does not (the arm64 image carries no python).
+pid=$(vm_exec --background "cd /tmp/pf && if command -v python3 >/dev/null; then exec python3 -m http.server $GPORT --bind 127.0.0.1; else exec busybox httpd -f -p 127.0.0.1:$GPORT -h /tmp/pf; fi")
 vm_monitor "hostfwd_add net0 tcp:127.0.0.1:$HPORT-$VM_GUEST_IP:$GPORT" >/dev/null
 t0=$(date +%s%3N)
 got=
