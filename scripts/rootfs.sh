@@ -47,8 +47,8 @@ apt_mirror() {
 MIRROR=${DEBIAN_MIRROR:-$(apt_mirror)}
 [ -n "$MIRROR" ] || { echo "rootfs: no Debian archive found in apt's sources; set DEBIAN_MIRROR" >&2; exit 1; }
 # Bump when the package list changes so cached roots are rebuilt.
-BASE_STAMP="v3"
-PKGS=bash,libstdc++6,coreutils,git,python3,python-is-python3,sudo,ncurses-bin,ncurses-base,ca-certificates,curl,procps,iproute2,passwd,login,findutils,less,netbase
+BASE_STAMP="v4"
+PKGS=bash,libstdc++6,coreutils,git,python3,python-is-python3,sudo,ncurses-bin,ncurses-base,ca-certificates,curl,procps,iproute2,passwd,login,findutils,less,netbase,attr
 # What agent frameworks mount storage with: FUSE (fuse3; s3fs as the Mastra
 # template installs it; sshfs, a FUSE client whose server the VM test runs on
 # the host), NFS volumes (/init runs mount.nfs), kmod so the kernel can load
@@ -66,8 +66,8 @@ MOUNT_PKGS="fuse3 s3fs sshfs nfs-common kmod"
 # were most of that second stage. busybox stands in for the one server a
 # suite starts in the guest (40_portfwd: its httpd where python3 is absent).
 if [ "$ARCH" != amd64 ]; then
-	PKGS=bash,coreutils,sudo,ncurses-bin,ncurses-base,procps,iproute2,passwd,login,findutils,less,netbase,busybox
-	BASE_STAMP="$BASE_STAMP-$ARCH-small1"
+	PKGS=bash,coreutils,sudo,ncurses-bin,ncurses-base,procps,iproute2,passwd,login,findutils,less,netbase,attr,busybox
+	BASE_STAMP="$BASE_STAMP-$ARCH-small"
 fi
 
 log() { echo "rootfs: $*" >&2; }

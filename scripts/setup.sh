@@ -11,7 +11,7 @@ pkgs=(gcc make cmake musl-tools dpkg-dev pkg-config protobuf-c-compiler
       libhttp-parser-dev libarchive-dev zlib1g-dev curl nghttp2-client nghttp2-server
       xz-utils bzip2 zip unzip patch file procps iproute2 util-linux passwd clang libclang-rt-14-dev python3 iptables
       qemu-system-x86 busybox-static socat e2fsprogs cpio debootstrap
-      bindfs fuse3 kmod openssh-sftp-server nfs-ganesha nfs-ganesha-vfs rpcbind strace
+      bindfs fuse3 kmod openssh-sftp-server nfs-ganesha nfs-ganesha-vfs rpcbind strace attr
       # arm64: the cross compiler, Debian's musl for arm64 (its wrapper
       # aarch64-linux-musl-gcc), the arm64 kernel headers as a cross
       # package (linux-libc-dev:arm64 would have to match, and upgrade, the

@@ -208,7 +208,7 @@ test('metadata: set, replace, clear, and xattrs set by other tools', async () =>
   assert.deepEqual((await sbx.files.getInfo(p)).metadata, { tag: 'v2' })
   await sbx.files.write(p, 'z')
   assert.equal((await sbx.files.getInfo(p)).metadata, undefined)
-  execFileSync('python3', ['-c', `import os; os.setxattr(${JSON.stringify(p)}, 'user.e2b.external', b'yes')`])
+  execFileSync('setfattr', ['-n', 'user.e2b.external', '-v', 'yes', p])
   assert.deepEqual((await sbx.files.getInfo(p)).metadata, { external: 'yes' })
   const listed = await sbx.files.list(base)
   assert.deepEqual(listed.find((e) => e.name === 'meta.txt').metadata, { external: 'yes' })
