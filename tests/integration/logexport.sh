@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# arm64: skip (its upgrade section: under qemu-user envd cannot exec its own aarch64 image)
 # tests: alone (Firecracker mode writes /run/e2b/.E2B_SANDBOX_ID, which init_mmds.sh checks)
 # Log exporter: in Firecracker mode, once the metadata service (a stand-in
 # on loopback, -mmds-addr) names a collector `address`, every log line is

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# arm64: skip (under qemu-user envd cannot exec its own aarch64 image: no binfmt handler)
 # Live upgrade (POST /upgrade): a counter printing a numbered line every
 # 5 ms, a PTY shell, a polled watcher and a forwarded port survive two
 # upgrades (same binary, then one reporting another version) with no
