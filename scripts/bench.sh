@@ -444,7 +444,7 @@ if want sdk_link && [ $SDK_OK = 1 ]; then
 		log "sdk_link: needs root, ip netns and tc; skipped"
 	else
 		trap 'link_down; cleanup' EXIT
-		LINK_MB=$([ $QUICK = 1 ] && echo 8 || echo 64)
+		LINK_MB=$([ $QUICK = 1 ] && echo 2 || echo 64)
 		LINK_SHAPES=${LINK_SHAPES:-none 1gbit 100mbit 20mbit}
 		log "SDK files.read over shaped links: $LINK_MB MiB random and text, envd vs nginx identity and gzip 6"
 		EPORT=${EPORT:-0} # every Sandbox gets its sandboxUrl

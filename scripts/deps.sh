@@ -158,8 +158,10 @@ if [ -n "$fetch_only" ]; then
 	exit 0
 fi
 
+# The stamp holds the version built, so the record below survives the
+# source trees being removed (only the installed libraries are needed).
 stamp() { [ -f "$out/.$1.done" ]; }
-done_() { touch "$out/.$1.done"; }
+done_() { cat "$src/$1.version" >"$out/.$1.done" 2>/dev/null || : >"$out/.$1.done"; }
 
 if ! stamp zlib; then
 	d=$(fetch zlib)
@@ -241,7 +243,8 @@ fi
 
 # The versions built, one "package version" a line; make prints them once,
 # when the libraries are built.
-for f in "$src"/*.version; do
-	[ -f "$f" ] && printf '%s %s\n' "$(basename "$f" .version)" "$(cat "$f")"
+for p in zlib libev nghttp2 jansson http-parser protobuf-c libarchive; do
+	v=$(cat "$src/$p.version" 2>/dev/null || cat "$out/.$p.done" 2>/dev/null)
+	[ -n "$v" ] && printf '%s %s\n' "$p" "$v"
 done >"$base/versions"
 echo "deps ($ARCH): built from Debian sources: $(tr '\n' ' ' <"$base/versions")" >&2

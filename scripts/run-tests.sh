@@ -21,9 +21,11 @@
 # product alone, "# asan: skip", and those with an "# arm64: skip" line,
 # which says why).
 #
-# The VM test (scripts/vm-test.sh) is one suite, vm; where the aarch64
-# build and qemu-system-aarch64 are there, the arm64 template is another,
-# vm-arm64, beside it (VM_ARM64_SUITES below: what of it make test runs).
+# The VM test (scripts/vm-test.sh) of the amd64 template is two suites, vm
+# and vm-2, each booting the image and running part of tests/vm (see
+# job_vm_amd64); where the aarch64 build and qemu-system-aarch64 are
+# there, the arm64 template is another, vm-arm64, beside them
+# (VM_ARM64_SUITES below: what of it make test runs).
 #
 # Each suite's log is in build/test-logs/; the report ends with a table of
 # every suite's wall time, then the summary line.
@@ -131,6 +133,23 @@ job_cmd() { # job_cmd SECONDS LABEL LOG CMD...: any script whose last count line
 	[ "$f" -ne 0 ] && grep -a -E '^FAIL|error' "$log" | head -n 40
 }
 
+# The amd64 VM suites of the first VM; the second runs every other one
+# (tests/vm/[0-9]*.sh not marked "# vm: opt-in"), so a new suite lands there.
+VM_AMD64_FIRST="tests/vm/10_sdk.sh tests/vm/20_pid1.sh tests/vm/30_pause.sh tests/vm/40_portfwd.sh tests/vm/50_cgroup.sh tests/vm/90_changes.sh"
+job_vm_amd64() { # job_vm_amd64 vm|vm-2 LOG
+	local which=$1 log=$2 t list=
+	if [ "$which" = vm ]; then
+		list=$VM_AMD64_FIRST
+	else
+		for t in tests/vm/[0-9]*.sh; do
+			[[ " $VM_AMD64_FIRST " == *" $t "* ]] && continue
+			grep -q '^# vm: opt-in' "$t" && continue
+			list+="${list:+ }$t"
+		done
+	fi
+	VM_SUITES=$list VM_LOG_PREFIX=$which job_cmd "$LIMIT_VM_S" "$which" "$log" bash scripts/vm-test.sh
+}
+
 job_vm_arm64() { # job_vm_arm64 LOG: the arm64 VM, the part of it make test runs
 	ARCH=arm64 VM_SUITES=$VM_ARM64_SUITES VM_SDK_SKIP=$VM_ARM64_SDK_SKIP \
 		job_cmd "$LIMIT_VM_S" vm-arm64 "$1" bash scripts/vm-test.sh
@@ -155,7 +174,7 @@ job_sdk() { # job_sdk LOG
 
 job_fuzz() { # job_fuzz LOG: a few seconds per libFuzzer target; make fuzz runs the long version
 	local log=$1 line p f
-	run_timed "$LIMIT_SUITE_S" bash scripts/fuzz.sh "${FUZZ_TEST_SECONDS:-5}" >"$log" 2>&1
+	run_timed "$LIMIT_SUITE_S" bash scripts/fuzz.sh "${FUZZ_TEST_SECONDS:-3}" >"$log" 2>&1
 	line=$(grep -a -E '^fuzz: [0-9]+ passed' "$log" | tail -n1)
 	p=$(sed -n 's/^fuzz: \([0-9]*\) passed.*/\1/p' <<<"$line")
 	f=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
@@ -183,8 +202,16 @@ if [ "${1:-}" = job ]; then
 	res=$resdir/${suite//\//_}
 	"job_$kind" "$@" >"$res.excerpt"
 	ms=$((($(date +%s%N) - t0) / 1000000))
+	# CPU seconds (user + system) of everything the suite ran and reaped:
+	# what a suite costs a busy machine, where wall time also counts waits.
+	# (times in this shell: in a pipe or $() it would count the subshell's)
+	times >"$res.times"
+	cpu=$(awk 'NR == 2 { n = split($0, f, " "); t = 0
+		for (i = 1; i <= n; i++) { split(f[i], a, "m"); t += a[1] * 60 + a[2] }
+		printf "%.1f", t }' "$res.times")
+	rm -f "$res.times"
 	{
-		echo "$R_P $R_F $((ms / 1000)).$((ms % 1000 / 100))"
+		echo "$R_P $R_F $((ms / 1000)).$((ms % 1000 / 100)) ${cpu:-?}"
 		echo "$R_LINE"
 		cat "$res.excerpt"
 	} >"$res.tmp"
@@ -211,10 +238,13 @@ if [ "$mode" = all ]; then
 	# limit, script (its last line "<name>: N passed, N failed"). Listed
 	# first: with no timings yet (a fresh clone) the order below decides,
 	# and the VM suite, the longest, must not start last.
-	for s in "vm $LIMIT_VM_S scripts/vm-test.sh"; do
-		set -- $s
-		[ -f "$3" ] && add_suite "$1" "cmd $2 $1 $logdir/$1.log bash $3" "$1"
-	done
+	# The amd64 template's suites go to two VMs side by side, vm and vm-2
+	# (the same image, built once): on their own they are the longest
+	# suite of the run by far, and a fresh run waits for them.
+	if [ -f scripts/vm-test.sh ]; then
+		add_suite vm "vm_amd64 vm $logdir/vm.log" vm
+		add_suite vm-2 "vm_amd64 vm-2 $logdir/vm-2.log" vm-2
+	fi
 	# The arm64 template beside it (its own image, run directory, port and
 	# logs: build/arm64/vm, vm-arm64-*), where the aarch64 build and
 	# qemu-system-aarch64 are there.
@@ -296,7 +326,7 @@ collect() { # collect PID: account for a finished suite
 	unset "busy_key[${S_KEY[$i]}]"
 	res=$resdir/${S_NAME[$i]//\//_}
 	if [ -s "$res" ]; then
-		read -r p f secs <"$res"
+		read -r p f secs _ <"$res"
 	else
 		p=0 f=1 secs=?
 		printf '0 1 ?\n%s: no result\n' "${S_NAME[$i]}" >"$res"
@@ -350,15 +380,16 @@ wall=$((($(date +%s%N) - wall0) / 1000000000))
 # The report: each suite's wall time, the slowest first; then the summary.
 : >"$durations.new"
 echo
-printf '%-34s %8s %8s %9s\n' suite passed failed seconds
+printf '%-34s %8s %8s %9s %8s\n' suite passed failed seconds cpu
 for i in "${!S_NAME[@]}"; do
 	res=$resdir/${S_NAME[$i]//\//_}
-	read -r p f secs <"$res" 2>/dev/null || { p=0 f=1 secs=?; }
+	read -r p f secs cpu <"$res" 2>/dev/null || { p=0 f=1 secs=? cpu=?; }
 	echo "${S_NAME[$i]} $secs" >>"$durations.new"
-	printf '%-34s %8s %8s %9s\n' "${S_NAME[$i]}" "$p" "$f" "$secs"
+	printf '%-34s %8s %8s %9s %8s\n' "${S_NAME[$i]}" "$p" "$f" "$secs" "${cpu:-?}"
 done | sort -k4,4nr
 mv "$durations.new" "$durations"
-printf '%-34s %8s %8s %9s\n' "all (wall, $jobs at a time)" "$passed" "$failed" "$wall"
+cpu_all=$(awk 'FNR == 1 && NF == 4 { t += $4 } END { printf "%.0f", t }' "$resdir"/* 2>/dev/null)
+printf '%-34s %8s %8s %9s %8s\n' "all (wall, $jobs at a time)" "$passed" "$failed" "$wall" "$cpu_all"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]} (logs in $logdir)"
 echo "tests: $passed passed, $failed failed"

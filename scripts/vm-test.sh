@@ -64,18 +64,30 @@ arm64)
 *) echo "vm-test: unknown ARCH $ARCH (amd64 or arm64)" >&2; exit 2 ;;
 esac
 export ARCH
-# Log names: vm-*.log, vm-arm64-*.log (the two may run side by side).
+# Log names: vm-*.log, vm-arm64-*.log (the two may run side by side);
+# VM_LOG_PREFIX names another run of the same template beside them.
 LP=vm
 [ "$ARCH" = amd64 ] || LP=vm-$ARCH
+LP=${VM_LOG_PREFIX:-$LP}
 command -v $QEMU >/dev/null || skip "$QEMU is not installed"
 command -v socat >/dev/null || skip "socat is not installed"
 
 # The SDK clients (its suites report their absence themselves).
 bash scripts/npm-setup.sh || true
+# One image build at a time per template: runs of the same template side
+# by side (make test splits the amd64 suites over two VMs) wait here for
+# the first one's build, then find the image up to date.
+mkdir -p "$ABUILD"
+exec 9>"$ABUILD/vm-image.lock"
+if ! flock -w "$((6 * HANG_S))" 9; then
+	fail "build the VM image" "another build holds $ABUILD/vm-image.lock"
+	finish
+fi
 if ! bash scripts/rootfs.sh >"$LOGS/$LP-image.log" 2>&1 || ! bash scripts/vm-image.sh >>"$LOGS/$LP-image.log" 2>&1; then
 	fail "build the VM image" "$(tail -n 5 "$LOGS/$LP-image.log")"
 	finish
 fi
+exec 9>&-
 
 RUN=$REPO/$ABUILD/vm/runs/test-$$
 mkdir -p "$RUN"

@@ -104,16 +104,21 @@ r=$(curl -s "${H[@]}" "$B/changes?since=$t&path=$D/g&exclude=node_modules/**&exc
 check "GET /changes with repeated exclude" "\"path\":\"$D/g/src/m.c\" " "$r"
 
 # --- tar -x of many files (through envd, tracked) ---
-mkdir -p "$W/src/tree"
+# The archive is written directly (tree/dNN/fNNNNN, one byte each): only
+# the extraction is watched, and creating and deleting a source tree of
+# its size costs more than the test on a disk that churns many files.
 "$PY" -c '
-import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
-for i in range(n):
-    d = os.path.join(root, "d%02d" % (i % 50))
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "f%05d" % i), "w") as f:
-        f.write("x")' "$W/src/tree" "$NTAR"
-tar -C "$W/src" -cf "$W/tree.tar" tree
+import io, sys, tarfile
+out, n = sys.argv[1], int(sys.argv[2])
+with tarfile.open(out, "w", format=tarfile.GNU_FORMAT) as t:
+    def entry(name, kind, mode, data=b""):
+        i = tarfile.TarInfo(name); i.type = kind; i.mode = mode; i.size = len(data); i.mtime = 1700000000
+        t.addfile(i, io.BytesIO(data) if data else None)
+    entry("tree", tarfile.DIRTYPE, 0o755)
+    for d in range(50):
+        entry("tree/d%02d" % d, tarfile.DIRTYPE, 0o755)
+    for i in range(n):
+        entry("tree/d%02d/f%05d" % (i % 50, i), tarfile.REGTYPE, 0o644, b"x")' "$W/tree.tar" "$NTAR"
 mkdir -p "$D/untar"
 t=$(token)
 out=$(stream Start "{\"process\":{\"cmd\":\"tar\",\"args\":[\"-C\",\"$D/untar\",\"-xf\",\"$W/tree.tar\"]},\"stdin\":false,\"trackChanges\":true}")

@@ -28,12 +28,12 @@ done
 # Filling 512 MiB page by page under emulation takes minutes on a busy
 # host. Most of the guest's free memory is taken out of play first as
 # reserved huge pages (taken whole from the free lists, never touched), so
-# the command runs the guest out of memory after ~100 MiB; they are given
+# the command runs the guest out of memory after ~50 MiB; they are given
 # back afterwards.
 avail_kb=$(vm_exec "sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo")
 huge=0
 if [ -n "$avail_kb" ] && [ "$avail_kb" -gt $((192 * 1024)) ]; then
-	want=$(((avail_kb - 128 * 1024) / 2048))
+	want=$(((avail_kb - 96 * 1024) / 2048))
 	huge=$(vm_exec "echo $want >/proc/sys/vm/nr_hugepages; cat /proc/sys/vm/nr_hugepages" 2>/dev/null || echo 0)
 fi
 echo "# $avail_kb kB available; $huge huge pages (2 MiB) reserved for the test"
