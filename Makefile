@@ -177,8 +177,11 @@ run:
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	exec $(BUILD)/envd -isnotfc -port 49983
 
+# The VM suites' root filesystems start downloading and unpacking in the
+# background while the binaries build (scripts/rootfs-early.sh).
 test:
 	@$(MAKE) --no-print-directory setup bench-setup
+	@bash scripts/rootfs-early.sh
 	@$(MAKE) --no-print-directory -j$(JOBS) test-build
 	@bash scripts/run-tests.sh all
 
