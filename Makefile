@@ -177,23 +177,17 @@ run:
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	exec $(BUILD)/envd -isnotfc -port 49983
 
-# The VM suites' root filesystems start downloading and unpacking in the
-# background while the binaries build (scripts/rootfs-early.sh).
 test:
 	@$(MAKE) --no-print-directory setup bench-setup
-	@bash scripts/rootfs-early.sh
 	@$(MAKE) --no-print-directory -j$(JOBS) test-build
 	@bash scripts/run-tests.sh all
 
 .PHONY: test-build
 # (the bench client by its path: BENCH_BIN is defined further down)
-# What every suite needs. The fuzz targets and the arm64 binaries are built
-# by suites of the run itself (fuzz, build-arm64: scripts/run-tests.sh), so
-# those builds overlap the other suites instead of delaying them all.
-test-build: all asan $(UNIT_BINS) $(BUILD)/bench/envdbench
+test-build: all asan $(UNIT_BINS) fuzz-build $(BUILD)/bench/envdbench arm64
 
 # make test covers both architectures: the arm64 binaries run under
-# qemu-user (and in the arm64 VM); make arm64 builds them alone.
+# qemu-user (and in the arm64 VM).
 .PHONY: arm64
 arm64:
 	@$(MAKE) --no-print-directory ARCH=arm64 all cross-unit

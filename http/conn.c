@@ -470,13 +470,19 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		else if (ss.ss_family == AF_INET)
 			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, peer, sizeof(peer));
 		int one = 1, idle = 30, intvl = 10, cnt = 3;
-		unsigned int user_timeout = 60000;
+		unsigned int user_timeout = 300000;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		/* A peer that vanished without a FIN (a snapshot restored
 		 * elsewhere, a dropped proxy) must not hold a subscriber forever:
 		 * keep-alive probes find idle dead peers, and unacknowledged
-		 * output fails the socket after a minute instead of the kernel's
-		 * default of about fifteen. */
+		 * output fails the socket after five minutes instead of the
+		 * kernel's default of about fifteen. Linux counts a receive
+		 * window held at zero towards the same timeout, even while the
+		 * peer answers every probe: a live client that stops reading is
+		 * cut off after it too. One minute cut off a test's watcher that
+		 * paused its reads for longer on a loaded machine; five is long
+		 * for a client to stall, and a process stream can be picked up
+		 * again with replayFrom. */
 		setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 		setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
 		setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));

@@ -7,9 +7,6 @@
 #   scripts/rootfs.sh [ROOT]        default ROOT: build/rootfs
 #   ARCH=arm64 scripts/rootfs.sh    the arm64 root (build/arm64/rootfs) with
 #                                   build/arm64/envd and build/arm64/init
-#   scripts/rootfs.sh --base        only the cached debootstrap stage (needs
-#                                   no binaries: make test starts it while
-#                                   it builds them, scripts/rootfs-early.sh)
 #
 # An arm64 root is a foreign debootstrap: the first stage unpacks the
 # packages on the host, the second runs the root's own aarch64 programs
@@ -30,8 +27,6 @@ amd64) ABUILD=build ;;
 arm64) ABUILD=build/arm64 ;;
 *) echo "rootfs: unknown ARCH $ARCH (amd64 or arm64)" >&2; exit 2 ;;
 esac
-BASE_ONLY=0
-[ "${1:-}" = --base ] && { BASE_ONLY=1; shift; }
 ROOT=${1:-$ABUILD/rootfs}
 # The container test and the VM test both ask for the rootfs, side by side
 # under make test: one builds it, the other waits and finds it built.
@@ -204,7 +199,6 @@ if [ "$(cat "$ROOT/.base-done" 2>/dev/null)" != "$BASE_STAMP" ]; then
 else
 	log "reusing cached base in $ROOT"
 fi
-[ $BASE_ONLY = 1 ] && exit 0
 for b in $ABUILD/envd $ABUILD/init; do
 	[ -x "$b" ] || { log "$b is missing: run make${ARCH:+ ARCH=$ARCH} first"; exit 1; }
 done

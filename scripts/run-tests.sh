@@ -172,23 +172,9 @@ job_sdk() { # job_sdk LOG
 	[ "$f" -ne 0 ] && grep -a -E '^not ok|# Subtest|Error|error:' "$log" | head -n 60
 }
 
-job_build_arm64() { # job_build_arm64 LOG: the aarch64 binaries and unit tests (a build, not a check)
-	local log=$1
-	if run_timed "$LIMIT_SUITE_S" make --no-print-directory -j"$(nproc)" ARCH=arm64 all cross-unit >"$log" 2>&1; then
-		R_P=0 R_F=0 R_LINE="build-arm64: built (make ARCH=arm64 all cross-unit)"
-	else
-		R_P=0 R_F=1 R_LINE="build-arm64: make ARCH=arm64 all cross-unit failed (see $log)"
-		grep -a -E 'error|Error|failed' "$log" | head -n 20
-	fi
-}
-
-job_fuzz() { # job_fuzz LOG: build the targets, a few seconds each; make fuzz runs the long version
+job_fuzz() { # job_fuzz LOG: a few seconds per libFuzzer target; make fuzz runs the long version
 	local log=$1 line p f
-	if ! run_timed "$LIMIT_SUITE_S" make --no-print-directory -j"$(nproc)" fuzz-build >"$log" 2>&1; then
-		R_P=0 R_F=1 R_LINE="fuzz: make fuzz-build failed (see $log)"
-		return
-	fi
-	run_timed "$LIMIT_SUITE_S" bash scripts/fuzz.sh "${FUZZ_TEST_SECONDS:-3}" >>"$log" 2>&1
+	run_timed "$LIMIT_SUITE_S" bash scripts/fuzz.sh "${FUZZ_TEST_SECONDS:-3}" >"$log" 2>&1
 	line=$(grep -a -E '^fuzz: [0-9]+ passed' "$log" | tail -n1)
 	p=$(sed -n 's/^fuzz: \([0-9]*\) passed.*/\1/p' <<<"$line")
 	f=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
@@ -244,26 +230,9 @@ jobs=${TEST_JOBS:-$((ncpu * 2))}
 [ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
 
 # The suites: name, kind and arguments, conflict key, alone (1 or 0).
-# A suite may need another to have finished first (NEEDS, a suite name:
-# the arm64 suites need build-arm64); if that one failed, it is not run and
-# counts as one failure that names it.
-S_NAME=() S_ARGS=() S_KEY=() S_ALONE=() S_NEEDS=()
-add_suite() { S_NAME+=("$1"); S_ARGS+=("$2"); S_KEY+=("$3"); S_ALONE+=("${4:-0}"); S_NEEDS+=("${5:-}"); }
+S_NAME=() S_ARGS=() S_KEY=() S_ALONE=()
+add_suite() { S_NAME+=("$1"); S_ARGS+=("$2"); S_KEY+=("$3"); S_ALONE+=("${4:-0}"); }
 
-# The aarch64 side: where qemu-user is there. make test does not build it
-# before the run: build-arm64 (make ARCH=arm64 all cross-unit) is a suite
-# of its own, the first to start, and every arm64 suite waits for it, so
-# the cross builds overlap the amd64 suites instead of delaying them all.
-# make unit-arm64 (mode unit-arm64) has built the tests already.
-arm64=0
-arm64_needs=
-if [ "$mode" != unit ] && command -v qemu-aarch64-static >/dev/null; then
-	arm64=1
-	if [ "$mode" = all ]; then
-		add_suite build-arm64 "build_arm64 $logdir/build-arm64.log" build-arm64
-		arm64_needs=build-arm64
-	fi
-fi
 if [ "$mode" = all ]; then
 	# Suites with a script of their own run when it is there: name, time
 	# limit, script (its last line "<name>: N passed, N failed"). Listed
@@ -279,9 +248,8 @@ if [ "$mode" = all ]; then
 	# The arm64 template beside it (its own image, run directory, port and
 	# logs: build/arm64/vm, vm-arm64-*), where the aarch64 build and
 	# qemu-system-aarch64 are there.
-	if [ "$arm64" = 1 ] && command -v qemu-system-aarch64 >/dev/null; then
-		add_suite vm-arm64 "vm_arm64 $logdir/vm-arm64.log" vm-arm64 0 "$arm64_needs"
-	fi
+	[ -x build/arm64/envd ] && command -v qemu-system-aarch64 >/dev/null &&
+		add_suite vm-arm64 "vm_arm64 $logdir/vm-arm64.log" vm-arm64
 fi
 if [ "$mode" != unit-arm64 ]; then
 	for t in build/asan/tests/*_test; do
@@ -290,20 +258,16 @@ if [ "$mode" != unit-arm64 ]; then
 		add_suite "unit/$n" "unit $t $logdir/$n.log" "unit/$n"
 	done
 fi
-if [ "$arm64" = 1 ]; then
-	# By their sources (the binaries may not be built yet): every unit
-	# test but the allocation-failure ones, as the Makefile's cross-unit.
-	for src in tests/unit/*_test.c; do
-		[ -f "$src" ] || continue
-		case $src in *_alloc_test.c) continue ;; esac
-		n=$(basename "$src" .c)
-		t=build/arm64/tests/$n
-		add_suite "unit-arm64/$n" "unit $t $logdir/arm64-$n.log qemu-aarch64-static" "unit-arm64/$n" 0 "$arm64_needs"
+if [ "$mode" != unit ] && command -v qemu-aarch64-static >/dev/null; then
+	for t in build/arm64/tests/*_test; do
+		[ -x "$t" ] || continue
+		n=$(basename "$t")
+		add_suite "unit-arm64/$n" "unit $t $logdir/arm64-$n.log qemu-aarch64-static" "unit-arm64/$n"
 	done
 fi
 if [ "$mode" = all ]; then
 	labels="static asan"
-	[ "$arm64" = 1 ] && labels+=" arm64"
+	[ -x build/arm64/envd ] && command -v qemu-aarch64-static >/dev/null && labels+=" arm64"
 	for label in $labels; do
 		bin=build/envd
 		[ $label = asan ] && bin=build/asan/envd
@@ -323,31 +287,24 @@ if [ "$mode" = all ]; then
 			n=$(basename "$t" .sh)
 			alone=0
 			grep -q '^# tests: alone' "$t" && alone=1
-			needs=
-			[ $label = arm64 ] && needs=$arm64_needs
-			add_suite "$label/$n" "script $t $bin $label $logdir/$label-$n.log" "script/$n" $alone "$needs"
+			add_suite "$label/$n" "script $t $bin $label $logdir/$label-$n.log" "script/$n" $alone
 		done
 	done
 	ls tests/sdk/*.test.mjs >/dev/null 2>&1 && add_suite sdk "sdk $logdir/sdk.log" sdk
-	ls fuzz/fuzz_*.c >/dev/null 2>&1 && add_suite fuzz "fuzz $logdir/fuzz.log" fuzz
+	ls build/fuzz/fuzz_* >/dev/null 2>&1 && add_suite fuzz "fuzz $logdir/fuzz.log" fuzz
 	# Always: a missing client is a failure of the run, not a skipped check.
 	add_suite bench "bench $logdir/bench-quick.log" bench
 fi
 
-# Longest first, by the last run's times; suites never timed count as long,
-# and a suite others need goes before everything.
+# Longest first, by the last run's times; suites never timed count as long.
 last_secs() { awk -v s="$1" '$1 == s {print int($2); f = 1} END {if (!f) print 100000}' "$durations" 2>/dev/null || echo 100000; }
-declare -A needed=()
-for i in "${!S_NAME[@]}"; do [ -n "${S_NEEDS[$i]}" ] && needed[${S_NEEDS[$i]}]=1; done
 queue=()
 alone_q=()
 while read -r _ i; do
 	if [ "${S_ALONE[$i]}" = 1 ]; then alone_q+=("$i"); else queue+=("$i"); fi
-done < <(for i in "${!S_NAME[@]}"; do
-	if [ -n "${needed[${S_NAME[$i]}]:-}" ]; then echo "1000000 $i"; else echo "$(last_secs "${S_NAME[$i]}") $i"; fi
-done | sort -s -k1,1nr)
+done < <(for i in "${!S_NAME[@]}"; do echo "$(last_secs "${S_NAME[$i]}") $i"; done | sort -s -k1,1nr)
 
-declare -A pid_suite=() busy_key=() done_rc=()
+declare -A pid_suite=() busy_key=()
 passed=0
 failed=0
 failures=()
@@ -378,17 +335,6 @@ collect() { # collect PID: account for a finished suite
 	failed=$((failed + f))
 	sed -n '2,$p' "$res"
 	[ "$f" -ne 0 ] && failures+=("${S_NAME[$i]}")
-	done_rc[${S_NAME[$i]}]=$f
-}
-
-not_run() { # not_run INDEX: its NEEDS failed; one failure, no run
-	local i=$1 res
-	res=$resdir/${S_NAME[$i]//\//_}
-	printf '0 1 0.0 0.0\n%s: not run: %s failed\n' "${S_NAME[$i]}" "${S_NEEDS[$i]}" >"$res"
-	failed=$((failed + 1))
-	failures+=("${S_NAME[$i]}")
-	done_rc[${S_NAME[$i]}]=1
-	sed -n '2p' "$res"
 }
 
 stop_all() {
@@ -401,7 +347,7 @@ stop_all() {
 trap stop_all INT TERM
 
 run_pool() { # run_pool MAXJOBS INDEX...: run suites, at most MAXJOBS at a time
-	local max=$1 k i started pid dep
+	local max=$1 k i started pid
 	shift
 	local pending=("$@")
 	while [ ${#pending[@]} -gt 0 ] || [ ${#pid_suite[@]} -gt 0 ]; do
@@ -412,16 +358,6 @@ run_pool() { # run_pool MAXJOBS INDEX...: run suites, at most MAXJOBS at a time
 				[ ${#pid_suite[@]} -ge "$max" ] && break
 				i=${pending[$k]}
 				[ -n "${busy_key[${S_KEY[$i]}]:-}" ] && continue
-				dep=${S_NEEDS[$i]}
-				if [ -n "$dep" ]; then
-					[ -n "${done_rc[$dep]:-}" ] || continue
-					if [ "${done_rc[$dep]}" != 0 ]; then
-						not_run "$i"
-						unset "pending[$k]"
-						started=1
-						continue
-					fi
-				fi
 				start_suite "$i"
 				unset "pending[$k]"
 				started=1
@@ -432,11 +368,6 @@ run_pool() { # run_pool MAXJOBS INDEX...: run suites, at most MAXJOBS at a time
 			pid=
 			wait -n -p pid "${!pid_suite[@]}"
 			[ -n "$pid" ] && [ -n "${pid_suite[$pid]:-}" ] && collect "$pid"
-		elif [ ${#pending[@]} -gt 0 ]; then
-			# Nothing runs and nothing could start: what is left waits
-			# for a suite that is not in this run.
-			for k in "${!pending[@]}"; do not_run "${pending[$k]}"; done
-			pending=()
 		fi
 	done
 }
