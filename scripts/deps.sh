@@ -243,8 +243,11 @@ fi
 
 # The versions built, one "package version" a line; make prints them once,
 # when the libraries are built.
-for p in zlib libev nghttp2 jansson http-parser protobuf-c libarchive; do
-	v=$(cat "$src/$p.version" 2>/dev/null || cat "$out/.$p.done" 2>/dev/null)
+for f in "$out"/.*.done; do
+	[ -f "$f" ] || continue
+	p=${f##*/.}
+	p=${p%.done}
+	v=$(cat "$src/$p.version" 2>/dev/null || cat "$f")
 	[ -n "$v" ] && printf '%s %s\n' "$p" "$v"
 done >"$base/versions"
 echo "deps ($ARCH): built from Debian sources: $(tr '\n' ' ' <"$base/versions")" >&2

@@ -28,7 +28,7 @@
 # (VM_ARM64_SUITES below: what of it make test runs).
 #
 # Each suite's log is in build/test-logs/; the report ends with a table of
-# every suite's wall time, then the summary line.
+# every suite's wall time and CPU seconds, then the summary line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -147,6 +147,10 @@ job_vm_amd64() { # job_vm_amd64 vm|vm-2 LOG
 			list+="${list:+ }$t"
 		done
 	fi
+	if [ -z "$list" ]; then # (an empty VM_SUITES would mean all of them)
+		R_P=0 R_F=0 R_LINE="$which: no suites left for it"
+		return
+	fi
 	VM_SUITES=$list VM_LOG_PREFIX=$which job_cmd "$LIMIT_VM_S" "$which" "$log" bash scripts/vm-test.sh
 }
 
@@ -234,13 +238,11 @@ S_NAME=() S_ARGS=() S_KEY=() S_ALONE=()
 add_suite() { S_NAME+=("$1"); S_ARGS+=("$2"); S_KEY+=("$3"); S_ALONE+=("${4:-0}"); }
 
 if [ "$mode" = all ]; then
-	# Suites with a script of their own run when it is there: name, time
-	# limit, script (its last line "<name>: N passed, N failed"). Listed
-	# first: with no timings yet (a fresh clone) the order below decides,
-	# and the VM suite, the longest, must not start last.
-	# The amd64 template's suites go to two VMs side by side, vm and vm-2
-	# (the same image, built once): on their own they are the longest
-	# suite of the run by far, and a fresh run waits for them.
+	# The VM suites are listed first: with no timings yet (a fresh clone)
+	# the order below decides, and the longest must not start last. The
+	# amd64 template's suites go to two VMs side by side, vm and vm-2 (the
+	# same image, built once): on one VM they were the longest suite of
+	# the run by far.
 	if [ -f scripts/vm-test.sh ]; then
 		add_suite vm "vm_amd64 vm $logdir/vm.log" vm
 		add_suite vm-2 "vm_amd64 vm-2 $logdir/vm-2.log" vm-2

@@ -60,6 +60,15 @@ for l in sys.stdin:
         v = e.get("usage", {}).get(sys.argv[1], 0)
         print(int(v) if not isinstance(v, bool) else str(v).lower())' "$1"
 }
+output_of() { # [KIND...] < stream: the decoded output (stdout and stderr unless KINDs say)
+	"$PY" -c '
+import sys, json, base64
+kinds = sys.argv[1:] or ["stdout", "stderr"]
+for l in sys.stdin:
+    e = json.loads(l.split(" ", 1)[1]).get("event", {}).get("data", {})
+    for k in kinds:
+        if k in e: sys.stdout.write(base64.b64decode(e[k]).decode("utf-8", "replace"))' "$@"
+}
 health() { curl -s -o /dev/null -w '%{http_code}' --max-time "$HANG_S" "$URL/health"; }
 
 # --- a sibling that must survive ---
@@ -75,11 +84,7 @@ wait_for 10 grep -q '"start"' "$TMP/sib"
 root=(-H "Authorization: Basic $(printf 'root:' | base64)")
 THP=/sys/kernel/mm/transparent_hugepage/enabled
 sh_root() { stream "$("$PY" -c 'import json,sys; print(json.dumps({"process": {"cmd": "sh", "args": ["-c", sys.argv[1]]}, "stdin": False}))' "$1")" "${root[@]}"; }
-thp_was=$(sh_root "sed -n 's/.*\\[\\(.*\\)\\].*/\\1/p' $THP" | "$PY" -c '
-import sys, json, base64
-for l in sys.stdin:
-    d = json.loads(l.split(" ", 1)[1]).get("event", {}).get("data", {})
-    if "stdout" in d: sys.stdout.write(base64.b64decode(d["stdout"]).decode())' | tr -d '\n')
+thp_was=$(sh_root "sed -n 's/.*\\[\\(.*\\)\\].*/\\1/p' $THP" | output_of stdout | tr -d '\n')
 [ -n "$thp_was" ] && sh_root "echo never >$THP" >/dev/null
 t0=$(date +%s%3N)
 out=$(stream '{"process":{"cmd":"python3","args":["-c","x = bytearray(100 * 1024 * 1024); x[::4096] = b\"x\" * len(x[::4096]); print(\"survived\")"],"limits":{"memoryMaxBytes":"33554432"}},"stdin":false}')
@@ -101,12 +106,7 @@ wait $LST
 
 # --- pidsMax stops a fork bomb; the deadline then empties its cgroup ---
 out=$(stream '{"process":{"cmd":"bash","args":["-c","f() { f | f & }; f; sleep 3; echo bomb-done"],"limits":{"pidsMax":40}},"stdin":false}' -H 'Connect-Timeout-Ms: 8000')
-check_re "fork bomb hit the pids limit" 'Resource temporarily unavailable|retry|Cannot fork' "$("$PY" -c '
-import sys, json, base64
-for l in sys.stdin:
-    e = json.loads(l.split(" ", 1)[1]).get("event", {}).get("data", {})
-    for k in ("stdout", "stderr"):
-        if k in e: sys.stdout.write(base64.b64decode(e[k]).decode("utf-8", "replace"))' <<<"$out")"
+check_re "fork bomb hit the pids limit" 'Resource temporarily unavailable|retry|Cannot fork' "$(output_of <<<"$out")"
 check_re "envd healthy after the fork bomb" '^204$' "$(health)"
 check_re "and still starts commands" '"status":"exit status 0"' "$(stream '{"process":{"cmd":"true"},"stdin":false}')"
 
