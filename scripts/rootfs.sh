@@ -8,11 +8,15 @@
 #   ARCH=arm64 scripts/rootfs.sh    the arm64 root (build/arm64/rootfs) with
 #                                   build/arm64/envd and build/arm64/init
 #
-# An arm64 root is a foreign debootstrap: the first stage unpacks the
-# packages on the host, the second runs the root's own aarch64 programs
-# (dpkg, maintainer scripts) through qemu-user, by way of proot -q: no
-# binfmt_misc handler is registered (that would be one for the whole
-# machine, seen by every other program on it).
+# An arm64 root is not configured by its own programs: debootstrap's first
+# stage downloads the packages and unpacks the essential ones on the host,
+# this script unpacks the rest the same way and then does by hand what
+# their maintainer scripts would have done that the guest needs (accounts,
+# PAM, the alternatives, a few files of /etc; configure_unpacked below).
+# Running those scripts means running aarch64 dpkg and shells, through
+# qemu-user under proot (no binfmt_misc handler is registered: that would
+# be one for the whole machine): 5 to 12 minutes of emulated CPU, the
+# longest single step of a fresh make test. Unpacked, the root takes seconds.
 #
 # The debootstrap stage is cached: it runs once and leaves ROOT/.base-done.
 # The overlay stage (envd, init, units) runs every time, so the image always
@@ -58,33 +62,111 @@ PKGS=bash,libstdc++6,coreutils,git,python3,python-is-python3,sudo,ncurses-bin,nc
 MOUNT_PKGS="fuse3 s3fs sshfs nfs-common kmod"
 # The arm64 root goes without them: it serves the VM suites that run on
 # arm64 (SDK, PID 1, pause, port forwarding, cgroups), none of which mounts
-# storage, and every package there costs its maintainer scripts under
-# qemu-user (the base's second stage alone takes 10-12 minutes).
+# storage. Nor does it carry the tools of a user's template (git, python3,
+# curl and the certificates): each package there is one more whose
+# maintainer scripts configure_unpacked would stand in for. busybox stands
+# in for the one server a suite starts in the guest (40_portfwd: its httpd
+# where python3 is absent).
 [ "$ARCH" = amd64 ] || MOUNT_PKGS=
-# Nor does it carry the tools of a user's template (git, python3, curl and
-# the certificates): python3's byte-compiling and the certificate hashing
-# were most of that second stage. busybox stands in for the one server a
-# suite starts in the guest (40_portfwd: its httpd where python3 is absent).
 if [ "$ARCH" != amd64 ]; then
 	PKGS=bash,coreutils,sudo,ncurses-bin,ncurses-base,procps,iproute2,passwd,login,findutils,less,netbase,attr,busybox
-	BASE_STAMP="$BASE_STAMP-$ARCH-small"
+	BASE_STAMP="$BASE_STAMP-$ARCH-unpacked"
 fi
 
 log() { echo "rootfs: $*" >&2; }
 
-# in_root DIR CMD...: run a program of the root in DIR.
+# in_root DIR CMD...: run a program of the (amd64) root in DIR.
 in_root() {
 	local dir=$1
 	shift
-	if [ "$ARCH" = amd64 ]; then
-		chroot "$dir" "$@"
-	else
-		# In a mount namespace of its own: the root's /dev is the host's
-		# (proot binds it), and what the second stage mounts and unmounts
-		# there (devpts on /dev/pts, on exit) must not reach the host's.
-		unshare --mount --propagation private \
-			proot -q qemu-aarch64-static -r "$dir" -b /dev -b /proc -b /sys -w / "$@"
+	chroot "$dir" "$@"
+}
+
+# unpack_rest DIR: unpack every package debootstrap's first stage left
+# packed (the list in DIR/debootstrap/base), as that stage unpacked the
+# essential ones: data only, over the merged /usr's directory links.
+unpack_rest() {
+	local dir=$1 p deb
+	for p in $(cat "$dir/debootstrap/base"); do
+		deb=$(awk -v p="$p" '$1 == p {print $2; exit}' "$dir/debootstrap/debpaths")
+		[ -n "$deb" ] && [ -f "$dir$deb" ] || { log "package $p: no .deb in $dir/debootstrap/debpaths"; return 1; }
+		dpkg-deb --fsys-tarfile "$dir$deb" | tar --keep-directory-symlink --numeric-owner -xf - -C "$dir" ||
+			{ log "package $p: cannot unpack $dir$deb"; return 1; }
+	done
+}
+
+# configure_unpacked DIR: what the maintainer scripts of an unpacked
+# minbase root (plus sudo, procps, iproute2, less, busybox) would have
+# left that a guest relies on. Not a dpkg database: nothing installs
+# packages in that root afterwards.
+configure_unpacked() {
+	local dir=$1 days
+	days=$(($(date +%s) / 86400))
+	# The first stage leaves /proc a link to the host's; the second
+	# stage would have made it the mount point it is.
+	if [ -L "$dir/proc" ]; then
+		rm "$dir/proc"
+		mkdir -m 0755 "$dir/proc"
 	fi
+	# base-passwd, shadow: the system accounts and their shadow entries.
+	sed 's/^\([^:]*\):\*:/\1:x:/' "$dir/usr/share/base-passwd/passwd.master" >"$dir/etc/passwd"
+	sed 's/^\([^:]*\):\*:/\1:x:/' "$dir/usr/share/base-passwd/group.master" >"$dir/etc/group"
+	awk -F: -v d="$days" '{print $1 ":*:" d ":0:99999:7:::"}' "$dir/etc/passwd" >"$dir/etc/shadow"
+	awk -F: '{print $1 ":*::"}' "$dir/etc/group" >"$dir/etc/gshadow"
+	chmod 0640 "$dir/etc/shadow" "$dir/etc/gshadow"
+	chgrp 42 "$dir/etc/shadow" "$dir/etc/gshadow" # group shadow
+	: >"$dir/etc/subuid"
+	: >"$dir/etc/subgid"
+	# base-files: the login profile (bash -l reads it), root's dot files,
+	# the empty directories of the hierarchy.
+	cp "$dir/usr/share/base-files/profile" "$dir/etc/profile"
+	cp "$dir/usr/share/base-files/motd" "$dir/etc/motd"
+	cp "$dir/usr/share/base-files/dot.bashrc" "$dir/root/.bashrc"
+	cp "$dir/usr/share/base-files/dot.profile" "$dir/root/.profile"
+	mkdir -p "$dir"/{media,mnt,opt,srv,etc/opt,run/lock,var/mail,var/opt} "$dir"/usr/local/{bin,etc,games,include,lib,man,sbin,share/man,src}
+	printf 'default\t\t0.0.0.0\nloopback\t127.0.0.0\nlink-local\t169.254.0.0\n' >"$dir/etc/networks"
+	# libc-bin, tzdata, libpam-modules.
+	cp "$dir/usr/share/libc-bin/nsswitch.conf" "$dir/etc/nsswitch.conf"
+	ln -sfn /usr/share/zoneinfo/Etc/UTC "$dir/etc/localtime"
+	echo Etc/UTC >"$dir/etc/timezone"
+	: >"$dir/etc/environment"
+	install -m 0600 /dev/null "$dir/etc/security/opasswd"
+	# debianutils: the login shells.
+	printf '# /etc/shells: valid login shells\n' >"$dir/etc/shells"
+	local sh
+	for sh in sh bash rbash dash; do printf '/bin/%s\n/usr/bin/%s\n' "$sh" "$sh" >>"$dir/etc/shells"; done
+	# update-alternatives: the commands that are only links to one.
+	local alt
+	for alt in awk:/usr/bin/mawk nawk:/usr/bin/mawk pager:/usr/bin/less \
+		which:/usr/bin/which.debianutils; do
+		ln -sfn "${alt#*:}" "$dir/etc/alternatives/${alt%%:*}"
+		ln -sfn "/etc/alternatives/${alt%%:*}" "$dir/usr/bin/${alt%%:*}"
+	done
+	# pam-auth-update with only pam_unix: sudo's and login's stacks.
+	printf 'auth\t[success=1 default=ignore]\tpam_unix.so nullok\nauth\trequisite\tpam_deny.so\nauth\trequired\tpam_permit.so\n' \
+		>"$dir/etc/pam.d/common-auth"
+	printf 'account\t[success=1 new_authtok_reqd=done default=ignore]\tpam_unix.so\naccount\trequisite\tpam_deny.so\naccount\trequired\tpam_permit.so\n' \
+		>"$dir/etc/pam.d/common-account"
+	printf 'password\t[success=1 default=ignore]\tpam_unix.so obscure yescrypt\npassword\trequisite\tpam_deny.so\npassword\trequired\tpam_permit.so\n' \
+		>"$dir/etc/pam.d/common-password"
+	local s
+	for s in session session-noninteractive; do
+		printf 'session\t[default=1]\tpam_permit.so\nsession\trequisite\tpam_deny.so\nsession\trequired\tpam_permit.so\nsession\trequired\tpam_unix.so\n' \
+			>"$dir/etc/pam.d/common-$s"
+	done
+	# sudo: its policy is read only when no one else can write it.
+	chmod 0440 "$dir/etc/sudoers"
+	# useradd -m -s /bin/bash -U user, by hand (uid and gid 1000).
+	echo 'user:x:1000:1000::/home/user:/bin/bash' >>"$dir/etc/passwd"
+	echo 'user:x:1000:' >>"$dir/etc/group"
+	echo "user:!:$days:0:99999:7:::" >>"$dir/etc/shadow"
+	echo 'user:!::' >>"$dir/etc/gshadow"
+	echo 'user:100000:65536' >>"$dir/etc/subuid"
+	echo 'user:100000:65536' >>"$dir/etc/subgid"
+	mkdir -p "$dir/home/user"
+	cp -a "$dir/etc/skel/." "$dir/home/user/"
+	chown -R 1000:1000 "$dir/home/user"
+	rm -rf "$dir/debootstrap"
 }
 
 # Undo any mount debootstrap left inside DIR (it mounts proc/sys itself and
@@ -130,28 +212,9 @@ build_base() {
 	done
 	umount_under "$tmp"
 	if [ "$ARCH" != amd64 ]; then
-		# proot does not translate every path-taking call (the shell's
-		# faccessat2 for `test -x`, among them): the second stage is told
-		# where its own files are rather than left to find them.
-		# dpkg syncs every file it unpacks, each sync one more system call
-		# through proot and the emulator; a root that is not in use yet
-		# does not need them (Debian's container images do the same).
-		mkdir -p "$tmp/etc/dpkg/dpkg.cfg.d"
-		echo force-unsafe-io >"$tmp/etc/dpkg/dpkg.cfg.d/envd-unsafe-io"
-		log "debootstrap second stage under qemu-user (proot)"
 		local t0=$SECONDS
-		if ! DEBOOTSTRAP_DIR=/debootstrap in_root "$tmp" /debootstrap/debootstrap --second-stage >>"$tmp.log" 2>&1; then
-			log "debootstrap second stage failed; last lines:"
-			tail -n 15 "$tmp.log" >&2
-			tail -n 15 "$tmp/debootstrap/debootstrap.log" >&2 2>/dev/null
-			return 1
-		fi
-		rm -f "$tmp/etc/dpkg/dpkg.cfg.d/envd-unsafe-io"
-		log "second stage done in $((SECONDS - t0)) s"
-		# The second stage mounts /proc itself; proot leaves the mount
-		# point of the host's root it gives qemu.
-		umount_under "$tmp"
-		rmdir "$tmp/host-rootfs" 2>/dev/null || true
+		unpack_rest "$tmp" && configure_unpacked "$tmp" || return 1
+		log "unpacked and configured in $((SECONDS - t0)) s"
 	fi
 	if [ -n "$MOUNT_PKGS" ]; then
 		# No service may start inside the chroot while packages are installed.
@@ -173,15 +236,16 @@ build_base() {
 	# Same conventions as the reference debug image: user `user`, home
 	# /home/user (mode 777 there; 755 is enough here since envd acts as the
 	# user), passwordless sudo.
-	in_root "$tmp" /usr/sbin/groupadd -f user
-	in_root "$tmp" /usr/sbin/useradd -m -s /bin/bash -g user user 2>/dev/null || true
+	if [ "$ARCH" = amd64 ]; then
+		in_root "$tmp" /usr/sbin/groupadd -f user
+		in_root "$tmp" /usr/sbin/useradd -m -s /bin/bash -g user user 2>/dev/null || true
+	fi
 	echo 'user ALL=(ALL:ALL) NOPASSWD: ALL' >"$tmp/etc/sudoers.d/user"
 	chmod 0440 "$tmp/etc/sudoers.d/user"
 	echo sandbox >"$tmp/etc/hostname"
 	printf '127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$tmp/etc/hosts"
 	# No network in the sandbox test; keep apt and resolvers quiet.
 	: >"$tmp/etc/resolv.conf"
-	[ "$ARCH" = amd64 ] || { umount_under "$tmp"; rmdir "$tmp/host-rootfs" 2>/dev/null || true; }
 	rm -rf "$tmp/var/cache/apt/archives/"*.deb "$tmp/var/lib/apt/lists/"* 2>/dev/null || true
 	echo "$BASE_STAMP" >"$tmp/.base-done"
 	rm -rf "$ROOT"

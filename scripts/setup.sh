@@ -19,10 +19,7 @@ pkgs=(gcc make cmake musl-tools dpkg-dev pkg-config protobuf-c-compiler
       # Not musl-tools:arm64 nor busybox-static:arm64: each would replace
       # the amd64 package (the VM image unpacks busybox from its .deb).
       gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu linux-libc-dev-arm64-cross
-      musl-dev:arm64 qemu-user-static qemu-system-arm
-      # the arm64 rootfs: debootstrap's second stage runs its aarch64 programs
-      # through proot -q qemu-aarch64-static (no binfmt_misc registration)
-      proot)
+      musl-dev:arm64 qemu-user-static qemu-system-arm)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 

@@ -196,7 +196,8 @@ fi
 # ---- root disk ----
 [ -f "$ROOTFS/.base-done" ] || die "$ROOTFS is missing: run make rootfs"
 for b in $ABUILD/envd $ABUILD/init; do [ -x "$b" ] || die "$b is missing: run make ARCH=$ARCH"; done
-key=$( { cat "$ROOTFS/.base-done" "$OUT/.kernel-done"; sha256sum $ABUILD/envd $ABUILD/init "$0" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
+# (The base's stamp and its time: a base rebuilt is a new disk.)
+key=$( { cat "$ROOTFS/.base-done" "$OUT/.kernel-done"; stat -c %Y "$ROOTFS/.base-done"; sha256sum $ABUILD/envd $ABUILD/init "$0" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
 if [ "$(cat "$OUT/.disk-key" 2>/dev/null)" = "$key" ] && [ -s "$OUT/rootfs.ext4" ]; then
 	log "reusing $OUT/rootfs.ext4"
 else

@@ -7,6 +7,15 @@
 expect_eq "PID 1 is envd-init" envd-init "$(vm_exec 'cat /proc/1/comm')"
 expect_eq "envd is a child of PID 1" 1 "$(vm_exec 'ps -o ppid= -p $(pidof envd) | tr -d " "')"
 
+# The template's user, as a template's commands meet it: uid 1000 with
+# its home, a login shell that read the profile (PATH), passwordless sudo
+# (through PAM), and the commands that are alternatives (awk, which).
+expect_eq "user: uid, home, login PATH" "1000 /home/user /usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games" \
+	"$(vm_exec -u user 'echo $(id -u) $HOME $PATH')"
+expect_eq "user: passwordless sudo" 0 "$(vm_exec -u user 'sudo -n id -u' 2>&1)"
+expect_eq "awk and which are there" "mawk /usr/bin/awk" \
+	"$(vm_exec 'echo | awk "{print \"mawk\"}"; which awk' | tr '\n' ' ' | sed 's/ $//')"
+
 # Orphans: each sh exits at once and leaves its sleep to PID 1; when they
 # are killed, PID 1 must reap them.
 out=$(vm_exec 'for i in 1 2 3 4 5 6 7 8; do setsid sh -c "sleep 601.5 </dev/null >/dev/null 2>&1 & echo \$!"; done' | tr '\n' ' ')
