@@ -29,8 +29,11 @@ DEPS    := $(ABUILD)/deps/musl
 GEN     := $(BUILD)/gen
 VERSION := 0.7.0
 COMMIT  := $(shell git rev-parse --short=7 HEAD 2>/dev/null)
-# Parallel jobs for the builds that make run / make test start.
-JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+# Parallel jobs for the builds that make run / make test start: twice the
+# CPUs, as for the test suites. Part of a first build is serial (configure
+# scripts, downloads), and a machine busy with other work shares its CPUs
+# out per runnable task.
+JOBS    ?= $(shell echo $$((2 * $$(nproc 2>/dev/null || echo 1))))
 
 # Sources by folder, lowest layer first (docs/architecture.md).
 LAYERS    := base proto http rpc pty process fs sandbox envd
