@@ -21,6 +21,9 @@
 #define BACKLOGGED_BYTES (16 * 1024)
 /* Intervals shorter than this say more about bursts than about the link. */
 #define SAMPLE_MIN_US 20000
+/* Acked while output drained at once, from which that rate is a floor
+ * (less could still sit in buffers along the way). */
+#define FREE_MIN_BYTES (1024 * 1024)
 /* Peers remembered, and for how long (links change: a laptop moves). */
 #define PEERS 64
 #define PEER_TTL_S 600.
@@ -66,6 +69,18 @@ static struct peer_rate *peer_find(const char *addr, bool add)
 	memset(oldest, 0, sizeof(*oldest));
 	strcpy(oldest->addr, addr);
 	return oldest;
+}
+
+/* What the connection knows now is what its peer is known by. */
+static void peer_note(const char *peer, const struct link_rate *lr)
+{
+	struct peer_rate *p = peer_find(peer, true);
+
+	if (p) {
+		p->bound_bps = lr->bound_bps;
+		p->floor_bps = lr->floor_bps;
+		p->at = ev_now(envd_loop);
+	}
 }
 
 /*
@@ -116,10 +131,22 @@ void linkrate_wrote(struct link_rate *lr, int fd, const char *peer, size_t n, bo
 	uint64_t t0 = lr->t_us, acked0 = lr->acked, lim0 = lr->limited_us;
 	if (!full && ti.notsent_bytes < BACKLOGGED_BYTES) {
 		/* Next to nothing waits: we, not the link, set the pace since
-		 * the last sample; the next interval starts afresh. */
+		 * the last sample; the next interval starts afresh. What the
+		 * link took meanwhile is still a floor for its speed. */
 		lr->t_us = 0;
+		if (!lr->free_t_us) {
+			lr->free_t_us = now;
+			lr->free_acked = ti.bytes_acked;
+		} else if (ti.bytes_acked >= lr->free_acked + FREE_MIN_BYTES && now - lr->free_t_us >= SAMPLE_MIN_US) {
+			uint64_t bps = (ti.bytes_acked - lr->free_acked) * 1000000u / (now - lr->free_t_us);
+			if (bps > lr->floor_bps) {
+				lr->floor_bps = bps;
+				peer_note(peer, lr);
+			}
+		}
 		return;
 	}
+	lr->free_t_us = 0;
 	lr->t_us = now;
 	lr->acked = ti.bytes_acked;
 	lr->limited_us = limited;
@@ -135,12 +162,7 @@ void linkrate_wrote(struct link_rate *lr, int fd, const char *peer, size_t n, bo
 	} else if (bps > lr->floor_bps) {
 		lr->floor_bps = bps;
 	}
-	struct peer_rate *p = peer_find(peer, true);
-	if (p) {
-		p->bound_bps = lr->bound_bps;
-		p->floor_bps = lr->floor_bps;
-		p->at = ev_now(envd_loop);
-	}
+	peer_note(peer, lr);
 }
 
 void linkrate_estimate(const struct http_req *r, struct link_estimate *e)

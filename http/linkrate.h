@@ -15,7 +15,9 @@
  * A sample is "bound" when the network set the pace: the socket was full
  * and TCP was neither waiting for the receiver's window (a client busy
  * decoding) nor for us. Other samples only say the link is at least that
- * fast.
+ * fast: among them, what the link took while output never backed up
+ * (a client that read a few MiB as fast as we wrote them is on a fast
+ * link, even though it never made us wait).
  */
 #ifndef ENVD_HTTP_LINKRATE_H
 #define ENVD_HTTP_LINKRATE_H
@@ -35,6 +37,9 @@ struct link_rate {
 	 * socket last ran dry): monotonic time, TCP_INFO bytes acked and
 	 * time limited by the receiver's window or the send buffer. */
 	uint64_t t_us, acked, limited_us;
+	/* Since output last stopped draining at once (free_t_us 0: it is
+	 * backed up): when it started to, and TCP_INFO bytes acked then. */
+	uint64_t free_t_us, free_acked;
 	bool loopback;       /* the peer is this machine */
 	int fd;              /* the socket, -1 when there is none */
 };

@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <criterion/criterion.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "http/http.h"
 #include "http/link.h"
@@ -80,4 +85,49 @@ Test(linkrate, no_link)
 	memset(&r, 0, sizeof(r));
 	linkrate_estimate(&r, &e);
 	cr_assert(!e.known);
+}
+
+/* A reader that keeps up: output never waits, and once a MiB has been
+ * acked the rate it was taken at is a floor, for the connection and for
+ * the next connection from the same peer. Written until it is known (a
+ * slow machine only takes longer), with a hang deadline. */
+Test(linkrate, floor_from_output_that_never_waited, .timeout = 300)
+{
+	int ls = socket(AF_INET, SOCK_STREAM, 0), cs = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	cr_assert(ls >= 0 && cs >= 0);
+	cr_assert(bind(ls, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(ls, 1) == 0);
+	cr_assert(getsockname(ls, (struct sockaddr *)&a, &al) == 0);
+	cr_assert(connect(cs, (struct sockaddr *)&a, sizeof(a)) == 0);
+	int ss = accept(ls, NULL, NULL);
+	cr_assert(ss >= 0);
+
+	struct link_rate lr;
+	struct link_estimate e;
+	static char chunk[64 * 1024], sink[256 * 1024];
+	const char *peer = "10.9.8.7"; /* not loopback: the rule applies */
+	linkrate_init(&lr, ss, peer);
+	time_t deadline = time(NULL) + 240;
+	do {
+		cr_assert(write(ss, chunk, sizeof(chunk)) == (ssize_t)sizeof(chunk));
+		for (size_t got = 0; got < sizeof(chunk);) {
+			ssize_t k = read(cs, sink, sizeof(sink));
+			cr_assert(k > 0);
+			got += (size_t)k;
+		}
+		linkrate_wrote(&lr, ss, peer, sizeof(chunk), false);
+		estimate(&lr, peer, &e);
+	} while (!e.known && time(NULL) < deadline);
+	cr_assert(e.known, "a floor after output that never waited");
+	cr_assert(!e.bound, "the link never set the pace: a floor, not its rate");
+	cr_assert(e.bps > 0);
+
+	struct link_rate next;
+	linkrate_init(&next, -1, peer);
+	estimate(&next, peer, &e);
+	cr_assert(e.known && e.bps == lr.floor_bps, "the peer is known from its last connection");
+	close(cs);
+	close(ss);
+	close(ls);
 }
