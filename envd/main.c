@@ -337,6 +337,8 @@ int main(int argc, char **argv)
 	log_info("envd", "listening on port %lld, version %s", port, ENVD_VERSION);
 	if (!flag_get("no-port-forward")->v.b && portfwd_start(flag_get("sandbox-addr")->v.s, (int)port) < 0)
 		fprintf(stderr, "port forwarding disabled: bad -sandbox-addr %s\n", flag_get("sandbox-addr")->v.s);
+	else
+		process_on_activity(portfwd_kick); /* a new server tends to follow */
 	if (resume)
 		upgrade_resume_forwards();
 	/* SIGTERM/SIGINT end the loop and main returns: children live on in

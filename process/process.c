@@ -858,6 +858,19 @@ static void in_append(struct process *p, struct inchunk *c)
 		p->inq_len += c->len;
 }
 
+static void (*activity_fn)(void);
+
+void process_on_activity(void (*fn)(void))
+{
+	activity_fn = fn;
+}
+
+static void activity(void)
+{
+	if (activity_fn)
+		activity_fn();
+}
+
 enum rpc_code process_write_input(struct process *p, struct rpc_call *call, bool stream,
 				  bool to_pty, const uint8_t *data, size_t n, bool *later,
 				  char *err, size_t errlen)
@@ -866,6 +879,7 @@ enum rpc_code process_write_input(struct process *p, struct rpc_call *call, bool
 	struct inchunk *c;
 
 	*later = false;
+	activity();
 	if (to_pty && !p->pty) {
 		snprintf(err, errlen, "error writing to tty: tty not assigned to process — input "
 				      "should be written to the stdin, not the tty");
@@ -1534,6 +1548,7 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	int rc;
 
 	init_once();
+	activity();
 	j = calloc(1, sizeof(*j));
 	p = j ? calloc(1, sizeof(*p)) : NULL;
 	if (!p) {

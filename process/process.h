@@ -97,6 +97,13 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 /* Starts whose spawn job is not done yet (the upgrade waits for them). */
 unsigned process_spawns_in_flight(void);
 
+/*
+ * Called on the loop whenever a client starts a process or writes to one
+ * (the moments after which a new server tends to listen); NULL: none.
+ * The port forwarder uses it to look for listeners at its fast pace.
+ */
+void process_on_activity(void (*fn)(void));
+
 /* Lookups by pid or tag (first match): listed processes first;
    `retained_too` for Connect. */
 struct process *process_find_pid(uint32_t pid, bool retained_too);

@@ -305,6 +305,9 @@ static struct {
 	uint16_t own_port;
 	int nl;             /* sock_diag socket, -1 when using /proc */
 	ev_timer scan;
+	unsigned period_ms; /* the scan's period now */
+	ev_tstamp hot_until; /* fast scans until then */
+	uint64_t wants_sig; /* what the last scan wanted forwarded */
 	struct fwd *fwds;
 	struct fwd *by_port[65536];
 	size_t n_fwds;
@@ -766,13 +769,55 @@ static int scan(size_t *n)
 	return rc;
 }
 
+static void scan_period(struct ev_loop *loop, unsigned ms)
+{
+	if (ms == pf.period_ms)
+		return;
+	if (ms == PORTFWD_IDLE_MS || pf.period_ms == PORTFWD_IDLE_MS)
+		log_debug(LOGGER, "port scan every %u ms (%s)", ms, ms == PORTFWD_IDLE_MS ? "idle" : "active");
+	pf.period_ms = ms;
+	pf.scan.repeat = ms / 1000.;
+	ev_timer_again(loop, &pf.scan);
+}
+
+/* After a scan: fast while the sandbox is active, else back off. */
+static void scan_pace(struct ev_loop *loop, ev_tstamp now, uint64_t sig)
+{
+	bool settling = false;
+
+	for (struct fwd *f = pf.fwds; f && !settling; f = f->next)
+		settling = f->missing > 0 || f->lfd < 0;
+	if (sig != pf.wants_sig || settling)
+		pf.hot_until = now + PORTFWD_HOT_S;
+	pf.wants_sig = sig;
+	if (now < pf.hot_until)
+		scan_period(loop, PORTFWD_SCAN_MS);
+	else if (pf.period_ms < PORTFWD_IDLE_MS)
+		scan_period(loop, pf.period_ms * 2 < PORTFWD_IDLE_MS ? pf.period_ms * 2 : PORTFWD_IDLE_MS);
+}
+
+void portfwd_kick(void)
+{
+	if (!pf.running)
+		return;
+	pf.hot_until = ev_now(envd_loop) + PORTFWD_HOT_S;
+	scan_period(envd_loop, PORTFWD_SCAN_MS); /* the next scan within that */
+}
+
+unsigned portfwd_period_ms(void)
+{
+	return pf.running ? pf.period_ms : 0;
+}
+
 static void scan_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	size_t n;
 	ev_tstamp now = ev_now(loop);
 
-	if (scan(&n) < 0)
-		return; /* a failed scan changes nothing */
+	if (scan(&n) < 0) {
+		scan_pace(loop, now, pf.wants_sig); /* a failed scan changes nothing */
+		return;
+	}
 	memset(pf.ours, 0, sizeof(pf.ours));
 	for (struct fwd *f = pf.fwds; f; f = f->next)
 		if (f->lfd >= 0)
@@ -803,6 +848,13 @@ static void scan_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		}
 		pp = &f->next;
 	}
+	/* FNV-1a over what is wanted: a change keeps the scans fast. */
+	uint64_t sig = 14695981039346656037ull;
+	for (size_t i = 0; i < k; i++) {
+		sig = (sig ^ pf.wants[i].port) * 1099511628211ull;
+		sig = (sig ^ pf.wants[i].target_family) * 1099511628211ull;
+	}
+	scan_pace(loop, now, sig);
 }
 
 int portfwd_start(const char *sandbox_addr, int own_port)
@@ -834,6 +886,9 @@ int portfwd_start(const char *sandbox_addr, int own_port)
 	if (fd < 0)
 		log_warn(LOGGER, "sock_diag unavailable (%s); scanning /proc/net/tcp", strerror(-fd));
 	/* First scan on the first loop iteration, then every period. */
+	pf.period_ms = PORTFWD_SCAN_MS;
+	pf.hot_until = ev_now(envd_loop) + PORTFWD_HOT_S;
+	pf.wants_sig = 0;
 	ev_timer_init(&pf.scan, scan_cb, 0., PORTFWD_SCAN_MS / 1000.);
 	ev_timer_start(envd_loop, &pf.scan);
 	/* The periodic scan alone must not keep a loop alive that has nothing

@@ -26,8 +26,18 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-/* Scan period: a new listener is forwarded within one period. */
+/*
+ * Scan periods. While the sandbox is active (a process was started or
+ * written to, or the listeners changed, within PORTFWD_HOT_S) the scan
+ * runs every PORTFWD_SCAN_MS, so a server started through envd is
+ * forwarded within that; after that the period doubles each scan that
+ * finds nothing new, up to PORTFWD_IDLE_MS. An idle sandbox then wakes
+ * once a second instead of twenty times (under software emulation the
+ * scans were most of an idle guest's CPU).
+ */
 #define PORTFWD_SCAN_MS 50
+#define PORTFWD_IDLE_MS 1000
+#define PORTFWD_HOT_S 30
 /* Consecutive scans a listener must be missing before its forward closes:
  * one lost scan must not cut a port off (the reference's forwarder tore
  * every forward down on a single /proc read error). */
@@ -62,6 +72,12 @@ int portfwd_start(const char *sandbox_addr, int own_port);
 
 /* Close every forward listener and relay (for tests and shutdown). */
 void portfwd_stop(void);
+
+/* The sandbox is active: scan at the fast pace for PORTFWD_HOT_S. */
+void portfwd_kick(void);
+
+/* The scan period now, in milliseconds (0: not running). */
+unsigned portfwd_period_ms(void);
 
 /* Number of ports currently listening on the sandbox address. */
 size_t portfwd_active_forwards(void);

@@ -29,6 +29,10 @@
 #                    default sandbox size)
 #   VM_ACCEL         kvm or tcg (default: kvm when /dev/kvm works and the
 #                    guest is the host's architecture, else tcg)
+#   VM_TCG_THREAD    under tcg: multi (default), a host thread per guest
+#                    CPU; single: one thread runs them all in turn, which
+#                    the guest spends less on where the host's CPUs are
+#                    busy (make test: docs/vm.md)
 #   VM_BOOT_TIMEOUT  seconds to wait for the first /health (default 300)
 #   VM_PARENT_PID    stop the VM when this process is gone (for scripts)
 #   VM_HOST_PORTS    ports of 169.254.169.254 that reach a service on the host
@@ -161,12 +165,14 @@ if [ -z "$accel" ]; then
 		accel=tcg
 	fi
 fi
+TCG_THREAD=${VM_TCG_THREAD:-multi}
+case $TCG_THREAD in multi | single) ;; *) log "VM_TCG_THREAD=$TCG_THREAD: multi or single"; exit 2 ;; esac
 append="root=/dev/vda init=/usr/sbin/envd-init panic=-1 vm.ip=$GUEST_IP/30 vm.gw=$HOST_IP"
 if [ "$ARCH" = amd64 ]; then
 	machine=(-M microvm,rtc=on)
 	case $accel in
 	kvm) accel_opts=(-accel kvm -cpu host) ;;
-	*) accel=tcg accel_opts=(-accel tcg,thread=multi -cpu max) ;;
+	*) accel=tcg accel_opts=(-accel tcg,thread=$TCG_THREAD -cpu max) ;;
 	esac
 	append="console=ttyS0 $append"
 	# Under TCG the kernel's TSC calibration sometimes never finishes on
@@ -185,7 +191,7 @@ else
 	machine=(-M virt)
 	case $accel in
 	kvm) accel_opts=(-accel kvm -cpu host) ;;
-	*) accel=tcg accel_opts=(-accel tcg,thread=multi -cpu cortex-a57) ;;
+	*) accel=tcg accel_opts=(-accel tcg,thread=$TCG_THREAD -cpu cortex-a57) ;;
 	esac
 	append="console=ttyAMA0 $append"
 fi

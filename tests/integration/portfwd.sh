@@ -25,7 +25,7 @@ ip link set lo up
 ip addr add "$SBX/32" dev lo
 ip -6 addr add ::1/128 dev lo 2>/dev/null || true
 
-envd_start -sandbox-addr "$SBX" || { fail "envd starts"; finish; exit 1; }
+envd_start -sandbox-addr "$SBX" -verbose || { fail "envd starts"; finish; exit 1; }
 
 out=$(probe latency "$SBX" 4111 10 2>&1)
 rc=$?
@@ -98,6 +98,21 @@ if [[ "$direct" =~ ^[0-9]+$ && "$relayed" =~ ^[0-9]+$ ]] && [ "$relayed" -gt 0 ]
 else
 	fail "throughput" "direct [$direct] relayed [$relayed]"
 fi
+
+# Idle, the scan slows down to once a second; a process started through
+# envd makes it fast again (a server it starts is forwarded at the fast
+# pace). Seen in envd's log, where each change of pace is a line.
+idle_pace() { grep -q '"port scan every 1000 ms (idle)' "$ENVD_LOG"; }
+wait_for $((HANG_S + 60)) idle_pace && pass "no listener change for a while: one scan a second" ||
+	fail "idle scan pace" "$(grep -a 'port scan' "$ENVD_LOG" | tail -n 2)"
+curl -s --max-time "$HANG_S" -o /dev/null -H 'Content-Type: application/connect+json' \
+	--data-binary @<(printf '\0\0\0\0\x24{"process":{"cmd":"true","args":[]}}') \
+	"http://127.0.0.1:$ENVD_PORT/process.Process/Start"
+active_pace() { grep -q '"port scan every 50 ms (active)' "$ENVD_LOG"; }
+wait_for 60 active_pace && pass "a process started: the scan is fast again" ||
+	fail "active scan pace" "$(grep -a 'port scan' "$ENVD_LOG" | tail -n 2)"
+out=$(probe latency "$SBX" 4123 1 2>&1) && pass "a listener after the idle spell is forwarded ($out)" ||
+	fail "forwarded after idle" "$out"
 
 check "envd still alive" envd_alive
 
