@@ -804,11 +804,6 @@ void portfwd_kick(void)
 	scan_period(envd_loop, PORTFWD_SCAN_MS); /* the next scan within that */
 }
 
-unsigned portfwd_period_ms(void)
-{
-	return pf.running ? pf.period_ms : 0;
-}
-
 static void scan_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	size_t n;

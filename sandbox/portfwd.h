@@ -76,9 +76,6 @@ void portfwd_stop(void);
 /* The sandbox is active: scan at the fast pace for PORTFWD_HOT_S. */
 void portfwd_kick(void);
 
-/* The scan period now, in milliseconds (0: not running). */
-unsigned portfwd_period_ms(void);
-
 /* Number of ports currently listening on the sandbox address. */
 size_t portfwd_active_forwards(void);
 
