@@ -26,6 +26,7 @@
 #include "process/cgroup.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/control.h"
+#include "base/child.h"
 #include "base/errstr.h"
 #include "fs/archive.h"
 #include "fs/changes.h"
@@ -300,6 +301,9 @@ int main(int argc, char **argv)
 	write_run_file(".E2B_SANDBOX", sandbox, 0444);
 
 	control_metrics_init();
+	/* Before anything can run a command from a worker (the metadata
+	 * route's iptables, /init's mounts): the loop reaps every child. */
+	child_watch_start();
 	if (!control_not_fc) {
 		logexport_hold();
 		mmds_poll_ids(0);

@@ -13,23 +13,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <http_parser.h>
 #include <jansson.h>
 
 #include "base/buf.h"
+#include "base/child.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "sandbox/logexport.h"
 #include "sandbox/mmds.h"
 #include "base/state.h"
 #include "base/worker.h"
-
-extern char **environ;
 
 char mmds_addr[64] = "169.254.169.254:80";
 
@@ -329,25 +326,15 @@ struct heal_job {
 
 static bool heal_running;
 
+/* iptables waits up to 5 s for the xtables lock (-w 5); this bounds the
+ * rest. */
+#define MMDS_IPTABLES_S 30
+
 /* Run iptables with argv; 0 on exit status 0. Worker thread. */
 static int run_iptables(char *const argv[])
 {
-	pid_t pid;
-	posix_spawn_file_actions_t fa;
-	int status, rc;
-
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	if (rc != 0)
-		return -rc;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+	int rc = child_run(argv, child_now() + MMDS_IPTABLES_S, NULL, 0, 0);
+	return rc < 0 ? rc : rc == 0 ? 0 : -EIO;
 }
 
 static void heal_work(void *arg)

@@ -4,23 +4,17 @@
  * they run in a worker thread with a 10 s budget for the whole job.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdbool.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/child.h"
 #include "base/errstr.h"
 #include "sandbox/nfs.h"
 #include "base/worker.h"
-
-extern char **environ;
 
 const char *nfs_mount_bin = "mount";
 const char *nfs_umount_bin = "umount";
@@ -42,69 +36,6 @@ struct nfs_job {
 	void *ud;
 	char err[1024];
 };
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-/* Run argv with stdout captured (optional); -ETIMEDOUT past deadline. */
-static int run(char *const argv[], double deadline, char *out, size_t outlen)
-{
-	int pipefd[2] = {-1, -1};
-	posix_spawn_file_actions_t fa;
-	pid_t pid;
-	int status, rc;
-
-	posix_spawnattr_t sa;
-	sigset_t none, all;
-
-	posix_spawn_file_actions_init(&fa);
-	if (out && pipe2(pipefd, O_CLOEXEC) == 0)
-		posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	/* This runs on a worker thread, which blocks every signal: the
-	 * commands get an empty mask and default dispositions, as any
-	 * program expects. */
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_init(&sa);
-	posix_spawnattr_setsigmask(&sa, &none);
-	posix_spawnattr_setsigdefault(&sa, &all);
-	posix_spawnattr_setflags(&sa, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	rc = posix_spawnp(&pid, argv[0], &fa, &sa, argv, environ);
-	posix_spawnattr_destroy(&sa);
-	posix_spawn_file_actions_destroy(&fa);
-	if (pipefd[1] >= 0)
-		close(pipefd[1]);
-	if (rc != 0) {
-		if (pipefd[0] >= 0)
-			close(pipefd[0]);
-		return -rc;
-	}
-	size_t len = 0;
-	if (pipefd[0] >= 0) {
-		ssize_t k;
-		while (len + 1 < outlen && (k = read(pipefd[0], out + len, outlen - 1 - len)) > 0)
-			len += (size_t)k;
-		close(pipefd[0]);
-		out[len] = '\0';
-	}
-	for (;;) {
-		pid_t w = waitpid(pid, &status, WNOHANG);
-		if (w == pid)
-			break;
-		if (now_s() > deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			return -ETIMEDOUT;
-		}
-		usleep(10000);
-	}
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 static bool recorded(const char *path, const char *lc)
 {
@@ -150,7 +81,7 @@ static int mkdir_p(const char *path)
 static void nfs_work(void *arg)
 {
 	struct nfs_job *j = arg;
-	double deadline = now_s() + NFS_BUDGET_S;
+	double deadline = child_now() + NFS_BUDGET_S;
 	const char *lc = j->lifecycle ? j->lifecycle : "";
 
 	for (size_t i = 0; i < j->n; i++) {
@@ -159,11 +90,11 @@ static void nfs_work(void *arg)
 		if (recorded(path, lc))
 			continue;
 		char *fm[] = {(char *)nfs_findmnt_bin, "--noheadings", "--output", "SOURCE", (char *)path, NULL};
-		if (run(fm, deadline, src, sizeof(src)) == 0 && src[0]) {
+		if (child_run(fm, deadline, src, sizeof(src), 1) == 0 && src[0]) {
 			char *um[] = {(char *)nfs_umount_bin, "--force", (char *)path, NULL};
-			if (run(um, deadline, NULL, 0) != 0) {
+			if (child_run(um, deadline, NULL, 0, 1) != 0) {
 				char *ul[] = {(char *)nfs_umount_bin, "--lazy", (char *)path, NULL};
-				run(ul, deadline, NULL, 0);
+				child_run(ul, deadline, NULL, 0, 1);
 			}
 		}
 		int rc = mkdir_p(path);
@@ -176,7 +107,7 @@ static void nfs_work(void *arg)
 			      "fg,hard,sync,rsize=1048576,wsize=1048576,mountproto=tcp,mountport=2049,proto=tcp,"
 			      "port=2049,nfsvers=3,noacl,noac,lookupcache=none",
 			      (char *)target, (char *)path, NULL};
-		rc = run(mt, deadline, NULL, 0);
+		rc = child_run(mt, deadline, NULL, 0, 1);
 		if (rc != 0) {
 			snprintf(j->err, sizeof(j->err), "failed to setup NFS volumes: mount %s on %s: %s", target, path,
 				 rc == -ETIMEDOUT ? "timed out" : rc < 0 ? go_strerror(-rc) : "exit status non-zero");

@@ -71,6 +71,16 @@ run_timed() {
 	wait $t
 }
 
+# fail_detail LOG RC LIMIT: for a failed suite, whether it ran out of time
+# and where its log ended (the end of a run repeats it, so the tail of the
+# output says what went wrong).
+fail_detail() {
+	local log=$1 rc=$2 limit=$3
+	[ "$rc" -eq 124 ] && echo "TIMED OUT: still running after its hang deadline of $limit s"
+	echo "--- the last lines of $log:"
+	tail -n 15 "$log" 2>/dev/null | cut -c1-300
+}
+
 job_unit() { # job_unit BIN LOG [EMULATOR]
 	local t=$1 log=$2 emu=${3:-} name line p f c rc
 	name=$(basename "$t")
@@ -104,6 +114,7 @@ job_unit() { # job_unit BIN LOG [EMULATOR]
 	R_P=$p R_F=$f
 	R_LINE="unit${emu:+-arm64}  $name: $p passed, $f failed${c:+ ($c crashing)}"
 	[ "$f" -ne 0 ] && grep -a -E '\[----\]|\[FAIL\]|ERROR|runtime error' "$log" | head -n 40
+	[ "$f" -ne 0 ] && fail_detail "$log" "$rc" "$LIMIT_UNIT_S"
 }
 
 job_script() { # job_script SCRIPT BIN LABEL LOG
@@ -119,6 +130,7 @@ job_script() { # job_script SCRIPT BIN LABEL LOG
 	R_P=$p R_F=$f
 	R_LINE="$label $name: $p passed, $f failed"
 	[ "$f" -ne 0 ] && grep -a -E '^FAIL|error' "$log" | head -n 40
+	[ "$f" -ne 0 ] && fail_detail "$log" "$rc" "$LIMIT_SUITE_S"
 }
 
 job_cmd() { # job_cmd SECONDS LABEL LOG CMD...: any script whose last count line is "... N passed, N failed"
@@ -134,6 +146,7 @@ job_cmd() { # job_cmd SECONDS LABEL LOG CMD...: any script whose last count line
 	R_P=$p R_F=$f
 	R_LINE="$label: $p passed, $f failed"
 	[ "$f" -ne 0 ] && grep -a -E '^FAIL|error' "$log" | head -n 40
+	[ "$f" -ne 0 ] && fail_detail "$log" "$rc" "$secs"
 }
 
 # The amd64 VM suites of the first VM; the second runs every other one
@@ -397,6 +410,13 @@ mv "$durations.new" "$durations"
 cpu_all=$(awk 'FNR == 1 && NF == 4 { t += $4 } END { printf "%.0f", t }' "$resdir"/* 2>/dev/null)
 printf '%-34s %8s %8s %9s %8s\n' "all (wall, $jobs at a time)" "$passed" "$failed" "$wall" "$cpu_all"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-[ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]} (logs in $logdir)"
+if [ ${#failures[@]} -gt 0 ]; then
+	# Again at the very end, where a log that keeps only the tail has it.
+	for n in "${failures[@]}"; do
+		echo "=== $n"
+		sed -n '2,$p' "$resdir/${n//\//_}" | head -n 60
+	done
+	echo "failed: ${failures[*]} (logs in $logdir)"
+fi
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

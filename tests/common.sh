@@ -16,6 +16,11 @@
 #                          longer. Tests wait for what they need to see; SECS
 #                          says how long that takes at most on an ordinary
 #                          machine, never a pass/fail timing.
+#   curl                   every curl a test runs gives up after 2 x HANG_S
+#                          (a curlrc in CURL_HOME; an explicit --max-time
+#                          wins): a request the server never answers fails
+#                          its check in minutes instead of holding the
+#                          suite until the run's own deadline.
 #   now_ms                 wall clock in milliseconds
 #   on_exit 'CMDS'         run CMDS when the script exits, in the script's own
 #                          shell only (instead of `trap 'CMDS' EXIT`; see below)
@@ -25,6 +30,16 @@ PY=/usr/bin/python3
 
 HANG_S=${HANG_S:-300}
 export HANG_S
+
+# One directory per deadline, shared by every suite (written whole, then
+# renamed into place, so a suite never reads half of it).
+T_CURL_HOME=/tmp/envd-test-curl.$((HANG_S * 2))
+if [ ! -f "$T_CURL_HOME/.curlrc" ]; then
+	mkdir -p "$T_CURL_HOME" &&
+		echo "max-time = $((HANG_S * 2))" >"$T_CURL_HOME/.curlrc.$$" &&
+		mv -f "$T_CURL_HOME/.curlrc.$$" "$T_CURL_HOME/.curlrc"
+fi
+export CURL_HOME=$T_CURL_HOME
 
 # A background subshell `( ... ) &` starts with its parent's traps, EXIT
 # included, until bash resets them. A fatal signal in that window (a
