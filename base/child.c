@@ -21,11 +21,6 @@
 
 extern char **environ;
 
-/* Exits kept while someone waits. Only the exits of the commands running
- * now matter, and a command's own exit is at most the number of exits
- * since it started behind: 64 covers a burst of that many other children
- * ending in the few milliseconds before its thread looks. */
-#define CHILD_EXITS 64
 /* A killed command normally goes at once; one stuck in the kernel is not
  * waited for longer than this (the loop reaps it if it ever ends). */
 #define CHILD_KILL_GRACE_S 2.0
@@ -36,7 +31,7 @@ extern char **environ;
 static pthread_mutex_t child_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t child_cv;
 static pthread_once_t child_once = PTHREAD_ONCE_INIT;
-static unsigned child_waiters;  /* child_run() calls under way */
+static unsigned child_waiters;  /* holds out (child_run() calls among them) */
 static uint64_t child_seq;      /* exits kept so far */
 static struct {
 	pid_t pid;
@@ -62,9 +57,9 @@ static void child_cv_init(void)
 	pthread_condattr_destroy(&a);
 }
 
-/* Loop thread: every child's exit, after libev reaped it. Kept only while
- * a command is being waited for; the process table has watchers of its
- * own for the commands it started. */
+/* Loop thread: every child's exit, after libev reaped it, kept while a
+ * hold is out. CHILD_EXITS covers a burst of that many other children
+ * ending between a command's exit and the look of whoever waits for it. */
 static void child_any_cb(EV_P_ ev_child *w, int revents)
 {
 	(void)revents;
@@ -89,6 +84,22 @@ void child_watch_start(void)
 	child_watching = true;
 }
 
+unsigned long long child_exits_hold(void)
+{
+	pthread_mutex_lock(&child_mu);
+	child_waiters++;
+	uint64_t since = child_seq;
+	pthread_mutex_unlock(&child_mu);
+	return since;
+}
+
+void child_exits_release(void)
+{
+	pthread_mutex_lock(&child_mu);
+	child_waiters--;
+	pthread_mutex_unlock(&child_mu);
+}
+
 /* Takes pid's exit from the ring if the loop reaped it after `since`.
  * Called with child_mu held. */
 static bool child_take(pid_t pid, uint64_t since, int *status)
@@ -103,6 +114,14 @@ static bool child_take(pid_t pid, uint64_t since, int *status)
 		}
 	}
 	return false;
+}
+
+int child_exit_take(int pid, unsigned long long since, int *status)
+{
+	pthread_mutex_lock(&child_mu);
+	bool got = child_take((pid_t)pid, since, status);
+	pthread_mutex_unlock(&child_mu);
+	return got;
 }
 
 /* 0 with *status once pid has ended, whoever reaped it; -ETIMEDOUT. */
@@ -199,11 +218,7 @@ int child_run(char *const argv[], double deadline, char *out, size_t outlen, int
 
 	/* Counted before the spawn: the exit may be reaped before posix_spawn
 	 * even returns here. */
-	pthread_mutex_lock(&child_mu);
-	child_waiters++;
-	since = child_seq;
-	pthread_mutex_unlock(&child_mu);
-
+	since = child_exits_hold();
 	rc = posix_spawnp(&pid, argv[0], &fa, &sa, argv, environ);
 	posix_spawnattr_destroy(&sa);
 	posix_spawn_file_actions_destroy(&fa);
@@ -223,9 +238,7 @@ int child_run(char *const argv[], double deadline, char *out, size_t outlen, int
 out:
 	if (pipefd[0] >= 0)
 		close(pipefd[0]);
-	pthread_mutex_lock(&child_mu);
-	child_waiters--;
-	pthread_mutex_unlock(&child_mu);
+	child_exits_release();
 	if (rc < 0)
 		return rc;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -32,6 +32,22 @@
  * its own waitpid, as long as nothing else reaps (the unit tests). */
 void child_watch_start(void);
 
+/*
+ * The ring itself, for code that spawns elsewhere and collects the exit on
+ * the loop (the process table's Start, whose child may end before its
+ * watcher exists). While at least one hold is out, every exit the loop
+ * reaps is kept (the last CHILD_EXITS of them).
+ *
+ * child_exits_hold(): any thread; returns the position to give
+ * child_exit_take(), taken before the spawn. child_exit_take(): any
+ * thread; true with *status (the entry is used up) if pid ended after
+ * `since`. child_exits_release(): one per hold.
+ */
+#define CHILD_EXITS 256
+unsigned long long child_exits_hold(void);
+int child_exit_take(int pid, unsigned long long since, int *status);
+void child_exits_release(void);
+
 /* Any thread. Runs argv[0] (found on PATH) with argv, stdin from
  * /dev/null, stdout into out (outlen > 0; NUL-terminated, cut at
  * outlen - 1 bytes) or /dev/null, stderr into /dev/null unless

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "pty/pty.h"
+#include "base/child.h"
 #include "base/errstr.h"
 #include "base/log.h"
 #include "process/cgroup.h"
@@ -1292,61 +1293,29 @@ static void init_once(void)
  *
  * libev reaps every child (waitpid(-1)) and drops the status of a pid no
  * watcher names, and a child whose job is not done has none yet: while
- * spawns are in flight, a watcher for any pid keeps the exits of pids the
- * table does not know, in a ring numbered so that a spawn only takes an
- * exit that came after it began (a pid is reused only after a wrap).
+ * spawns are in flight, a hold on base/child.c's ring keeps the exits the
+ * loop reaps, numbered so that a spawn only takes an exit that came after
+ * it began (a pid is reused only after a wrap).
  */
-#define EARLY_EXITS 128
-
-struct early_exit {
-	pid_t pid;
-	int status;
-};
-
-static struct early_exit early[EARLY_EXITS];
-static uint64_t early_seq;      /* exits kept so far */
 static unsigned spawns_in_flight;
-static ev_child any_child_w;
-
-static void any_child_cb(EV_P_ ev_child *w, int revents)
-{
-	if (ptable_find_pid(&table, (uint32_t)w->rpid, true))
-		return;
-	early[early_seq % EARLY_EXITS] = (struct early_exit){ w->rpid, w->rstatus };
-	early_seq++;
-}
-
-static bool early_exit_of(pid_t pid, uint64_t since, int *status)
-{
-	uint64_t from = early_seq > EARLY_EXITS ? early_seq - EARLY_EXITS : 0;
-
-	for (uint64_t i = since > from ? since : from; i < early_seq; i++) {
-		if (early[i % EARLY_EXITS].pid == pid) {
-			*status = early[i % EARLY_EXITS].status;
-			early[i % EARLY_EXITS].pid = 0;
-			return true;
-		}
-	}
-	return false;
-}
 
 unsigned process_spawns_in_flight(void)
 {
 	return spawns_in_flight;
 }
 
-static void spawns_begin(void)
+/* The position in the ring the spawn's exit will come after. */
+static uint64_t spawns_begin(void)
 {
-	if (spawns_in_flight++ == 0) {
-		ev_child_init(&any_child_w, any_child_cb, 0, 0);
-		ev_child_start(envd_loop, &any_child_w);
-	}
+	child_watch_start();
+	spawns_in_flight++;
+	return child_exits_hold();
 }
 
 static void spawns_end(void)
 {
-	if (--spawns_in_flight == 0)
-		ev_child_stop(envd_loop, &any_child_w);
+	spawns_in_flight--;
+	child_exits_release();
 }
 
 struct spawn_job {
@@ -1366,7 +1335,7 @@ struct spawn_job {
 	bool no_cwd;                  /* stat(cwd) said ENOENT */
 	bool spawning;                /* past the cwd check (atomic) */
 	char cl[1024];
-	uint64_t reap_seq;            /* early_seq when the job began */
+	uint64_t reap_seq;            /* ring position when the job began */
 	pid_t pid_early;              /* stored by the kernel as the child is made */
 	bool returned;                /* spawn_start returned (atomic) */
 	bool killed;                  /* given up: the child is killed */
@@ -1478,7 +1447,7 @@ static void spawn_register(struct spawn_job *j)
 	p->child_w.data = p;
 	ev_child_start(envd_loop, &p->child_w);
 	/* Reaped before it had a watcher: its exit is handed on as libev would. */
-	if (early_exit_of(pid, j->reap_seq, &status)) {
+	if (child_exit_take(pid, j->reap_seq, &status)) {
 		p->child_w.rpid = pid;
 		p->child_w.rstatus = status;
 		ev_feed_event(envd_loop, &p->child_w, EV_CHILD);
@@ -1521,7 +1490,7 @@ static void spawn_job_done(void *arg)
 	} else if (j->killed) {
 		/* Answered already (deadline_exceeded); the child goes, whether it
 		 * died in its exec or had just made it. Its leaf is doomed with p. */
-		if (!early_exit_of(j->pid, j->reap_seq, &status)) {
+		if (!child_exit_take(j->pid, j->reap_seq, &status)) {
 			kill(-j->pid, SIGKILL);
 			kill(j->pid, SIGKILL);
 		}
@@ -1656,7 +1625,6 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	j->timeout_ms = s->timeout_ms;
 	j->exec_path = c->cmd[0] == '/' ? c->cmd : j->cwd;
 	j->deadline = worker_deadline_s(s->timeout_ms);
-	j->reap_seq = early_seq;
 	if (process_tracker)
 		p->track = process_tracker->begin(p, -1, p->cg ? pcg_leaf_path(p->cg) : NULL, s->track_changes,
 						  j->cwd);
@@ -1664,7 +1632,7 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	j->pid = -ETIMEDOUT;
 	snprintf(j->serr, sizeof(j->serr), "fork/exec %s: %s", c->cmd, go_strerror(ETIMEDOUT));
 	p->t_start_us = mono_us();
-	spawns_begin();
+	j->reap_seq = spawns_begin();
 	rc = worker_run(&(struct worker_req){ .work = spawn_job_work, .done = spawn_job_done,
 					      .expired = spawn_job_expired, .arg = j,
 					      .key = worker_path_key(j->exec_path) | WORKER_KEY_SPAWN,
