@@ -47,7 +47,7 @@ durations=$logdir/durations # "<suite> <seconds>" of the last run: the order of 
 # slower than a loaded one (an integration suite takes 1-3 min there): a
 # slow machine makes the run longer, never red. The waits inside the
 # suites end on their events; HANG_S (tests/common.sh) bounds each one.
-LIMIT_SUITE_S=3600 # one integration script, the SDK run, the fuzz run
+LIMIT_SUITE_S=1800 # one integration script, the SDK run, the fuzz run
 LIMIT_UNIT_S=1800  # one unit-test binary
 LIMIT_BENCH_S=1800 # the quick benchmark run
 LIMIT_VM_S=14400   # the VM: image, boot and every tests/vm suite (VM_SUITE_S each)
