@@ -147,10 +147,16 @@ void linkrate_wrote(struct link_rate *lr, int fd, const char *peer, size_t n, bo
 		return;
 	}
 	lr->free_t_us = 0;
+	/* The interval runs from the first moment output waited until one at
+	 * least SAMPLE_MIN_US later: restarted only when it yields a sample,
+	 * else a fast link, whose writes come back every few ms, never
+	 * would. */
+	if (t0 && (now - t0 < SAMPLE_MIN_US || ti.bytes_acked <= acked0))
+		return;
 	lr->t_us = now;
 	lr->acked = ti.bytes_acked;
 	lr->limited_us = limited;
-	if (!t0 || now - t0 < SAMPLE_MIN_US || ti.bytes_acked <= acked0)
+	if (!t0)
 		return;
 	/* What the link delivered between two moments output was waiting.
 	 * Bound when TCP spent most of it limited by neither the receiver's

@@ -3,6 +3,10 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -148,6 +152,59 @@ Test(linkrate, floor_from_output_that_never_waited, .timeout = 300)
 	linkrate_init(&next, -1, peer);
 	estimate(&next, peer, &e);
 	cr_assert(e.known && e.bps == lr.floor_bps, "the peer is known from its last connection");
+	close(cs);
+	close(ss);
+	close(ls);
+}
+
+static void *drain(void *arg)
+{
+	static char sink[256 * 1024];
+	int fd = *(int *)arg;
+
+	while (read(fd, sink, sizeof(sink)) > 0)
+		;
+	return NULL;
+}
+
+/* A reader on its own thread and a writer whose output is always waiting
+ * (full), as on a connection that keeps the socket full: the writes come
+ * back every few microseconds, far less than the sampling interval. The
+ * interval must still grow to a sample, so the link gets a rate. Bounded
+ * by bytes (1 GiB), not time. */
+Test(linkrate, rate_of_output_that_kept_waiting, .timeout = 300)
+{
+	int ls = socket(AF_INET, SOCK_STREAM, 0), cs = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	cr_assert(ls >= 0 && cs >= 0);
+	cr_assert(bind(ls, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(ls, 1) == 0);
+	cr_assert(getsockname(ls, (struct sockaddr *)&a, &al) == 0);
+	cr_assert(connect(cs, (struct sockaddr *)&a, sizeof(a)) == 0);
+	int ss = accept(ls, NULL, NULL);
+	cr_assert(ss >= 0);
+	pthread_t t;
+	cr_assert(pthread_create(&t, NULL, drain, &cs) == 0);
+
+	struct link_rate lr;
+	struct link_estimate e;
+	static char chunk[4096];
+	const char *peer = "10.9.8.6";
+	linkrate_init(&lr, ss, peer);
+	bool rates = tcp_info_has_rates(ss);
+	uint64_t left = rates ? (1ull << 30) : (4u << 20);
+	do {
+		cr_assert(write(ss, chunk, sizeof(chunk)) == (ssize_t)sizeof(chunk));
+		linkrate_wrote(&lr, ss, peer, sizeof(chunk), true);
+		estimate(&lr, peer, &e);
+		left -= sizeof(chunk);
+	} while (!e.known && left > 0);
+	shutdown(ss, SHUT_WR);
+	pthread_join(t, NULL);
+	if (!rates)
+		cr_assert(!e.known, "no TCP_INFO rates: the link stays unknown");
+	else
+		cr_assert(e.known && e.bps > 0, "a rate once output had waited for a while");
 	close(cs);
 	close(ss);
 	close(ls);
