@@ -103,6 +103,22 @@ static bool tcp_info_has_rates(int fd)
 	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, buf, &len) == 0 && len >= 192; /* to sndbuf_limited */
 }
 
+/* A TCP connection over loopback: listener, client end, server end. */
+static void tcp_pair(int *ls, int *cs, int *ss)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+
+	*ls = socket(AF_INET, SOCK_STREAM, 0);
+	*cs = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert(*ls >= 0 && *cs >= 0);
+	cr_assert(bind(*ls, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(*ls, 1) == 0);
+	cr_assert(getsockname(*ls, (struct sockaddr *)&a, &al) == 0);
+	cr_assert(connect(*cs, (struct sockaddr *)&a, sizeof(a)) == 0);
+	*ss = accept(*ls, NULL, NULL);
+	cr_assert(*ss >= 0);
+}
+
 /* A reader that keeps up: output never waits, and once a MiB has been
  * acked the rate it was taken at is a floor, for the connection and for
  * the next connection from the same peer. Written until it is known (a
@@ -110,15 +126,8 @@ static bool tcp_info_has_rates(int fd)
  * rate counters nothing may be learnt: the link stays unknown. */
 Test(linkrate, floor_from_output_that_never_waited, .timeout = 300)
 {
-	int ls = socket(AF_INET, SOCK_STREAM, 0), cs = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t al = sizeof(a);
-	cr_assert(ls >= 0 && cs >= 0);
-	cr_assert(bind(ls, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(ls, 1) == 0);
-	cr_assert(getsockname(ls, (struct sockaddr *)&a, &al) == 0);
-	cr_assert(connect(cs, (struct sockaddr *)&a, sizeof(a)) == 0);
-	int ss = accept(ls, NULL, NULL);
-	cr_assert(ss >= 0);
+	int ls, cs, ss;
+	tcp_pair(&ls, &cs, &ss);
 
 	struct link_rate lr;
 	struct link_estimate e;
@@ -174,15 +183,8 @@ static void *drain(void *arg)
  * by bytes (1 GiB), not time. */
 Test(linkrate, rate_of_output_that_kept_waiting, .timeout = 300)
 {
-	int ls = socket(AF_INET, SOCK_STREAM, 0), cs = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t al = sizeof(a);
-	cr_assert(ls >= 0 && cs >= 0);
-	cr_assert(bind(ls, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(ls, 1) == 0);
-	cr_assert(getsockname(ls, (struct sockaddr *)&a, &al) == 0);
-	cr_assert(connect(cs, (struct sockaddr *)&a, sizeof(a)) == 0);
-	int ss = accept(ls, NULL, NULL);
-	cr_assert(ss >= 0);
+	int ls, cs, ss;
+	tcp_pair(&ls, &cs, &ss);
 	pthread_t t;
 	cr_assert(pthread_create(&t, NULL, drain, &cs) == 0);
 
