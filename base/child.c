@@ -40,6 +40,7 @@ static struct {
 
 static ev_child child_any_w;
 static bool child_watching;
+static bool (*child_known)(int pid); /* loop thread only */
 
 double child_now(void)
 {
@@ -58,11 +59,14 @@ static void child_cv_init(void)
 }
 
 /* Loop thread: every child's exit, after libev reaped it, kept while a
- * hold is out. CHILD_EXITS covers a burst of that many other children
- * ending between a command's exit and the look of whoever waits for it. */
+ * hold is out and no watcher of its own awaits it (child_exits_skip).
+ * CHILD_EXITS covers a burst of that many other children ending between a
+ * command's exit and the look of whoever waits for it. */
 static void child_any_cb(EV_P_ ev_child *w, int revents)
 {
 	(void)revents;
+	if (child_known && child_known(w->rpid))
+		return;
 	pthread_mutex_lock(&child_mu);
 	if (child_waiters > 0) {
 		child_exits[child_seq % CHILD_EXITS].pid = w->rpid;
@@ -82,6 +86,11 @@ void child_watch_start(void)
 	ev_child_start(envd_loop, &child_any_w);
 	ev_unref(envd_loop); /* it alone does not keep the loop running */
 	child_watching = true;
+}
+
+void child_exits_skip(bool (*known)(int pid))
+{
+	child_known = known;
 }
 
 unsigned long long child_exits_hold(void)

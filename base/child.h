@@ -26,6 +26,7 @@
 #ifndef ENVD_CHILD_H
 #define ENVD_CHILD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Loop thread, once at start-up. Without it child_run() still works, by
@@ -45,6 +46,11 @@ void child_watch_start(void);
  */
 #define CHILD_EXITS 256
 unsigned long long child_exits_hold(void);
+/* Loop thread: the exits of pids for which known(pid) is true are not
+ * kept, as they have watchers of their own (the process table's
+ * commands); the ring then holds only the exits someone may wait for,
+ * however many commands end at once. */
+void child_exits_skip(bool (*known)(int pid));
 int child_exit_take(int pid, unsigned long long since, int *status);
 void child_exits_release(void);
 

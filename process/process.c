@@ -1304,10 +1304,17 @@ unsigned process_spawns_in_flight(void)
 	return spawns_in_flight;
 }
 
+/* A command of the table: its exit goes to its own watcher. */
+static bool pid_in_table(int pid)
+{
+	return ptable_find_pid(&table, (uint32_t)pid, true) != NULL;
+}
+
 /* The position in the ring the spawn's exit will come after. */
 static uint64_t spawns_begin(void)
 {
 	child_watch_start();
+	child_exits_skip(pid_in_table);
 	spawns_in_flight++;
 	return child_exits_hold();
 }

@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,4 +113,49 @@ Test(child, exits_reaped_by_the_loop_reach_the_waiting_thread)
 	pthread_join(t, NULL);
 	cr_assert_eq(r.wrong, 0, "%d of %d runs got %d instead of their status", r.wrong, r.n, r.last_rc);
 	cr_assert_eq(r.ok, r.n);
+}
+
+static int skip_pid;
+static bool skip_one(int pid)
+{
+	return pid == skip_pid;
+}
+
+static void tick(struct ev_loop *l, ev_timer *w, int re)
+{
+}
+
+/* An exit that a watcher of its own awaits (the process table's) is not
+ * kept: only those someone may look for take room in the ring. */
+Test(child, exits_with_watchers_of_their_own_are_not_kept)
+{
+	extern char **environ;
+	char *argv[] = { "true", NULL };
+	pid_t a, b;
+	int st;
+	ev_timer t;
+
+	child_watch_start();
+	child_exits_skip(skip_one);
+	unsigned long long since = child_exits_hold();
+	cr_assert_eq(posix_spawnp(&a, "true", NULL, NULL, argv, environ), 0);
+	skip_pid = a;
+	cr_assert_eq(posix_spawnp(&b, "true", NULL, NULL, argv, environ), 0);
+	/* The loop reaps both; a tick keeps each turn short. */
+	ev_timer_init(&t, tick, 0.1, 0.1);
+	ev_timer_start(envd_loop, &t);
+	bool got_b = false;
+	double deadline = child_now() + HANG_S;
+	while ((!got_b || kill(a, 0) == 0) && child_now() < deadline) {
+		ev_run(envd_loop, EVRUN_ONCE);
+		if (!got_b)
+			got_b = child_exit_take(b, since, &st);
+	}
+	ev_timer_stop(envd_loop, &t);
+	cr_assert(got_b, "the other exit is kept");
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	cr_assert_eq(kill(a, 0), -1, "the skipped one was reaped too");
+	cr_assert(!child_exit_take(a, since, &st), "and not kept");
+	child_exits_release();
+	child_exits_skip(NULL);
 }
