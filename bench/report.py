@@ -460,8 +460,8 @@ LINK_SHAPES = (("none", "veth, unshaped"), ("1gbit", "1 Gbit/s"), ("100mbit", "1
 def link_table(doc):
     """The shaped-link downloads as the Markdown table of bench/README.md."""
     raw = doc.get("raw", doc)
-    print("| link | data | envd | nginx identity | nginx gzip 6 | envd / better nginx | envd on the wire |")
-    print("|---|---|---|---|---|---|---|")
+    print("| link | data | envd | nginx identity | nginx gzip 6 | envd / better nginx | envd on the wire | envd spread |")
+    print("|---|---|---|---|---|---|---|---|")
     for shape, link in LINK_SHAPES:
         for cell in [r["result"] for r in raw.get("sdk_link_" + shape, [])]:
             for data in ("random", "text"):
@@ -471,9 +471,10 @@ def link_table(doc):
                 e, ni, ng = d["envd"], d["nginx_identity"], d["nginx_gzip6"]
                 best = min(x for x in (ni.get("best_ms"), ng.get("best_ms")) if x)
                 runs = lambda x: "/".join("%.0f" % v for v in x.get("runs_ms", []))
-                print("| %s | %s | %.0f (%s) | %.0f (%s) | %.0f (%s) | %.2fx | %s |" % (
+                r = e.get("runs_ms") or [e["best_ms"]]
+                print("| %s | %s | %.0f (%s) | %.0f (%s) | %.0f (%s) | %.2fx | %s | %.0f %% |" % (
                     link, data, e["best_ms"], runs(e), ni["best_ms"], runs(ni), ng["best_ms"], runs(ng),
-                    e["best_ms"] / best, e.get("encoding")))
+                    e["best_ms"] / best, e.get("encoding"), (max(r) - min(r)) * 100 / min(r)))
 
 
 def fmt(v):
