@@ -126,6 +126,20 @@ for i in range(40000):
     open(os.path.join(d, "f%05d-%s" % (i, "x" * 200)), "w").close()
     if i % 1000 == 0:
         peak = max(peak, rss())
+# Every event is in the kernel's queue now. envd drains an inotify
+# descriptor to the end whenever its loop wakes with it readable, so two
+# requests answered one after the other mean the watch has taken them all
+# (queued for the stream, dropped, or lost to the kernel's own overflow),
+# however slowly envd runs (under qemu-user it may lag the writer by
+# thousands of events). Reading before that could keep pace with it.
+def ping():
+    c = socket.create_connection(("127.0.0.1", port), timeout=hang)
+    c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    while c.recv(4096):
+        pass
+    c.close()
+ping()
+ping()
 # Now read slowly until the overflow event arrives (HANG_S is a deadline),
 # sampling envd's memory on the way.
 deadline = time.time() + hang
