@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,7 +36,12 @@ struct worker_job {
 	int key_slot; /* index into worker_keys */
 	int next, prev;
 	ev_timer timer;
+	_Atomic unsigned long steps; /* worker_progress() calls of its work */
+	unsigned long steps_seen;    /* steps when the timer was last set */
 };
+
+/* The job this pool thread runs, for worker_progress(). */
+static _Thread_local struct worker_job *current_job;
 
 /* Per-key counts. A key that finds no free entry shares entry 0 (counted,
  * capped, but with others): a machine with more than WORKER_KEYS mounts in
@@ -57,6 +63,7 @@ static int fresh_next;
 static int queue_head = -1, queue_tail = -1;
 static int fin_head = -1, fin_tail = -1;
 static size_t n_pending, n_queued, n_running, n_stuck;
+static size_t n_extended; /* stall deadlines pushed on by progress */
 static size_t n_threads, n_idle;
 static unsigned cpu_cap = 2;
 
@@ -236,7 +243,9 @@ static void *worker_main(void *unused)
 		void (*work)(void *) = j->req.work;
 		void *arg = j->req.arg;
 		pthread_mutex_unlock(&worker_mu);
+		current_job = j;
 		work(arg);
+		current_job = NULL;
 		pthread_mutex_lock(&worker_mu);
 		count_running(j, -1);
 		if (j->expired && j->key_slot >= 0) {
@@ -325,6 +334,19 @@ static void worker_on_timer(struct ev_loop *loop, ev_timer *w, int revents)
 		pthread_mutex_unlock(&worker_mu);
 		return;
 	}
+	if (j->req.stall && j->state == JOB_RUNNING) {
+		unsigned long steps = atomic_load_explicit(&j->steps, memory_order_relaxed);
+		if (steps != j->steps_seen) {
+			/* It moved since the timer was set: not stuck, another round. */
+			j->steps_seen = steps;
+			ev_timer_set(&j->timer, j->req.timeout, 0.);
+			ev_timer_start(envd_loop, &j->timer);
+			j->timed = true;
+			n_extended++;
+			pthread_mutex_unlock(&worker_mu);
+			return;
+		}
+	}
 	req = j->req;
 	j->expired = true;
 	if (j->state == JOB_QUEUED) {
@@ -396,6 +418,8 @@ int worker_run(const struct worker_req *req)
 	j->req = *req;
 	j->key_slot = ks;
 	j->expired = false;
+	atomic_store_explicit(&j->steps, 0, memory_order_relaxed);
+	j->steps_seen = 0;
 	if (ks >= 0) {
 		if (!worker_keys[ks].jobs)
 			worker_keys[ks].key = req->key;
@@ -434,6 +458,14 @@ int worker_submit(void (*work)(void *arg), void (*done)(void *arg), void *arg)
 	return worker_run(&req);
 }
 
+void worker_progress(void)
+{
+	struct worker_job *j = current_job;
+
+	if (j)
+		atomic_fetch_add_explicit(&j->steps, 1, memory_order_relaxed);
+}
+
 double worker_deadline_s(int64_t client_ms)
 {
 	return client_ms > 0 ? (double)client_ms / 1000.0 : worker_fs_timeout;
@@ -447,6 +479,7 @@ void worker_get_stats(struct worker_stats *st)
 	st->queued = n_queued;
 	st->running = n_running;
 	st->stuck = n_stuck;
+	st->extended = n_extended;
 	st->pending = n_pending;
 	pthread_mutex_unlock(&worker_mu);
 }

@@ -37,6 +37,7 @@
 #ifndef ENVD_WORKER_H
 #define ENVD_WORKER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,7 +74,18 @@ struct worker_req {
 	void *arg;
 	uint64_t key;   /* worker_path_key() of the path, or 0 for CPU work */
 	double timeout; /* seconds from now; <= 0: no deadline */
+	/* The timeout bounds a stall, not the whole job: each time it passes
+	 * with worker_progress() called since it was set, it starts again.
+	 * For server defaults (the client gave no deadline): a walk of a huge
+	 * tree that keeps moving ends when it is done; one stuck on a hung
+	 * mount ends between one and two timeouts after its last step. */
+	bool stall;
 };
+
+/* On a pool thread, from work(): the job took a step (an entry listed or
+ * removed). Pushes on the deadline of a stall-timed job; elsewhere (not on
+ * a pool thread, or an ordinary deadline) it changes nothing. */
+void worker_progress(void);
 
 /*
  * Queue a job. Call on the loop thread only. Returns 0; -EAGAIN when
@@ -108,6 +120,7 @@ struct worker_stats {
 	size_t queued;  /* waiting for a thread */
 	size_t running;
 	size_t stuck;   /* running past their deadline */
+	size_t extended; /* stall deadlines pushed on by worker_progress() */
 	size_t pending; /* submitted, done() not yet run */
 };
 

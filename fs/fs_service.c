@@ -261,7 +261,7 @@ static void job_submit(struct rpc_call *call, struct fs_job *j)
 	rpc_call_codec(call, &j->codec);
 	rc = worker_run(&(struct worker_req){ .work = job_work, .done = job_done, .expired = job_expired,
 					      .arg = j, .key = worker_path_key(j->path),
-					      .timeout = j->timeout });
+					      .timeout = j->timeout, .stall = client_ms <= 0 });
 	if (rc < 0) {
 		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s: %s",
 			 j->path, go_strerror(-rc));
@@ -643,6 +643,7 @@ static void watch_submit(struct rpc_call *call, const char *req_path, bool recur
 			 bool allow_network_mounts, void (*ready)(struct watch_job *))
 {
 	struct watch_job *j = calloc(1, sizeof(*j));
+	int64_t client_ms;
 	struct user u;
 	int rc;
 
@@ -659,10 +660,12 @@ static void watch_submit(struct rpc_call *call, const char *req_path, bool recur
 	j->include_entry = include_entry;
 	j->allow_network_mounts = allow_network_mounts;
 	j->ready = ready;
-	j->timeout = worker_deadline_s(rpc_call_timeout_ms(call));
+	client_ms = rpc_call_timeout_ms(call);
+	j->timeout = worker_deadline_s(client_ms);
 	rc = worker_run(&(struct worker_req){ .work = watch_job_work, .done = watch_job_done,
 					      .expired = watch_job_expired, .arg = j,
-					      .key = worker_path_key(j->path), .timeout = j->timeout });
+					      .key = worker_path_key(j->path), .timeout = j->timeout,
+					      .stall = client_ms <= 0 });
 	if (rc < 0) {
 		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s: %s",
 			 j->path, go_strerror(-rc));

@@ -20,6 +20,7 @@
 #include "base/buf.h"
 #include "base/errstr.h"
 #include "base/users.h"
+#include "base/worker.h"
 
 void fs_listing_free(struct fs_listing *l)
 {
@@ -54,6 +55,8 @@ int fs_read_names(const char *dir, char ***names_out, size_t *n_out)
 		return -errno;
 	while ((de = readdir(d))) {
 		char *s;
+
+		worker_progress(); /* a huge directory keeps its request alive */
 
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
@@ -130,6 +133,7 @@ static int walk_dir(struct walk *w, const char *rel, uint32_t level)
 
 		if (rc)
 			goto next;
+		worker_progress();
 		if (*rel ? fs_join(child_rel, PATH_MAX, rel, names[i])
 			 : fs_join(child_rel, PATH_MAX, names[i], ""))
 			goto next; /* deeper than PATH_MAX: unreachable by path */
@@ -278,6 +282,7 @@ static int remove_contents(int dfd, const char *path, char *err, size_t errlen, 
 			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 				continue;
 			fs_join(child, PATH_MAX, path, de->d_name);
+			worker_progress();
 			if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
 				again = true;
 				continue;

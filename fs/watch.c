@@ -518,6 +518,7 @@ static void job_work(void *arg)
 	for (char *p = j->raw; p < j->raw + j->raw_len;) {
 		const struct inotify_event *ev = (const struct inotify_event *)p;
 		handle_event(j->w, j, ev);
+		worker_progress();
 		p += sizeof(*ev) + ev->len;
 	}
 	if (j->lost_after)
@@ -568,7 +569,8 @@ static void job_submit(struct fs_watch *w)
 		j->raw_len = w->qlen;
 		j->lost_after = w->qlost;
 		rc = worker_run(&(struct worker_req){ .work = job_work, .done = job_done, .arg = j,
-						      .key = w->key, .timeout = worker_fs_timeout });
+						      .key = w->key, .timeout = worker_fs_timeout,
+						      .stall = true });
 	}
 	if (rc < 0) {
 		free(j);

@@ -6,8 +6,9 @@
 # rest of envd keeps answering, a Start of a command whose binary lives on
 # the mount included; after SIGCONT everything on the mount works again.
 # A recursive watcher whose new subdirectory hangs in its worker job holds
-# back only its own events. Then envd's fds and threads are back, and a
-# 100 000-entry ListDir is answered in full while /health keeps answering.
+# back only its own events. Then envd's fds and threads are back, a Remove
+# on a mount that is slow but moving outlives -fs-timeout and succeeds, and
+# a 100 000-entry ListDir is answered in full while /health keeps answering.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/lib.sh
@@ -26,10 +27,11 @@ cp /bin/true "$HUNGFS_BACK/hb/true1"
 cp /bin/true "$HUNGFS_BACK/hb/true2"
 envd_start -fs-timeout 2 || exit 1
 
-"$PY" - "$ENVD_URL" "$ENVD_PID" "$M" "$T" "$HUNGFS_PID" >"$T/out" 2>&1 <<'PY'
+"$PY" - "$ENVD_URL" "$ENVD_PID" "$M" "$T" "$HUNGFS_PID" "$HUNGFS_BACK" >"$T/out" 2>&1 <<'PY'
 import http.client, json, os, signal, struct, sys, threading, time, urllib.parse
 
 url, envd_pid, M, T, fuse_pid = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+HUNGFS_BACK = sys.argv[6]
 u = urllib.parse.urlparse(url)
 HANG = 300  # seconds: a call that takes this long is a hang, whatever the machine
 CORE = 4    # WORKER_THREADS_CORE
@@ -276,6 +278,47 @@ fs("RemoveWatcher", {"watcherId": wid})
 ok("envd's threads back to the pool's core size (%d)" % (1 + CORE),
    wait_for(HANG, lambda: threads() <= 1 + CORE), threads())
 ok("envd's fds back to %d" % fd0, wait_for(HANG, lambda: fds() <= fd0), fds())
+
+# --- a slow mount that keeps moving is not a hung one ---
+# With no deadline from the client, -fs-timeout (2 s) bounds a stall, not
+# the request: a Remove of a big tree on a mount whose daemon runs in short
+# bursts between 1 s stops keeps going past three times -fs-timeout and
+# ends with success. Each burst lasts until a file is seen gone, so every
+# stall is shorter than the deadline however slow the machine.
+SLOW_N = 30000
+os.mkdir(HUNGFS_BACK + "/slow")
+for i in range(SLOW_N):
+    os.close(os.open("%s/slow/f%05d" % (HUNGFS_BACK, i), os.O_CREAT | os.O_WRONLY, 0o644))
+
+def slow_left():
+    return len(os.listdir(HUNGFS_BACK + "/slow")) if os.path.isdir(HUNGFS_BACK + "/slow") else 0
+
+slow = {}
+
+def slow_remove():
+    slow["r"] = fs("Remove", {"path": M + "/slow"})
+
+t0 = time.monotonic()
+rt = threading.Thread(target=slow_remove)
+rt.start()
+ok("the slow Remove starts removing", wait_for(HANG, lambda: slow_left() < SLOW_N), slow_left())
+bursts = 0
+while rt.is_alive() and time.monotonic() - t0 < 3 * 2.0:
+    os.kill(fuse_pid, signal.SIGSTOP)
+    time.sleep(1.0)
+    before = slow_left()
+    os.kill(fuse_pid, signal.SIGCONT)
+    wait_for(HANG, lambda: slow_left() < before or not rt.is_alive())
+    bursts += 1
+left = slow_left()
+os.kill(fuse_pid, signal.SIGCONT)
+rt.join()
+st, d, ms = slow["r"]
+ok("a slow Remove still moving after %d stops of 1 s (%d of %d files left)" % (bursts, left, SLOW_N),
+   left > 0 and bursts >= 3, (bursts, left))
+ok("the slow Remove succeeds past three times -fs-timeout (%.1f s)" % (ms / 1000),
+   st == 200 and d == {} and ms > 3 * 2000, (st, d, ms))
+ok("the slow Remove removed the tree", not os.path.exists(M + "/slow") and slow_left() == 0, slow_left())
 
 # --- a 100 000-entry ListDir is answered, and /health while it is built ---
 N = 100000

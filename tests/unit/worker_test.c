@@ -252,6 +252,83 @@ Test(worker, deadline_expires_running_and_drops_queued)
 }
 
 /*
+ * A stall deadline (.stall): while the work keeps calling worker_progress()
+ * the deadline starts again each time it passes, so a long walk that keeps
+ * moving is never expired; a job that stops moving is, as before. A thread
+ * the machine does not run for a whole deadline looks stuck, so the moving
+ * case retries with longer deadlines until three deadlines passed with it
+ * moving.
+ */
+static atomic_int s_stop, s_steps;
+
+static void s_work(void *arg)
+{
+	struct hjob *j = arg;
+
+	while (!atomic_load(&s_stop)) {
+		worker_progress();
+		atomic_fetch_add(&s_steps, 1);
+		usleep(2000);
+	}
+	j->ran = true;
+}
+
+static size_t s_base;
+static bool s_extended_thrice(void)
+{
+	struct worker_stats st;
+
+	worker_get_stats(&st);
+	return st.extended >= s_base + 3;
+}
+
+Test(worker, stall_deadline_follows_progress)
+{
+	static struct hjob moving[8];
+	struct worker_stats st;
+	double timeout = 0.2;
+	int n = 0;
+
+	h_seq = h_done_count = 0;
+	worker_progress(); /* not on a pool thread: nothing happens */
+	for (;; n++) {
+		cr_assert_lt(n, 8, "a moving job was expired even at %.1f s", timeout);
+		worker_get_stats(&st);
+		s_base = st.extended;
+		atomic_store(&s_stop, 0);
+		struct worker_req r = { .work = s_work, .done = h_done, .expired = h_expired,
+					.arg = &moving[n], .key = 4242, .timeout = timeout, .stall = true };
+		cr_assert_eq(worker_run(&r), 0);
+		while (!moving[n].expired && !s_extended_thrice())
+			ev_run(envd_loop, EVRUN_ONCE);
+		atomic_store(&s_stop, 1);
+		h_wait(n + 1, 300);
+		cr_assert(moving[n].done && moving[n].ran);
+		if (!moving[n].expired)
+			break;
+		timeout *= 3;
+	}
+	cr_assert_gt(atomic_load(&s_steps), 0);
+
+	/* The same deadline on a job that does not move: expired, and done
+	 * once its work returns. */
+	static atomic_int gate;
+	static struct hjob still = { .gate = &gate };
+	struct worker_req r = { .work = h_work, .done = h_done, .expired = h_expired,
+				.arg = &still, .key = 4243, .timeout = 0.2, .stall = true };
+	cr_assert_eq(worker_run(&r), 0);
+	while (!still.expired)
+		ev_run(envd_loop, EVRUN_ONCE);
+	/* Dropped unrun if no thread took it in time, else done on return. */
+	cr_assert(!still.done || !still.ran);
+	atomic_store(&gate, 1);
+	h_wait(n + 2, 300);
+	cr_assert(still.done);
+	worker_get_stats(&st);
+	cr_assert_eq(st.pending, 0);
+}
+
+/*
  * One hung key takes at most its cap; once one of its jobs is stuck past
  * its deadline it gets WORKER_SICK_CAP; other keys keep running, and the
  * pool grows past the stuck threads to serve them.
