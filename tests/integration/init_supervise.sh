@@ -141,12 +141,23 @@ hostpid=
 wait_for 30 orphan_of_init
 [ -n "$hostpid" ] && pass "the old command's child survives, re-parented to init" || fail "orphan survives"
 # The short-lived grandchild must not stay a zombie: once it has exited,
-# init reaps it.
-wait_for 30 no_zombies "$IPID"
+# init reaps it. Wait for its exit as well as for no zombie: a count taken
+# while it still runs proves nothing, and one taken as it exits can catch
+# it between its exit and init's reaping.
+grandchild_settled() { ! pgrep -f '^sleep 0.2$' -P "$IPID" >/dev/null && no_zombies "$IPID"; }
+wait_for 30 grandchild_settled
 expect_eq "no zombies under init" 0 "$(zombies_of "$IPID")"
-[ -n "$hostpid" ] && kill -KILL "$hostpid"
-wait_for 30 no_zombies "$IPID"
-expect_eq "a killed orphan is reaped" 0 "$(zombies_of "$IPID")"
+# A killed orphan is reaped when its /proc entry is gone (a zombie keeps
+# one): wait for that, not for a moment without zombies, which comes
+# before the kill has even landed.
+reaped() { [ ! -e "/proc/$1" ]; }
+if [ -n "$hostpid" ]; then
+	kill -KILL "$hostpid"
+	wait_for 30 reaped "$hostpid" && pass "a killed orphan is reaped" ||
+		fail "a killed orphan is reaped" "$(ps -o pid=,stat=,args= --ppid "$IPID")"
+else
+	fail "a killed orphan is reaped" "no orphan to kill"
+fi
 [ -n "$opid" ] && pass "orphan pid recorded ($opid inside the namespace)" || fail "orphan pid"
 
 # 3. signal forwarding
