@@ -28,6 +28,12 @@ vm_exec 'pkill -f "^sleep 601.5$"' >/dev/null
 orphans_reaped() { [ "$(orphans_left)" = "left:" ]; }
 wait_for 60 orphans_reaped
 expect_eq "the killed orphans are reaped (none left)" "left:" "$([ -n "${first:-}" ] && orphans_left)"
+# And no zombie stays anywhere in the guest: a moment with none is the
+# proof (one PID 1 left behind would stay), not a count that could catch
+# a process between its exit and its parent's wait.
+guest_no_zombies() { [ "$(vm_exec 'ps -eo stat= | grep -c "^Z"')" = 0 ]; }
+wait_for 60 guest_no_zombies && pass "no zombie stays in the guest" ||
+	fail "no zombie stays in the guest" "$(vm_exec 'ps -eo pid=,ppid=,stat=,args= | grep " Z"')"
 
 # envd killed with SIGKILL: init starts a new one; a process started before
 # survives. The request that carries the kill is cut by it.
