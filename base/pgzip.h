@@ -107,6 +107,43 @@ double pgz_sample_ratio(const uint8_t *in, size_t n);
 size_t pgz_block_compress(struct pgz_block *b, const uint8_t *dict, size_t dictlen, const uint8_t *in, size_t n,
 			  uint8_t *out, uint32_t *crc);
 
+/*
+ * What a download knows when it picks the level of its next block: what
+ * level 6 costs and makes of a block (from the blocks so far), how many
+ * blocks it compresses at once, and the link's rate.
+ */
+struct pgz_link_model {
+	uint64_t t6_us;    /* time level 6 takes for one block on one thread */
+	uint64_t r6_ppm;   /* compressed/original size level 6 reaches, ppm */
+	size_t block;      /* block size, bytes */
+	int parallel;      /* blocks compressed at once, at least 1 */
+	uint64_t link_bps; /* the link's rate, bytes/s */
+	bool bound;        /* link_bps was measured with the link as the
+			    * bottleneck; else it is only a lower bound */
+};
+
+/*
+ * zlib's levels on text relative to level 6 (index 0: a stored copy):
+ * time per input byte in percent and output size in per mille.
+ */
+extern const uint16_t pgz_level_time_pct[10];
+extern const uint16_t pgz_level_size_pmil[10];
+
+/* Extra compressor speed, over what the link takes, that a harder level
+ * must keep before it is chosen for a link-bound download. */
+#define PGZ_HEADROOM 1.05
+
+/*
+ * The level (0 stored .. 9) that delivers input fastest over the link:
+ * the one where min(compressor rate, link rate / ratio) peaks, the
+ * fastest of those within 2 % of the peak. When the link sets that pace
+ * and its rate was measured as the bottleneck, harder levels follow as
+ * long as the compressor stays PGZ_HEADROOM ahead of the link: they cost
+ * no time and put fewer bytes on it. Pure: the per-level speeds and sizes
+ * are zlib's on text, relative to level 6.
+ */
+int pgz_level_for_link(const struct pgz_link_model *m);
+
 /* Running CRC and length of the blocks emitted so far, in order. */
 struct pgz_sum {
 	uint32_t crc;

@@ -248,13 +248,6 @@ static void gz_keep_tail(struct gzsend *g, const uint8_t *p, size_t n)
 }
 
 /*
- * zlib's levels on text relative to level 6, measured on source code and
- * logs: time per input byte and output size. Level 0 is a stored copy.
- */
-static const uint16_t level_time_pct[10] = { 4, 37, 40, 45, 53, 61, 100, 125, 180, 217 };
-static const uint16_t level_size_pmil[10] = { 0, 1253, 1210, 1170, 1060, 1016, 1000, 997, 994, 993 };
-
-/*
  * Pieces one download compresses at once: one per core but one, at least
  * one. The cores are the sandbox's: a download must not take all of them
  * from the work running beside it (and a client in the same machine, as
@@ -279,13 +272,13 @@ static int gz_parallel(void)
  * ones. From the pieces so far the loop knows what level 6 would cost per
  * piece (the last piece's compression time scaled by the table) and what
  * it would make of it (the piece's ratio, scaled). With the link's rate,
- * the level that delivers input fastest is the one where
- * min(compressor rate, link rate / ratio) peaks: the hardest level that
- * still keeps the link busy. Without a known rate, a queue that stays
- * empty (next to nothing queued or unsent in the kernel) means the link is
- * faster than the compressor (one level faster), one that backs up that
- * it is slower (one level harder). Either sign also vetoes a model choice
- * that goes the other way.
+ * pgz_level_for_link() takes the level that delivers input fastest and,
+ * on a link measured as the bottleneck, the hardest level that still keeps
+ * it busy. Without a known rate, a queue that stays empty (next to
+ * nothing queued or unsent in the kernel) means the link is faster than
+ * the compressor (one level faster, but not to stored), one that backs up
+ * that it is slower (one level harder). Either sign also vetoes a model
+ * choice that goes the other way.
  */
 static void gz_adapt(struct gzsend *g, const struct gz_slot *s)
 {
@@ -296,8 +289,8 @@ static void gz_adapt(struct gzsend *g, const struct gz_slot *s)
 	bool starved = backlog < GZ_STARVED && g->emit_seq >= GZ_RAMP_PIECES;
 
 	if (s->n == GZSEND_BLOCK && !s->pb.stored && lc > 0) {
-		uint64_t t6 = s->work_us * 100 / level_time_pct[lc];
-		uint64_t r6 = (uint64_t)s->outlen * 1000000 / s->n * 1000 / level_size_pmil[lc]; /* ppm */
+		uint64_t t6 = s->work_us * 100 / pgz_level_time_pct[lc];
+		uint64_t r6 = (uint64_t)s->outlen * 1000000 / s->n * 1000 / pgz_level_size_pmil[lc]; /* ppm */
 		/* A thread preempted mid-piece on a busy machine reports a time
 		 * many times the usual: such a sample moves the average less. */
 		if (g->t6_us && t6 > 4 * g->t6_us)
@@ -308,22 +301,16 @@ static void gz_adapt(struct gzsend *g, const struct gz_slot *s)
 	linkrate_estimate(g->r, &e);
 	int pick = g->level;
 	if (e.known && e.bps && g->t6_us && g->r6_ppm) {
-		double best = 0;
-		for (int l = 0; l <= 9; l++) {
-			double t = (double)g->t6_us * level_time_pct[l] / 100 / gz_parallel() + 1;
-			double comp = (double)GZSEND_BLOCK * 1e6 / t; /* input bytes/s */
-			double ratio = l ? (double)g->r6_ppm * level_size_pmil[l] / 1e9 : 1.0;
-			double wire = (double)e.bps / ratio;
-			double rate = comp < wire ? comp : wire;
-			if (rate >= best * 1.02) {
-				best = rate;
-				pick = l;
-			}
-		}
+		struct pgz_link_model m = { .t6_us = g->t6_us, .r6_ppm = g->r6_ppm, .block = GZSEND_BLOCK,
+					    .parallel = gz_parallel(), .link_bps = e.bps, .bound = e.bound };
+		pick = pgz_level_for_link(&m);
 	} else if (backed) {
 		pick = g->level + 1;
 	} else if (starved) {
-		pick = g->level - 1;
+		/* Down to stored only on a link known to be fast: before any
+		 * rate is known, an empty queue is as often TCP ramping up on a
+		 * slow link, where stored pieces cost 5x the bytes of text. */
+		pick = g->level > 1 || e.known ? g->level - 1 : g->level;
 	}
 	/* What the queue shows overrules the model, whose figures may be old:
 	 * never faster while output backs up, never harder while the link
@@ -352,8 +339,11 @@ static void gz_log_levels(const struct gzsend *g)
 			n += (size_t)snprintf(lv + n, sizeof(lv) - n, " %u@%d", g->at_level[l], l);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	long long ms = ((long long)t1.tv_sec - g->t0.tv_sec) * 1000 + (t1.tv_nsec - g->t0.tv_nsec) / 1000000;
-	log_debug("files", "files_get: %s: gzip %llu -> %llu bytes in %lld ms, pieces@level:%s",
-		  g->path, (unsigned long long)g->sum.total, (unsigned long long)g->out_total, ms, lv);
+	struct link_estimate e;
+	linkrate_estimate(g->r, &e);
+	log_debug("files", "files_get: %s: gzip %llu -> %llu bytes in %lld ms, pieces@level:%s, link %s %llu B/s",
+		  g->path, (unsigned long long)g->sum.total, (unsigned long long)g->out_total, ms, lv,
+		  e.bound ? "bound" : e.known ? "floor" : "unknown", (unsigned long long)e.bps);
 }
 
 /*

@@ -30,13 +30,16 @@ struct http_req;
 
 /* One connection's samples. Zero-initialise. */
 struct link_rate {
-	uint64_t bound_bps;  /* best network-bound delivery rate, bytes/s; 0: none */
+	uint64_t bound_bps;  /* network-bound delivery rate, bytes/s; 0: none */
+	/* Acked bytes and time over the network-bound intervals, decayed:
+	 * bound_bps is their ratio, a moving average over the last seconds. */
+	uint64_t bound_bytes, bound_us;
 	uint64_t floor_bps;  /* best other delivery rate: the link is at least this fast */
 	uint64_t unsampled;  /* bytes written since the last sample */
 	/* The last sample, taken with the socket full (t_us 0: none since the
-	 * socket last ran dry): monotonic time, TCP_INFO bytes acked and
-	 * time limited by the receiver's window or the send buffer. */
-	uint64_t t_us, acked, limited_us;
+	 * socket last ran dry): monotonic time, TCP_INFO bytes acked, time
+	 * limited by the receiver's window or the send buffer, and busy time. */
+	uint64_t t_us, acked, limited_us, busy_us;
 	/* Since output last stopped draining at once (free_t_us 0: it is
 	 * backed up): when it started to, and TCP_INFO bytes acked then. */
 	uint64_t free_t_us, free_acked;

@@ -275,3 +275,44 @@ Test(pgzip, sample_ratio)
 	free(r);
 	free(t);
 }
+
+/*
+ * The level for a link, from the model's inputs: level 6 takes t6_us per
+ * 128 KiB block and makes 19 % of text; links in bytes/s.
+ */
+static int level_for(uint64_t t6_us, int parallel, uint64_t bps, bool bound)
+{
+	struct pgz_link_model m = { .t6_us = t6_us, .r6_ppm = 190000, .block = 128 * 1024,
+				    .parallel = parallel, .link_bps = bps, .bound = bound };
+	return pgz_level_for_link(&m);
+}
+
+Test(pgzip, level_for_a_slow_link_is_the_hardest_that_keeps_up)
+{
+	/* 20 Mbit/s takes 13 MB/s of text; level 9 at 4 ms per block for
+	 * level 6 compresses 15 MB/s: more than 5 % ahead. */
+	cr_assert_eq(level_for(4000, 1, 2500000, true), 9);
+	/* Slower compressor (6 ms): 9 and 8 fall behind the link, 7 keeps
+	 * 5 % ahead of it. */
+	cr_assert_eq(level_for(6000, 1, 2500000, true), 7);
+	/* Two blocks at once: 9 again. */
+	cr_assert_eq(level_for(6000, 2, 2500000, true), 9);
+}
+
+Test(pgzip, level_for_a_link_known_only_as_a_floor_is_not_pushed_harder)
+{
+	/* A floor may hide a faster link: no step past the peak. */
+	int floor = level_for(6000, 1, 2500000, false);
+	cr_assert_lt(floor, 7, "a floor picks the fastest level near the peak (got %d)", floor);
+}
+
+Test(pgzip, level_for_a_link_faster_than_the_compressor)
+{
+	/* 100 Mbit/s: the compressor sets the pace at every level but
+	 * stored; the peak is the same whether the rate was bound or not. */
+	int bound = level_for(4000, 1, 12500000, true), floor = level_for(4000, 1, 12500000, false);
+	cr_assert_eq(bound, floor);
+	cr_assert(bound >= 1 && bound <= 5, "a fast level that still shrinks text (got %d)", bound);
+	/* 1 Gbit/s: nothing deflates faster than the link takes stored. */
+	cr_assert_eq(level_for(4000, 1, 125000000, true), 0);
+}
