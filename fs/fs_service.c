@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fs/changes.h"
+#include "changes/changes.h"
 #include "fs/entry.h"
 #include "base/buf.h"
 #include "base/errstr.h"

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fs/archive.h"
+#include "files/archive.h"
 
 static char base[64];
 static int base_fd = -1;

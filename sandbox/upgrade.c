@@ -38,7 +38,7 @@
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/state.h"
-#include "fs/changes.h"
+#include "changes/changes.h"
 #include "fs/fs_service.h"
 #include "fs/watch.h"
 #include "http/conn.h"

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * inotree.h - recursive inotify watches over a few directory trees, the
- * change journal's source where fanotify is unavailable (fs/changes.c;
+ * change journal's source where fanotify is unavailable (changes/changes.c;
  * docs/protocol.md, "Changes").
  *
  * A tree watches each root and every directory below it on the same
  * filesystem (it does not cross into other mounts), breadth first, at
  * most `max_watches` directories. It turns the kernel's inotify records
- * into changes for the journal: a path, the JK_* kinds (fs/journal.h),
+ * into changes for the journal: a path, the JK_* kinds (changes/journal.h),
  * whether the change made the path appear. Directories that appear are
  * watched at once and listed after the watch is added, so entries made
  * before the watch existed are reported as created. IN_MOVED_FROM and
@@ -26,8 +26,8 @@
  * paths handed to the sink are valid for the call only.
  * Errors: negative errno values.
  */
-#ifndef FS_INOTREE_H
-#define FS_INOTREE_H
+#ifndef CHANGES_INOTREE_H
+#define CHANGES_INOTREE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fs/journal.h"
+#include "changes/journal.h"
 
 static void rec(struct journal *j, const char *path, unsigned kinds, bool exists)
 {

@@ -9,7 +9,7 @@
  * directory handle + name. A thread of our own reads the group, resolves
  * handles to paths (open_by_handle_at, readlink of the descriptor), stats
  * the result and looks up the writing process's cgroup and parents; the
- * loop only records the resolved batches in the journal (fs/journal.h)
+ * loop only records the resolved batches in the journal (changes/journal.h)
  * and answers questions. Network and FUSE mounts are listed as not
  * tracked. When the thread falls behind (the kernel queue overflows) the
  * journal records a gap and checkpoints before it answer resync.
@@ -17,7 +17,7 @@
  * Where fanotify is unavailable (no CAP_SYS_ADMIN, no FID reporting), or a
  * local filesystem refuses its mark (a default overlayfs, a btrfs
  * subvolume), the same thread watches a few trees there with recursive
- * inotify (fs/inotree.h): the home directories (/root, /home/<name>),
+ * inotify (changes/inotree.h): the home directories (/root, /home/<name>),
  * /tmp, and the working directory of each command started with
  * trackChanges. inotify names no writer: those changes are attributed
  * "during" in a command's end event.
@@ -27,8 +27,8 @@
  *
  * Errors: negative errno values; the RPC and HTTP edges answer them.
  */
-#ifndef FS_CHANGES_H
-#define FS_CHANGES_H
+#ifndef CHANGES_CHANGES_H
+#define CHANGES_CHANGES_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -6,8 +6,8 @@
  * "Directory archives"). files_http.c has checked the signature and
  * looked the user up before handing the request over.
  */
-#ifndef FS_FILES_ARCHIVE_H
-#define FS_FILES_ARCHIVE_H
+#ifndef FILES_FILES_ARCHIVE_H
+#define FILES_FILES_ARCHIVE_H
 
 #include <stdbool.h>
 

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <sys/inotify.h>
 
-#include "fs/inotree.h"
-#include "fs/journal.h"
+#include "changes/inotree.h"
+#include "changes/journal.h"
 
 /* A fake filesystem: entries as absolute paths, directories end in '/'. */
 static const char *fs[64];

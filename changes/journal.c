@@ -4,7 +4,7 @@
  * on a list ordered by last change, so "since T" walks back from the
  * newest entry only as far as T, and forgetting takes the oldest.
  */
-#include "fs/journal.h"
+#include "changes/journal.h"
 
 #include <errno.h>
 #include <inttypes.h>

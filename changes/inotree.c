@@ -7,7 +7,7 @@
  * from the chain when an event is read, so a directory renamed inside the
  * tree is one relink and everything below it has its new path at once.
  */
-#include "fs/inotree.h"
+#include "changes/inotree.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -16,7 +16,7 @@
 #include <sys/inotify.h>
 
 #include "base/log.h"
-#include "fs/journal.h"
+#include "changes/journal.h"
 
 /* First halves of moves waiting for their second (then: deletes). */
 #define MOVES_MAX 64

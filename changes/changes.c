@@ -5,7 +5,7 @@
  *
  * Threads: the reader thread owns the fanotify group's reading, the mount
  * table (fsid -> descriptor for open_by_handle_at), the inotify watch tree
- * (fs/inotree.h) and every syscall on a path. It hands resolved batches to the loop through a locked list and an
+ * (changes/inotree.h) and every syscall on a path. It hands resolved batches to the loop through a locked list and an
  * ev_async; the loop owns the journal. The command registry (pid and
  * cgroup of each command, for attribution) is written by the loop and
  * read by the thread under the same lock.
@@ -15,7 +15,7 @@
  * with the first batch it publishes after reading the group empty, so the
  * answer includes everything the kernel had queued when it was asked.
  */
-#include "fs/changes.h"
+#include "changes/changes.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,8 +43,8 @@
 #include "base/loop.h"
 #include "base/state.h"
 #include "base/users.h"
-#include "fs/inotree.h"
-#include "fs/journal.h"
+#include "changes/inotree.h"
+#include "changes/journal.h"
 #include "process/process.h"
 #include "proto/pbjson.h"
 

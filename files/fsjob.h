@@ -13,8 +13,8 @@
  * that mount's fstype), never with a call on the file itself; so a
  * symlink into another mount is judged by where it really leads.
  */
-#ifndef FS_FSJOB_H
-#define FS_FSJOB_H
+#ifndef FILES_FSJOB_H
+#define FILES_FSJOB_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -3,7 +3,7 @@
  * journal.h - the change journal's core (docs/protocol.md, "Changes"): a
  * bounded record of which paths changed, coalesced per path, with
  * sequence-number checkpoints. Pure: no I/O, no clock, no loop; the feeder
- * (fs/changes.c) hands it resolved events and asks it questions.
+ * (changes/changes.c) hands it resolved events and asks it questions.
  *
  * Every recorded change takes the next sequence number. A checkpoint
  * (token) is a sequence number: "since T" lists every path whose last
@@ -24,8 +24,8 @@
  * journal_free (the caller copies what it keeps). Errors are negative
  * errno values.
  */
-#ifndef FS_JOURNAL_H
-#define FS_JOURNAL_H
+#ifndef CHANGES_JOURNAL_H
+#define CHANGES_JOURNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fs/archive.h"
+#include "files/archive.h"
 
 /* ---- the pure part: entry names ---- */
 

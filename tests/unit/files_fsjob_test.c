@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fs/fsjob.h"
+#include "files/fsjob.h"
 
 Test(fsjob, local_fstypes)
 {
