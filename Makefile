@@ -178,7 +178,7 @@ endif
 run:
 	@$(MAKE) --no-print-directory setup
 	@$(MAKE) --no-print-directory -j$(JOBS) all
-	exec $(BUILD)/envd -isnotfc -port 49983
+	@exec bash scripts/run.sh
 
 test:
 	@$(MAKE) --no-print-directory setup bench-setup

@@ -68,6 +68,7 @@ struct flag {
 		long long i;
 		const char *s;
 	} v;
+	bool set; /* given on the command line */
 };
 
 static struct flag flags[] = {
@@ -75,7 +76,7 @@ static struct flag flags[] = {
 	{"isnotfc", F_BOOL, "isNotFCmode prevents sandbox metadata fetching", "false", {.b = false}},
 	{"version", F_BOOL, "print envd version", "false", {.b = false}},
 	{"commit", F_BOOL, "print envd source commit", "false", {.b = false}},
-	{"cgroup-root", F_STR, "cgroup root directory", "/sys/fs/cgroup", {.s = "/sys/fs/cgroup"}},
+	{"cgroup-root", F_STR, "cgroup2 root directory (default: /sys/fs/cgroup if cgroup2, else the first cgroup2 mount)", "/sys/fs/cgroup", {.s = "/sys/fs/cgroup"}},
 	{"no-cgroups", F_BOOL, "disable cgroups", "false", {.b = false}},
 	{"verbose", F_BOOL, "write the JSON log stream to stdout", "false", {.b = false}},
 	{"resume-handover", F_BOOL, "internal: take over from the hand-over record after a live upgrade", "false",
@@ -174,6 +175,7 @@ static int parse_flags(int argc, char **argv)
 			usage(stderr);
 			exit(2);
 		}
+		f->set = true;
 		if (f->type == F_BOOL) {
 			if (!val || strcmp(val, "true") == 0 || strcmp(val, "1") == 0 || strcmp(val, "t") == 0 ||
 			    strcmp(val, "T") == 0 || strcmp(val, "TRUE") == 0 || strcmp(val, "True") == 0) {
@@ -227,6 +229,30 @@ static void write_run_file(const char *name, const char *value, mode_t mode)
 		fprintf(stderr, "failed to write %s: %s\n", path, strerror(errno));
 	fchmod(fd, mode);
 	close(fd);
+}
+
+/* -cgroup-root as given, else where cgroup2 is mounted (NULL: nowhere). */
+static const char *cgroup_root_flag(void)
+{
+	static char found[4096];
+	const struct flag *f = flag_get("cgroup-root");
+
+	return f->set ? f->v.s : cgroup_find_root(found, sizeof(found));
+}
+
+/* The one line envd always prints at start (stderr, with or without
+ * -verbose): what runs, where it listens, what it speaks, where the
+ * commands' cgroups are. */
+static void say_started(long long port)
+{
+	const char *addr = flag_get("addr")->v.s;
+	bool any = !addr || !*addr || strcmp(addr, "::") == 0;
+
+	fprintf(stderr,
+		"envd %s listening on %s%s%s:%lld%s: HTTP/1.1 and HTTP/2 (h2c); Connect, gRPC, gRPC-Web; %s\n",
+		ENVD_VERSION, any || strchr(addr, ':') ? "[" : "", any ? "::" : addr,
+		any || strchr(addr, ':') ? "]" : "", port, any ? " (every IPv4 and IPv6 address)" : "",
+		cgroup_status());
 }
 
 static void on_stop_signal(struct ev_loop *loop, ev_signal *w, int revents)
@@ -327,7 +353,7 @@ int main(int argc, char **argv)
 	 * a hand-over the port comes with the record, and the commands taken
 	 * over need their leaves (tree kill, usage, removal): set up first. */
 	if (resume)
-		cgroup_setup(flag_get("cgroup-root")->v.s, flag_get("no-cgroups")->v.b);
+		cgroup_setup(cgroup_root_flag(), flag_get("no-cgroups")->v.b);
 	int rc = resume ? upgrade_resume() : -1;
 	if (rc < 0)
 		rc = server_listen((int)port, flag_get("addr")->v.s);
@@ -336,10 +362,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (!resume)
-		cgroup_setup(flag_get("cgroup-root")->v.s, flag_get("no-cgroups")->v.b);
+		cgroup_setup(cgroup_root_flag(), flag_get("no-cgroups")->v.b);
 	if (changes_start() < 0)
 		log_info("envd", "change journal not started");
 	log_info("envd", "listening on port %lld, version %s", port, ENVD_VERSION);
+	say_started(port);
 	if (!flag_get("no-port-forward")->v.b && portfwd_start(flag_get("sandbox-addr")->v.s, (int)port) < 0)
 		fprintf(stderr, "port forwarding disabled: bad -sandbox-addr %s\n", flag_get("sandbox-addr")->v.s);
 	else

@@ -23,6 +23,8 @@
 
 static char root_dir[PATH_MAX - 32], user_dir[PATH_MAX], ptys_dir[PATH_MAX];
 static bool on;
+/* What the start-up line says about cgroups (cgroup_status()). */
+static char status[PATH_MAX + 128] = "cgroups off";
 
 const char *cgroup_root(void) { return on ? root_dir : NULL; }
 const char *cgroup_user_dir(void) { return on ? user_dir : NULL; }
@@ -38,6 +40,85 @@ static void note(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	va_end(ap);
+}
+
+/* Why cgroups are off: said once, in the start-up line (cgroup_status()). */
+static void off(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void off(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(status, sizeof(status), fmt, ap);
+	va_end(ap);
+}
+
+const char *cgroup_status(void) { return status; }
+
+static bool is_cgroup2(const char *dir)
+{
+	struct statfs sf;
+
+	return statfs(dir, &sf) == 0 && (unsigned long)sf.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+/* mountinfo escapes space, tab, newline and backslash as \ooo. */
+static void unescape(char *s)
+{
+	char *w = s;
+
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' &&
+		    r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = '\0';
+}
+
+const char *cgroup_find_root(char *out, size_t len)
+{
+	static const char std[] = "/sys/fs/cgroup";
+	char line[4096];
+	FILE *f;
+
+	if (is_cgroup2(std)) {
+		snprintf(out, len, "%s", std);
+		return out;
+	}
+	f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return NULL;
+	while (fgets(line, sizeof(line), f)) {
+		/* id parent major:minor root mountpoint options... - fstype source */
+		char *sep = strstr(line, " - cgroup2 ");
+		char *mp = line;
+
+		if (!sep)
+			continue;
+		for (int i = 0; i < 4 && mp; i++) {
+			mp = strchr(mp, ' ');
+			if (mp)
+				mp++;
+		}
+		if (!mp)
+			continue;
+		char *end = strchr(mp, ' ');
+		if (!end || end > sep)
+			continue;
+		*end = '\0';
+		unescape(mp);
+		if (strlen(mp) >= len || !is_cgroup2(mp))
+			continue;
+		snprintf(out, len, "%s", mp);
+		fclose(f);
+		return out;
+	}
+	fclose(f);
+	return NULL;
 }
 
 static unsigned long long mem_total(void)
@@ -60,7 +141,9 @@ static void prop(const char *dir, const char *file, const char *val)
 {
 	int rc = pcg_write(dir, file, val);
 
-	if (rc < 0)
+	/* A controller the kernel or the parent does not offer has no files:
+	 * the start-up line lists the controllers there are. */
+	if (rc < 0 && rc != -ENOENT)
 		note("cgroups: skipping %s/%s=%s: %s", dir, file, val, go_strerror(-rc));
 }
 
@@ -80,7 +163,7 @@ static void delegate(const char *dir)
 static bool make(const char *dir)
 {
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-		note("cgroups disabled: mkdir %s: %s", dir, go_strerror(errno));
+		off("cgroups off: mkdir %s: %s", dir, go_strerror(errno));
 		return false;
 	}
 	return true;
@@ -89,25 +172,30 @@ static bool make(const char *dir)
 bool cgroup_setup(const char *root, bool disabled)
 {
 	unsigned long long total, reserve, mem_max;
-	struct statfs sf;
 	char v[32];
 	size_t n;
 
-	if (disabled)
+	if (disabled) {
+		off("cgroups off (-no-cgroups)");
 		return false;
-	if (!root || statfs(root, &sf) < 0 || (unsigned long)sf.f_type != CGROUP2_SUPER_MAGIC) {
-		note("cgroups disabled: %s is not a cgroup2 filesystem", root ? root : "");
+	}
+	if (!root) {
+		off("cgroups off: no cgroup2 filesystem is mounted");
+		return false;
+	}
+	if (!is_cgroup2(root)) {
+		off("cgroups off: %s is not a cgroup2 filesystem", root);
 		return false;
 	}
 	if (geteuid() != 0) {
-		note("cgroups disabled: not running as root");
+		off("cgroups off: not running as root (cgroup2 at %s)", root);
 		return false;
 	}
 	n = strlen(root);
 	while (n > 1 && root[n - 1] == '/')
 		n--;
 	if (n >= sizeof(root_dir)) {
-		note("cgroups disabled: root path too long");
+		off("cgroups off: root path too long");
 		return false;
 	}
 	memcpy(root_dir, root, n);
@@ -138,12 +226,13 @@ bool cgroup_setup(const char *root, bool disabled)
 	delegate(user_dir);
 	delegate(ptys_dir);
 	if (pcg_configure(user_dir, ptys_dir) < 0) {
-		note("cgroups disabled: bad paths under %s", root_dir);
+		off("cgroups off: bad paths under %s", root_dir);
 		return false;
 	}
 	on = true;
-	note("cgroups: commands run in cgroups under %s (controllers for limits:%s%s%s)", root_dir,
+	snprintf(status, sizeof(status), "cgroups under %s (controllers for limits:%s%s%s%s)", root_dir,
 		 pcg_controllers() & PCG_CPU ? " cpu" : "", pcg_controllers() & PCG_MEMORY ? " memory" : "",
-		 pcg_controllers() & PCG_PIDS ? " pids" : "");
+		 pcg_controllers() & PCG_PIDS ? " pids" : "",
+		 pcg_controllers() & (PCG_CPU | PCG_MEMORY | PCG_PIDS) ? "" : " none");
 	return true;
 }

@@ -14,13 +14,25 @@
 #define SANDBOX_CGROUP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /*
  * Set up under `root`. With `disabled`, or when root is not a cgroup2
  * directory envd may manage, nothing is created and commands run without
- * cgroups (one log line says why). Returns true when cgroups are in use.
+ * cgroups (cgroup_status() says why). Returns true when cgroups are in use.
  */
 bool cgroup_setup(const char *root, bool disabled);
+
+/*
+ * Where cgroup2 is mounted, for when -cgroup-root is not given:
+ * /sys/fs/cgroup if it is cgroup2, else the first cgroup2 mount in
+ * /proc/self/mountinfo (a hybrid host mounts it at /sys/fs/cgroup/unified).
+ * Written into `out`; NULL when there is none.
+ */
+const char *cgroup_find_root(char *out, size_t len);
+
+/* One phrase for the start-up line: where the cgroups are, or why off. */
+const char *cgroup_status(void);
 
 /* The directories in use; NULL when cgroups are off. */
 const char *cgroup_root(void);

@@ -35,7 +35,7 @@ wait_for 60 mmds_up
 # Firecracker mode: no -isnotfc, metadata on loopback.
 ENVD_PORT=$(free_port)
 ENVD_URL="http://127.0.0.1:$ENVD_PORT"
-"$ENVD_BIN" -port "$ENVD_PORT" -mmds-addr "127.0.0.1:$MMDS_PORT" >/dev/null 2>&1 &
+"$ENVD_BIN" -port "$ENVD_PORT" -mmds-addr "127.0.0.1:$MMDS_PORT" -no-cgroups >/dev/null 2>&1 &
 ENVD_PID=$!
 ENVD_PIDS+=("$ENVD_PID")
 wait_for 60 curl -s -o /dev/null "$ENVD_URL/health"

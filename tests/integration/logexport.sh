@@ -37,7 +37,7 @@ ENVD_PORT=$(free_port)
 ENVD_URL="http://127.0.0.1:$ENVD_PORT"
 ENVD_LOG=$W/envd.log
 ENVD_LOGS+=("$ENVD_LOG")
-"$ENVD_BIN" -port "$ENVD_PORT" -mmds-addr "127.0.0.1:$MMDS_PORT" -no-port-forward \
+"$ENVD_BIN" -port "$ENVD_PORT" -mmds-addr "127.0.0.1:$MMDS_PORT" -no-port-forward -no-cgroups \
 	-upgrade-dir "$W" -handover-file "$W/handover.pb" >"$ENVD_LOG" 2>&1 &
 ENVD_PID=$!
 ENVD_PIDS+=("$ENVD_PID")

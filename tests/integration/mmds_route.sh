@@ -49,7 +49,7 @@ ENVD_PORT=$(free_port)
 U="http://127.0.0.1:$ENVD_PORT"
 ENVD_LOG=$W/envd.log
 ENVD_LOGS+=("$ENVD_LOG")
-"$ENVD_BIN" -port "$ENVD_PORT" -no-port-forward -verbose >"$ENVD_LOG" 2>&1 &
+"$ENVD_BIN" -port "$ENVD_PORT" -no-port-forward -no-cgroups -verbose >"$ENVD_LOG" 2>&1 &
 ENVD_PID=$!
 ENVD_PIDS+=("$ENVD_PID")
 wait_for 10 curl -s -o /dev/null "$U/health"

@@ -26,6 +26,32 @@ expect_eq "port in use exits 1" 1 $?
 expect_match "port in use says server stopped" '^server stopped: listen tcp .*address already in use' "$(cat /tmp/spine-busy.$$)"
 rm -f /tmp/spine-busy.$$
 
+# --- the start-up line: version, address, protocols, cgroups (stderr, always) ---
+expect_match "start-up line names version, address and protocols" \
+	"^envd 0\.7\.0 listening on \[::\]:$ENVD_PORT .*HTTP/1\.1 and HTTP/2 \(h2c\); Connect, gRPC, gRPC-Web; cgroups off \(-no-cgroups\)$" \
+	"$(grep -a ' listening on ' "$ENVD_LOG")"
+# Without -cgroup-root envd finds the cgroup2 mount itself: /sys/fs/cgroup
+# when it is cgroup2, else the first cgroup2 mount (a hybrid host has it at
+# /sys/fs/cgroup/unified). As an unprivileged user it only says where.
+cg2=$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)
+if [ "$cg2" = cgroup2fs ]; then
+	cg2=/sys/fs/cgroup
+else
+	cg2=$(awk '{ for (i = 1; i <= NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2") print $5; break } }' /proc/self/mountinfo | head -n 1)
+fi
+if [ -n "$cg2" ] && id nobody >/dev/null 2>&1; then
+	p2=$(free_port)
+	setpriv --reuid=nobody --regid=nogroup --clear-groups "$ENVD_BIN" -isnotfc -port "$p2" -no-port-forward \
+		-changes-max-paths 0 >/dev/null 2>/tmp/spine-cg.$$ &
+	cgpid=$!
+	wait_for 600 grep -q ' listening on ' /tmp/spine-cg.$$
+	expect_match "without -cgroup-root: the cgroup2 mount is found ($cg2)" \
+		"cgroups off: not running as root \(cgroup2 at $cg2\)\$" "$(grep -a ' listening on ' /tmp/spine-cg.$$)"
+	kill "$cgpid" 2>/dev/null
+	wait "$cgpid" 2>/dev/null
+	rm -f /tmp/spine-cg.$$
+fi
+
 # --- one port, two protocols ---
 expect_eq "HTTP/1.1 /health is 204" 204 "$(curl -s -o /dev/null -w '%{http_code}' $U/health)"
 expect_eq "h2c prior knowledge /health is 204" "204 2" \
