@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +21,9 @@
 #include "base/errstr.h"
 #include "base/log.h"
 #include "process/cgroup.h"
-#include "process/fanout.h"
 #include "process/lifecycle.h"
 #include "base/loop.h"
+#include "process/process_int.h"
 #include "process/ptable.h"
 #include "process/ring.h"
 #include "process/spawn.h"
@@ -34,92 +33,13 @@
 
 size_t process_ring_size = 1024 * 1024;
 
-#define READ_CHUNK (64 * 1024)
 #define PIPE_SIZE (1024 * 1024)
-/* Reads per wake-up before other watchers get a turn. */
-#define READS_PER_WAKE 16
-
-struct sub {
-	struct sub *next;
-	struct process *p;
-	struct rpc_call *call;   /* NULL once the call is over; freed in leave() */
-	uint64_t cursor;         /* next offset to send */
-	uint64_t stall_mark;     /* cursor when the stall timer was armed */
-	bool connect;            /* ConnectResponse rather than StartResponse */
-	bool replay;             /* offset-aware: report gaps instead of failing */
-	bool pumping;            /* in sub_pump: a nested on_writable is a no-op */
-	ev_timer ka;
-};
-
-struct process {
-	struct ptable_entry ent; /* first member: entry and process convert */
-	Process__ProcessConfig *config;
-	char *tag;
-	pid_t pid;
-	bool pty;
-	int out_fd;              /* stdout pipe, or the PTY master */
-	int err_fd;              /* stderr pipe; -1 for a PTY */
-	int in_fd;               /* stdin pipe, or the PTY master (not owned) */
-	ev_io out_w, err_w, in_w;
-	ev_child child_w;
-	ev_timer grace_w, kill_w, retain_w, stall_w;
-	struct ring ring;
-
-	/* Input not yet accepted by the pipe/PTY, in order (see "input"). */
-	struct inchunk *inq_head, *inq_tail;
-	size_t inq_len;          /* bytes of owned (copied) chunks: the memory bound */
-	struct inpause *in_paused; /* StreamInput calls paused for back-pressure */
-	bool stdin_close_pending; /* CloseStdin came while input was still queued */
-
-	enum lc_state lc;        /* lifecycle.h: reaped, ended, retained, expired */
-	bool out_eof, err_eof;   /* per output stream; both -> LC_EV_OUTPUT_EOF */
-	bool paused;             /* output reading paused for slow subscribers */
-	uint64_t end_off;        /* subscribers get data up to here, then end */
-	int exit_code;
-	bool exited;
-	char status[64];
-
-	struct sub *subs;
-	int depth;               /* > 0 while a callback is working on p */
-
-	struct pcg_leaf *cg;     /* own cgroup leaf, or NULL (owned until released) */
-	uint64_t t_start_us;     /* CLOCK_MONOTONIC at spawn */
-	uint64_t t_end_us;       /* at reap */
-	struct pcg_usage usage;  /* filled at make_end */
-	bool usage_known;
-	struct rusage ru;        /* reaped children's usage credited to us (no cgroup) */
-	void *track;             /* process_tracker handle, or NULL */
-	bool track_wait;         /* the end event waits for the tracker */
-	bool track_in_end;       /* inside the tracker's end() call */
-};
-
-/*
- * A piece of pending input. Owned chunks hold a copy of the bytes (they
- * follow the struct); a unary SendInput larger than the bound borrows its
- * request's bytes instead (valid until its call ends) and is answered when
- * the last of them is written.
- */
-struct inchunk {
-	struct inchunk *next;
-	struct process *p;
-	const uint8_t *data;
-	size_t len, off;
-	struct rpc_call *call;   /* borrowed: the SendInput to answer; else NULL */
-	bool owned;
-};
-
-struct inpause {
-	struct inpause *next;
-	struct rpc_call *call;
-};
 
 static struct ptable table;
 /* RUSAGE_CHILDREN when the last child was reaped (usage without cgroups). */
 static struct rusage children_seen;
 /* Ring storage held by finished processes, bounded by retain_budget(). */
-unsigned process_max_subs = 128;
 static size_t retained_bytes;
-static uint8_t read_buf[READ_CHUNK];
 
 static inline struct process *of_entry(struct ptable_entry *e)
 {
@@ -127,13 +47,6 @@ static inline struct process *of_entry(struct ptable_entry *e)
 }
 
 /* ---- lifetime ---------------------------------------------------------- */
-
-static void close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
 
 /* Stop reading, writing and timing the child, and close our pipe ends. */
 static void stop_io(struct process *p)
@@ -164,8 +77,6 @@ static uint64_t tv_us(const struct timeval *tv)
 	return (uint64_t)tv->tv_sec * 1000000u + (uint64_t)tv->tv_usec;
 }
 
-static void in_drop(struct process *p, int err);
-
 const struct process_tracker *process_tracker;
 
 static void process_free(struct process *p)
@@ -182,28 +93,17 @@ static void process_free(struct process *p)
 	if (lc_finalized(p->lc))
 		retained_bytes -= p->ring.cap;
 	ring_free(&p->ring);
-	in_drop(p, EPIPE);
+	stdin_drop(p, EPIPE);
 	if (p->config)
 		process__process_config__free_unpacked(p->config, NULL);
 	free(p->tag);
 	free(p);
 }
 
-static void update_reading(struct process *p);
 static void trim_retained(void);
 static size_t retain_budget(void);
 
-/*
- * Callbacks bracket their work with enter/leave so that subscribers
- * cancelled in the middle (rpc_send may report a dead peer at once) and
- * the process itself are only freed when nothing uses them any more.
- */
-static void enter(struct process *p)
-{
-	p->depth++;
-}
-
-static void leave(struct process *p)
+void process_leave(struct process *p)
 {
 	struct sub **pp;
 
@@ -220,7 +120,7 @@ static void leave(struct process *p)
 		ev_timer_stop(envd_loop, &s->ka);
 		free(s);
 	}
-	update_reading(p);
+	output_update_reading(p);
 	if (p->lc == LC_EXPIRED && !p->subs) {
 		process_free(p);
 		return;
@@ -229,232 +129,6 @@ static void leave(struct process *p)
 	 * count against the retention budget. */
 	if (lc_finalized(p->lc) && !p->subs && retained_bytes > retain_budget())
 		trim_retained();
-}
-
-/* ---- sending to subscribers --------------------------------------------- */
-
-static int sub_send(struct sub *s, Process__ProcessEvent *ev)
-{
-	Process__StartResponse sr = PROCESS__START_RESPONSE__INIT;
-	Process__ConnectResponse cr = PROCESS__CONNECT_RESPONSE__INIT;
-
-	if (!s->call)
-		return -EPIPE;
-	if (s->connect) {
-		cr.event = ev;
-		return rpc_send(s->call, &cr.base);
-	}
-	sr.event = ev;
-	return rpc_send(s->call, &sr.base);
-}
-
-static void sub_fail(struct sub *s, enum rpc_code code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void sub_fail(struct sub *s, enum rpc_code code, const char *fmt, ...)
-{
-	struct rpc_call *call = s->call;
-	va_list ap;
-
-	if (!call)
-		return;
-	s->call = NULL;
-	va_start(ap, fmt);
-	rpc_failv(call, code, fmt, ap);
-	va_end(ap);
-}
-
-static void sub_send_end(struct sub *s)
-{
-	struct process *p = s->p;
-	Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
-	Process__ProcessEvent__EndEvent end = PROCESS__PROCESS_EVENT__END_EVENT__INIT;
-	struct rpc_call *call;
-
-	Process__ResourceUsage use = PROCESS__RESOURCE_USAGE__INIT;
-
-	end.exit_code = p->exit_code;
-	end.exited = p->exited;
-	if (p->usage_known) {
-		use.cpu_user_usec = p->usage.user_usec;
-		use.cpu_system_usec = p->usage.system_usec;
-		use.memory_peak_bytes = p->usage.memory_peak;
-		use.oom_killed = p->usage.oom_killed;
-		use.wall_usec = p->t_end_us > p->t_start_us ? p->t_end_us - p->t_start_us : 0;
-		end.usage = &use;
-	}
-	end.status = p->status;
-	if (p->track)
-		process_tracker->fill(p->track, &end);
-	if (p->exit_code != 0) {
-		end.optional_error_case = PROCESS__PROCESS_EVENT__END_EVENT__OPTIONAL_ERROR_ERROR;
-		end.error = p->status;
-	}
-	ev.event_case = PROCESS__PROCESS_EVENT__EVENT_END;
-	ev.end = &end;
-	if (sub_send(s, &ev) < 0 || !s->call)
-		return;
-	call = s->call;
-	s->call = NULL;
-	rpc_finish(call);
-}
-
-static void sub_restart_keepalive(struct sub *s)
-{
-	ev_timer_again(envd_loop, &s->ka);
-}
-
-/* Send what the subscriber may have now; see process.h for the policy. */
-static void sub_pump(struct sub *s)
-{
-	struct process *p = s->p;
-
-	/* The transport may call on_writable from inside rpc_send. */
-	if (s->pumping)
-		return;
-	s->pumping = true;
-	while (s->call) {
-		bool end_ready = lc_end_ready(p->lc);
-		uint64_t limit = end_ready ? p->end_off : ring_end(&p->ring);
-		Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
-		Process__ProcessEvent__DataEvent data;
-		Process__ProcessEvent__GapEvent gap = PROCESS__PROCESS_EVENT__GAP_EVENT__INIT;
-		enum ring_kind kind;
-		const uint8_t *chunk;
-		uint8_t tmp[RING_TEXT_TMP];
-		size_t want;
-		long n;
-
-		switch (fanout_next(&p->ring, end_ready, p->end_off, s->cursor, s->replay,
-				    rpc_call_queued(s->call) < RPC_SEND_HIGH)) {
-		case FANOUT_IDLE:
-		case FANOUT_WAIT: /* on_writable or the next read resumes */
-			goto out;
-		case FANOUT_END:
-			if (p->track_wait)
-				goto out; /* track_ready resumes */
-			sub_send_end(s);
-			goto out;
-		case FANOUT_BEHIND:
-			sub_fail(s, RPC_RESOURCE_EXHAUSTED,
-				 "stream fell behind the output of process %d: bytes from "
-				 "offset %llu were dropped from the %zu-byte buffer; the "
-				 "process keeps running (reconnect to follow it)",
-				 (int)p->pid, (unsigned long long)s->cursor, p->ring.max);
-			goto out;
-		case FANOUT_GAP:
-			gap.from = s->cursor;
-			gap.to = ring_start(&p->ring);
-			ev.event_case = PROCESS__PROCESS_EVENT__EVENT_GAP;
-			ev.gap = &gap;
-			if (sub_send(s, &ev) < 0)
-				goto out;
-			s->cursor = gap.to;
-			continue;
-		case FANOUT_DATA:
-			break;
-		}
-		process__process_event__data_event__init(&data);
-		want = limit - s->cursor < READ_CHUNK ? (size_t)(limit - s->cursor) : READ_CHUNK;
-		/* Straight from the ring (PTY output in whole characters): rpc_send
-		   encodes (copies) before returning. */
-		n = ring_peek_text(&p->ring, s->cursor, limit, lc_end_ready(p->lc), &kind, &chunk, want,
-				   tmp);
-		if (n <= 0)
-			goto out;
-		/* stdout, stderr and pty share one union slot of the same type. */
-		data.output_case = kind == RING_STDOUT ? PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDOUT
-				 : kind == RING_STDERR ? PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDERR
-						       : PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_PTY;
-		data.pty.data = (uint8_t *)chunk;
-		data.pty.len = (size_t)n;
-		data.optional_offset_case = PROCESS__PROCESS_EVENT__DATA_EVENT__OPTIONAL_OFFSET_OFFSET;
-		data.offset = s->cursor;
-		ev.event_case = PROCESS__PROCESS_EVENT__EVENT_DATA;
-		ev.data = &data;
-		if (sub_send(s, &ev) < 0)
-			goto out;
-		s->cursor += (uint64_t)n;
-		sub_restart_keepalive(s);
-	}
-out:
-	s->pumping = false;
-}
-
-static void fanout(struct process *p)
-{
-	enter(p);
-	for (struct sub *s = p->subs; s; s = s->next)
-		sub_pump(s);
-	leave(p);
-}
-
-/* ---- reading output ------------------------------------------------------ */
-
-static void arm_reads(struct process *p)
-{
-	if (p->out_fd >= 0 && !p->out_eof && !p->paused)
-		ev_io_start(envd_loop, &p->out_w);
-	else
-		ev_io_stop(envd_loop, &p->out_w);
-	if (p->err_fd >= 0 && !p->err_eof && !p->paused)
-		ev_io_start(envd_loop, &p->err_w);
-	else
-		ev_io_stop(envd_loop, &p->err_w);
-}
-
-/* Pause reading only while every live subscriber lags by over half a ring. */
-static void update_reading(struct process *p)
-{
-	bool any = false, want = true;
-
-	if (!lc_end_ready(p->lc)) {
-		for (struct sub *s = p->subs; s; s = s->next) {
-			if (!s->call)
-				continue;
-			if (!any)
-				want = false;
-			any = true;
-			if (!fanout_lagging(&p->ring, s->cursor))
-				want = true;
-		}
-	}
-	if (want == !p->paused)
-		return;
-	p->paused = !want;
-	if (p->paused) {
-		for (struct sub *s = p->subs; s; s = s->next)
-			s->stall_mark = s->cursor;
-		ev_timer_set(&p->stall_w, PROCESS_STALL_S, 0.);
-		ev_timer_start(envd_loop, &p->stall_w);
-	} else {
-		ev_timer_stop(envd_loop, &p->stall_w);
-	}
-	arm_reads(p);
-}
-
-static void stall_cb(EV_P_ ev_timer *w, int revents)
-{
-	struct process *p = w->data;
-	bool moved = false;
-
-	enter(p);
-	for (struct sub *s = p->subs; s; s = s->next)
-		if (s->call && s->cursor != s->stall_mark)
-			moved = true;
-	if (moved) {
-		for (struct sub *s = p->subs; s; s = s->next)
-			s->stall_mark = s->cursor;
-		ev_timer_set(&p->stall_w, PROCESS_STALL_S, 0.);
-		ev_timer_start(envd_loop, &p->stall_w);
-	} else {
-		for (struct sub *s = p->subs; s; s = s->next)
-			sub_fail(s, RPC_RESOURCE_EXHAUSTED,
-				 "stream stopped reading the output of process %d for %.0f s and "
-				 "was closed so the process can go on",
-				 (int)p->pid, PROCESS_STALL_S);
-	}
-	leave(p);
 }
 
 /*
@@ -494,7 +168,7 @@ static void finalize(struct process *p)
 	pcg_leaf_release(p->cg);
 	p->cg = NULL;
 	stop_io(p);
-	in_drop(p, EPIPE);
+	stdin_drop(p, EPIPE);
 	p->paused = false;
 	p->ent.listed = false;
 	p->ent.retained = true;
@@ -523,9 +197,9 @@ static void track_ready(struct process *p)
 	p->track_wait = false;
 	if (p->track_in_end)
 		return; /* answered inside make_end, whose own fanout follows */
-	enter(p);
-	fanout(p);
-	leave(p);
+	process_enter(p);
+	output_fanout(p);
+	process_leave(p);
 }
 
 /* Entering an end-ready state: subscribers get data up to here, then end. */
@@ -545,14 +219,14 @@ static void make_end(struct process *p)
 	log_info("process", "process %d ended: %s (%llu output bytes)", (int)p->pid, p->status,
 		 (unsigned long long)p->end_off);
 	ev_timer_stop(envd_loop, &p->grace_w);
-	fanout(p);
+	output_fanout(p);
 }
 
 /*
  * Apply a lifecycle event (lifecycle.h has the table) and perform what
  * entering the new state means. Events that do not apply are ignored.
  */
-static void lc_step(struct process *p, enum lc_event e)
+void process_lc_step(struct process *p, enum lc_event e)
 {
 	enum lc_state prev = p->lc, next = lifecycle_next(prev, e);
 
@@ -574,49 +248,11 @@ static void lc_step(struct process *p, enum lc_event e)
 	}
 }
 
-static void read_cb(EV_P_ ev_io *w, int revents)
-{
-	struct process *p = w->data;
-	bool is_err = w == &p->err_w;
-	int fd = is_err ? p->err_fd : p->out_fd;
-	enum ring_kind kind = p->pty ? RING_PTY : is_err ? RING_STDERR : RING_STDOUT;
-
-	enter(p);
-	for (int i = 0; i < READS_PER_WAKE && !p->paused; i++) {
-		ssize_t n = read(fd, read_buf, sizeof(read_buf));
-
-		if (n > 0) {
-			ring_append(&p->ring, kind, read_buf, (size_t)n);
-			fanout(p);
-			update_reading(p);
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			break;
-		/* EOF; for a PTY master EIO means every slave holder is gone. */
-		ev_io_stop(EV_A_ w);
-		if (is_err) {
-			p->err_eof = true;
-			close_fd(&p->err_fd);
-		} else {
-			p->out_eof = true;
-			if (!p->pty)
-				close_fd(&p->out_fd);
-		}
-		if (p->out_eof && p->err_eof)
-			lc_step(p, LC_EV_OUTPUT_EOF);
-		break;
-	}
-	leave(p);
-}
-
 static void child_cb(EV_P_ ev_child *w, int revents)
 {
 	struct process *p = w->data;
 
-	enter(p);
+	process_enter(p);
 	struct rusage now;
 
 	ev_child_stop(EV_A_ w);
@@ -639,8 +275,8 @@ static void child_cb(EV_P_ ev_child *w, int revents)
 		children_seen = now;
 	}
 	waitstatus_describe(w->rstatus, &p->exit_code, &p->exited, p->status, sizeof(p->status));
-	lc_step(p, LC_EV_REAPED);
-	leave(p);
+	process_lc_step(p, LC_EV_REAPED);
+	process_leave(p);
 }
 
 static void grace_cb(EV_P_ ev_timer *w, int revents)
@@ -656,9 +292,9 @@ static void grace_cb(EV_P_ ev_timer *w, int revents)
 		ev_timer_start(EV_A_ w);
 		return;
 	}
-	enter(p);
-	lc_step(p, LC_EV_GRACE);
-	leave(p);
+	process_enter(p);
+	process_lc_step(p, LC_EV_GRACE);
+	process_leave(p);
 }
 
 static void kill_cb(EV_P_ ev_timer *w, int revents)
@@ -675,9 +311,9 @@ static void retain_cb(EV_P_ ev_timer *w, int revents)
 {
 	struct process *p = w->data;
 
-	enter(p);
-	lc_step(p, LC_EV_EXPIRED);
-	leave(p);
+	process_enter(p);
+	process_lc_step(p, LC_EV_EXPIRED);
+	process_leave(p);
 }
 
 /* The timers of a process, started and adopted alike; the caller arms the
@@ -690,7 +326,7 @@ static void init_timers(struct process *p, double timeout_s)
 	p->kill_w.data = p;
 	ev_timer_init(&p->retain_w, retain_cb, PROCESS_RETAIN_S, 0.);
 	p->retain_w.data = p;
-	ev_timer_init(&p->stall_w, stall_cb, PROCESS_STALL_S, 0.);
+	ev_timer_init(&p->stall_w, output_stall_cb, PROCESS_STALL_S, 0.);
 	p->stall_w.data = p;
 }
 
@@ -709,154 +345,10 @@ static void evict_retained(pid_t pid, const char *tag)
 			continue;
 		if (e->pid != (uint32_t)pid && !(tag && e->tag && strcmp(e->tag, tag) == 0))
 			continue;
-		enter(q);
-		lc_step(q, LC_EV_EXPIRED);
-		leave(q);
+		process_enter(q);
+		process_lc_step(q, LC_EV_EXPIRED);
+		process_leave(q);
 	}
-}
-
-/* ---- input --------------------------------------------------------------- */
-
-static const Process__SendInputResponse si_resp = PROCESS__SEND_INPUT_RESPONSE__INIT;
-
-static void in_write_error(struct process *p, int e, char *err, size_t errlen)
-{
-	if (p->pty)
-		snprintf(err, errlen, "error writing to tty: error writing to tty of process "
-				      "'%d': write /dev/ptmx: %s", (int)p->pid, go_strerror(e));
-	else
-		snprintf(err, errlen, "error writing to stdin: error writing to stdin of "
-				      "process '%d': write |1: %s", (int)p->pid, go_strerror(e));
-}
-
-/* Below half the bound again: let paused StreamInput calls go on. */
-static void in_resume_streams(struct process *p, bool all)
-{
-	if (!all && p->inq_len > PROCESS_STDIN_MAX / 2)
-		return;
-	while (p->in_paused) {
-		struct inpause *ip = p->in_paused;
-
-		p->in_paused = ip->next;
-		rpc_call_pause_input(ip->call, false);
-		free(ip);
-	}
-}
-
-static void chunk_free(struct process *p, struct inchunk *c)
-{
-	if (c->owned)
-		p->inq_len -= c->len;
-	free(c);
-}
-
-/*
- * Drop all pending input; unary SendInput calls waiting on it get the
- * error a write would have given (`err`, e.g. EPIPE once the reader is
- * gone).
- */
-static void in_drop(struct process *p, int e)
-{
-	char msg[256];
-
-	while (p->inq_head) {
-		struct inchunk *c = p->inq_head;
-
-		p->inq_head = c->next;
-		if (c->call) {
-			struct rpc_call *call = c->call;
-
-			c->call = NULL;
-			rpc_call_set_hooks(call, NULL, NULL);
-			in_write_error(p, e, msg, sizeof(msg));
-			rpc_fail(call, RPC_INTERNAL, "%s", msg);
-		}
-		chunk_free(p, c);
-	}
-	p->inq_tail = NULL;
-	ev_io_stop(envd_loop, &p->in_w);
-	in_resume_streams(p, true);
-}
-
-/* Write pending chunks in order until the pipe is full. */
-static void in_flush(struct process *p)
-{
-	while (p->inq_head) {
-		struct inchunk *c = p->inq_head;
-
-		while (c->off < c->len) {
-			ssize_t n = write(p->in_fd, c->data + c->off, c->len - c->off);
-
-			if (n > 0) {
-				c->off += (size_t)n;
-				continue;
-			}
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-				goto full;
-			/* Reader gone: nothing queued can be delivered any more. */
-			in_drop(p, n < 0 ? errno : EPIPE);
-			goto done;
-		}
-		p->inq_head = c->next;
-		if (!p->inq_head)
-			p->inq_tail = NULL;
-		if (c->call) {
-			struct rpc_call *call = c->call;
-
-			c->call = NULL;
-			rpc_call_set_hooks(call, NULL, NULL);
-			rpc_reply(call, &si_resp.base);
-		}
-		chunk_free(p, c);
-	}
-done:
-	ev_io_stop(envd_loop, &p->in_w);
-	in_resume_streams(p, true);
-	if (p->stdin_close_pending) {
-		p->stdin_close_pending = false;
-		close_fd(&p->in_fd);
-	}
-	return;
-full:
-	in_resume_streams(p, false);
-	ev_io_set(&p->in_w, p->in_fd, EV_WRITE);
-	ev_io_start(envd_loop, &p->in_w);
-}
-
-static void in_cb(EV_P_ ev_io *w, int revents)
-{
-	struct process *p = w->data;
-
-	enter(p);
-	in_flush(p);
-	leave(p);
-}
-
-/* The client of a waiting SendInput left: the rest of its bytes go too. */
-static void si_cancel(struct rpc_call *call, enum rpc_code why)
-{
-	struct inchunk *c = rpc_call_ud(call);
-
-	c->call = NULL;
-	c->data = NULL;
-	c->len = c->off;
-}
-
-static const struct rpc_call_hooks si_wait_hooks = {
-	.on_cancel = si_cancel,
-};
-
-static void in_append(struct process *p, struct inchunk *c)
-{
-	if (p->inq_tail)
-		p->inq_tail->next = c;
-	else
-		p->inq_head = c;
-	p->inq_tail = c;
-	if (c->owned)
-		p->inq_len += c->len;
 }
 
 static void (*activity_fn)(void);
@@ -866,132 +358,10 @@ void process_on_activity(void (*fn)(void))
 	activity_fn = fn;
 }
 
-static void activity(void)
+void process_activity(void)
 {
 	if (activity_fn)
 		activity_fn();
-}
-
-enum rpc_code process_write_input(struct process *p, struct rpc_call *call, bool stream,
-				  bool to_pty, const uint8_t *data, size_t n, bool *later,
-				  char *err, size_t errlen)
-{
-	size_t done = 0, rest;
-	struct inchunk *c;
-
-	*later = false;
-	activity();
-	if (to_pty && !p->pty) {
-		snprintf(err, errlen, "error writing to tty: tty not assigned to process — input "
-				      "should be written to the stdin, not the tty");
-		return RPC_INTERNAL;
-	}
-	if (!to_pty && p->pty) {
-		snprintf(err, errlen, "error writing to stdin: tty assigned to process — input "
-				      "should be written to the pty, not the stdin");
-		return RPC_INTERNAL;
-	}
-	if (p->in_fd < 0 || p->stdin_close_pending) {
-		if (to_pty)
-			snprintf(err, errlen, "error writing to tty: error writing to tty of process "
-					      "'%d': %s", (int)p->pid, go_strerror(EIO));
-		else
-			snprintf(err, errlen, "error writing to stdin: stdin not enabled or closed");
-		return RPC_INTERNAL;
-	}
-	if (n == 0)
-		return RPC_OK;
-	while (!p->inq_head && done < n) {
-		ssize_t w = write(p->in_fd, data + done, n - done);
-
-		if (w > 0) {
-			done += (size_t)w;
-			continue;
-		}
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			break;
-		in_write_error(p, errno, err, errlen);
-		return RPC_INTERNAL;
-	}
-	if (done == n)
-		return RPC_OK;
-	rest = n - done;
-	/*
-	 * The pipe is full. A unary call too big for the bound keeps its own
-	 * bytes and is answered once they are all written; anything else is
-	 * copied. A stream over the bound is paused until the pipe drains.
-	 */
-	if (call && !stream && p->inq_len + rest > PROCESS_STDIN_MAX) {
-		c = calloc(1, sizeof(*c));
-		if (!c)
-			goto nomem;
-		c->data = data + done;
-		c->call = call;
-		rpc_call_set_hooks(call, &si_wait_hooks, c);
-		*later = true;
-	} else {
-		c = calloc(1, sizeof(*c) + rest);
-		if (!c)
-			goto nomem;
-		memcpy(c + 1, data + done, rest);
-		c->data = (const uint8_t *)(c + 1);
-		c->owned = true;
-	}
-	c->p = p;
-	c->len = rest;
-	in_append(p, c);
-	ev_io_set(&p->in_w, p->in_fd, EV_WRITE);
-	ev_io_start(envd_loop, &p->in_w);
-	if (call && stream && p->inq_len > PROCESS_STDIN_MAX) {
-		struct inpause *ip;
-
-		for (ip = p->in_paused; ip && ip->call != call; ip = ip->next)
-			;
-		if (!ip && (ip = calloc(1, sizeof(*ip)))) {
-			ip->call = call;
-			ip->next = p->in_paused;
-			p->in_paused = ip;
-			rpc_call_pause_input(call, true);
-		}
-	}
-	return RPC_OK;
-nomem:
-	snprintf(err, errlen, "error writing to %s: %s", to_pty ? "tty" : "stdin",
-		 go_strerror(ENOMEM));
-	return RPC_INTERNAL;
-}
-
-void process_input_forget(struct process *p, struct rpc_call *call)
-{
-	for (struct inpause **pp = &p->in_paused; *pp; pp = &(*pp)->next) {
-		if ((*pp)->call == call) {
-			struct inpause *ip = *pp;
-
-			*pp = ip->next;
-			free(ip);
-			return;
-		}
-	}
-}
-
-enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen)
-{
-	if (p->pty) {
-		snprintf(err, errlen, "error closing stdin: cannot close stdin for PTY process — "
-				      "send Ctrl+D (0x04) instead");
-		return RPC_UNKNOWN;
-	}
-	if (p->in_fd < 0)
-		return RPC_OK;
-	if (p->inq_head) {
-		p->stdin_close_pending = true;
-		return RPC_OK;
-	}
-	ev_io_stop(envd_loop, &p->in_w);
-	close_fd(&p->in_fd);
-	return RPC_OK;
 }
 
 enum rpc_code process_resize(struct process *p, unsigned cols, unsigned rows, char *err,
@@ -1087,105 +457,6 @@ enum rpc_code process_signal(struct process *p, int sig, char *err, size_t errle
 	else
 		snprintf(err, errlen, "error sending signal: %s", go_strerror(errno));
 	return RPC_INTERNAL;
-}
-
-/* ---- subscribers ---------------------------------------------------------- */
-
-static void sub_on_writable(struct rpc_call *call)
-{
-	struct sub *s = rpc_call_ud(call);
-	struct process *p = s->p;
-
-	enter(p);
-	sub_pump(s);
-	leave(p);
-}
-
-static void sub_on_cancel(struct rpc_call *call, enum rpc_code why)
-{
-	struct sub *s = rpc_call_ud(call);
-	struct process *p = s->p;
-
-	enter(p);
-	s->call = NULL;
-	leave(p);
-}
-
-static const struct rpc_call_hooks sub_hooks = {
-	.on_writable = sub_on_writable,
-	.on_cancel = sub_on_cancel,
-};
-
-static void ka_cb(EV_P_ ev_timer *w, int revents)
-{
-	struct sub *s = w->data;
-	struct process *p = s->p;
-	Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
-	Process__ProcessEvent__KeepAlive ka = PROCESS__PROCESS_EVENT__KEEP_ALIVE__INIT;
-
-	enter(p);
-	if (s->call && rpc_call_queued(s->call) < RPC_SEND_HIGH) {
-		ev.event_case = PROCESS__PROCESS_EVENT__EVENT_KEEPALIVE;
-		ev.keepalive = &ka;
-		sub_send(s, &ev);
-	}
-	leave(p);
-}
-
-static void sub_attach(struct process *p, struct rpc_call *call, bool connect, bool replay,
-		       uint64_t from)
-{
-	Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
-	Process__ProcessEvent__StartEvent st = PROCESS__PROCESS_EVENT__START_EVENT__INIT;
-	struct sub *s = calloc(1, sizeof(*s));
-	double ka;
-	int rc;
-
-	if (!s) {
-		rpc_fail(call, RPC_INTERNAL, "error subscribing to process %d: %s", (int)p->pid,
-			 go_strerror(ENOMEM));
-		return;
-	}
-	enter(p);
-	s->p = p;
-	s->call = call;
-	s->connect = connect;
-	s->replay = replay;
-	s->cursor = replay ? (from < ring_end(&p->ring) ? from : ring_end(&p->ring))
-			   : ring_end(&p->ring);
-	ka = rpc_call_keepalive_s(call);
-	ev_timer_init(&s->ka, ka_cb, ka, ka);
-	s->ka.data = s;
-	s->next = p->subs;
-	p->subs = s;
-	rpc_call_set_hooks(call, &sub_hooks, s);
-
-	st.pid = (uint32_t)p->pid;
-	ev.event_case = PROCESS__PROCESS_EVENT__EVENT_START;
-	ev.start = &st;
-	s->pumping = true; /* nothing may overtake the start event */
-	rc = sub_send(s, &ev);
-	s->pumping = false;
-	if (rc == 0 && s->call) {
-		ev_timer_again(envd_loop, &s->ka);
-		sub_pump(s);
-	}
-	leave(p);
-}
-
-void process_subscribe(struct process *p, struct rpc_call *call, bool replay, uint64_t from)
-{
-	size_t n = 0;
-
-	for (struct sub *s = p->subs; s; s = s->next)
-		n += s->call != NULL;
-	if (n >= process_max_subs) {
-		rpc_fail(call, RPC_RESOURCE_EXHAUSTED,
-			 "process %d already has %u attached streams", (int)p->pid,
-			 process_max_subs);
-		return;
-	}
-	sub_attach(p, call, true, replay, from);
 }
 
 /* ---- start ------------------------------------------------------------------ */
@@ -1448,7 +719,7 @@ static void spawn_register(struct spawn_job *j)
 	evict_retained(pid, p->tag);
 	p->ent.listed = true;
 	ptable_add(&table, &p->ent);
-	lc_step(p, LC_EV_REGISTERED);
+	process_lc_step(p, LC_EV_REGISTERED);
 
 	ev_child_init(&p->child_w, child_cb, pid, 0);
 	p->child_w.data = p;
@@ -1459,16 +730,16 @@ static void spawn_register(struct spawn_job *j)
 		p->child_w.rstatus = status;
 		ev_feed_event(envd_loop, &p->child_w, EV_CHILD);
 	}
-	ev_io_init(&p->out_w, read_cb, p->out_fd, EV_READ);
+	ev_io_init(&p->out_w, output_read_cb, p->out_fd, EV_READ);
 	p->out_w.data = p;
-	ev_io_init(&p->err_w, read_cb, p->err_fd < 0 ? 0 : p->err_fd, EV_READ);
+	ev_io_init(&p->err_w, output_read_cb, p->err_fd < 0 ? 0 : p->err_fd, EV_READ);
 	p->err_w.data = p;
-	ev_io_init(&p->in_w, in_cb, p->in_fd < 0 ? 0 : p->in_fd, EV_WRITE);
+	ev_io_init(&p->in_w, stdin_cb, p->in_fd < 0 ? 0 : p->in_fd, EV_WRITE);
 	p->in_w.data = p;
 	init_timers(p, (double)j->timeout_ms / 1000.0);
 	if (j->timeout_ms > 0)
 		ev_timer_start(envd_loop, &p->kill_w);
-	arm_reads(p);
+	output_arm_reads(p);
 
 	log_info("process", "process %d started: %s%s%s", (int)pid, j->cl, p->tag ? " tag=" : "",
 		 p->tag ? p->tag : "");
@@ -1524,7 +795,7 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	int rc;
 
 	init_once();
-	activity();
+	process_activity();
 	j = calloc(1, sizeof(*j));
 	p = j ? calloc(1, sizeof(*p)) : NULL;
 	if (!p) {
@@ -1789,10 +1060,10 @@ void process_end_streams(enum rpc_code code, const char *msg)
 	for (struct ptable_entry *e = table.head; e; e = e->next) {
 		struct process *p = of_entry(e);
 
-		enter(p);
+		process_enter(p);
 		for (struct sub *s = p->subs; s; s = s->next)
 			sub_fail(s, code, "%s", msg);
-		leave(p);
+		process_leave(p);
 	}
 }
 
@@ -1814,14 +1085,14 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 		memcpy(c + 1, s->stdin_pending, s->stdin_pending_len);
 		c->len = s->stdin_pending_len;
 		c->owned = true;
-		in_append(p, c);
+		stdin_append(p, c);
 	}
 	p->config = s->config ? config_copy(s->config) : calloc(1, sizeof(Process__ProcessConfig));
 	if (p->config && !s->config)
 		process__process_config__init(p->config);
 	p->tag = s->tag ? strdup(s->tag) : NULL;
 	if (!p->config || (s->tag && !p->tag)) {
-		in_drop(p, EPIPE);
+		stdin_drop(p, EPIPE);
 		if (p->config)
 			process__process_config__free_unpacked(p->config, NULL);
 		free(p->tag);
@@ -1846,11 +1117,11 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 	ev_child_init(&p->child_w, child_cb, p->pid, 0);
 	p->child_w.data = p;
 	init_timers(p, (double)s->timeout_left_ms / 1000.0);
-	ev_io_init(&p->out_w, read_cb, 0, EV_READ);
+	ev_io_init(&p->out_w, output_read_cb, 0, EV_READ);
 	p->out_w.data = p;
-	ev_io_init(&p->err_w, read_cb, 0, EV_READ);
+	ev_io_init(&p->err_w, output_read_cb, 0, EV_READ);
 	p->err_w.data = p;
-	ev_io_init(&p->in_w, in_cb, 0, EV_WRITE);
+	ev_io_init(&p->in_w, stdin_cb, 0, EV_WRITE);
 	p->in_w.data = p;
 
 	p->ent.pid = s->pid;
@@ -1895,19 +1166,19 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 	p->lc = LC_NEW;
 	p->ent.listed = true;
 	ptable_add(&table, &p->ent);
-	enter(p);
-	lc_step(p, LC_EV_REGISTERED);
+	process_enter(p);
+	process_lc_step(p, LC_EV_REGISTERED);
 	if (s->reaped)
-		lc_step(p, LC_EV_REAPED);
+		process_lc_step(p, LC_EV_REAPED);
 	else
 		ev_child_start(envd_loop, &p->child_w);
 	if (s->timeout_left_ms > 0)
 		ev_timer_start(envd_loop, &p->kill_w);
 	if (p->inq_head && p->in_fd >= 0)
-		in_flush(p);
-	arm_reads(p);
+		stdin_flush(p);
+	output_arm_reads(p);
 	if (p->out_eof && p->err_eof)
-		lc_step(p, LC_EV_OUTPUT_EOF);
-	leave(p);
+		process_lc_step(p, LC_EV_OUTPUT_EOF);
+	process_leave(p);
 	return 0;
 }

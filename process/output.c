@@ -1,0 +1,389 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * output.c - a process's output path (process.h has the policy): the
+ * child's pipes or PTY master are read into the ring, and every subscriber
+ * (Start or Connect stream) is a cursor into it, sent what fanout.h allows.
+ * Private interface: process_int.h.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "process/process.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "base/errstr.h"
+#include "base/loop.h"
+#include "process/fanout.h"
+#include "process/lifecycle.h"
+#include "process/process_int.h"
+#include "process/ring.h"
+
+#define READ_CHUNK (64 * 1024)
+/* Reads per wake-up before other watchers get a turn. */
+#define READS_PER_WAKE 16
+
+unsigned process_max_subs = 128;
+static uint8_t read_buf[READ_CHUNK];
+
+/* ---- sending to subscribers --------------------------------------------- */
+
+static int sub_send(struct sub *s, Process__ProcessEvent *ev)
+{
+	Process__StartResponse sr = PROCESS__START_RESPONSE__INIT;
+	Process__ConnectResponse cr = PROCESS__CONNECT_RESPONSE__INIT;
+
+	if (!s->call)
+		return -EPIPE;
+	if (s->connect) {
+		cr.event = ev;
+		return rpc_send(s->call, &cr.base);
+	}
+	sr.event = ev;
+	return rpc_send(s->call, &sr.base);
+}
+
+void sub_fail(struct sub *s, enum rpc_code code, const char *fmt, ...)
+{
+	struct rpc_call *call = s->call;
+	va_list ap;
+
+	if (!call)
+		return;
+	s->call = NULL;
+	va_start(ap, fmt);
+	rpc_failv(call, code, fmt, ap);
+	va_end(ap);
+}
+
+static void sub_send_end(struct sub *s)
+{
+	struct process *p = s->p;
+	Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
+	Process__ProcessEvent__EndEvent end = PROCESS__PROCESS_EVENT__END_EVENT__INIT;
+	struct rpc_call *call;
+
+	Process__ResourceUsage use = PROCESS__RESOURCE_USAGE__INIT;
+
+	end.exit_code = p->exit_code;
+	end.exited = p->exited;
+	if (p->usage_known) {
+		use.cpu_user_usec = p->usage.user_usec;
+		use.cpu_system_usec = p->usage.system_usec;
+		use.memory_peak_bytes = p->usage.memory_peak;
+		use.oom_killed = p->usage.oom_killed;
+		use.wall_usec = p->t_end_us > p->t_start_us ? p->t_end_us - p->t_start_us : 0;
+		end.usage = &use;
+	}
+	end.status = p->status;
+	if (p->track)
+		process_tracker->fill(p->track, &end);
+	if (p->exit_code != 0) {
+		end.optional_error_case = PROCESS__PROCESS_EVENT__END_EVENT__OPTIONAL_ERROR_ERROR;
+		end.error = p->status;
+	}
+	ev.event_case = PROCESS__PROCESS_EVENT__EVENT_END;
+	ev.end = &end;
+	if (sub_send(s, &ev) < 0 || !s->call)
+		return;
+	call = s->call;
+	s->call = NULL;
+	rpc_finish(call);
+}
+
+static void sub_restart_keepalive(struct sub *s)
+{
+	ev_timer_again(envd_loop, &s->ka);
+}
+
+/* Send what the subscriber may have now; see process.h for the policy. */
+static void sub_pump(struct sub *s)
+{
+	struct process *p = s->p;
+
+	/* The transport may call on_writable from inside rpc_send. */
+	if (s->pumping)
+		return;
+	s->pumping = true;
+	while (s->call) {
+		bool end_ready = lc_end_ready(p->lc);
+		uint64_t limit = end_ready ? p->end_off : ring_end(&p->ring);
+		Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
+		Process__ProcessEvent__DataEvent data;
+		Process__ProcessEvent__GapEvent gap = PROCESS__PROCESS_EVENT__GAP_EVENT__INIT;
+		enum ring_kind kind;
+		const uint8_t *chunk;
+		uint8_t tmp[RING_TEXT_TMP];
+		size_t want;
+		long n;
+
+		switch (fanout_next(&p->ring, end_ready, p->end_off, s->cursor, s->replay,
+				    rpc_call_queued(s->call) < RPC_SEND_HIGH)) {
+		case FANOUT_IDLE:
+		case FANOUT_WAIT: /* on_writable or the next read resumes */
+			goto out;
+		case FANOUT_END:
+			if (p->track_wait)
+				goto out; /* track_ready resumes */
+			sub_send_end(s);
+			goto out;
+		case FANOUT_BEHIND:
+			sub_fail(s, RPC_RESOURCE_EXHAUSTED,
+				 "stream fell behind the output of process %d: bytes from "
+				 "offset %llu were dropped from the %zu-byte buffer; the "
+				 "process keeps running (reconnect to follow it)",
+				 (int)p->pid, (unsigned long long)s->cursor, p->ring.max);
+			goto out;
+		case FANOUT_GAP:
+			gap.from = s->cursor;
+			gap.to = ring_start(&p->ring);
+			ev.event_case = PROCESS__PROCESS_EVENT__EVENT_GAP;
+			ev.gap = &gap;
+			if (sub_send(s, &ev) < 0)
+				goto out;
+			s->cursor = gap.to;
+			continue;
+		case FANOUT_DATA:
+			break;
+		}
+		process__process_event__data_event__init(&data);
+		want = limit - s->cursor < READ_CHUNK ? (size_t)(limit - s->cursor) : READ_CHUNK;
+		/* Straight from the ring (PTY output in whole characters): rpc_send
+		   encodes (copies) before returning. */
+		n = ring_peek_text(&p->ring, s->cursor, limit, lc_end_ready(p->lc), &kind, &chunk, want,
+				   tmp);
+		if (n <= 0)
+			goto out;
+		/* stdout, stderr and pty share one union slot of the same type. */
+		data.output_case = kind == RING_STDOUT ? PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDOUT
+				 : kind == RING_STDERR ? PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDERR
+						       : PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_PTY;
+		data.pty.data = (uint8_t *)chunk;
+		data.pty.len = (size_t)n;
+		data.optional_offset_case = PROCESS__PROCESS_EVENT__DATA_EVENT__OPTIONAL_OFFSET_OFFSET;
+		data.offset = s->cursor;
+		ev.event_case = PROCESS__PROCESS_EVENT__EVENT_DATA;
+		ev.data = &data;
+		if (sub_send(s, &ev) < 0)
+			goto out;
+		s->cursor += (uint64_t)n;
+		sub_restart_keepalive(s);
+	}
+out:
+	s->pumping = false;
+}
+
+void output_fanout(struct process *p)
+{
+	process_enter(p);
+	for (struct sub *s = p->subs; s; s = s->next)
+		sub_pump(s);
+	process_leave(p);
+}
+
+/* ---- reading output ------------------------------------------------------ */
+
+void output_arm_reads(struct process *p)
+{
+	if (p->out_fd >= 0 && !p->out_eof && !p->paused)
+		ev_io_start(envd_loop, &p->out_w);
+	else
+		ev_io_stop(envd_loop, &p->out_w);
+	if (p->err_fd >= 0 && !p->err_eof && !p->paused)
+		ev_io_start(envd_loop, &p->err_w);
+	else
+		ev_io_stop(envd_loop, &p->err_w);
+}
+
+/* Pause reading only while every live subscriber lags by over half a ring. */
+void output_update_reading(struct process *p)
+{
+	bool any = false, want = true;
+
+	if (!lc_end_ready(p->lc)) {
+		for (struct sub *s = p->subs; s; s = s->next) {
+			if (!s->call)
+				continue;
+			if (!any)
+				want = false;
+			any = true;
+			if (!fanout_lagging(&p->ring, s->cursor))
+				want = true;
+		}
+	}
+	if (want == !p->paused)
+		return;
+	p->paused = !want;
+	if (p->paused) {
+		for (struct sub *s = p->subs; s; s = s->next)
+			s->stall_mark = s->cursor;
+		ev_timer_set(&p->stall_w, PROCESS_STALL_S, 0.);
+		ev_timer_start(envd_loop, &p->stall_w);
+	} else {
+		ev_timer_stop(envd_loop, &p->stall_w);
+	}
+	output_arm_reads(p);
+}
+
+void output_stall_cb(EV_P_ ev_timer *w, int revents)
+{
+	struct process *p = w->data;
+	bool moved = false;
+
+	process_enter(p);
+	for (struct sub *s = p->subs; s; s = s->next)
+		if (s->call && s->cursor != s->stall_mark)
+			moved = true;
+	if (moved) {
+		for (struct sub *s = p->subs; s; s = s->next)
+			s->stall_mark = s->cursor;
+		ev_timer_set(&p->stall_w, PROCESS_STALL_S, 0.);
+		ev_timer_start(envd_loop, &p->stall_w);
+	} else {
+		for (struct sub *s = p->subs; s; s = s->next)
+			sub_fail(s, RPC_RESOURCE_EXHAUSTED,
+				 "stream stopped reading the output of process %d for %.0f s and "
+				 "was closed so the process can go on",
+				 (int)p->pid, PROCESS_STALL_S);
+	}
+	process_leave(p);
+}
+void output_read_cb(EV_P_ ev_io *w, int revents)
+{
+	struct process *p = w->data;
+	bool is_err = w == &p->err_w;
+	int fd = is_err ? p->err_fd : p->out_fd;
+	enum ring_kind kind = p->pty ? RING_PTY : is_err ? RING_STDERR : RING_STDOUT;
+
+	process_enter(p);
+	for (int i = 0; i < READS_PER_WAKE && !p->paused; i++) {
+		ssize_t n = read(fd, read_buf, sizeof(read_buf));
+
+		if (n > 0) {
+			ring_append(&p->ring, kind, read_buf, (size_t)n);
+			output_fanout(p);
+			output_update_reading(p);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		/* EOF; for a PTY master EIO means every slave holder is gone. */
+		ev_io_stop(EV_A_ w);
+		if (is_err) {
+			p->err_eof = true;
+			close_fd(&p->err_fd);
+		} else {
+			p->out_eof = true;
+			if (!p->pty)
+				close_fd(&p->out_fd);
+		}
+		if (p->out_eof && p->err_eof)
+			process_lc_step(p, LC_EV_OUTPUT_EOF);
+		break;
+	}
+	process_leave(p);
+}
+
+/* ---- subscribers ---------------------------------------------------------- */
+
+static void sub_on_writable(struct rpc_call *call)
+{
+	struct sub *s = rpc_call_ud(call);
+	struct process *p = s->p;
+
+	process_enter(p);
+	sub_pump(s);
+	process_leave(p);
+}
+
+static void sub_on_cancel(struct rpc_call *call, enum rpc_code why)
+{
+	struct sub *s = rpc_call_ud(call);
+	struct process *p = s->p;
+
+	process_enter(p);
+	s->call = NULL;
+	process_leave(p);
+}
+
+static const struct rpc_call_hooks sub_hooks = {
+	.on_writable = sub_on_writable,
+	.on_cancel = sub_on_cancel,
+};
+
+static void ka_cb(EV_P_ ev_timer *w, int revents)
+{
+	struct sub *s = w->data;
+	struct process *p = s->p;
+	Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
+	Process__ProcessEvent__KeepAlive ka = PROCESS__PROCESS_EVENT__KEEP_ALIVE__INIT;
+
+	process_enter(p);
+	if (s->call && rpc_call_queued(s->call) < RPC_SEND_HIGH) {
+		ev.event_case = PROCESS__PROCESS_EVENT__EVENT_KEEPALIVE;
+		ev.keepalive = &ka;
+		sub_send(s, &ev);
+	}
+	process_leave(p);
+}
+
+void sub_attach(struct process *p, struct rpc_call *call, bool connect, bool replay,
+		       uint64_t from)
+{
+	Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
+	Process__ProcessEvent__StartEvent st = PROCESS__PROCESS_EVENT__START_EVENT__INIT;
+	struct sub *s = calloc(1, sizeof(*s));
+	double ka;
+	int rc;
+
+	if (!s) {
+		rpc_fail(call, RPC_INTERNAL, "error subscribing to process %d: %s", (int)p->pid,
+			 go_strerror(ENOMEM));
+		return;
+	}
+	process_enter(p);
+	s->p = p;
+	s->call = call;
+	s->connect = connect;
+	s->replay = replay;
+	s->cursor = replay ? (from < ring_end(&p->ring) ? from : ring_end(&p->ring))
+			   : ring_end(&p->ring);
+	ka = rpc_call_keepalive_s(call);
+	ev_timer_init(&s->ka, ka_cb, ka, ka);
+	s->ka.data = s;
+	s->next = p->subs;
+	p->subs = s;
+	rpc_call_set_hooks(call, &sub_hooks, s);
+
+	st.pid = (uint32_t)p->pid;
+	ev.event_case = PROCESS__PROCESS_EVENT__EVENT_START;
+	ev.start = &st;
+	s->pumping = true; /* nothing may overtake the start event */
+	rc = sub_send(s, &ev);
+	s->pumping = false;
+	if (rc == 0 && s->call) {
+		ev_timer_again(envd_loop, &s->ka);
+		sub_pump(s);
+	}
+	process_leave(p);
+}
+
+void process_subscribe(struct process *p, struct rpc_call *call, bool replay, uint64_t from)
+{
+	size_t n = 0;
+
+	for (struct sub *s = p->subs; s; s = s->next)
+		n += s->call != NULL;
+	if (n >= process_max_subs) {
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED,
+			 "process %d already has %u attached streams", (int)p->pid,
+			 process_max_subs);
+		return;
+	}
+	sub_attach(p, call, true, replay, from);
+}

@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * process_int.h - private to the three files that implement process.h:
+ *
+ *   process.c   the process table and each process's lifecycle: start
+ *               (spawn jobs), child exit, timers, retention, signals,
+ *               lookups, snapshot/adopt for a live upgrade;
+ *   output.c    the output path: the child's pipes (or PTY master) read
+ *               into the ring, and the subscribers (Start/Connect streams)
+ *               it is delivered to, with keep-alives and stall handling;
+ *   stdin.c     input to the child: the pending-input queue behind
+ *               SendInput, StreamInput and CloseStdin.
+ *
+ * Nothing outside process/ includes this; the public surface is process.h.
+ * It includes no header of the three files' own (process.h included),
+ * so the module graph has no cycle (scripts/check-layers.sh): the three
+ * include process.h and this, and reach each other only through here.
+ * Everything runs on envd_loop.
+ */
+#ifndef PROCESS_PROCESS_INT_H
+#define PROCESS_PROCESS_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "process.pb-c.h"
+#include "base/loop.h"
+#include "process/cgroup.h"
+#include "process/lifecycle.h"
+#include "process/ptable.h"
+#include "process/ring.h"
+#include "rpc/rpc.h"
+
+struct sub {
+	struct sub *next;
+	struct process *p;
+	struct rpc_call *call;   /* NULL once the call is over; freed in process_leave() */
+	uint64_t cursor;         /* next offset to send */
+	uint64_t stall_mark;     /* cursor when the stall timer was armed */
+	bool connect;            /* ConnectResponse rather than StartResponse */
+	bool replay;             /* offset-aware: report gaps instead of failing */
+	bool pumping;            /* in sub_pump: a nested on_writable is a no-op */
+	ev_timer ka;
+};
+
+struct process {
+	struct ptable_entry ent; /* first member: entry and process convert */
+	Process__ProcessConfig *config;
+	char *tag;
+	pid_t pid;
+	bool pty;
+	int out_fd;              /* stdout pipe, or the PTY master */
+	int err_fd;              /* stderr pipe; -1 for a PTY */
+	int in_fd;               /* stdin pipe, or the PTY master (not owned) */
+	ev_io out_w, err_w, in_w;
+	ev_child child_w;
+	ev_timer grace_w, kill_w, retain_w, stall_w;
+	struct ring ring;
+
+	/* Input not yet accepted by the pipe/PTY, in order (stdin.c). */
+	struct inchunk *inq_head, *inq_tail;
+	size_t inq_len;          /* bytes of owned (copied) chunks: the memory bound */
+	struct inpause *in_paused; /* StreamInput calls paused for back-pressure */
+	bool stdin_close_pending; /* CloseStdin came while input was still queued */
+
+	enum lc_state lc;        /* lifecycle.h: reaped, ended, retained, expired */
+	bool out_eof, err_eof;   /* per output stream; both -> LC_EV_OUTPUT_EOF */
+	bool paused;             /* output reading paused for slow subscribers */
+	uint64_t end_off;        /* subscribers get data up to here, then end */
+	int exit_code;
+	bool exited;
+	char status[64];
+
+	struct sub *subs;
+	int depth;               /* > 0 while a callback is working on p */
+
+	struct pcg_leaf *cg;     /* own cgroup leaf, or NULL (owned until released) */
+	uint64_t t_start_us;     /* CLOCK_MONOTONIC at spawn */
+	uint64_t t_end_us;       /* at reap */
+	struct pcg_usage usage;  /* filled at make_end */
+	bool usage_known;
+	struct rusage ru;        /* reaped children's usage credited to us (no cgroup) */
+	void *track;             /* process_tracker handle, or NULL */
+	bool track_wait;         /* the end event waits for the tracker */
+	bool track_in_end;       /* inside the tracker's end() call */
+};
+
+/*
+ * A piece of pending input. Owned chunks hold a copy of the bytes (they
+ * follow the struct); a unary SendInput larger than the bound borrows its
+ * request's bytes instead (valid until its call ends) and is answered when
+ * the last of them is written.
+ */
+struct inchunk {
+	struct inchunk *next;
+	struct process *p;
+	const uint8_t *data;
+	size_t len, off;
+	struct rpc_call *call;   /* borrowed: the SendInput to answer; else NULL */
+	bool owned;
+};
+
+static inline void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* ---- process.c ----------------------------------------------------------- */
+
+/*
+ * Callbacks bracket their work with process_enter/process_leave so that
+ * subscribers cancelled in the middle (rpc_send may report a dead peer at
+ * once) and the process itself are only freed when nothing uses them any
+ * more. The outermost process_leave frees the subscribers whose call is
+ * over, updates output reading, and frees an expired process.
+ */
+static inline void process_enter(struct process *p)
+{
+	p->depth++;
+}
+
+void process_leave(struct process *p);
+
+/* Apply a lifecycle event (lifecycle.h) and do what entering the new state
+ * means; events that do not apply are ignored. */
+void process_lc_step(struct process *p, enum lc_event e);
+
+/* A client started a process or wrote to one (process_on_activity). */
+void process_activity(void);
+
+/* ---- output.c ------------------------------------------------------------ */
+
+/* The output watchers' callback (out_w and err_w) and the stall timer's. */
+void output_read_cb(EV_P_ ev_io *w, int revents);
+void output_stall_cb(EV_P_ ev_timer *w, int revents);
+
+/* Start or stop the output watchers for the current state. */
+void output_arm_reads(struct process *p);
+
+/* Pause reading only while every live subscriber lags by over half a ring. */
+void output_update_reading(struct process *p);
+
+/* Send every subscriber what it may have now (fanout.h has the policy). */
+void output_fanout(struct process *p);
+
+/*
+ * Subscribe `call` (a Start stream, or a Connect one when `connect`): the
+ * start event, then output from `from` (when `replay`) or from now on.
+ * Fails the call when out of memory.
+ */
+void sub_attach(struct process *p, struct rpc_call *call, bool connect, bool replay,
+		uint64_t from);
+
+/* End the subscriber's call with `code`; it is freed by process_leave. */
+void sub_fail(struct sub *s, enum rpc_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ---- stdin.c ------------------------------------------------------------- */
+
+/* The stdin watcher's callback (in_w): write what is pending. */
+void stdin_cb(EV_P_ ev_io *w, int revents);
+
+/* Queue a chunk (owned chunks count against PROCESS_STDIN_MAX). */
+void stdin_append(struct process *p, struct inchunk *c);
+
+/* Write pending chunks in order until the pipe is full. */
+void stdin_flush(struct process *p);
+
+/*
+ * Drop all pending input; unary SendInput calls waiting on it get the
+ * error a write would have given (`e`, e.g. EPIPE once the reader is gone).
+ */
+void stdin_drop(struct process *p, int e);
+
+#endif
