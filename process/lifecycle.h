@@ -51,7 +51,7 @@ enum lc_state lifecycle_next(enum lc_state s, enum lc_event e);
 
 const char *lifecycle_state_name(enum lc_state s);
 
-/* Facts the rest of process.c asks about. */
+/* Facts the rest of process.c (and output.c) asks about. */
 static inline bool lc_reaped(enum lc_state s)
 {
 	return s == LC_REAPED || s == LC_ENDED || s == LC_RETAINED || s == LC_EXPIRED;
