@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -431,6 +432,16 @@ enum rpc_code process_signal(struct process *p, int sig, char *err, size_t errle
 {
 	int rc;
 
+	if (p->attached) {
+		rc = p->aops ? p->aops->signal(p->aud, sig) : -ESRCH;
+		if (rc == 0)
+			return RPC_OK;
+		if (rc == -ESRCH)
+			snprintf(err, errlen, "error sending signal: os: process already finished");
+		else
+			snprintf(err, errlen, "error sending signal: %s", go_strerror(-rc));
+		return RPC_INTERNAL;
+	}
 	/*
 	 * SIGKILL empties the command's cgroup: descendants that left the
 	 * process group (setsid, double fork) die too. Other signals are the
@@ -1020,6 +1031,9 @@ void process_snapshot_each(void (*fn)(void *ud, const struct process_snapshot *s
 
 		if (!e->listed && !e->retained)
 			continue;
+		/* Session commands live in their shell, which the record does not carry. */
+		if (p->attached)
+			continue;
 		s.pid = (uint32_t)p->pid;
 		s.tag = p->tag;
 		s.pty = p->pty;
@@ -1181,4 +1195,107 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 		process_lc_step(p, LC_EV_OUTPUT_EOF);
 	process_leave(p);
 	return 0;
+}
+
+/* ---- attached commands ---------------------------------------------------- */
+
+enum rpc_code process_attach(const struct process_spec *s, uint32_t pid, const int fds[3],
+			     const struct process_attach_ops *ops, void *ud, struct rpc_call *call,
+			     struct process **out, char *err, size_t errlen)
+{
+	struct process *p;
+
+	init_once();
+	process_activity();
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		snprintf(err, errlen, "error starting process: %s", go_strerror(ENOMEM));
+		return RPC_INTERNAL;
+	}
+	p->lc = LC_NEW;
+	p->out_fd = p->err_fd = p->in_fd = -1;
+	ring_init(&p->ring, process_ring_size);
+	p->config = config_copy(s->config);
+	p->tag = s->tag ? strdup(s->tag) : NULL;
+	if (!p->config || (s->tag && !p->tag)) {
+		snprintf(err, errlen, "error starting process: %s", go_strerror(ENOMEM));
+		process_free(p);
+		return RPC_INTERNAL;
+	}
+	p->attached = true;
+	p->aops = ops;
+	p->aud = ud;
+	p->in_fd = fds[0];
+	p->out_fd = fds[1];
+	p->err_fd = fds[2];
+	p->t_start_us = mono_us();
+	p->pid = (pid_t)pid;
+	p->ent.pid = pid;
+	p->ent.tag = p->tag;
+	evict_retained(p->pid, p->tag);
+	p->ent.listed = true;
+	ptable_add(&table, &p->ent);
+	process_lc_step(p, LC_EV_REGISTERED);
+	ev_io_init(&p->out_w, output_read_cb, p->out_fd, EV_READ);
+	p->out_w.data = p;
+	ev_io_init(&p->err_w, output_read_cb, p->err_fd, EV_READ);
+	p->err_w.data = p;
+	ev_io_init(&p->in_w, stdin_cb, p->in_fd < 0 ? 0 : p->in_fd, EV_WRITE);
+	p->in_w.data = p;
+	init_timers(p, (double)s->timeout_ms / 1000.0);
+	if (s->timeout_ms > 0)
+		ev_timer_start(envd_loop, &p->kill_w);
+	output_arm_reads(p);
+	if (call)
+		sub_attach(p, call, false, false, 0);
+	*out = p;
+	return RPC_OK;
+}
+
+static uint8_t attach_buf[64 * 1024];
+
+/* What the command wrote is in the pipe by the time it exits: read that
+ * much, no more (a background job may go on writing). */
+static void attach_drain(struct process *p, int *fd, ev_io *w, enum ring_kind kind, bool *eof,
+			 const struct process_attach_ops *ops, void *ud)
+{
+	int left = 0;
+
+	if (*fd < 0 || *eof)
+		return;
+	ev_io_stop(envd_loop, w);
+	if (ioctl(*fd, FIONREAD, &left) < 0)
+		left = 0;
+	while (left > 0) {
+		ssize_t n = read(*fd, attach_buf, (size_t)left < sizeof(attach_buf) ? (size_t)left : sizeof(attach_buf));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		ring_append(&p->ring, kind, attach_buf, (size_t)n);
+		output_fanout(p);
+		left -= (int)n;
+	}
+	ops->keep_fd(ud, *fd);
+	*fd = -1;
+	*eof = true;
+}
+
+void process_attach_exit(struct process *p, int wstatus)
+{
+	const struct process_attach_ops *ops = p->aops;
+	void *ud = p->aud;
+
+	if (!ops)
+		return;
+	process_enter(p);
+	p->aops = NULL;
+	p->t_end_us = mono_us();
+	waitstatus_describe(wstatus, &p->exit_code, &p->exited, p->status, sizeof(p->status));
+	attach_drain(p, &p->out_fd, &p->out_w, RING_STDOUT, &p->out_eof, ops, ud);
+	attach_drain(p, &p->err_fd, &p->err_w, RING_STDERR, &p->err_eof, ops, ud);
+	process_lc_step(p, LC_EV_REAPED);
+	process_lc_step(p, LC_EV_OUTPUT_EOF);
+	process_leave(p);
 }

@@ -150,6 +150,38 @@ enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen);
 enum rpc_code process_resize(struct process *p, unsigned cols, unsigned rows, char *err,
 			     size_t errlen);
 
+/* ---- attached commands (process/session.c) --------------------------------
+ *
+ * A command that is not a child of envd: a session's shell runs it and
+ * tells its end. Its stdin/stdout/stderr are descriptors envd holds (here
+ * the FIFOs the shell opens for it); everything else (ring, subscribers,
+ * input, deadline, List/Connect) is as for a started command.
+ */
+struct process_attach_ops {
+	/* Deliver `sig` to the command's processes (not to what runs it):
+	 * 0 or -errno (-ESRCH: it is gone). */
+	int (*signal)(void *ud, int sig);
+	/* At the exit: an output read end still open (a background job of the
+	 * command holds the write end); the callee owns it now. */
+	void (*keep_fd)(void *ud, int fd);
+};
+
+/*
+ * Register an attached command under `pid` (a number no real process has)
+ * with fds {stdin write end or -1, stdout, stderr read ends} (taken, also
+ * on failure: no), and subscribe `call` (start event sent) when not NULL.
+ * ops are called until process_attach_exit. The spec's cwd, user, envp,
+ * pty and track_changes are not used. RPC_OK with *out, or a code and err
+ * (the fds are then still the caller's).
+ */
+enum rpc_code process_attach(const struct process_spec *s, uint32_t pid, const int fds[3],
+			     const struct process_attach_ops *ops, void *ud, struct rpc_call *call,
+			     struct process **out, char *err, size_t errlen);
+/* The command ended with wait status `wstatus`: the output already in its
+ * pipes is taken, the rest of the descriptors go to ops->keep_fd, and the
+ * end event follows. No op is called after this. */
+void process_attach_exit(struct process *p, int wstatus);
+
 /* ---- live upgrade (sandbox/upgrade.c) -------------------------------------
  *
  * What the hand-over record needs of a process, and the way back. The

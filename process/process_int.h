@@ -87,6 +87,11 @@ struct process {
 	void *track;             /* process_tracker handle, or NULL */
 	bool track_wait;         /* the end event waits for the tracker */
 	bool track_in_end;       /* inside the tracker's end() call */
+
+	/* An attached command (process_attach): no child of ours. */
+	bool attached;
+	const struct process_attach_ops *aops; /* NULL once it exited */
+	void *aud;
 };
 
 /*

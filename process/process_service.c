@@ -15,6 +15,7 @@
 #include "base/errstr.h"
 #include "process/procenv.h"
 #include "process/process.h"
+#include "process/session.h"
 #include "process.pb-c.h"
 #include "base/state.h"
 #include "base/users.h"
@@ -49,6 +50,19 @@ static struct process *select_or_fail(struct rpc_call *call, const Process__Proc
 
 static void start_spawn(struct rpc_call *call, const Process__StartRequest *rq, struct user *u,
 			const char *cwd);
+static void start_in_session(struct rpc_call *call, const Process__StartRequest *rq, struct user *u,
+			     const char *name, const char *cwd, bool cwd_given);
+
+/* The session a Start names (ENVD_SESSION in its envs), or NULL. */
+static const char *session_of(const Process__StartRequest *rq)
+{
+	const Process__ProcessConfig *c = rq->process;
+
+	for (size_t i = 0; c && i < c->n_envs; i++)
+		if (c->envs[i]->key && strcmp(c->envs[i]->key, SESSION_ENV) == 0)
+			return c->envs[i]->value ? c->envs[i]->value : "";
+	return NULL;
+}
 
 /*
  * Start: the user and the cwd resolved here (no syscall on the path: the
@@ -85,8 +99,68 @@ static void do_start(struct rpc_call *call, const ProtobufCMessage *msg)
 		free(u);
 		return;
 	}
-	start_spawn(call, rq, u, cwd);
+	if (session_of(rq) && !rq->optional_pty_case)
+		start_in_session(call, rq, u, session_of(rq), cwd,
+				 rq->process && c->optional_cwd_case && c->cwd && *c->cwd);
+	else
+		start_spawn(call, rq, u, cwd);
 	free(u);
+}
+
+static void start_in_session(struct rpc_call *call, const Process__StartRequest *rq, struct user *u,
+			     const char *name, const char *cwd, bool cwd_given)
+{
+	const Process__ProcessConfig *c = rq->process;
+	struct session_req r = { 0 };
+	struct session_env *envs = calloc(c->n_envs + 1, sizeof(*envs));
+	struct procenv_kv *store = NULL;
+	size_t n_store = envstore_count();
+	char err[1024], home[PATH_MAX];
+	const char *path = getenv("PATH");
+	enum rpc_code code;
+
+	store = calloc(n_store + 1, sizeof(*store));
+	if (!envs || !store) {
+		rpc_fail(call, RPC_INTERNAL, "error starting process: %s", go_strerror(ENOMEM));
+		goto out;
+	}
+	for (size_t i = 0; i < n_store; i++)
+		envstore_entry(i, &store[i].key, &store[i].value);
+	for (size_t i = 0; i < c->n_envs; i++) {
+		if (c->envs[i]->key && strcmp(c->envs[i]->key, SESSION_ENV) == 0)
+			continue;
+		envs[r.n_envs].key = c->envs[i]->key ? c->envs[i]->key : "";
+		envs[r.n_envs].value = c->envs[i]->value ? c->envs[i]->value : "";
+		r.n_envs++;
+	}
+	if (cwd_given &&
+	    path_resolve(u, "", state_default_workdir(), home, sizeof(home), err, sizeof(err)) < 0)
+		snprintf(home, sizeof(home), "%s", u->home);
+	r.name = name;
+	r.user = u;
+	r.cwd = cwd_given ? cwd : NULL;
+	r.home_cwd = cwd_given ? home : cwd;
+	r.shell_envp = procenv_build(path && *path ? path : DEFAULT_PATH, u->home, u->name, store,
+				     n_store, NULL, 0);
+	if (!r.shell_envp) {
+		rpc_fail(call, RPC_INTERNAL, "error starting process: %s", go_strerror(ENOMEM));
+		goto out;
+	}
+	r.config = c;
+	r.tag = rq->optional_tag_case ? rq->tag : NULL;
+#pragma push_macro("stdin")
+#undef stdin
+	r.stdin_pipe = !rq->optional_stdin_case || rq->stdin;
+#pragma pop_macro("stdin")
+	r.set_ids = geteuid() == 0 || u->uid != geteuid();
+	r.timeout_ms = rpc_call_timeout_ms(call);
+	r.envs = envs;
+	code = session_run(&r, call, err, sizeof(err));
+	if (code != RPC_OK)
+		rpc_fail(call, code, "%s", err);
+out:
+	free(envs);
+	free(store);
 }
 
 /* The rest of Start: environment and spec, then process_start. */

@@ -1,0 +1,1164 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "process/session.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/child.h"
+#include "base/errstr.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/users.h"
+#include "base/worker.h"
+#include "process/process.h"
+#include "process/spawn.h"
+
+/*
+ * The shell's side, one line per command:
+ *
+ *   [__envd_d=$PWD;] { printf s >&3; __envd_r "$__envd_s" "$__envd_l";
+ *   [K='v' ...] . DIR/c 3>&-; } <IN >DIR/o.N 2>DIR/e.N;
+ *   __envd_s=$?; [cd -- "$__envd_d";] printf '%s\n' "$__envd_s" >&3
+ *
+ * - `s` on fd 3 says the redirections are open (the shell opens a FIFO
+ *   only once envd holds its other end: no wait, no lost input);
+ * - `. DIR/c` reads the command from a file, so an unbalanced quote is
+ *   the command's syntax error (status 2), not a hang of the shell;
+ * - `3>&-` hides the status pipe from the command and its children;
+ * - __envd_r restores $? and $_ of the previous command (the wrapper's
+ *   would otherwise show through; $_ is taken at the end of the file);
+ * - temporary assignments before `.` give the command its own envs.
+ *
+ * The trap on SESSION_TRAP_SIG returns from the sourced command: envd
+ * sends it to the shell with a signal for the command, so that the rest of
+ * the command line does not go on (and a loop of builtins, which has no
+ * process to signal, ends).
+ */
+#define SESSION_TRAP_SIG 40
+#define SESSION_PID_BASE 0x40000000u /* above any pid_max (2^22) */
+#define SESSION_KEEP_MAX 64          /* output ends held for background jobs */
+#define SESSION_BEFORE_MAX 256
+#define SESSION_KILL_GRACE_S 2.0
+
+struct session;
+
+struct scmd {
+	struct scmd *next;
+	struct session *s;
+	struct process *p;
+	uint32_t pid;
+	unsigned long seq;
+	char *text;           /* the file the shell sources */
+	char *line;           /* the line written to the shell */
+	bool stdin_pipe;
+	int keep_in;          /* holds the stdin FIFO open until the shell has it */
+	int sig;              /* a signal envd delivered to it; 0: none */
+	bool started;         /* `s` seen */
+	pid_t before[SESSION_BEFORE_MAX]; /* the shell's group when it began */
+	size_t n_before;
+};
+
+struct keepfd {
+	struct keepfd *next;
+	ev_io w;
+};
+
+struct session {
+	struct session *next;
+	char name[SESSION_NAME_MAX + 1];
+	struct user u;
+	bool set_ids;
+	char *home_cwd;
+	char **envp;
+	char dir[128];
+	unsigned long id;
+	unsigned long seq;
+
+	pid_t pid;            /* the shell; 0 while none */
+	bool spawning;
+	int cmd_fd;           /* we write command lines */
+	int st_fd;            /* the shell's status pipe */
+	ev_io cmd_w, st_w;
+	ev_child child_w;
+	ev_timer kill_w;      /* a SIGKILL the trap did not end */
+	unsigned long long reap_seq;
+	bool st_eof, reaped;
+	int wstatus;
+
+	char *wbuf;           /* unwritten part of command lines */
+	size_t wlen, woff;
+	char nonce[40];
+	char rbuf[64];        /* status bytes not yet parsed */
+	size_t rlen;
+	bool ready;           /* the nonce came: lines now reach our code */
+
+	struct scmd *head, *tail; /* head is running once dispatched */
+	unsigned queued;
+	bool running;
+	struct keepfd *keeps;
+	unsigned n_keeps;
+};
+
+static struct session *sessions;
+static unsigned n_sessions;
+static unsigned long next_id;
+static uint32_t next_pid = SESSION_PID_BASE;
+static char base_dir[96];
+
+static void session_shell_start(struct session *s);
+static bool st_read(struct session *s);
+static void session_dispatch(struct session *s);
+
+/* ---- text ----------------------------------------------------------------- */
+
+bool session_name_ok(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (n == 0 || n > SESSION_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char ch = name[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		      ch == '.' || ch == '_' || ch == '-'))
+			return false;
+	}
+	return true;
+}
+
+size_t session_quote(char *out, size_t cap, const char *s)
+{
+	size_t o = 0;
+
+#define PUT(ch)                          \
+	do {                             \
+		if (o + 1 < cap)         \
+			out[o] = (ch);   \
+		o++;                     \
+	} while (0)
+	PUT('\'');
+	for (; *s; s++) {
+		if (*s == '\'') {
+			PUT('\'');
+			PUT('\\');
+			PUT('\'');
+			PUT('\'');
+		} else {
+			PUT(*s);
+		}
+	}
+	PUT('\'');
+#undef PUT
+	if (cap)
+		out[o < cap ? o : cap - 1] = '\0';
+	return o;
+}
+
+static bool is_shell(const char *cmd)
+{
+	static const char *const shells[] = { "/bin/bash", "/usr/bin/bash", "bash", "/bin/sh", "sh" };
+
+	for (size_t i = 0; i < sizeof(shells) / sizeof(shells[0]); i++)
+		if (cmd && strcmp(cmd, shells[i]) == 0)
+			return true;
+	return false;
+}
+
+char *session_command_text(const Process__ProcessConfig *c)
+{
+	size_t need = 1, o = 0;
+	char *out;
+
+	if (is_shell(c->cmd)) {
+		if (c->n_args == 3 && strcmp(c->args[0], "-l") == 0 && strcmp(c->args[1], "-c") == 0)
+			return strdup(c->args[2]);
+		if (c->n_args == 2 && strcmp(c->args[0], "-c") == 0)
+			return strdup(c->args[1]);
+	}
+	need += session_quote(NULL, 0, c->cmd ? c->cmd : "");
+	for (size_t i = 0; i < c->n_args; i++)
+		need += 1 + session_quote(NULL, 0, c->args[i]);
+	out = malloc(need);
+	if (!out)
+		return NULL;
+	o += session_quote(out, need, c->cmd ? c->cmd : "");
+	for (size_t i = 0; i < c->n_args; i++) {
+		out[o++] = ' ';
+		o += session_quote(out + o, need - o, c->args[i]);
+	}
+	out[o] = '\0';
+	return out;
+}
+
+static bool env_key_ok(const char *k)
+{
+	if (!k || !*k || (*k >= '0' && *k <= '9'))
+		return false;
+	for (; *k; k++)
+		if (!((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') || (*k >= '0' && *k <= '9') ||
+		      *k == '_'))
+			return false;
+	return true;
+}
+
+/* ---- files ---------------------------------------------------------------- */
+
+static int base_dir_ready(void)
+{
+	if (base_dir[0])
+		return 0;
+	if (mkdir("/run/envd-sessions", 0711) == 0 || errno == EEXIST) {
+		snprintf(base_dir, sizeof(base_dir), "/run/envd-sessions");
+		return 0;
+	}
+	snprintf(base_dir, sizeof(base_dir), "/tmp/envd-sessions-%u", (unsigned)geteuid());
+	if (mkdir(base_dir, 0711) == 0 || errno == EEXIST)
+		return 0;
+	base_dir[0] = '\0';
+	return -errno;
+}
+
+static void own(const struct session *s, const char *path)
+{
+	if (geteuid() == 0 && chown(path, s->u.uid, s->u.gid) < 0)
+		log_info("session", "chown %s: %s", path, go_strerror(errno));
+}
+
+static void cmd_path(const struct scmd *c, char kind, char *out, size_t len)
+{
+	snprintf(out, len, "%s/%c.%lu", c->s->dir, kind, c->seq);
+}
+
+static void rm_tree(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char path[384];
+
+	if (d) {
+		while ((de = readdir(d))) {
+			if (de->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+			unlink(path);
+		}
+		closedir(d);
+	}
+	rmdir(dir);
+}
+
+/* ---- process group -------------------------------------------------------- */
+
+/* Members of the shell's process group other than the shell, with ppid. */
+static size_t group_members(pid_t pgid, pid_t *pids, pid_t *ppids, size_t max)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	size_t n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)) && n < max) {
+		char path[64], buf[512], *rp;
+		long pid, ppid, pgrp;
+		ssize_t r;
+		int fd;
+
+		pid = strtol(de->d_name, &rp, 10);
+		if (*rp || pid <= 0 || pid == pgid)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		r = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (r <= 0)
+			continue;
+		buf[r] = '\0';
+		rp = strrchr(buf, ')');
+		if (!rp || sscanf(rp + 1, " %*c %ld %ld", &ppid, &pgrp) != 2 || pgrp != pgid)
+			continue;
+		pids[n] = (pid_t)pid;
+		if (ppids)
+			ppids[n] = (pid_t)ppid;
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static bool in_before(const struct scmd *c, pid_t pid)
+{
+	for (size_t i = 0; i < c->n_before; i++)
+		if (c->before[i] == pid)
+			return true;
+	return false;
+}
+
+/* Signal what the running command started: the group's members that are
+   not background jobs from before it (nor their children). */
+static int signal_members(struct scmd *c, int sig)
+{
+	static pid_t pids[4096], ppids[4096];
+	size_t n = group_members(c->s->pid, pids, ppids, 4096);
+	int hit = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (in_before(c, pids[i]) || in_before(c, ppids[i]))
+			continue;
+		if (kill(pids[i], sig) == 0)
+			hit++;
+	}
+	return hit;
+}
+
+/* ---- commands ------------------------------------------------------------- */
+
+static void scmd_free(struct scmd *c)
+{
+	if (c->keep_in >= 0)
+		close(c->keep_in);
+	free(c->text);
+	free(c->line);
+	free(c);
+}
+
+static void deliver(struct scmd *c)
+{
+	struct session *s = c->s;
+
+	/* The trap first: it is pending when the processes die, and ends
+	   the rest of the command as the shell gets back to it. */
+	if (s->pid > 0)
+		kill(s->pid, SESSION_TRAP_SIG);
+	signal_members(c, c->sig);
+	if (c->sig == SIGKILL && !ev_is_active(&s->kill_w)) {
+		ev_timer_set(&s->kill_w, SESSION_KILL_GRACE_S, 0.);
+		ev_timer_start(envd_loop, &s->kill_w);
+	}
+}
+
+static void queue_remove(struct session *s, struct scmd *c)
+{
+	struct scmd **pp;
+
+	for (pp = &s->head; *pp; pp = &(*pp)->next) {
+		if (*pp != c)
+			continue;
+		*pp = c->next;
+		if (s->tail == c) {
+			s->tail = s->head;
+			while (s->tail && s->tail->next)
+				s->tail = s->tail->next;
+		}
+		s->queued--;
+		return;
+	}
+}
+
+static void unlink_fifos(struct scmd *c)
+{
+	char path[192];
+
+	cmd_path(c, 'o', path, sizeof(path));
+	unlink(path);
+	cmd_path(c, 'e', path, sizeof(path));
+	unlink(path);
+	cmd_path(c, 'i', path, sizeof(path));
+	unlink(path);
+}
+
+/* The command is over with `wstatus`; s->head was c when it ran. */
+static void scmd_finish(struct scmd *c, int wstatus)
+{
+	struct session *s = c->s;
+	bool was_running = s->running && s->head == c;
+
+	queue_remove(s, c);
+	if (was_running) {
+		s->running = false;
+		ev_timer_stop(envd_loop, &s->kill_w);
+	}
+	unlink_fifos(c);
+	if (c->p)
+		process_attach_exit(c->p, wstatus);
+	scmd_free(c);
+}
+
+static int cmd_signal(void *ud, int sig)
+{
+	struct scmd *c = ud;
+	struct session *s = c->s;
+
+	if (!(s->running && s->head == c)) {
+		/* Still waiting: it never runs. */
+		scmd_finish(c, sig & 0x7f);
+		return 0;
+	}
+	c->sig = sig;
+	if (c->started)
+		deliver(c);
+	return 0;
+}
+
+static void keep_cb(EV_P_ ev_io *w, int revents)
+{
+	struct keepfd *k = w->data;
+	char buf[4096];
+	ssize_t n = read(w->fd, buf, sizeof(buf));
+
+	(void)revents;
+	if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+		return;
+	/* EOF: the last background writer is gone. */
+	for (struct session *s = sessions; s; s = s->next) {
+		for (struct keepfd **pp = &s->keeps; *pp; pp = &(*pp)->next) {
+			if (*pp != k)
+				continue;
+			*pp = k->next;
+			s->n_keeps--;
+			ev_io_stop(EV_A_ w);
+			close(w->fd);
+			free(k);
+			return;
+		}
+	}
+}
+
+static void keeps_free(struct session *s)
+{
+	while (s->keeps) {
+		struct keepfd *k = s->keeps;
+
+		s->keeps = k->next;
+		ev_io_stop(envd_loop, &k->w);
+		close(k->w.fd);
+		free(k);
+	}
+	s->n_keeps = 0;
+}
+
+/* Background output after its command ended is read and dropped: a job
+   whose reader went away would die of SIGPIPE at its next write. */
+static void cmd_keep_fd(void *ud, int fd)
+{
+	struct scmd *c = ud;
+	struct session *s = c->s;
+	struct keepfd *k = s->n_keeps < SESSION_KEEP_MAX ? calloc(1, sizeof(*k)) : NULL;
+
+	if (!k) {
+		close(fd);
+		return;
+	}
+	ev_io_init(&k->w, keep_cb, fd, EV_READ);
+	k->w.data = k;
+	ev_io_start(envd_loop, &k->w);
+	k->next = s->keeps;
+	s->keeps = k;
+	s->n_keeps++;
+}
+
+static const struct process_attach_ops cmd_ops = {
+	.signal = cmd_signal,
+	.keep_fd = cmd_keep_fd,
+};
+
+/* ---- writing command lines ------------------------------------------------ */
+
+static void write_flush(struct session *s)
+{
+	while (s->woff < s->wlen) {
+		ssize_t n = write(s->cmd_fd, s->wbuf + s->woff, s->wlen - s->woff);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			ev_io_start(envd_loop, &s->cmd_w);
+			return;
+		}
+		if (n < 0) {
+			/* The shell is gone; its EOF on the status pipe ends things. */
+			s->woff = s->wlen;
+			break;
+		}
+		s->woff += (size_t)n;
+	}
+	ev_io_stop(envd_loop, &s->cmd_w);
+	s->woff = s->wlen = 0;
+}
+
+static void cmd_w_cb(EV_P_ ev_io *w, int revents)
+{
+	(void)revents;
+	(void)loop;
+	write_flush(w->data);
+}
+
+static int write_line(struct session *s, const char *line)
+{
+	size_t n = strlen(line);
+	char *b;
+
+	b = realloc(s->wbuf, s->wlen + n);
+	if (!b)
+		return -ENOMEM;
+	s->wbuf = b;
+	memcpy(b + s->wlen, line, n);
+	s->wlen += n;
+	write_flush(s);
+	return 0;
+}
+
+/* ---- the shell's end ------------------------------------------------------ */
+
+static void session_free(struct session *s)
+{
+	for (struct session **pp = &sessions; *pp; pp = &(*pp)->next) {
+		if (*pp == s) {
+			*pp = s->next;
+			n_sessions--;
+			break;
+		}
+	}
+	keeps_free(s);
+	rm_tree(s->dir);
+	free(s->home_cwd);
+	free(s->envp);
+	free(s->wbuf);
+	free(s);
+}
+
+/* The shell is gone (status pipe at EOF and reaped): the running command
+   ends with the shell's status; waiting ones get a new shell. */
+static void shell_gone(struct session *s)
+{
+	struct scmd *c = s->running ? s->head : NULL;
+
+	log_info("session", "session %s of %s: shell %d ended (status 0x%x)", s->name, s->u.name,
+		 (int)s->pid, s->wstatus);
+	/* Background jobs go with their session. */
+	if (s->pid > 0)
+		kill(-s->pid, SIGKILL);
+	ev_io_stop(envd_loop, &s->st_w);
+	ev_io_stop(envd_loop, &s->cmd_w);
+	ev_timer_stop(envd_loop, &s->kill_w);
+	close(s->st_fd);
+	close(s->cmd_fd);
+	s->st_fd = s->cmd_fd = -1;
+	s->pid = 0;
+	s->ready = false;
+	s->rlen = 0;
+	s->wlen = s->woff = 0;
+	if (c) {
+		int ws = s->wstatus;
+
+		/* A command we signalled and that the shell died of: report
+		   our signal, as for a started command. */
+		if (c->sig && !(WIFEXITED(ws) && WEXITSTATUS(ws) == 0))
+			ws = c->sig;
+		scmd_finish(c, ws);
+	}
+	if (s->head) {
+		session_shell_start(s);
+		return;
+	}
+	session_free(s);
+}
+
+static void child_cb(EV_P_ ev_child *w, int revents)
+{
+	struct session *s = w->data;
+
+	(void)revents;
+	ev_child_stop(EV_A_ w);
+	s->reaped = true;
+	s->wstatus = w->rstatus;
+	/* What the shell wrote is in the pipe; a process the login files left
+	   behind may hold it open, so its EOF is not waited for. */
+	if (!s->st_eof) {
+		st_read(s);
+		ev_io_stop(EV_A_ & s->st_w);
+		s->st_eof = true;
+	}
+	shell_gone(s);
+}
+
+static void kill_timer_cb(EV_P_ ev_timer *w, int revents)
+{
+	struct session *s = w->data;
+
+	(void)revents;
+	(void)loop;
+	/* The command outlived a kill (its trap was replaced, or it waits
+	   in the shell itself): the session ends with it. */
+	if (s->pid > 0) {
+		log_info("session", "session %s: the command did not end on SIGKILL; ending the shell",
+			 s->name);
+		kill(-s->pid, SIGKILL);
+	}
+}
+
+static void on_status(struct session *s, int code)
+{
+	struct scmd *c = s->running ? s->head : NULL;
+	int ws;
+
+	if (!c)
+		return;
+	ws = (code & 0xff) << 8;
+	if (c->sig && code != 0)
+		ws = c->sig;
+	scmd_finish(c, ws);
+	session_dispatch(s);
+}
+
+static void on_started(struct session *s)
+{
+	struct scmd *c = s->running ? s->head : NULL;
+
+	if (!c || c->started)
+		return;
+	c->started = true;
+	/* The shell holds the FIFOs now: their names can go, and the stdin
+	   FIFO's EOF is up to the command's own writer. */
+	unlink_fifos(c);
+	if (c->keep_in >= 0) {
+		close(c->keep_in);
+		c->keep_in = -1;
+	}
+	if (c->sig)
+		deliver(c);
+}
+
+static void parse_status(struct session *s)
+{
+	size_t i = 0;
+
+	if (!s->ready) {
+		/* Anything the login files printed comes before the nonce. */
+		char *hit = memmem(s->rbuf, s->rlen, s->nonce, strlen(s->nonce));
+
+		if (!hit) {
+			size_t keep = strlen(s->nonce);
+
+			if (s->rlen > keep) {
+				memmove(s->rbuf, s->rbuf + s->rlen - keep, keep);
+				s->rlen = keep;
+			}
+			return;
+		}
+		i = (size_t)(hit - s->rbuf) + strlen(s->nonce);
+		s->ready = true;
+		memmove(s->rbuf, s->rbuf + i, s->rlen - i);
+		s->rlen -= i;
+		i = 0;
+		session_dispatch(s);
+	}
+	while (i < s->rlen) {
+		char ch = s->rbuf[i];
+
+		if (ch == 's') {
+			on_started(s);
+			i++;
+			continue;
+		}
+		if (ch == '\n') {
+			i++;
+			continue;
+		}
+		char *nl = memchr(s->rbuf + i, '\n', s->rlen - i);
+
+		if (!nl)
+			break;
+		on_status(s, atoi(s->rbuf + i));
+		i = (size_t)(nl - s->rbuf) + 1;
+	}
+	memmove(s->rbuf, s->rbuf + i, s->rlen - i);
+	s->rlen -= i;
+}
+
+/* Read the status pipe until it is empty; true at EOF. */
+static bool st_read(struct session *s)
+{
+	for (;;) {
+		ssize_t n;
+
+		if (s->rlen == sizeof(s->rbuf))
+			s->rlen = 0; /* not our protocol: drop it */
+		n = read(s->st_fd, s->rbuf + s->rlen, sizeof(s->rbuf) - s->rlen);
+		if (n > 0) {
+			s->rlen += (size_t)n;
+			parse_status(s);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		return !(n < 0 && errno == EAGAIN);
+	}
+}
+
+static void st_cb(EV_P_ ev_io *w, int revents)
+{
+	struct session *s = w->data;
+
+	(void)revents;
+	if (!st_read(s))
+		return;
+	ev_io_stop(EV_A_ w);
+	s->st_eof = true;
+	if (s->reaped)
+		shell_gone(s);
+}
+
+/* ---- starting the shell --------------------------------------------------- */
+
+struct shell_job {
+	struct session *s;
+	struct spawn_req rq;
+	char *argv[3];
+	int child_fd[3];
+	int parent_cmd, parent_st;
+	pid_t pid;
+	char err[256];
+};
+
+static void shell_work(void *arg)
+{
+	struct shell_job *j = arg;
+
+	j->pid = spawn_start(&j->rq, j->err, sizeof(j->err));
+	if (j->pid < 0 && strcmp(j->rq.file, "/bin/bash") == 0 && access("/bin/bash", X_OK) < 0) {
+		j->rq.file = "/bin/sh";
+		j->argv[0] = "sh";
+		j->pid = spawn_start(&j->rq, j->err, sizeof(j->err));
+	}
+}
+
+static void shell_fail_all(struct session *s, const char *why)
+{
+	log_info("session", "session %s of %s: cannot start a shell: %s", s->name, s->u.name, why);
+	while (s->head)
+		scmd_finish(s->head, 127 << 8);
+	session_free(s);
+}
+
+static void shell_done(void *arg)
+{
+	struct shell_job *j = arg;
+	struct session *s = j->s;
+	int status;
+	char init[512];
+
+	for (int i = 0; i < 3; i++)
+		if (j->child_fd[i] >= 0)
+			close(j->child_fd[i]);
+	s->spawning = false;
+	if (j->pid < 0) {
+		close(j->parent_cmd);
+		close(j->parent_st);
+		child_exits_release();
+		shell_fail_all(s, j->err);
+		free(j);
+		return;
+	}
+	s->pid = j->pid;
+	s->cmd_fd = j->parent_cmd;
+	s->st_fd = j->parent_st;
+	s->st_eof = s->reaped = false;
+	ev_io_init(&s->st_w, st_cb, s->st_fd, EV_READ);
+	s->st_w.data = s;
+	ev_io_start(envd_loop, &s->st_w);
+	ev_io_init(&s->cmd_w, cmd_w_cb, s->cmd_fd, EV_WRITE);
+	s->cmd_w.data = s;
+	ev_child_init(&s->child_w, child_cb, s->pid, 0);
+	s->child_w.data = s;
+	ev_child_start(envd_loop, &s->child_w);
+	if (child_exit_take(s->pid, s->reap_seq, &status)) {
+		s->child_w.rpid = s->pid;
+		s->child_w.rstatus = status;
+		ev_feed_event(envd_loop, &s->child_w, EV_CHILD);
+	}
+	child_exits_release();
+	free(j);
+	log_info("session", "session %s of %s: shell %d started", s->name, s->u.name, (int)s->pid);
+
+	/* fd 3 is the status pipe from now on; the shell's own output goes
+	   nowhere. The nonce marks where the login files' output ends. */
+	snprintf(init, sizeof(init),
+		 "exec 3>&1 >/dev/null; __envd_r() { return \"$1\"; }; __envd_s=0 __envd_l=; "
+		 "trap 'return 130' %d; printf '\\n%%s\\n' %s >&3\n",
+		 SESSION_TRAP_SIG, s->nonce);
+	write_line(s, init);
+}
+
+static void make_nonce(struct session *s)
+{
+	unsigned char r[12];
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		memset(r, (int)s->id, sizeof(r));
+	strcpy(s->nonce, "envd-");
+	for (size_t i = 0; i < sizeof(r); i++)
+		snprintf(s->nonce + 5 + 2 * i, 3, "%02x", r[i]);
+}
+
+static void session_shell_start(struct session *s)
+{
+	struct shell_job *j = calloc(1, sizeof(*j));
+	int cmdp[2] = { -1, -1 }, stp[2] = { -1, -1 };
+	int rc;
+
+	if (!j)
+		goto fail;
+	j->s = s;
+	j->child_fd[0] = j->child_fd[1] = j->child_fd[2] = -1;
+	if (pipe2(cmdp, O_CLOEXEC) < 0 || pipe2(stp, O_CLOEXEC) < 0)
+		goto fail;
+	j->child_fd[0] = cmdp[0];
+	j->child_fd[1] = stp[1];
+	j->child_fd[2] = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (j->child_fd[2] < 0)
+		goto fail;
+	j->parent_cmd = cmdp[1];
+	j->parent_st = stp[0];
+	fcntl(cmdp[1], F_SETFL, O_NONBLOCK);
+	fcntl(stp[0], F_SETFL, O_NONBLOCK);
+	make_nonce(s);
+	j->argv[0] = "bash";
+	j->argv[1] = "-l";
+	j->argv[2] = NULL;
+	j->rq.file = "/bin/bash";
+	j->rq.argv = j->argv;
+	j->rq.argc = 2;
+	j->rq.envp = s->envp;
+	j->rq.cwd = s->home_cwd;
+	j->rq.set_ids = s->set_ids;
+	j->rq.uid = s->u.uid;
+	j->rq.gid = s->u.gid;
+	j->rq.groups = s->u.groups;
+	j->rq.n_groups = s->u.n_groups;
+	j->rq.fd_in = j->child_fd[0];
+	j->rq.fd_out = j->child_fd[1];
+	j->rq.fd_err = j->child_fd[2];
+	j->rq.cgroup_dir_fd = -1;
+	s->spawning = true;
+	s->reap_seq = child_exits_hold();
+	rc = worker_run(&(struct worker_req){ .work = shell_work, .done = shell_done, .arg = j,
+					      .key = worker_path_key(s->home_cwd) | WORKER_KEY_SPAWN });
+	if (rc == 0)
+		return;
+	child_exits_release();
+	s->spawning = false;
+fail:
+	for (int i = 0; i < 2; i++) {
+		if (cmdp[i] >= 0)
+			close(cmdp[i]);
+		if (stp[i] >= 0)
+			close(stp[i]);
+	}
+	if (j && j->child_fd[2] >= 0)
+		close(j->child_fd[2]);
+	free(j);
+	shell_fail_all(s, "out of resources");
+}
+
+/* ---- running -------------------------------------------------------------- */
+
+static int write_file(const struct session *s, const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	size_t n = strlen(text), o = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (geteuid() == 0 && fchown(fd, s->u.uid, s->u.gid) < 0) {
+		/* the shell could not read it */
+	}
+	while (o < n) {
+		ssize_t w = write(fd, text + o, n - o);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			int e = errno;
+
+			close(fd);
+			return -e;
+		}
+		o += (size_t)w;
+	}
+	close(fd);
+	return 0;
+}
+
+static void session_dispatch(struct session *s)
+{
+	struct scmd *c;
+	char path[192];
+	static pid_t pids[SESSION_BEFORE_MAX];
+
+	if (!s->ready || s->running || !s->head || s->pid <= 0)
+		return;
+	c = s->head;
+	snprintf(path, sizeof(path), "%s/c", s->dir);
+	if (write_file(s, path, c->text) < 0) {
+		log_info("session", "session %s: cannot write %s: %s", s->name, path, go_strerror(errno));
+		scmd_finish(c, 127 << 8);
+		session_dispatch(s);
+		return;
+	}
+	/* What is in the group now are background jobs, not this command. */
+	c->n_before = group_members(s->pid, pids, NULL, SESSION_BEFORE_MAX);
+	memcpy(c->before, pids, c->n_before * sizeof(pid_t));
+	s->running = true;
+	if (write_line(s, c->line) < 0) {
+		s->running = false;
+		scmd_finish(c, 127 << 8);
+	}
+}
+
+static char *build_line(const struct session *s, const struct scmd *c, const struct session_req *r)
+{
+	char in[192], out[192], err[192];
+	size_t need = 512, o = 0;
+	char *line;
+
+	for (size_t i = 0; i < r->n_envs; i++)
+		need += strlen(r->envs[i].key) + 2 + session_quote(NULL, 0, r->envs[i].value);
+	line = malloc(need);
+	if (!line)
+		return NULL;
+	if (c->stdin_pipe)
+		cmd_path(c, 'i', in, sizeof(in));
+	else
+		snprintf(in, sizeof(in), "/dev/null");
+	cmd_path(c, 'o', out, sizeof(out));
+	cmd_path(c, 'e', err, sizeof(err));
+	o += (size_t)snprintf(line + o, need - o, "%s{ printf s >&3; __envd_r \"$__envd_s\" \"$__envd_l\"; ",
+			      r->cwd ? "__envd_d=$PWD; " : "");
+	for (size_t i = 0; i < r->n_envs; i++) {
+		o += (size_t)snprintf(line + o, need - o, "%s=", r->envs[i].key);
+		o += session_quote(line + o, need - o, r->envs[i].value);
+		line[o++] = ' ';
+	}
+	snprintf(line + o, need - o,
+		 ". %s/c 3>&-; } <%s >%s 2>%s; __envd_s=$?; %sprintf '%%s\\n' \"$__envd_s\" >&3\n",
+		 s->dir, in, out, err, r->cwd ? "cd -- \"$__envd_d\" 2>/dev/null; " : "");
+	return line;
+}
+
+static char *build_text(const struct session_req *r)
+{
+	char *cmd = session_command_text(r->config), *t;
+	size_t n, o = 0;
+	/* $_ for the next command: after `.` the shell sets it to the file's
+	   name, so it is taken inside (not after a here-document that the
+	   text may leave open: the trailer would become its body). */
+	bool trailer = cmd && !strstr(cmd, "<<");
+
+	if (!cmd)
+		return NULL;
+	n = strlen(cmd) + (r->cwd ? session_quote(NULL, 0, r->cwd) : 0) + 128;
+	t = malloc(n);
+	if (t) {
+		if (r->cwd) {
+			o += (size_t)snprintf(t, n, "cd -- ");
+			o += session_quote(t + o, n - o, r->cwd);
+			o += (size_t)snprintf(t + o, n - o, " || return\n");
+		}
+		snprintf(t + o, n - o, "%s\n%s", cmd,
+			 trailer ? "\n__envd_s=$? __envd_l=$_; return \"$__envd_s\"\n" : "");
+	}
+	free(cmd);
+	return t;
+}
+
+static struct session *session_find(const char *name, uid_t uid)
+{
+	for (struct session *s = sessions; s; s = s->next)
+		if (s->u.uid == uid && strcmp(s->name, name) == 0)
+			return s;
+	return NULL;
+}
+
+static struct session *session_new(const struct session_req *r, char *err, size_t errlen)
+{
+	struct session *s;
+	int rc;
+
+	if (n_sessions >= SESSION_MAX) {
+		snprintf(err, errlen, "error starting process: %u sessions are open already", SESSION_MAX);
+		return NULL;
+	}
+	rc = base_dir_ready();
+	s = rc == 0 ? calloc(1, sizeof(*s)) : NULL;
+	if (!s) {
+		snprintf(err, errlen, "error starting session: %s", go_strerror(rc ? -rc : ENOMEM));
+		return NULL;
+	}
+	snprintf(s->name, sizeof(s->name), "%s", r->name);
+	s->u = *r->user;
+	s->set_ids = r->set_ids;
+	s->id = ++next_id;
+	s->st_fd = s->cmd_fd = -1;
+	s->home_cwd = strdup(r->home_cwd);
+	snprintf(s->dir, sizeof(s->dir), "%s/%d.%lu", base_dir, (int)getpid(), s->id);
+	if (!s->home_cwd || mkdir(s->dir, 0700) < 0) {
+		snprintf(err, errlen, "error starting session: %s: %s", s->dir, go_strerror(errno));
+		free(s->home_cwd);
+		free(s);
+		return NULL;
+	}
+	own(s, s->dir);
+	ev_timer_init(&s->kill_w, kill_timer_cb, SESSION_KILL_GRACE_S, 0.);
+	s->kill_w.data = s;
+	s->next = sessions;
+	sessions = s;
+	n_sessions++;
+	return s;
+}
+
+/* The command's FIFOs, opened by us first: the shell's opens then return
+   at once. fds = {stdin (read-write) or -1, stdout, stderr}. */
+static int open_fifos(struct scmd *c, int fds[3])
+{
+	static const char kinds[3] = { 'i', 'o', 'e' };
+	char path[192];
+
+	fds[0] = fds[1] = fds[2] = -1;
+	for (int i = 0; i < 3; i++) {
+		if (i == 0 && !c->stdin_pipe)
+			continue;
+		cmd_path(c, kinds[i], path, sizeof(path));
+		if (mkfifo(path, 0600) < 0)
+			goto fail;
+		own(c->s, path);
+		fds[i] = open(path, (i == 0 ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_CLOEXEC);
+		if (fds[i] < 0)
+			goto fail;
+	}
+	if (c->stdin_pipe) {
+		c->keep_in = fcntl(fds[0], F_DUPFD_CLOEXEC, 0);
+		if (c->keep_in < 0)
+			goto fail;
+	}
+	return 0;
+fail:;
+	int e = errno;
+
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	unlink_fifos(c);
+	return -e;
+}
+
+enum rpc_code session_run(const struct session_req *r, struct rpc_call *call, char *err,
+			  size_t errlen)
+{
+	struct session *s;
+	struct scmd *c;
+	struct process_spec spec = { 0 };
+	int fds[3], rc;
+	enum rpc_code code;
+	bool fresh = false;
+
+	if (!session_name_ok(r->name)) {
+		free(r->shell_envp);
+		snprintf(err, errlen, "invalid session name '%s': 1 to %d of A-Z a-z 0-9 . _ -",
+			 r->name ? r->name : "", SESSION_NAME_MAX);
+		return RPC_INVALID_ARGUMENT;
+	}
+	for (size_t i = 0; i < r->n_envs; i++) {
+		if (!env_key_ok(r->envs[i].key)) {
+			free(r->shell_envp);
+			snprintf(err, errlen, "invalid env name '%s' for a session command",
+				 r->envs[i].key);
+			return RPC_INVALID_ARGUMENT;
+		}
+	}
+	s = session_find(r->name, r->user->uid);
+	if (s && s->queued >= SESSION_QUEUE_MAX) {
+		free(r->shell_envp);
+		snprintf(err, errlen, "session %s: %d commands are waiting already", r->name,
+			 SESSION_QUEUE_MAX);
+		return RPC_RESOURCE_EXHAUSTED;
+	}
+	if (!s) {
+		s = session_new(r, err, errlen);
+		if (!s) {
+			free(r->shell_envp);
+			return RPC_RESOURCE_EXHAUSTED;
+		}
+		s->envp = r->shell_envp;
+		fresh = true;
+	} else {
+		free(r->shell_envp);
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		goto nomem;
+	c->s = s;
+	c->keep_in = -1;
+	c->seq = ++s->seq;
+	c->stdin_pipe = r->stdin_pipe;
+	c->text = build_text(r);
+	c->line = c->text ? build_line(s, c, r) : NULL;
+	if (!c->line)
+		goto nomem;
+	rc = open_fifos(c, fds);
+	if (rc < 0) {
+		snprintf(err, errlen, "error starting session command: %s", go_strerror(-rc));
+		code = RPC_INTERNAL;
+		goto fail;
+	}
+	c->pid = next_pid++;
+	if (next_pid < SESSION_PID_BASE)
+		next_pid = SESSION_PID_BASE;
+	spec.config = r->config;
+	spec.tag = r->tag;
+	spec.timeout_ms = r->timeout_ms;
+	code = process_attach(&spec, c->pid, fds, &cmd_ops, c, call, &c->p, err, errlen);
+	if (code != RPC_OK) {
+		for (int i = 0; i < 3; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		unlink_fifos(c);
+		goto fail;
+	}
+	if (s->tail)
+		s->tail->next = c;
+	else
+		s->head = c;
+	s->tail = c;
+	s->queued++;
+	if (fresh)
+		session_shell_start(s);
+	else
+		session_dispatch(s);
+	return RPC_OK;
+
+nomem:
+	snprintf(err, errlen, "error starting session command: %s", go_strerror(ENOMEM));
+	code = RPC_INTERNAL;
+fail:
+	if (c)
+		scmd_free(c);
+	if (fresh && !s->head)
+		session_free(s);
+	return code;
+}
