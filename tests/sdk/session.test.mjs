@@ -160,3 +160,157 @@ test('no files left in the user\'s directories', async () => {
     assert.deepEqual(left, [], d)
   }
 })
+
+// ---- stdin, signals, order, jobs ------------------------------------------------
+
+const alive = (pid) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z'
+  } catch {
+    return false
+  }
+}
+const pgrep = (pat) => {
+  try {
+    return execFileSync('pgrep', ['-f', pat], { encoding: 'utf8' }).trim()
+  } catch {
+    return ''
+  }
+}
+
+test('stdin: its own, from the client; without it, EOF at once', async () => {
+  const s = fresh()
+  await sbx.commands.run('export IN=kept', S(s))
+  const h = await sbx.commands.run('read a; read b; echo "$a-$b"; cat; echo "$IN"', { ...S(s), stdin: true, background: true })
+  await sbx.commands.sendStdin(h.pid, 'x\ny\nre')
+  await sbx.commands.sendStdin(h.pid, 'st\n')
+  await sbx.commands.closeStdin(h.pid)
+  const r = await h.wait()
+  assert.equal(r.stdout, 'x-y\nrest\nkept\n')
+  // No stdin asked for: a reader sees EOF and the session goes on.
+  const r2 = await sbx.commands.run('cat; echo "eof $IN"', S(s))
+  assert.equal(r2.stdout, 'eof kept\n')
+})
+
+test('kill ends the command, not the session (a child, a command list, a builtin loop)', async () => {
+  const s = fresh()
+  await sbx.commands.run('export K=1; cd /tmp', S(s))
+  const marker = `envd-sess-kill-${process.pid}`
+  const h = await sbx.commands.run(`echo go; bash -c "exec -a ${marker} sleep 3600"; echo after`, { ...S(s), background: true })
+  assert.ok(await until(() => h.stdout === 'go\n' && pgrep(marker) !== ''))
+  assert.equal(await h.kill(), true)
+  await assert.rejects(h.wait(), (e) => {
+    assert.ok(e instanceof CommandExitError)
+    assert.equal(e.error, 'signal: killed')
+    assert.doesNotMatch(e.stdout, /after/, 'the rest of the command does not run')
+    return true
+  })
+  assert.ok(await until(() => pgrep(marker) === ''))
+  assert.equal((await sbx.commands.run('echo $K; pwd', S(s))).stdout, '1\n/tmp\n')
+
+  const loop = await sbx.commands.run('echo spin; while :; do :; done', { ...S(s), background: true })
+  assert.ok(await until(() => loop.stdout === 'spin\n'))
+  assert.equal(await loop.kill(), true)
+  await assert.rejects(loop.wait())
+  assert.equal((await sbx.commands.run('echo $K', S(s))).stdout, '1\n')
+  assert.equal(await sbx.commands.kill(loop.pid), false, 'a finished command is gone')
+})
+
+test('a timeout ends the command; the session keeps its state', async () => {
+  const s = fresh()
+  const marker = `envd-sess-timeout-${process.pid}`
+  await sbx.commands.run('export T=still', S(s))
+  await assert.rejects(sbx.commands.run(`bash -c "exec -a ${marker} sleep 3600"`, { ...S(s), timeoutMs: 700 }), (e) => {
+    assert.equal(e.name, 'TimeoutError')
+    return true
+  })
+  assert.ok(await until(() => pgrep(marker) === ''), 'the command was killed at the deadline')
+  assert.equal((await sbx.commands.run('echo $T', S(s))).stdout, 'still\n')
+})
+
+test('one at a time in arrival order; other sessions run in parallel', async () => {
+  const s = fresh()
+  const other = fresh()
+  const go = `/tmp/envd-sess-go-${process.pid}`
+  const first = await sbx.commands.run(`while [ ! -e ${go} ]; do sleep 0.02; done; X=1`, { ...S(s), background: true })
+  const hs = []
+  for (let i = 0; i < 5; i++) hs.push(await sbx.commands.run(`X=$((X + 1)); echo $X`, { ...S(s), background: true }))
+  // Another session is not held up by the first one's wait.
+  assert.equal((await sbx.commands.run(`touch ${go}; echo free`, S(other))).stdout, 'free\n')
+  await first.wait()
+  const outs = []
+  for (const h of hs) outs.push((await h.wait()).stdout)
+  assert.deepEqual(outs, ['2\n', '3\n', '4\n', '5\n', '6\n'])
+  execFileSync('rm', ['-f', go])
+})
+
+test('a full queue is resource_exhausted', async () => {
+  const s = fresh()
+  const hs = []
+  let failed
+  for (let i = 0; i < 70 && !failed; i++) {
+    try {
+      hs.push(await sbx.commands.run('sleep 3600', { ...S(s), background: true }))
+    } catch (e) {
+      failed = e
+    }
+  }
+  assert.ok(failed, 'some Start was refused')
+  assert.match(String(failed.message), /waiting already/)
+  assert.equal(hs.length, 64)
+  for (const h of hs.reverse()) await h.kill()
+  assert.equal((await sbx.commands.run('echo ok', S(s))).stdout, 'ok\n')
+})
+
+test('background jobs do not hold the command; jobs lists them; they die with the session', async () => {
+  const s = fresh()
+  const marker = `envd-sess-job-${process.pid}`
+  const r = await sbx.commands.run(`(exec -a ${marker} sleep 3600) & echo started`, S(s))
+  assert.equal(r.stdout, 'started\n')
+  const jobs = await sbx.commands.run('jobs', S(s))
+  assert.match(jobs.stdout, /Running/)
+  assert.ok(pgrep(marker) !== '')
+  // A job that writes after its command ended is not killed by it.
+  await sbx.commands.run('(sleep 0.2; echo late; echo done > /tmp/envd-sess-late-' + process.pid + ') &', S(s))
+  assert.ok(await until(() => {
+    try { return readFileSync('/tmp/envd-sess-late-' + process.pid, 'utf8') === 'done\n' } catch { return false }
+  }))
+  execFileSync('rm', ['-f', '/tmp/envd-sess-late-' + process.pid])
+  await runAny('exit 0', S(s))
+  assert.ok(await until(() => pgrep(marker) === ''), 'the job ended with its session')
+})
+
+// ---- the process table ---------------------------------------------------------
+
+test('List shows the running command; Connect from a second client follows it', async () => {
+  const s = fresh()
+  const go = `/tmp/envd-sess-conn-${process.pid}`
+  const h = await sbx.commands.run(`echo first; while [ ! -e ${go} ]; do sleep 0.02; done; echo second; exit 3`, { ...S(s), background: true, tag: undefined })
+  assert.ok(await until(() => h.stdout.includes('first')))
+  const list = await sbx.commands.list()
+  const p = list.find((x) => x.pid === h.pid)
+  assert.ok(p, 'listed')
+  assert.equal(p.envs.ENVD_SESSION, s)
+  await h.disconnect()
+  const other = await Sandbox.connect(sbx.sandboxId, { debug: true })
+  const h2 = await other.commands.connect(h.pid)
+  execFileSync('touch', [go])
+  await assert.rejects(h2.wait(), (e) => {
+    assert.equal(e.exitCode, 3)
+    assert.equal(e.stdout, 'second\n')
+    return true
+  })
+  execFileSync('rm', ['-f', go])
+  assert.ok(await until(async () => !(await sbx.commands.list()).some((x) => x.pid === h.pid)))
+  // The session outlived both streams.
+  assert.equal((await other.commands.run('echo again', S(s))).stdout, 'again\n')
+})
+
+test('large output arrives intact', async () => {
+  const s = fresh()
+  const r = await sbx.commands.run("head -c 3000000 /dev/zero | tr '\\0' a; echo; head -c 100000 /dev/zero | tr '\\0' b >&2", S(s))
+  assert.equal(r.stdout.length, 3000001)
+  assert.ok(/^a+\n$/.test(r.stdout))
+  assert.equal(r.stderr.length, 100000)
+})
