@@ -38,6 +38,7 @@
 #include "sandbox/logexport.h"
 #include "sandbox/mmds.h"
 #include "sandbox/upgrade.h"
+#include "process/session.h"
 #include "process/process.h"
 #include "process/process_service.h"
 #include "rpc/rpc.h"
@@ -104,6 +105,8 @@ static struct flag flags[] = {
 	 "seconds a filesystem request may wait on its path (walks: without progress) when the client sets no deadline",
 	 "30", {.i = 30}},
 	{"max-process-streams", F_INT, "maximum streams attached to one process", "128", {.i = 128}},
+	{"session-idle-timeout", F_INT, "seconds a shell session may sit without commands before it is closed (0: never)",
+	 "0", {.i = 0}},
 	{"output-buffer", F_INT, "bytes of recent output kept per process for reconnect", "1048576", {.i = 1048576}},
 	{"sandbox-addr", F_STR, "address on which loopback-only listeners are made reachable", "169.254.0.21",
 	 {.s = "169.254.0.21"}},
@@ -303,6 +306,7 @@ int main(int argc, char **argv)
 	if (flag_get("fs-timeout")->v.i > 0)
 		worker_fs_timeout = (double)flag_get("fs-timeout")->v.i;
 	process_max_subs = (unsigned)flag_get("max-process-streams")->v.i;
+	session_idle_s = flag_get("session-idle-timeout")->v.i > 0 ? (double)flag_get("session-idle-timeout")->v.i : 0;
 	arch_limits.max_entries = (uint64_t)flag_get("archive-max-entries")->v.i;
 	arch_limits.max_bytes = (uint64_t)flag_get("archive-max-bytes")->v.i;
 	arch_limits.max_ratio = (uint64_t)flag_get("archive-max-ratio")->v.i;

@@ -58,6 +58,8 @@ static const char *session_of(const Process__StartRequest *rq)
 {
 	const Process__ProcessConfig *c = rq->process;
 
+	if (rq->optional_session_case && rq->session && *rq->session)
+		return rq->session;
 	for (size_t i = 0; c && i < c->n_envs; i++)
 		if (c->envs[i]->key && strcmp(c->envs[i]->key, SESSION_ENV) == 0)
 			return c->envs[i]->value ? c->envs[i]->value : "";
@@ -99,7 +101,7 @@ static void do_start(struct rpc_call *call, const ProtobufCMessage *msg)
 		free(u);
 		return;
 	}
-	if (session_of(rq) && !rq->optional_pty_case)
+	if (session_of(rq) && !rq->optional_pty_case && rq->process)
 		start_in_session(call, rq, u, session_of(rq), cwd,
 				 rq->process && c->optional_cwd_case && c->cwd && *c->cwd);
 	else
@@ -443,6 +445,158 @@ static void do_update(struct rpc_call *call, const ProtobufCMessage *msg)
 	rpc_reply(call, &resp.base);
 }
 
+/* ---- sessions (docs/sessions.md) ------------------------------------------ */
+
+static void info_fill(Process__SessionInfo *pi, const struct session_info *in)
+{
+	process__session_info__init(pi);
+	pi->name = (char *)in->name;
+	pi->user = (char *)in->user;
+	pi->shell_pid = (uint32_t)in->shell_pid;
+	pi->cwd = (char *)in->cwd;
+	pi->running_pid = in->running_pid;
+	pi->queued = in->queued;
+	pi->created_unix_ms = in->created_ms;
+	pi->last_used_unix_ms = in->used_ms;
+}
+
+static void do_create_session(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Process__CreateSessionRequest *rq = (const Process__CreateSessionRequest *)msg;
+	Process__CreateSessionResponse resp = PROCESS__CREATE_SESSION_RESPONSE__INIT;
+	Process__SessionInfo pi;
+	struct session_info *in = calloc(1, sizeof(*in));
+	struct user *u = calloc(1, sizeof(*u));
+	struct procenv_kv *store = NULL, *req = NULL;
+	size_t n_store = envstore_count();
+	struct session_req r = { 0 };
+	char err[1024], cwd[PATH_MAX];
+	const char *path = getenv("PATH");
+	enum rpc_code code;
+	int rc;
+
+	store = calloc(n_store + 1, sizeof(*store));
+	req = calloc(rq->n_envs + 1, sizeof(*req));
+	if (!in || !u || !store || !req) {
+		rpc_fail(call, RPC_INTERNAL, "error creating session: %s", go_strerror(ENOMEM));
+		goto out;
+	}
+	rc = rpc_call_user(call, u, err, sizeof(err));
+	if (rc != 0) {
+		rpc_fail(call, (enum rpc_code)rc, "%s", err);
+		goto out;
+	}
+	rc = path_resolve(u, rq->optional_cwd_case ? rq->cwd : "", state_default_workdir(), cwd,
+			  sizeof(cwd), err, sizeof(err));
+	if (rc < 0) {
+		if (rc != -EINVAL)
+			snprintf(err, sizeof(err), "%s", go_strerror(-rc));
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
+		goto out;
+	}
+	for (size_t i = 0; i < n_store; i++)
+		envstore_entry(i, &store[i].key, &store[i].value);
+	for (size_t i = 0; i < rq->n_envs; i++) {
+		req[i].key = rq->envs[i]->key ? rq->envs[i]->key : "";
+		req[i].value = rq->envs[i]->value ? rq->envs[i]->value : "";
+	}
+	r.name = rq->name;
+	r.user = u;
+	r.home_cwd = cwd;
+	r.set_ids = geteuid() == 0 || u->uid != geteuid();
+	r.shell_envp = procenv_build(path && *path ? path : DEFAULT_PATH, u->home, u->name, store,
+				     n_store, req, rq->n_envs);
+	if (!r.shell_envp) {
+		rpc_fail(call, RPC_INTERNAL, "error creating session: %s", go_strerror(ENOMEM));
+		goto out;
+	}
+	code = session_create(&r, in, err, sizeof(err));
+	if (code != RPC_OK) {
+		rpc_fail(call, code, "%s", err);
+		goto out;
+	}
+	info_fill(&pi, in);
+	resp.session = &pi;
+	rpc_reply(call, &resp.base);
+out:
+	free(in);
+	free(u);
+	free(store);
+	free(req);
+}
+
+struct list_acc {
+	Process__SessionInfo *infos;
+	Process__SessionInfo **ptrs;
+	char (*cwds)[4096];
+	size_t n, cap;
+};
+
+static void list_one(void *ud, const struct session_info *in)
+{
+	struct list_acc *a = ud;
+
+	if (a->n >= a->cap)
+		return;
+	memcpy(a->cwds[a->n], in->cwd, sizeof(a->cwds[a->n]));
+	info_fill(&a->infos[a->n], in);
+	a->infos[a->n].cwd = a->cwds[a->n];
+	a->ptrs[a->n] = &a->infos[a->n];
+	a->n++;
+}
+
+static void do_list_sessions(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	Process__ListSessionsResponse resp = PROCESS__LIST_SESSIONS_RESPONSE__INIT;
+	struct list_acc a = { 0 };
+
+	(void)msg;
+	a.cap = session_count();
+	a.infos = calloc(a.cap + 1, sizeof(*a.infos));
+	a.ptrs = calloc(a.cap + 1, sizeof(*a.ptrs));
+	a.cwds = calloc(a.cap + 1, sizeof(*a.cwds));
+	if (!a.infos || !a.ptrs || !a.cwds) {
+		rpc_fail(call, RPC_INTERNAL, "error listing sessions: %s", go_strerror(ENOMEM));
+		goto out;
+	}
+	session_each(list_one, &a);
+	resp.n_sessions = a.n;
+	resp.sessions = a.ptrs;
+	rpc_reply(call, &resp.base);
+out:
+	free(a.infos);
+	free(a.ptrs);
+	free(a.cwds);
+}
+
+static void do_close_session(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Process__CloseSessionRequest *rq = (const Process__CloseSessionRequest *)msg;
+	Process__CloseSessionResponse resp = PROCESS__CLOSE_SESSION_RESPONSE__INIT;
+	struct user *u = calloc(1, sizeof(*u));
+	char err[1024];
+	enum rpc_code code;
+	int rc;
+
+	if (!u) {
+		rpc_fail(call, RPC_INTERNAL, "error closing session: %s", go_strerror(ENOMEM));
+		return;
+	}
+	rc = rpc_call_user(call, u, err, sizeof(err));
+	if (rc != 0) {
+		rpc_fail(call, (enum rpc_code)rc, "%s", err);
+		free(u);
+		return;
+	}
+	code = session_close(rq->name, u->uid, err, sizeof(err));
+	free(u);
+	if (code != RPC_OK) {
+		rpc_fail(call, code, "%s", err);
+		return;
+	}
+	rpc_reply(call, &resp.base);
+}
+
 static const struct rpc_method_impl methods[] = {
 	{ "List", RPC_UNARY, do_list },
 	{ "Connect", RPC_SERVER_STREAM, do_connect },
@@ -452,6 +606,9 @@ static const struct rpc_method_impl methods[] = {
 	{ "SendInput", RPC_UNARY, do_send_input },
 	{ "SendSignal", RPC_UNARY, do_send_signal },
 	{ "CloseStdin", RPC_UNARY, do_close_stdin },
+	{ "CreateSession", RPC_UNARY, do_create_session },
+	{ "ListSessions", RPC_UNARY, do_list_sessions },
+	{ "CloseSession", RPC_UNARY, do_close_session },
 };
 
 const struct rpc_service process_service = {

@@ -14,6 +14,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/child.h"
@@ -109,6 +110,10 @@ struct session {
 	bool running;
 	struct keepfd *keeps;
 	unsigned n_keeps;
+
+	bool closing;         /* CloseSession or idle: no new shell */
+	int64_t created_ms, used_ms;
+	ev_timer idle_w;
 };
 
 static struct session *sessions;
@@ -116,6 +121,15 @@ static unsigned n_sessions;
 static unsigned long next_id;
 static uint32_t next_pid = SESSION_PID_BASE;
 static char base_dir[96];
+double session_idle_s;
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void session_shell_start(struct session *s);
 static bool st_read(struct session *s);
@@ -389,6 +403,7 @@ static void scmd_finish(struct scmd *c, int wstatus)
 	bool was_running = s->running && s->head == c;
 
 	queue_remove(s, c);
+	s->used_ms = wall_ms();
 	if (was_running) {
 		s->running = false;
 		ev_timer_stop(envd_loop, &s->kill_w);
@@ -535,6 +550,7 @@ static void session_free(struct session *s)
 		}
 	}
 	keeps_free(s);
+	ev_timer_stop(envd_loop, &s->idle_w);
 	rm_tree(s->dir);
 	free(s->home_cwd);
 	free(s->envp);
@@ -572,6 +588,8 @@ static void shell_gone(struct session *s)
 			ws = c->sig;
 		scmd_finish(c, ws);
 	}
+	while (s->closing && s->head)
+		scmd_finish(s->head, SIGKILL);
 	if (s->head) {
 		session_shell_start(s);
 		return;
@@ -795,6 +813,11 @@ static void shell_done(void *arg)
 	child_exits_release();
 	free(j);
 	log_info("session", "session %s of %s: shell %d started", s->name, s->u.name, (int)s->pid);
+	if (s->closing) {
+		kill(-s->pid, SIGKILL);
+		kill(s->pid, SIGKILL);
+		return;
+	}
 
 	/* fd 3 is the status pipe from now on; the shell's own output goes
 	   nowhere. The nonce marks where the login files' output ends. */
@@ -911,6 +934,11 @@ static void session_dispatch(struct session *s)
 	char path[192];
 	static pid_t pids[SESSION_BEFORE_MAX];
 
+	if (!s->head && !s->running && session_idle_s > 0 && !s->closing) {
+		ev_timer_stop(envd_loop, &s->idle_w);
+		ev_timer_set(&s->idle_w, session_idle_s, 0.);
+		ev_timer_start(envd_loop, &s->idle_w);
+	}
 	if (!s->ready || s->running || !s->head || s->pid <= 0)
 		return;
 	c = s->head;
@@ -990,9 +1018,42 @@ static char *build_text(const struct session_req *r)
 static struct session *session_find(const char *name, uid_t uid)
 {
 	for (struct session *s = sessions; s; s = s->next)
-		if (s->u.uid == uid && strcmp(s->name, name) == 0)
+		if (s->u.uid == uid && !s->closing && strcmp(s->name, name) == 0)
 			return s;
 	return NULL;
+}
+
+/* End the shell and its jobs; commands still waiting end as killed. */
+static void session_end(struct session *s)
+{
+	s->closing = true;
+	ev_timer_stop(envd_loop, &s->idle_w);
+	for (struct scmd *c = s->head; c;) {
+		struct scmd *next = c->next;
+
+		if (!(s->running && s->head == c))
+			scmd_finish(c, SIGKILL);
+		c = next;
+	}
+	if (s->pid > 0) {
+		kill(-s->pid, SIGKILL);
+		kill(s->pid, SIGKILL);
+	} else if (!s->spawning) {
+		session_free(s);
+	}
+}
+
+static void idle_cb(EV_P_ ev_timer *w, int revents)
+{
+	struct session *s = w->data;
+
+	(void)loop;
+	(void)revents;
+	if (s->head || s->running)
+		return;
+	log_info("session", "session %s of %s: idle for %g s, closing", s->name, s->u.name,
+		 session_idle_s);
+	session_end(s);
 }
 
 static struct session *session_new(const struct session_req *r, char *err, size_t errlen)
@@ -1026,6 +1087,9 @@ static struct session *session_new(const struct session_req *r, char *err, size_
 	own(s, s->dir);
 	ev_timer_init(&s->kill_w, kill_timer_cb, SESSION_KILL_GRACE_S, 0.);
 	s->kill_w.data = s;
+	ev_timer_init(&s->idle_w, idle_cb, 1., 0.);
+	s->idle_w.data = s;
+	s->created_ms = s->used_ms = wall_ms();
 	s->next = sessions;
 	sessions = s;
 	n_sessions++;
@@ -1146,6 +1210,8 @@ enum rpc_code session_run(const struct session_req *r, struct rpc_call *call, ch
 		s->head = c;
 	s->tail = c;
 	s->queued++;
+	s->used_ms = wall_ms();
+	ev_timer_stop(envd_loop, &s->idle_w);
 	if (fresh)
 		session_shell_start(s);
 	else
@@ -1161,4 +1227,84 @@ fail:
 	if (fresh && !s->head)
 		session_free(s);
 	return code;
+}
+
+/* ---- management ----------------------------------------------------------- */
+
+static void fill_info(const struct session *s, struct session_info *in)
+{
+	char path[64];
+	ssize_t n;
+
+	memset(in, 0, sizeof(*in));
+	in->name = s->name;
+	in->user = s->u.name;
+	in->shell_pid = s->pid;
+	in->running_pid = s->running && s->head ? s->head->pid : 0;
+	in->queued = s->queued - (in->running_pid ? 1 : 0);
+	in->created_ms = s->created_ms;
+	in->used_ms = s->used_ms;
+	if (s->pid > 0) {
+		snprintf(path, sizeof(path), "/proc/%d/cwd", (int)s->pid);
+		n = readlink(path, in->cwd, sizeof(in->cwd) - 1);
+		in->cwd[n > 0 ? n : 0] = '\0';
+	}
+	if (!in->cwd[0])
+		snprintf(in->cwd, sizeof(in->cwd), "%s", s->home_cwd);
+}
+
+enum rpc_code session_create(const struct session_req *r, struct session_info *info, char *err,
+			     size_t errlen)
+{
+	struct session *s;
+
+	if (!session_name_ok(r->name)) {
+		free(r->shell_envp);
+		snprintf(err, errlen, "invalid session name '%s': 1 to %d of A-Z a-z 0-9 . _ -",
+			 r->name ? r->name : "", SESSION_NAME_MAX);
+		return RPC_INVALID_ARGUMENT;
+	}
+	if (session_find(r->name, r->user->uid)) {
+		free(r->shell_envp);
+		snprintf(err, errlen, "session %s of %s exists already", r->name, r->user->name);
+		return RPC_ALREADY_EXISTS;
+	}
+	s = session_new(r, err, errlen);
+	if (!s) {
+		free(r->shell_envp);
+		return RPC_RESOURCE_EXHAUSTED;
+	}
+	s->envp = r->shell_envp;
+	fill_info(s, info);
+	session_shell_start(s);
+	return RPC_OK;
+}
+
+void session_each(void (*fn)(void *ud, const struct session_info *in), void *ud)
+{
+	static struct session_info in;
+
+	for (struct session *s = sessions; s; s = s->next) {
+		if (s->closing)
+			continue;
+		fill_info(s, &in);
+		fn(ud, &in);
+	}
+}
+
+size_t session_count(void)
+{
+	return n_sessions;
+}
+
+enum rpc_code session_close(const char *name, uid_t uid, char *err, size_t errlen)
+{
+	struct session *s = name ? session_find(name, uid) : NULL;
+
+	if (!s || s->closing) {
+		snprintf(err, errlen, "session %s not found", name ? name : "");
+		return RPC_NOT_FOUND;
+	}
+	session_end(s);
+	return RPC_OK;
 }

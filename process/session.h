@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "process.pb-c.h"
 #include "rpc/rpc.h"
@@ -69,6 +70,33 @@ struct session_req {
  */
 enum rpc_code session_run(const struct session_req *r, struct rpc_call *call, char *err,
 			  size_t errlen);
+
+/* Seconds a session may sit without commands before it is closed
+   (flag -session-idle-timeout); 0: never. */
+extern double session_idle_s;
+
+struct session_info {
+	const char *name, *user;  /* valid until the loop runs again */
+	int shell_pid;            /* 0 while the shell starts */
+	char cwd[4096];           /* the shell's current directory */
+	uint32_t running_pid;     /* 0: none */
+	unsigned queued;          /* waiting behind the running one */
+	int64_t created_ms, used_ms; /* Unix time */
+};
+
+/*
+ * Start session r->name of r->user (r->home_cwd, r->shell_envp with its
+ * envs; the command fields unused) and describe it in *info. RPC_OK, or
+ * already_exists, invalid_argument, resource_exhausted (err).
+ */
+enum rpc_code session_create(const struct session_req *r, struct session_info *info, char *err,
+			     size_t errlen);
+/* Every open session, any order. */
+void session_each(void (*fn)(void *ud, const struct session_info *in), void *ud);
+size_t session_count(void);
+/* End the shell of session `name` of uid, its jobs and the commands
+   waiting in it (they end as killed). RPC_OK or not_found. */
+enum rpc_code session_close(const char *name, uid_t uid, char *err, size_t errlen);
 
 /* True when `name` is a valid session name (1..SESSION_NAME_MAX of
    [A-Za-z0-9._-]). */
