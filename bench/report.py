@@ -184,6 +184,16 @@ def build(raw, flag):
             R.add(sec, "SDK commands.run('true'), %s" % p, s["sdk"][p + "_us"], s["bash"][p + "_us"],
                   "bash -l -c true spawned by node", "us", "lower", "sdk_rtt", env_id="sdk_rtt",
                   anchor_id="sdk_rtt", errors=err)
+    s = R.runs("sdk_session")
+    if s:
+        s = s[0]
+        err = s["session"]["errors"] + s["plain"]["errors"]
+        R.add(sec, "SDK commands.run('true') in a warm session, p50", s["session"]["p50_us"],
+              s["plain"]["p50_us"], "plain commands.run('true')", "us", "lower", "sdk_session",
+              target=0.5, env_id="sdk_session", anchor_id="sdk_session", errors=err)
+        R.add(sec, "SDK commands.run('true') in a warm session, p99", s["session"]["p99_us"],
+              s["plain"]["p99_us"], "plain commands.run('true')", "us", "lower", "sdk_session",
+              env_id="sdk_session", anchor_id="sdk_session", errors=err)
 
     sec = "2 unary RPC (Stat)"
     for proto, e, a, an, tgt in (("h2c", "unary_h2_envd", "unary_h2_nghttpd", "nghttpd static file", 0.5),

@@ -5,6 +5,9 @@
 //
 //   node bench/sdk.mjs rtt N          commands.run('true') vs spawn of bash -l -c true,
 //                                     interleaved one after the other, N each
+//   node bench/sdk.mjs session N      commands.run('true') in a warm session (ENVD_SESSION
+//                                     in envs) vs a plain commands.run('true'), interleaved
+//                                     one after the other, N each
 //   node bench/sdk.mjs concurrent N   N concurrent commands.run('true') vs N concurrent
 //                                     local spawns of bash -l -c true
 //   node bench/sdk.mjs burst N        N concurrent commands.run('sleep 0.2; echo I') with
@@ -32,8 +35,8 @@ const { Sandbox } = require('e2b')
 
 const [mode, nArg] = process.argv.slice(2)
 const n = Number(nArg)
-if (!['rtt', 'concurrent', 'burst', 'download', 'link'].includes(mode) || !(n > 0)) {
-  console.error('usage: node bench/sdk.mjs rtt|concurrent|burst N | download N NAME=PATH=URL... | link N WARM DATA=PATH,... SERVER=URL...')
+if (!['rtt', 'session', 'concurrent', 'burst', 'download', 'link'].includes(mode) || !(n > 0)) {
+  console.error('usage: node bench/sdk.mjs rtt|session|concurrent|burst N | download N NAME=PATH=URL... | link N WARM DATA=PATH,... SERVER=URL...')
   process.exit(2)
 }
 
@@ -241,6 +244,22 @@ if (mode === 'link') {
     bashErr += await timed(localBash, bashLat)
   }
   console.log(JSON.stringify({ sdk: stats(sdkLat, sdkErr), bash: stats(bashLat, bashErr) }))
+} else if (mode === 'session') {
+  const inSession = () => sbx.commands.run('true', { envs: { ENVD_SESSION: `bench-${process.pid}` } })
+  const warm = Math.min(20, Math.ceil(n / 10))
+  for (let i = 0; i < warm; i++) {
+    await run()
+    await inSession()
+  }
+  const sessLat = []
+  const plainLat = []
+  let sessErr = 0
+  let plainErr = 0
+  for (let i = 0; i < n; i++) {
+    sessErr += await timed(inSession, sessLat)
+    plainErr += await timed(run, plainLat)
+  }
+  console.log(JSON.stringify({ session: stats(sessLat, sessErr), plain: stats(plainLat, plainErr) }))
 } else {
   const batch = async (fn) => {
     const lat = []

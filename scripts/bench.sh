@@ -6,7 +6,7 @@
 #
 #   scripts/bench.sh [--quick] [--only ID,ID...] [--out FILE]
 #
-# IDs: rtt rtt_cgroup sdk_rtt unary stream files sdk_files sdk_link archive footprint idle busy sdk_concurrent conns hung vm_boot vm_rtt
+# IDs: rtt rtt_cgroup sdk_rtt sdk_session unary stream files sdk_files sdk_link archive footprint idle busy sdk_concurrent conns hung vm_boot vm_rtt
 # Writes FILE (default bench/results/latest.json) and prints a table. Each
 # figure carries the command that reproduces it: `scripts/bench.sh --only ID`
 # (add --quick for the small variant), and the raw client command it ran.
@@ -273,6 +273,13 @@ if want sdk_rtt && [ $SDK_OK = 1 ]; then
 	start_envd -default-user user
 	sdk_env
 	run_json sdk_rtt node bench/sdk.mjs rtt "$N_SDK"
+	stop_pid "$EPID"
+fi
+if want sdk_session && [ $SDK_OK = 1 ]; then
+	log "SDK commands.run('true') in a warm session vs a plain one ($N_SDK each)"
+	start_envd -default-user user
+	sdk_env
+	run_json sdk_session node bench/sdk.mjs session "$N_SDK"
 	stop_pid "$EPID"
 fi
 
