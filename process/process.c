@@ -1031,8 +1031,9 @@ void process_snapshot_each(void (*fn)(void *ud, const struct process_snapshot *s
 
 		if (!e->listed && !e->retained)
 			continue;
-		/* Session commands live in their shell, which the record does not carry. */
-		if (p->attached)
+		/* A running session command lives in its shell: the session's
+		   own record carries what can be (session_snapshot_each). */
+		if (p->attached && !lc_finalized(p->lc))
 			continue;
 		s.pid = (uint32_t)p->pid;
 		s.tag = p->tag;
@@ -1298,4 +1299,11 @@ void process_attach_exit(struct process *p, int wstatus)
 	process_lc_step(p, LC_EV_REAPED);
 	process_lc_step(p, LC_EV_OUTPUT_EOF);
 	process_leave(p);
+}
+
+void process_attach_fds(const struct process *p, int fds[3])
+{
+	fds[0] = p->in_fd;
+	fds[1] = p->out_fd;
+	fds[2] = p->err_fd;
 }

@@ -181,6 +181,8 @@ enum rpc_code process_attach(const struct process_spec *s, uint32_t pid, const i
  * pipes is taken, the rest of the descriptors go to ops->keep_fd, and the
  * end event follows. No op is called after this. */
 void process_attach_exit(struct process *p, int wstatus);
+/* Its descriptors {stdin, stdout, stderr} as they are now (-1: closed). */
+void process_attach_fds(const struct process *p, int fds[3]);
 
 /* ---- live upgrade (sandbox/upgrade.c) -------------------------------------
  *

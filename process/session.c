@@ -112,6 +112,10 @@ struct session {
 	unsigned n_keeps;
 
 	bool closing;         /* CloseSession or idle: no new shell */
+	/* A command from before a live upgrade runs in the shell: its `s` (if
+	   not started) and its status come before any of ours. */
+	bool ghost, ghost_started;
+	int ghost_in;
 	int64_t created_ms, used_ms;
 	ev_timer idle_w;
 };
@@ -133,6 +137,7 @@ static int64_t wall_ms(void)
 
 static void session_shell_start(struct session *s);
 static bool st_read(struct session *s);
+static void ghost_in_close(struct session *s);
 static void session_dispatch(struct session *s);
 
 /* ---- text ----------------------------------------------------------------- */
@@ -577,6 +582,8 @@ static void shell_gone(struct session *s)
 	s->st_fd = s->cmd_fd = -1;
 	s->pid = 0;
 	s->ready = false;
+	s->ghost = false;
+	ghost_in_close(s);
 	s->rlen = 0;
 	s->wlen = s->woff = 0;
 	if (c) {
@@ -635,6 +642,12 @@ static void on_status(struct session *s, int code)
 	struct scmd *c = s->running ? s->head : NULL;
 	int ws;
 
+	if (s->ghost) {
+		s->ghost = false;
+		ghost_in_close(s);
+		session_dispatch(s);
+		return;
+	}
 	if (!c)
 		return;
 	ws = (code & 0xff) << 8;
@@ -644,10 +657,22 @@ static void on_status(struct session *s, int code)
 	session_dispatch(s);
 }
 
+static void ghost_in_close(struct session *s)
+{
+	if (s->ghost_in >= 0)
+		close(s->ghost_in);
+	s->ghost_in = -1;
+}
+
 static void on_started(struct session *s)
 {
 	struct scmd *c = s->running ? s->head : NULL;
 
+	if (s->ghost) {
+		s->ghost_started = true;
+		ghost_in_close(s);
+		return;
+	}
 	if (!c || c->started)
 		return;
 	c->started = true;
@@ -934,12 +959,12 @@ static void session_dispatch(struct session *s)
 	char path[192];
 	static pid_t pids[SESSION_BEFORE_MAX];
 
-	if (!s->head && !s->running && session_idle_s > 0 && !s->closing) {
+	if (!s->head && !s->running && !s->ghost && session_idle_s > 0 && !s->closing) {
 		ev_timer_stop(envd_loop, &s->idle_w);
 		ev_timer_set(&s->idle_w, session_idle_s, 0.);
 		ev_timer_start(envd_loop, &s->idle_w);
 	}
-	if (!s->ready || s->running || !s->head || s->pid <= 0)
+	if (!s->ready || s->running || s->ghost || !s->head || s->pid <= 0)
 		return;
 	c = s->head;
 	snprintf(path, sizeof(path), "%s/c", s->dir);
@@ -1076,6 +1101,7 @@ static struct session *session_new(const struct session_req *r, char *err, size_
 	s->set_ids = r->set_ids;
 	s->id = ++next_id;
 	s->st_fd = s->cmd_fd = -1;
+	s->ghost_in = -1;
 	s->home_cwd = strdup(r->home_cwd);
 	snprintf(s->dir, sizeof(s->dir), "%s/%d.%lu", base_dir, (int)getpid(), s->id);
 	if (!s->home_cwd || mkdir(s->dir, 0700) < 0) {
@@ -1307,4 +1333,167 @@ enum rpc_code session_close(const char *name, uid_t uid, char *err, size_t errle
 	}
 	session_end(s);
 	return RPC_OK;
+}
+
+/* ---- live upgrade --------------------------------------------------------- */
+
+void session_snapshot_each(void (*fn)(void *ud, const struct session_snapshot *s), void *ud)
+{
+	static int keep[SESSION_KEEP_MAX + 2];
+
+	for (struct session *s = sessions; s; s = s->next) {
+		struct session_snapshot sn = { 0 };
+		struct scmd *c = s->running ? s->head : NULL;
+		size_t n = 0, ne = 0;
+
+		if (s->closing || s->pid <= 0)
+			continue;
+		while (s->envp && s->envp[ne])
+			ne++;
+		for (struct keepfd *k = s->keeps; k && n < SESSION_KEEP_MAX; k = k->next)
+			keep[n++] = k->w.fd;
+		sn.busy_in_fd = -1;
+		if (c && c->p) {
+			int fds[3];
+
+			process_attach_fds(c->p, fds);
+			if (fds[1] >= 0)
+				keep[n++] = fds[1];
+			if (fds[2] >= 0)
+				keep[n++] = fds[2];
+			sn.busy = true;
+			sn.busy_started = c->started;
+			sn.busy_in_fd = c->started ? -1 : c->keep_in;
+		} else if (s->ghost) {
+			sn.busy = true;
+			sn.busy_started = s->ghost_started;
+			sn.busy_in_fd = s->ghost_in;
+		}
+		sn.name = s->name;
+		sn.user = s->u.name;
+		sn.uid = s->u.uid;
+		sn.set_ids = s->set_ids;
+		sn.home_cwd = s->home_cwd;
+		sn.envp = s->envp;
+		sn.n_envp = ne;
+		sn.dir = s->dir;
+		sn.nonce = s->nonce;
+		sn.id = s->id;
+		sn.seq = s->seq;
+		sn.pid = s->pid;
+		sn.cmd_fd = s->cmd_fd;
+		sn.st_fd = s->st_fd;
+		sn.ready = s->ready;
+		sn.created_ms = s->created_ms;
+		sn.used_ms = s->used_ms;
+		sn.keep_fds = keep;
+		sn.n_keep_fds = n;
+		fn(ud, &sn);
+	}
+}
+
+int session_adopt(const struct session_snapshot *sn)
+{
+	struct session *s;
+	char err[256];
+	const char *slash;
+
+	if (!session_name_ok(sn->name) || sn->pid <= 0 || sn->cmd_fd < 0 || sn->st_fd < 0 ||
+	    n_sessions >= SESSION_MAX)
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	snprintf(s->name, sizeof(s->name), "%s", sn->name);
+	if (user_lookup(sn->user, &s->u, err, sizeof(err)) < 0 || s->u.uid != sn->uid) {
+		snprintf(s->u.name, sizeof(s->u.name), "%s", sn->user);
+		s->u.uid = sn->uid;
+	}
+	s->set_ids = sn->set_ids;
+	s->home_cwd = strdup(sn->home_cwd ? sn->home_cwd : "/");
+	s->envp = calloc(sn->n_envp + 1, sizeof(char *));
+	{
+		/* One block, as procenv_build makes it: the pointers, then the strings. */
+		size_t bytes = (sn->n_envp + 1) * sizeof(char *);
+
+		for (size_t i = 0; i < sn->n_envp; i++)
+			bytes += strlen(sn->envp[i]) + 1;
+		free(s->envp);
+		s->envp = malloc(bytes);
+		if (s->envp) {
+			char *o = (char *)(s->envp + sn->n_envp + 1);
+
+			for (size_t i = 0; i < sn->n_envp; i++) {
+				size_t l = strlen(sn->envp[i]) + 1;
+
+				memcpy(o, sn->envp[i], l);
+				s->envp[i] = o;
+				o += l;
+			}
+			s->envp[sn->n_envp] = NULL;
+		}
+	}
+	if (!s->home_cwd || !s->envp) {
+		free(s->home_cwd);
+		free(s->envp);
+		free(s);
+		return -ENOMEM;
+	}
+	snprintf(s->dir, sizeof(s->dir), "%s", sn->dir ? sn->dir : "");
+	slash = strrchr(s->dir, '/');
+	if (!base_dir[0] && slash && slash > s->dir)
+		snprintf(base_dir, sizeof(base_dir), "%.*s", (int)(slash - s->dir), s->dir);
+	snprintf(s->nonce, sizeof(s->nonce), "%s", sn->nonce ? sn->nonce : "");
+	s->id = sn->id;
+	if (next_id < sn->id)
+		next_id = sn->id;
+	s->seq = sn->seq;
+	s->pid = sn->pid;
+	s->cmd_fd = sn->cmd_fd;
+	s->st_fd = sn->st_fd;
+	s->ready = sn->ready;
+	s->created_ms = sn->created_ms;
+	s->used_ms = sn->used_ms;
+	s->ghost = sn->busy;
+	s->ghost_started = sn->busy_started;
+	s->ghost_in = sn->busy_in_fd;
+	fcntl(s->cmd_fd, F_SETFD, FD_CLOEXEC);
+	fcntl(s->st_fd, F_SETFD, FD_CLOEXEC);
+	if (s->ghost_in >= 0)
+		fcntl(s->ghost_in, F_SETFD, FD_CLOEXEC);
+	ev_timer_init(&s->kill_w, kill_timer_cb, SESSION_KILL_GRACE_S, 0.);
+	s->kill_w.data = s;
+	ev_timer_init(&s->idle_w, idle_cb, 1., 0.);
+	s->idle_w.data = s;
+	ev_io_init(&s->st_w, st_cb, s->st_fd, EV_READ);
+	s->st_w.data = s;
+	ev_io_start(envd_loop, &s->st_w);
+	ev_io_init(&s->cmd_w, cmd_w_cb, s->cmd_fd, EV_WRITE);
+	s->cmd_w.data = s;
+	ev_child_init(&s->child_w, child_cb, s->pid, 0);
+	s->child_w.data = s;
+	ev_child_start(envd_loop, &s->child_w);
+	s->next = sessions;
+	sessions = s;
+	n_sessions++;
+	for (size_t i = 0; i < sn->n_keep_fds; i++) {
+		struct keepfd *k = calloc(1, sizeof(*k));
+
+		if (!k) {
+			close(sn->keep_fds[i]);
+			continue;
+		}
+		fcntl(sn->keep_fds[i], F_SETFD, FD_CLOEXEC);
+		fcntl(sn->keep_fds[i], F_SETFL, O_NONBLOCK);
+		ev_io_init(&k->w, keep_cb, sn->keep_fds[i], EV_READ);
+		k->w.data = k;
+		ev_io_start(envd_loop, &k->w);
+		k->next = s->keeps;
+		s->keeps = k;
+		s->n_keeps++;
+	}
+	log_info("session", "session %s of %s: shell %d taken over%s", s->name, s->u.name, (int)s->pid,
+		 s->ghost ? " (a command still running)" : "");
+	session_dispatch(s);
+	return 0;
 }

@@ -98,6 +98,41 @@ size_t session_count(void);
    waiting in it (they end as killed). RPC_OK or not_found. */
 enum rpc_code session_close(const char *name, uid_t uid, char *err, size_t errlen);
 
+/* ---- live upgrade (sandbox/upgrade.c) ------------------------------------
+ *
+ * The shell keeps running over the exec (it is envd's child either way);
+ * its command and status pipes and the descriptors held for background
+ * jobs are inherited. A command running at the upgrade goes on in its
+ * shell, but its stream is not carried (the upgrade ends every stream): its
+ * output is read and dropped, its status awaited before the next command.
+ * Commands waiting in the queue are not carried (their Starts end too).
+ */
+struct session_snapshot {
+	const char *name, *user;
+	uid_t uid;
+	bool set_ids;
+	const char *home_cwd;
+	char *const *envp;        /* NULL-terminated */
+	size_t n_envp;
+	const char *dir, *nonce;
+	unsigned long id, seq;
+	int pid, cmd_fd, st_fd;
+	bool ready;
+	int64_t created_ms, used_ms;
+	bool busy, busy_started;
+	const int *keep_fds;
+	size_t n_keep_fds;
+	int busy_in_fd;           /* -1: none */
+};
+
+/* Call fn for every live session (fn keeps what it needs: the pointers
+   are valid during the call). */
+void session_snapshot_each(void (*fn)(void *ud, const struct session_snapshot *s), void *ud);
+
+/* Re-create a session from a record. Returns 0 or -errno (the caller
+   closes the descriptors then). */
+int session_adopt(const struct session_snapshot *s);
+
 /* True when `name` is a valid session name (1..SESSION_NAME_MAX of
    [A-Za-z0-9._-]). */
 bool session_name_ok(const char *name);

@@ -45,6 +45,7 @@
 #include "process/cgroup.h"
 #include "process/process.h"
 #include "process/ring.h"
+#include "process/session.h"
 #include "sandbox/freeze.h"
 #include "sandbox/logexport.h"
 #include "sandbox/nfs.h"
@@ -309,6 +310,61 @@ static void add_process(void *ud, const struct process_snapshot *s)
 	PUSH(a, b->st->processes, b->st->n_processes, p);
 }
 
+static char *arena_str(struct arena *a, const char *s)
+{
+	size_t n = strlen(s ? s : "") + 1;
+	char *o = arena_alloc(a, n);
+
+	if (o)
+		memcpy(o, s ? s : "", n);
+	return o;
+}
+
+static void add_session(void *ud, const struct session_snapshot *s)
+{
+	struct build *b = ud;
+	struct arena *a = b->a;
+	Upgrade__HandoverSession *hs = arena_alloc(a, sizeof(*hs));
+	char **envp = arena_alloc(a, (s->n_envp + 1) * sizeof(char *));
+	int32_t *keeps = arena_alloc(a, (s->n_keep_fds + 1) * sizeof(int32_t));
+
+	if (!hs || !envp || !keeps)
+		return;
+	upgrade__handover_session__init(hs);
+	hs->name = arena_str(a, s->name);
+	hs->user = arena_str(a, s->user);
+	hs->uid = (uint32_t)s->uid;
+	hs->set_ids = s->set_ids;
+	hs->home_cwd = arena_str(a, s->home_cwd);
+	for (size_t i = 0; i < s->n_envp; i++)
+		envp[i] = arena_str(a, s->envp[i]);
+	hs->envp = envp;
+	hs->n_envp = s->n_envp;
+	hs->dir = arena_str(a, s->dir);
+	hs->id = s->id;
+	hs->seq = s->seq;
+	hs->pid = s->pid;
+	hs->cmd_fd = s->cmd_fd;
+	hs->status_fd = s->st_fd;
+	hs->nonce = arena_str(a, s->nonce);
+	hs->ready = s->ready;
+	hs->created_ms = s->created_ms;
+	hs->used_ms = s->used_ms;
+	hs->busy = s->busy;
+	hs->busy_started = s->busy_started;
+	hs->busy_in_fd = s->busy_in_fd;
+	for (size_t i = 0; i < s->n_keep_fds; i++) {
+		keeps[i] = s->keep_fds[i];
+		keep_fd(b->fds, s->keep_fds[i]);
+	}
+	hs->keep_fds = keeps;
+	hs->n_keep_fds = s->n_keep_fds;
+	keep_fd(b->fds, s->cmd_fd);
+	keep_fd(b->fds, s->st_fd);
+	keep_fd(b->fds, s->busy_in_fd);
+	PUSH(a, b->st->sessions, b->st->n_sessions, hs);
+}
+
 static void add_watcher(void *ud, const struct fs_watcher_snapshot *s)
 {
 	struct build *b = ud;
@@ -367,6 +423,7 @@ static int build_record(struct fdlist *fds, uint8_t **out, size_t *out_len)
 	st.from_ver = (char *)upgrade_version;
 	st.arch = (char *)RECORD_ARCH;
 	process_snapshot_each(add_process, &b);
+	session_snapshot_each(add_session, &b);
 	fs_watchers_snapshot_each(add_watcher, &b);
 	for (size_t i = 0; i < nfs_ledger_count(); i++) {
 		Upgrade__MountEntry *m = arena_alloc(&a, sizeof(*m));
@@ -1137,6 +1194,41 @@ int upgrade_resume(void)
 		} else {
 			procs++;
 		}
+	}
+	for (size_t i = 0; i < st->n_sessions; i++) {
+		Upgrade__HandoverSession *hs = st->sessions[i];
+		struct session_snapshot sn = {
+			.name = hs->name, .user = hs->user, .uid = hs->uid, .set_ids = hs->set_ids,
+			.home_cwd = hs->home_cwd, .envp = hs->envp, .n_envp = hs->n_envp, .dir = hs->dir,
+			.nonce = hs->nonce, .id = hs->id, .seq = hs->seq, .pid = hs->pid,
+			.cmd_fd = fd_open(hs->cmd_fd) ? hs->cmd_fd : -1,
+			.st_fd = fd_open(hs->status_fd) ? hs->status_fd : -1, .ready = hs->ready,
+			.created_ms = hs->created_ms, .used_ms = hs->used_ms, .busy = hs->busy,
+			.busy_started = hs->busy_started,
+			.busy_in_fd = fd_open(hs->busy_in_fd) ? hs->busy_in_fd : -1,
+		};
+		int *keeps = calloc(hs->n_keep_fds + 1, sizeof(int));
+
+		for (size_t k = 0; keeps && k < hs->n_keep_fds; k++)
+			if (fd_open(hs->keep_fds[k]))
+				keeps[sn.n_keep_fds++] = hs->keep_fds[k];
+		sn.keep_fds = keeps;
+		rc = keeps ? session_adopt(&sn) : -ENOMEM;
+		if (rc < 0) {
+			/* Its descriptors are left to close_leftovers' kind: close them. */
+			log_error(LOGGER, "upgrade: session %s not taken over: %s", hs->name, strerror(-rc));
+			if (sn.cmd_fd >= 0)
+				close(sn.cmd_fd);
+			if (sn.st_fd >= 0)
+				close(sn.st_fd);
+			if (sn.busy_in_fd >= 0)
+				close(sn.busy_in_fd);
+			for (size_t k = 0; k < sn.n_keep_fds; k++)
+				close(keeps[k]);
+			if (hs->pid > 0)
+				kill(-hs->pid, SIGKILL);
+		}
+		free(keeps);
 	}
 	for (size_t i = 0; i < st->n_terminated; i++) {
 		rc = adopt_exit(st->terminated[i]);
