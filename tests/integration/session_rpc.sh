@@ -24,6 +24,19 @@ l=$(sessions)
 check "ListSessions: the shell's pid and its current directory" "True /" \
 	"$(echo "$l" | field '[str(s.get("shellPid", 0) > 0) + " " + s["cwd"] for s in d["sessions"] if s["name"] == "w"][0]')"
 
+# SIGINT and SIGTERM end the command (and the rest of its line), not the session.
+for sig in SIGINT SIGTERM; do
+	stream_bg "$TMP/$sig.txt" Start '{"process":{"cmd":"/bin/bash","args":["-l","-c","echo go; sleep 3600; echo after"]},"session":"w"}'
+	wait_for "$HANG_S" sh -c "grep -q stdout '$TMP/$sig.txt'"
+	pid=$(pid_in "$TMP/$sig.txt")
+	check "SendSignal $sig to a session command" "200 {}" "$(unary SendSignal "{\"process\":{\"pid\":$pid},\"signal\":\"SIGNAL_$sig\"}")"
+	wait_for "$HANG_S" sh -c "grep -q '\"end\"' '$TMP/$sig.txt'"
+	check "$sig: the rest of the line does not run" "go" "$(stdout_of <"$TMP/$sig.txt")"
+	check_re "$sig: the end event names the signal" '"status": ?"signal: (interrupt|terminated)"' "$(cat "$TMP/$sig.txt")"
+done
+stream Start '{"process":{"cmd":"/bin/bash","args":["-l","-c","pwd"]},"session":"w"}' >"$TMP/s.txt"
+check "the session lives on" "/" "$(stdout_of <"$TMP/s.txt")"
+
 # A running command and its queue in the list, then CloseSession ends all.
 stream_bg "$TMP/b.txt" Start '{"process":{"cmd":"/bin/bash","args":["-l","-c","sleep 3600 & echo $!; wait"]},"session":"w"}'
 wait_for "$HANG_S" sh -c "grep -q stdout '$TMP/b.txt'"
