@@ -237,22 +237,38 @@ static bool env_key_ok(const char *k)
 
 static int base_dir_ready(void)
 {
+	struct stat st;
+
 	if (base_dir[0])
 		return 0;
-	if (mkdir("/run/envd-sessions", 0711) == 0 || errno == EEXIST) {
+	if ((mkdir("/run/envd-sessions", 0711) == 0 || errno == EEXIST) &&
+	    lstat("/run/envd-sessions", &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid()) {
 		snprintf(base_dir, sizeof(base_dir), "/run/envd-sessions");
 		return 0;
 	}
+	/* Without root (no /run): a directory of ours in /tmp, and only ours. */
 	snprintf(base_dir, sizeof(base_dir), "/tmp/envd-sessions-%u", (unsigned)geteuid());
-	if (mkdir(base_dir, 0711) == 0 || errno == EEXIST)
+	if (mkdir(base_dir, 0711) == 0)
 		return 0;
+	if (errno == EEXIST) {
+		if (lstat(base_dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+		    !(st.st_mode & 022))
+			return 0;
+		errno = EPERM;
+	}
+	int e = errno;
+
 	base_dir[0] = '\0';
-	return -errno;
+	return -e;
 }
 
-static void own(const struct session *s, const char *path)
+/* The session's directory is the user's (its parent is ours): everything in
+   it is reached without following links and checked by descriptor, so a
+   name the user swapped for a link cannot make envd open or chown another
+   file. */
+static void own_fd(const struct session *s, int fd, const char *path)
 {
-	if (geteuid() == 0 && chown(path, s->u.uid, s->u.gid) < 0)
+	if (geteuid() == 0 && fchown(fd, s->u.uid, s->u.gid) < 0)
 		log_info("session", "chown %s: %s", path, go_strerror(errno));
 }
 
@@ -928,14 +944,15 @@ fail:
 
 static int write_file(const struct session *s, const char *path, const char *text)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int fd;
 	size_t n = strlen(text), o = 0;
 
+	/* A fresh file: never one the user put there under that name. */
+	unlink(path);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
-	if (geteuid() == 0 && fchown(fd, s->u.uid, s->u.gid) < 0) {
-		/* the shell could not read it */
-	}
+	own_fd(s, fd, path);
 	while (o < n) {
 		ssize_t w = write(fd, text + o, n - o);
 
@@ -1110,7 +1127,14 @@ static struct session *session_new(const struct session_req *r, char *err, size_
 		free(s);
 		return NULL;
 	}
-	own(s, s->dir);
+	{
+		int dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+		if (dfd >= 0) {
+			own_fd(s, dfd, s->dir);
+			close(dfd);
+		}
+	}
 	ev_timer_init(&s->kill_w, kill_timer_cb, SESSION_KILL_GRACE_S, 0.);
 	s->kill_w.data = s;
 	ev_timer_init(&s->idle_w, idle_cb, 1., 0.);
@@ -1134,12 +1158,18 @@ static int open_fifos(struct scmd *c, int fds[3])
 		if (i == 0 && !c->stdin_pipe)
 			continue;
 		cmd_path(c, kinds[i], path, sizeof(path));
+		struct stat st;
+
 		if (mkfifo(path, 0600) < 0)
 			goto fail;
-		own(c->s, path);
-		fds[i] = open(path, (i == 0 ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_CLOEXEC);
+		fds[i] = open(path, (i == 0 ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
 		if (fds[i] < 0)
 			goto fail;
+		if (fstat(fds[i], &st) < 0 || !S_ISFIFO(st.st_mode)) {
+			errno = EPERM;
+			goto fail;
+		}
+		own_fd(c->s, fds[i], path);
 	}
 	if (c->stdin_pipe) {
 		c->keep_in = fcntl(fds[0], F_DUPFD_CLOEXEC, 0);
