@@ -1307,3 +1307,16 @@ void process_attach_fds(const struct process *p, int fds[3])
 	fds[1] = p->out_fd;
 	fds[2] = p->err_fd;
 }
+
+void process_attach_running(struct process *p)
+{
+	p->t_start_us = mono_us();
+}
+
+void process_attach_usage(struct process *p, uint64_t user_us, uint64_t sys_us)
+{
+	p->ru.ru_utime.tv_sec = (time_t)(user_us / 1000000u);
+	p->ru.ru_utime.tv_usec = (suseconds_t)(user_us % 1000000u);
+	p->ru.ru_stime.tv_sec = (time_t)(sys_us / 1000000u);
+	p->ru.ru_stime.tv_usec = (suseconds_t)(sys_us % 1000000u);
+}

@@ -181,6 +181,11 @@ enum rpc_code process_attach(const struct process_spec *s, uint32_t pid, const i
  * pipes is taken, the rest of the descriptors go to ops->keep_fd, and the
  * end event follows. No op is called after this. */
 void process_attach_exit(struct process *p, int wstatus);
+/* It begins to run now (its wall time counts from here, not from the
+   queue). */
+void process_attach_running(struct process *p);
+/* CPU time it used, for the end event's usage (before process_attach_exit). */
+void process_attach_usage(struct process *p, uint64_t user_us, uint64_t sys_us);
 /* Its descriptors {stdin, stdout, stderr} as they are now (-1: closed). */
 void process_attach_fds(const struct process *p, int fds[3]);
 

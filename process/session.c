@@ -67,6 +67,7 @@ struct scmd {
 	int keep_in;          /* holds the stdin FIFO open until the shell has it */
 	int sig;              /* a signal envd delivered to it; 0: none */
 	bool started;         /* `s` seen */
+	uint64_t cpu0_user, cpu0_sys; /* the shell's own and reaped children's CPU at dispatch (us) */
 	pid_t before[SESSION_BEFORE_MAX]; /* the shell's group when it began */
 	size_t n_before;
 };
@@ -359,6 +360,38 @@ static int signal_members(struct scmd *c, int sig)
 			hit++;
 	}
 	return hit;
+}
+
+/*
+ * CPU time of the shell itself and of the children it has waited for
+ * (/proc/<pid>/stat utime+cutime, stime+cstime), in microseconds: the
+ * difference over a command is what the command used (a background job
+ * reaped meanwhile counts too). 0 when it cannot be read.
+ */
+static void shell_cpu(pid_t pid, uint64_t *user, uint64_t *sys)
+{
+	char path[64], buf[1024], *rp;
+	unsigned long long ut, st, cut, cst;
+	long hz = sysconf(_SC_CLK_TCK);
+	ssize_t n;
+	int fd;
+
+	*user = *sys = 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0 || hz <= 0)
+		return;
+	buf[n] = '\0';
+	rp = strrchr(buf, ')');
+	if (!rp || sscanf(rp + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu", &ut, &st,
+			  &cut, &cst) != 4)
+		return;
+	*user = (ut + cut) * 1000000ull / (unsigned long long)hz;
+	*sys = (st + cst) * 1000000ull / (unsigned long long)hz;
 }
 
 /* ---- commands ------------------------------------------------------------- */
@@ -669,6 +702,13 @@ static void on_status(struct session *s, int code)
 	ws = (code & 0xff) << 8;
 	if (c->sig && code != 0)
 		ws = c->sig;
+	if (c->p) {
+		uint64_t u, sy;
+
+		shell_cpu(s->pid, &u, &sy);
+		process_attach_usage(c->p, u > c->cpu0_user ? u - c->cpu0_user : 0,
+				     sy > c->cpu0_sys ? sy - c->cpu0_sys : 0);
+	}
 	scmd_finish(c, ws);
 	session_dispatch(s);
 }
@@ -995,6 +1035,9 @@ static void session_dispatch(struct session *s)
 	c->n_before = group_members(s->pid, pids, NULL, SESSION_BEFORE_MAX);
 	memcpy(c->before, pids, c->n_before * sizeof(pid_t));
 	s->running = true;
+	shell_cpu(s->pid, &c->cpu0_user, &c->cpu0_sys);
+	if (c->p)
+		process_attach_running(c->p);
 	if (write_line(s, c->line) < 0) {
 		s->running = false;
 		scmd_finish(c, 127 << 8);

@@ -24,6 +24,14 @@ l=$(sessions)
 check "ListSessions: the shell's pid and its current directory" "True /" \
 	"$(echo "$l" | field '[str(s.get("shellPid", 0) > 0) + " " + s["cwd"] for s in d["sessions"] if s["name"] == "w"][0]')"
 
+stream Start '{"process":{"cmd":"/bin/true","limits":{"pidsMax":10}},"session":"w"}' >"$TMP/lim.txt"
+check_re "limits in a session are refused, not ignored" 'failed_precondition' "$(cat "$TMP/lim.txt")"
+
+# The end event's usage: the CPU the command's processes used.
+stream Start '{"process":{"cmd":"/bin/bash","args":["-l","-c","head -c 20000000 /dev/urandom | md5sum >/dev/null"]},"session":"w"}' >"$TMP/u.txt"
+cpu=$(grep '"end"' "$TMP/u.txt" | "$PY" -c 'import sys, json; l = sys.stdin.read(); u = json.loads(l.split(" ", 1)[1])["event"]["end"].get("usage", {}); print(int(u.get("cpuUserUsec", 0)) + int(u.get("cpuSystemUsec", 0)))')
+check_re "usage: the command's CPU time ($cpu us)" '^[1-9][0-9]*$' "$cpu"
+
 # SIGINT and SIGTERM end the command (and the rest of its line), not the session.
 for sig in SIGINT SIGTERM; do
 	stream_bg "$TMP/$sig.txt" Start '{"process":{"cmd":"/bin/bash","args":["-l","-c","echo go; sleep 3600; echo after"]},"session":"w"}'
