@@ -27,6 +27,13 @@ check "ListSessions: the shell's pid and its current directory" "True /" \
 stream Start '{"process":{"cmd":"/bin/true","limits":{"pidsMax":10}},"session":"w"}' >"$TMP/lim.txt"
 check_re "limits in a session are refused, not ignored" 'failed_precondition' "$(cat "$TMP/lim.txt")"
 
+# Connect by tag, with replay from offset 0, follows a session command too.
+stream Start '{"process":{"cmd":"/bin/bash","args":["-l","-c","echo one; echo two"]},"session":"w","tag":"sess-tag"}' >/dev/null
+stream Connect '{"process":{"tag":"sess-tag"},"replayFrom":"0"}' >"$TMP/conn.txt"
+check "Connect by tag with replay" "one
+two" "$(stdout_of <"$TMP/conn.txt")"
+check "and its end event" "end eos" "$(kinds <"$TMP/conn.txt" | tr '\n' ' ' | grep -o 'end eos')"
+
 # The end event's usage: the CPU the command's processes used.
 stream Start '{"process":{"cmd":"/bin/bash","args":["-l","-c","head -c 20000000 /dev/urandom | md5sum >/dev/null"]},"session":"w"}' >"$TMP/u.txt"
 cpu=$(grep '"end"' "$TMP/u.txt" | "$PY" -c 'import sys, json; l = sys.stdin.read(); u = json.loads(l.split(" ", 1)[1])["event"]["end"].get("usage", {}); print(int(u.get("cpuUserUsec", 0)) + int(u.get("cpuSystemUsec", 0)))')
