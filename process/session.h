@@ -37,7 +37,7 @@
 
 struct user;
 
-#define SESSION_QUEUE_MAX 64      /* commands waiting in one session */
+#define SESSION_QUEUE_MAX 64      /* commands in one session, the running one included */
 #define SESSION_MAX 256           /* sessions in all */
 #define SESSION_NAME_MAX 64
 /* The env var that puts a Start into a session (the SDKs can set envs). */
