@@ -47,6 +47,7 @@
 #include "changes/journal.h"
 #include "process/process.h"
 #include "proto/pbjson.h"
+#include "base/uptmp.h"
 
 size_t changes_max_paths = 200000;
 enum changes_source changes_source = CHANGES_SOURCE_AUTO;
@@ -645,6 +646,9 @@ static void take_event(struct batch *b, const struct fanotify_event_metadata *md
 	if (!d)
 		return; /* the directory is gone: its own deletion is reported by its parent */
 	bool self = strcmp(name, ".") == 0 || !*name;
+	/* An upload's temporary file: its rename shows on the target. */
+	if (!self && uptmp_name_is(name, strlen(name), NULL))
+		return;
 	if (self)
 		snprintf(path, sizeof(path), "%s", d->path);
 	else if (snprintf(path, sizeof(path), "%s/%s", strcmp(d->path, "/") ? d->path : "", name) >=
@@ -786,6 +790,10 @@ static void ino_change(void *ud, const char *path, unsigned kinds, bool appeared
 	struct journal_event ev = { 0 };
 	struct stat st;
 
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	if (uptmp_name_is(base, strlen(base), NULL))
+		return; /* an upload's temporary file: its rename shows on the target */
 	if (!C.cur) {
 		C.lost = true;
 		return;

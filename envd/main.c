@@ -32,6 +32,7 @@
 #include "changes/changes.h"
 #include "files/files_http.h"
 #include "fs/fs_service.h"
+#include "base/uptmp.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "sandbox/portfwd.h"
@@ -92,6 +93,8 @@ static struct flag flags[] = {
 	 {.i = 2000}},
 	{"handover-file", F_STR, "live-upgrade hand-over record", "/run/e2b/envd-handover.pb",
 	 {.s = "/run/e2b/envd-handover.pb"}},
+	{"upload-registry", F_STR, "directory that records the temporary files of uploads in progress",
+	 "/run/e2b/uploads", {.s = "/run/e2b/uploads"}},
 	{"default-user", F_STR, "user that requests run as when none is given", "root", {.s = "root"}},
 	{"addr", F_STR, "listen address (default: dual-stack [::], falling back to 0.0.0.0)", "", {.s = ""}},
 	{"max-conns", F_INT, "maximum open connections", "20000", {.i = 20000}},
@@ -367,6 +370,9 @@ int main(int argc, char **argv)
 	}
 	if (!resume)
 		cgroup_setup(cgroup_root_flag(), flag_get("no-cgroups")->v.b);
+	/* Temporary files of uploads a killed envd was writing. */
+	snprintf(uptmp_registry, sizeof(uptmp_registry), "%s", flag_get("upload-registry")->v.s);
+	uptmp_sweep();
 	if (changes_start() < 0)
 		log_info("envd", "change journal not started");
 	log_info("envd", "listening on port %lld, version %s", port, ENVD_VERSION);

@@ -45,6 +45,7 @@
 #include "files/gzsend.h"
 #include "http/linkrate.h"
 #include "files/multipart.h"
+#include "base/uptmp.h"
 #include "base/log.h"
 #include "base/state.h"
 #include "base/users.h"
@@ -751,7 +752,7 @@ struct upload {
 	struct user u;
 	struct fs_meta meta;
 	int64_t content_length;
-	bool atomic;
+	bool atomic;        /* replace by rename where it can (default) */
 
 	/* body decoding */
 	bool gzip;
@@ -775,6 +776,7 @@ struct upload {
 	bool created;       /* the target did not exist before */
 	char target[PATH_MAX];
 	char tmp[PATH_MAX]; /* atomic mode: the temporary file */
+	char reg[320];      /* ... and its registry entry (base/uptmp.h) */
 
 	/* results */
 	json_t *results;
@@ -829,7 +831,10 @@ static void up_discard_current(struct upload *up)
 		else if (up->created)
 			unlink(up->target);
 	}
+	if (up->tmp[0])
+		uptmp_forget(up->reg);
 	up->tmp[0] = '\0';
+	up->reg[0] = '\0';
 	up->created = false;
 }
 
@@ -906,14 +911,29 @@ static void random_suffix(char *out, size_t len)
 	random_hex(out, len > 17 ? 16 : len - 1);
 }
 
+/*
+ * Whether an upload to `target` may replace it by rename: it is absent or
+ * a regular file with no other name. A symlink (even a dangling one), a
+ * device, a FIFO or a hard-linked file is written in place, as the client
+ * meant the object behind that name.
+ */
+static bool up_can_rename(const char *target)
+{
+	struct stat lst;
+
+	if (lstat(target, &lst) < 0)
+		return errno == ENOENT;
+	return S_ISREG(lst.st_mode) && lst.st_nlink == 1;
+}
+
 /* Open up->target for writing: create its parent directories, refuse a
    directory, chown an existing file, open (a temporary beside it when
-   atomic). */
+   atomic, which gets the target's mode and extended attributes). */
 static int up_begin_file(struct upload *up)
 {
 	char parent[PATH_MAX], err[MSGLEN];
 	struct stat st;
-	bool existed;
+	bool existed, atomic;
 
 	fs_path_dir(up->target, parent, sizeof(parent));
 	if (fs_ensure_dirs(parent, up->u.uid, up->u.gid, err, sizeof(err)) < 0)
@@ -922,23 +942,23 @@ static int up_begin_file(struct upload *up)
 		if (S_ISDIR(st.st_mode))
 			return up_error(up, 400, "path is a directory: %s", up->target);
 		existed = true;
-		if (!up->atomic && chown(up->target, up->u.uid, up->u.gid) < 0 && errno != ENOENT)
+		atomic = up->atomic && up_can_rename(up->target);
+		if (!atomic && chown(up->target, up->u.uid, up->u.gid) < 0 && errno != ENOENT)
 			return up_error(up, 500, "error changing file ownership: chown %s: %s", up->target,
 					go_strerror(errno));
 	} else if (errno == ENOENT) {
 		existed = false;
+		atomic = up->atomic && up_can_rename(up->target);
 	} else {
 		return up_error(up, 500, "error getting file info: stat %s: %s", up->target, go_strerror(errno));
 	}
 
-	if (up->atomic) {
-		char base[PATH_MAX], sfx[24];
-		path_base(up->target, base, sizeof(base));
-		random_suffix(sfx, sizeof(sfx));
-		if (snprintf(up->tmp, sizeof(up->tmp), "%s/.%.200s.e2b-upload.%s.tmp", parent, base, sfx) >=
-		    (int)sizeof(up->tmp))
+	if (atomic) {
+		int fd = uptmp_open(parent, existed, up->tmp, sizeof(up->tmp), up->reg, sizeof(up->reg));
+		if (fd == -ENAMETOOLONG)
 			return up_error(up, 400, "error resolving path: %s", go_strerror(ENAMETOOLONG));
-		up->fd = open(up->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		errno = fd < 0 ? -fd : 0;
+		up->fd = fd < 0 ? -1 : fd;
 	} else {
 		/* O_NONBLOCK only matters for FIFOs: fail (ENXIO) instead of
 		 * blocking the loop until some reader shows up. */
@@ -954,10 +974,17 @@ static int up_begin_file(struct upload *up)
 		return up_error(up, 500, "error opening file: open %s: %s", up->target, go_strerror(e));
 	}
 	fsjob_fd_mount(up->fd, &up->key, &up->local);
-	if ((!existed || up->atomic) && fchown(up->fd, up->u.uid, up->u.gid) < 0)
+	/* The replacement ends as an in-place write would leave the file:
+	 * chowned to the user, the target's mode (after fchown, which clears
+	 * set-id bits) and its other extended attributes (ACLs among them). */
+	if ((!existed || atomic) && fchown(up->fd, up->u.uid, up->u.gid) < 0)
 		return up_error(up, 500, "error changing file ownership: chown %s: %s", up->target, go_strerror(errno));
-	if (up->atomic && existed)
+	if (atomic && existed) {
+		int rc;
 		fchmod(up->fd, st.st_mode & 07777);
+		if ((rc = uptmp_copy_attrs(up->target, up->fd)) < 0)
+			return up_error(up, 507, "not enough space for file metadata: %s", go_strerror(-rc));
+	}
 	return 0;
 }
 
@@ -998,10 +1025,13 @@ static int up_finish_file(struct upload *up)
 	if (close(up->fd) < 0) {
 		int e = errno;
 		up->fd = -1;
-		if (up->tmp[0])
+		if (up->tmp[0]) {
 			unlink(up->tmp);
-		else if (up->created)
+			uptmp_forget(up->reg);
+			up->tmp[0] = '\0';
+		} else if (up->created) {
 			unlink(up->target);
+		}
 		if (e == ENOSPC || e == EDQUOT)
 			return up_error(up, 507, "not enough disk space available");
 		return up_error(up, 500, "error writing file: close %s: %s", up->target, go_strerror(e));
@@ -1010,11 +1040,14 @@ static int up_finish_file(struct upload *up)
 	if (up->tmp[0]) {
 		if (rename(up->tmp, up->target) < 0) {
 			int e = errno;
+			char tmp[PATH_MAX];
+			snprintf(tmp, sizeof(tmp), "%s", up->tmp);
 			unlink(up->tmp);
+			uptmp_forget(up->reg);
 			up->tmp[0] = '\0';
-			return up_error(up, 500, "error writing file: rename %s %s: %s", up->tmp, up->target,
-					go_strerror(e));
+			return up_error(up, 500, "error writing file: rename %s %s: %s", tmp, up->target, go_strerror(e));
 		}
+		uptmp_forget(up->reg);
 		up->tmp[0] = '\0';
 	}
 	up->created = false;
@@ -1430,8 +1463,11 @@ void files_post(struct http_req *r)
 		respond_fmt(r, 400, "invalid metadata: %s", err);
 		goto fail;
 	}
+	/* Atomic unless asked not to: a cut connection or a crash never
+	 * leaves a half-written target nor loses its previous content. */
+	up->atomic = true;
 	if (http_query_get(r->query, "atomic", atomic, sizeof(atomic)) > 0)
-		up->atomic = strcmp(atomic, "true") == 0 || strcmp(atomic, "1") == 0;
+		up->atomic = !(strcmp(atomic, "false") == 0 || strcmp(atomic, "0") == 0);
 	up->has_path_param = http_query_get(r->query, "path", up->path_param, sizeof(up->path_param)) > 0;
 
 	ct = http_req_header(r, "content-type");

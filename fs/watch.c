@@ -33,6 +33,7 @@
 
 #include "fs/entry.h"
 #include "fs/listdir.h"
+#include "base/uptmp.h"
 #include "base/errstr.h"
 #include "base/loop.h"
 #include "base/users.h"
@@ -94,6 +95,10 @@ struct fs_watch {
 	/* A directory moved away inside the tree, waiting for its MOVED_TO. */
 	uint32_t pending_cookie;
 	char *pending_rel;
+	/* An upload's temporary file renamed away, waiting for its MOVED_TO. */
+	uint32_t up_cookie;
+	bool up_pending;
+	bool up_replaces;     /* ... over a file that existed */
 	/* Loop side: raw events read and not yet handled, the job in flight. */
 	char *q;
 	size_t qlen, qcap;
@@ -451,6 +456,28 @@ static void handle_event(struct fs_watch *w, struct watch_job *j, const struct i
 
 	if (w->pending_rel && !((ev->mask & IN_MOVED_TO) && ev->cookie == w->pending_cookie))
 		flush_pending(w, j);
+
+	/* An atomic upload (base/uptmp.h): its temporary file stays hidden and
+	 * its rename over the target reads as the in-place write it stands
+	 * for, as the reference (which writes in place) reports it. */
+	if (ev->len && !(ev->mask & IN_ISDIR)) {
+		bool replaces;
+		if (uptmp_name_is(ev->name, strnlen(ev->name, ev->len), &replaces)) {
+			if (ev->mask & IN_MOVED_FROM) {
+				w->up_cookie = ev->cookie;
+				w->up_pending = true;
+				w->up_replaces = replaces;
+			}
+			return;
+		}
+		if ((ev->mask & IN_MOVED_TO) && w->up_pending && ev->cookie == w->up_cookie) {
+			w->up_pending = false;
+			if (!w->up_replaces)
+				emit(w, j, relname, abs, FILESYSTEM__EVENT_TYPE__EVENT_TYPE_CREATE);
+			emit(w, j, relname, abs, FILESYSTEM__EVENT_TYPE__EVENT_TYPE_WRITE);
+			return;
+		}
+	}
 
 	if (ev->mask & IN_DELETE_SELF) {
 		/* The parent's IN_DELETE already reported a watched subdirectory. */

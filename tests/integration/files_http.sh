@@ -155,10 +155,14 @@ expect_eq "atomic upload 200" "200" \
 	"$(status "$U?path=$(enc "$D/atomic.txt")&atomic=true" -X POST -H 'Content-Type: application/octet-stream' --data-binary 'new content')"
 expect_eq "atomic content" "new content" "$(cat "$D/atomic.txt")"
 check "atomic upload replaced the inode" test "$(stat -c %i "$D/atomic.txt")" != "$ino"
-check "atomic upload left no temp files" test -z "$(ls -A "$D" | grep e2b-upload)"
+check "atomic upload left no temp files" test -z "$(ls -A "$D" | grep envd-upload)"
 ino=$(stat -c %i "$D/atomic.txt")
-curl -s -o /dev/null -X POST "$U?path=$(enc "$D/atomic.txt")" -H 'Content-Type: application/octet-stream' --data-binary 'in place'
-expect_eq "default upload keeps the inode" "$ino" "$(stat -c %i "$D/atomic.txt")"
+curl -s -o /dev/null -X POST "$U?path=$(enc "$D/atomic.txt")" -H 'Content-Type: application/octet-stream' --data-binary 'replaced'
+check "default upload is atomic (a new inode)" test "$(stat -c %i "$D/atomic.txt")" != "$ino"
+ino=$(stat -c %i "$D/atomic.txt")
+curl -s -o /dev/null -X POST "$U?path=$(enc "$D/atomic.txt")&atomic=false" -H 'Content-Type: application/octet-stream' --data-binary 'in place'
+expect_eq "atomic=false keeps the inode" "$ino" "$(stat -c %i "$D/atomic.txt")"
+expect_eq "atomic=false content" "in place" "$(cat "$D/atomic.txt")"
 
 # --- a FIFO must not block the daemon (open would wait for a peer) ---
 mkfifo "$D/fifo"

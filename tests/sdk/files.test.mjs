@@ -4,7 +4,7 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync, readFileSync, statSync, existsSync, symlinkSync, writeFileSync, appendFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, readFileSync, statSync, existsSync, symlinkSync, writeFileSync, appendFileSync, chmodSync, readdirSync } from 'node:fs'
 import { createServer } from 'node:net'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -191,12 +191,15 @@ test('writeFiles: absolute and relative names, response in part order', async ()
   assert.equal(one[0].path, `${base}/multi/deep/er/d.txt`)
 })
 
-test('overwrite keeps the inode (written in place)', async () => {
+test('overwrite replaces the file whole (atomic by default), keeping its mode', async () => {
   await sbx.files.write(`${base}/inplace.txt`, 'one')
+  chmodSync(`${base}/inplace.txt`, 0o600)
   const ino = statSync(`${base}/inplace.txt`).ino
   await sbx.files.write(`${base}/inplace.txt`, 'two two')
-  assert.equal(statSync(`${base}/inplace.txt`).ino, ino)
+  assert.notEqual(statSync(`${base}/inplace.txt`).ino, ino)
+  assert.equal(statSync(`${base}/inplace.txt`).mode & 0o777, 0o600)
   assert.equal(readFileSync(`${base}/inplace.txt`, 'utf8'), 'two two')
+  assert.ok(!readdirSync(base).some((n) => n.startsWith('.envd-upload.')))
 })
 
 test('metadata: set, replace, clear, and xattrs set by other tools', async () => {

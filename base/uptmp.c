@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * uptmp.c - temporary files of atomic uploads, and their removal after a
+ * crash (uptmp.h).
+ */
+#include "base/uptmp.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/worker.h"
+
+char uptmp_registry[256] = "/run/e2b/uploads";
+
+/* Random hex for the name; the clock when the entropy pool is not ready
+ * (O_EXCL still makes a collision an error, never a shared file). */
+static void rand_hex(char *out, size_t n)
+{
+	static const char hx[] = "0123456789abcdef";
+	unsigned char b[16];
+
+	if (n > 2 * sizeof(b))
+		n = 2 * sizeof(b);
+	if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		for (size_t i = 0; i < sizeof(b); i++)
+			b[i] = (unsigned char)((ts.tv_nsec >> (i % 4 * 8)) ^ (i * 131) ^ getpid());
+	}
+	for (size_t i = 0; i < n; i++)
+		out[i] = hx[(b[i / 2] >> (i % 2 ? 0 : 4)) & 15];
+	out[n] = '\0';
+}
+
+int uptmp_open(const char *dir, bool replaces, char *tmp, size_t tmplen, char *reg, size_t reglen)
+{
+	char sfx[17];
+	int fd;
+
+	reg[0] = '\0';
+	rand_hex(sfx, 16);
+	if (snprintf(tmp, tmplen, "%s/%s%c%s", strcmp(dir, "/") ? dir : "", UPTMP_PREFIX, replaces ? 'r' : 'n', sfx) >=
+	    (int)tmplen) {
+		tmp[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		int e = errno;
+		tmp[0] = '\0';
+		return -e;
+	}
+	/* Best effort: without the entry only a crash's leftover stays. */
+	if (uptmp_registry[0] &&
+	    snprintf(reg, reglen, "%s/%ld.%s", uptmp_registry, (long)getpid(), sfx) < (int)reglen) {
+		if (symlink(tmp, reg) < 0 &&
+		    !(errno == ENOENT && (mkdir(uptmp_registry, 0700) == 0 || errno == EEXIST) &&
+		      symlink(tmp, reg) == 0))
+			reg[0] = '\0';
+	} else {
+		reg[0] = '\0';
+	}
+	return fd;
+}
+
+void uptmp_forget(const char *reg)
+{
+	if (reg && reg[0])
+		unlink(reg);
+}
+
+bool uptmp_name_is(const char *name, size_t len, bool *replaces)
+{
+	const size_t pl = sizeof(UPTMP_PREFIX) - 1;
+
+	if (len != pl + 17 || memcmp(name, UPTMP_PREFIX, pl) != 0)
+		return false;
+	if (name[pl] != 'r' && name[pl] != 'n')
+		return false;
+	for (size_t i = pl + 1; i < len; i++)
+		if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
+			return false;
+	if (replaces)
+		*replaces = name[pl] == 'r';
+	return true;
+}
+
+int uptmp_copy_attrs(const char *target, int fd)
+{
+	char stack[1024], *names = stack;
+	ssize_t n = llistxattr(target, stack, sizeof(stack));
+	int rc = 0;
+
+	if (n < 0 && errno == ERANGE) {
+		ssize_t want = llistxattr(target, NULL, 0);
+		if (want <= 0 || want > 64 * 1024 || !(names = malloc((size_t)want)))
+			return 0;
+		n = llistxattr(target, names, (size_t)want);
+	}
+	for (ssize_t i = 0; n > 0 && i < n;) {
+		const char *k = names + i;
+		char vbuf[4096];
+		i += (ssize_t)strlen(k) + 1;
+		if (strncmp(k, "user.e2b.", 9) == 0)
+			continue;
+		ssize_t vl = lgetxattr(target, k, vbuf, sizeof(vbuf));
+		if (vl < 0)
+			continue; /* larger than any we keep, or gone meanwhile */
+		if (fsetxattr(fd, k, vbuf, (size_t)vl, 0) < 0 && (errno == ENOSPC || errno == EDQUOT)) {
+			rc = -errno;
+			break;
+		}
+	}
+	if (names != stack)
+		free(names);
+	return rc;
+}
+
+/* --- the sweep --- */
+
+struct sweep_job {
+	char reg[PATH_MAX];
+	char tmp[PATH_MAX];
+};
+
+static void sweep_work(void *arg)
+{
+	struct sweep_job *j = arg;
+	const char *base = strrchr(j->tmp, '/');
+
+	/* Only ever a file that looks like ours: the entry is a symlink
+	 * anyone with access to the registry could have planted. */
+	base = base ? base + 1 : j->tmp;
+	if (uptmp_name_is(base, strlen(base), NULL) && unlink(j->tmp) == 0)
+		log_info("uptmp", "removed %s, left by an envd that stopped mid-upload", j->tmp);
+	unlink(j->reg);
+}
+
+static void sweep_done(void *arg)
+{
+	free(arg);
+}
+
+/* Whether the registering process still runs: an envd with that pid. */
+static bool owner_alive(long pid)
+{
+	char p[64], comm[32];
+	FILE *f;
+	bool alive = false;
+
+	if (pid <= 0 || pid == (long)getpid())
+		return false;
+	snprintf(p, sizeof(p), "/proc/%ld/comm", pid);
+	if (!(f = fopen(p, "re")))
+		return false;
+	if (fgets(comm, sizeof(comm), f))
+		alive = strncmp(comm, "envd", 4) == 0;
+	fclose(f);
+	return alive;
+}
+
+size_t uptmp_sweep(void)
+{
+	DIR *d;
+	struct dirent *de;
+	size_t n = 0;
+
+	if (!uptmp_registry[0] || !(d = opendir(uptmp_registry)))
+		return 0;
+	while ((de = readdir(d))) {
+		char *end;
+		long pid;
+		struct sweep_job *j;
+		ssize_t l;
+
+		if (de->d_name[0] == '.')
+			continue;
+		pid = strtol(de->d_name, &end, 10);
+		if (*end != '.' || owner_alive(pid))
+			continue;
+		if (!(j = calloc(1, sizeof(*j))))
+			break;
+		snprintf(j->reg, sizeof(j->reg), "%s/%s", uptmp_registry, de->d_name);
+		l = readlink(j->reg, j->tmp, sizeof(j->tmp) - 1);
+		if (l <= 0) {
+			unlink(j->reg);
+			free(j);
+			continue;
+		}
+		j->tmp[l] = '\0';
+		struct worker_req req = { .work = sweep_work, .done = sweep_done, .arg = j,
+					  .key = worker_path_key(j->tmp) };
+		if (worker_run(&req) < 0) {
+			free(j);
+			continue;
+		}
+		n++;
+	}
+	closedir(d);
+	return n;
+}
