@@ -43,7 +43,8 @@ GEN_SRCS  := $(GEN)/process.pb-c.c $(GEN)/filesystem.pb-c.c $(GEN)/handover.pb-c
 GEN_HDRS  := $(GEN_SRCS:.c=.h)
 LIB_SRCS  := $(filter-out envd/main.c,$(SRCS))
 UNIT_SRCS := $(sort $(wildcard tests/unit/*_test.c))
-INIT_SRCS := $(sort $(wildcard init/*.c))
+# init links the two protocol modules it shares with envd (plain libc).
+INIT_SRCS := $(sort $(wildcard init/*.c)) base/sdnotify.c base/exitrec.c
 
 # Includes name their folder ("http/h1.h"); generated protobuf-c headers are flat.
 INCS     := -iquote . -iquote $(GEN)

@@ -15,7 +15,16 @@
  * then exits with the command's status (128+N when a signal killed it) or,
  * as the real PID 1 of a machine, powers off.
  *
- * Everything is driven by one signalfd and one timerfd; fatal exits happen
+ * It keeps the command's file descriptor store, as systemd would: the
+ * command gets NOTIFY_SOCKET, may store descriptors with FDSTORE=1 (and
+ * drop them with FDSTOREREMOVE=1), and gets them back from fd 3 with
+ * LISTEN_FDS / LISTEN_FDNAMES / LISTEN_PID when it is started again. An
+ * orphan's exit status and usage go into a shared ring (base/exitrec.h)
+ * that is part of the store, so that the next envd learns how the
+ * commands that ended while it was down ended (docs/crash.md).
+ *
+ * Everything is driven by one signalfd, one timerfd and the notify
+ * socket; fatal exits happen
  * only before the loop starts. Unknown arguments are ignored, because the
  * kernel hands boot parameters it does not know to init.
  */
@@ -25,24 +34,30 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/random.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/reboot.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "base/exitrec.h"
+#include "base/sdnotify.h"
 
 extern char **environ;
 
@@ -54,6 +69,10 @@ extern char **environ;
 #define BACKOFF_MAX_MS 5000
 #define STABLE_MS 10000
 #define MAX_MOUNTS 16
+/* Descriptors the store keeps by default: a few per command of envd. */
+#define FDSTORE_MAX_DEFAULT 4096
+/* Exits the ring remembers. */
+#define EXITS_CAP 1024
 
 enum state { RUNNING, WAIT_RESTART, STOPPING, KILLING };
 
@@ -70,9 +89,19 @@ static struct {
 	int sfd, tfd;
 	char *mounted[MAX_MOUNTS];
 	int n_mounted;
-} in = {.grace_s = 5.0, .sfd = -1, .tfd = -1};
+	/* the file descriptor store */
+	int nfd;                     /* notify socket, -1 when the store is off */
+	char notify_addr[64];        /* its NOTIFY_SOCKET value */
+	struct sdnotify_store store;
+	size_t fdstore_max;
+	bool said_foreign;
+	/* exit statuses of orphans */
+	void *exits;
+	struct rlimit nofile;        /* the limit we were started with */
+} in = {.grace_s = 5.0, .sfd = -1, .tfd = -1, .nfd = -1, .fdstore_max = FDSTORE_MAX_DEFAULT};
 
 static void reap(void);
+static void on_notify(void);
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
 {
@@ -247,13 +276,167 @@ static void set_hostname(const char *name)
 		say("sethostname %s: %s", name, strerror(errno));
 }
 
+/* ---- the file descriptor store ---- */
+
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+
+/* The ring of orphans' exits (base/exitrec.h), kept in the store. */
+static void exits_setup(void)
+{
+	size_t len = exitrec_size(EXITS_CAP);
+	int fd = memfd_create("init-exits", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	void *m;
+
+	if (fd < 0) {
+		say("memfd_create: %s; exit statuses of orphans are not kept", strerror(errno));
+		return;
+	}
+	if (ftruncate(fd, (off_t)len) < 0 ||
+	    (m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		say("exit ring: %s; exit statuses of orphans are not kept", strerror(errno));
+		close(fd);
+		return;
+	}
+	exitrec_init(m, EXITS_CAP);
+	/* Whoever gets the fd may neither resize the file under our mapping
+	 * (a SIGBUS in PID 1) nor write to it; older kernels lack the last
+	 * seal, which only guards against a confused reader. */
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0)
+		say("exit ring seals: %s", strerror(errno));
+	(void)fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE);
+	(void)fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL);
+	if (sdnotify_store_add(&in.store, fd, EXITREC_NAME) < 0) {
+		munmap(m, len);
+		return;
+	}
+	in.exits = m;
+}
+
+static void record_exit(pid_t pid, int status, const struct rusage *ru)
+{
+	struct exitrec r = {.pid = pid, .status = status};
+	struct timespec ts;
+
+	if (!in.exits)
+		return;
+	r.utime_us = (int64_t)ru->ru_utime.tv_sec * 1000000 + ru->ru_utime.tv_usec;
+	r.stime_us = (int64_t)ru->ru_stime.tv_sec * 1000000 + ru->ru_stime.tv_usec;
+	r.maxrss_kb = ru->ru_maxrss;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	r.time_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	exitrec_put(in.exits, &r);
+}
+
+/* The socket the command's NOTIFY_SOCKET names: abstract (nothing to
+ * clean up), with a random part, credentials on every message. */
+static void notify_setup(void)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	unsigned int r = 0;
+	int one = 1, fd;
+	size_t l;
+
+	sdnotify_store_init(&in.store, in.fdstore_max);
+	if (in.fdstore_max == 0)
+		return;
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+		r = (unsigned int)now_ms() ^ (unsigned int)getpid() << 16;
+	snprintf(in.notify_addr, sizeof(in.notify_addr), "@envd-init/%d/%08x", (int)getpid(), r);
+	l = strlen(in.notify_addr);
+	memcpy(sa.sun_path + 1, in.notify_addr + 1, l - 1);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0 ||
+	    bind(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + l)) < 0) {
+		say("notify socket: %s; no file descriptor store", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	in.nfd = fd;
+	exits_setup();
+}
+
+/* One message per datagram, from the command only (NotifyAccess=main). */
+static void on_notify(void)
+{
+	for (;;) {
+		char buf[4096];
+		union {
+			struct cmsghdr h;
+			char b[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * SDNOTIFY_FDS_MAX)];
+		} cm;
+		struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b, .msg_controllen = sizeof(cm.b)};
+		int fds[SDNOTIFY_FDS_MAX];
+		size_t nf = 0;
+		struct ucred cred = {0};
+		bool has_cred = false, ok = true;
+		struct sdnotify_msg m;
+
+		ssize_t k = recvmsg(in.nfd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+			if (c->cmsg_level != SOL_SOCKET)
+				continue;
+			if (c->cmsg_type == SCM_RIGHTS) {
+				size_t more = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+				if (more > SDNOTIFY_FDS_MAX - nf)
+					more = SDNOTIFY_FDS_MAX - nf;
+				memcpy(fds + nf, CMSG_DATA(c), more * sizeof(int));
+				nf += more;
+			} else if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(cred))) {
+				memcpy(&cred, CMSG_DATA(c), sizeof(cred));
+				has_cred = true;
+			}
+		}
+		if (!has_cred || in.child <= 0 || cred.pid != in.child) {
+			ok = false;
+			if (!in.said_foreign)
+				say("ignoring a notify message from pid %d (only %d may send)", (int)cred.pid,
+				    (int)in.child);
+			in.said_foreign = true;
+		} else if ((size_t)k > sizeof(buf) || (mh.msg_flags & MSG_CTRUNC)) {
+			ok = false;
+			say("ignoring a truncated notify message");
+		} else if (sdnotify_parse(buf, (size_t)k, &m) < 0) {
+			ok = false;
+			say("ignoring a notify message with an invalid FDNAME");
+		}
+		/* Our own entries are not the command's to drop or replace. */
+		bool ours = ok && strcmp(m.name, EXITREC_NAME) == 0;
+		if (ok && !ours && m.fdstore_remove && m.has_name)
+			sdnotify_store_drop(&in.store, m.name);
+		for (size_t i = 0; i < nf; i++) {
+			if (!ok || ours || !m.fdstore) {
+				close(fds[i]); /* as systemd: fds sent without FDSTORE=1 are closed */
+				continue;
+			}
+			int rc = sdnotify_store_add(&in.store, fds[i], m.name);
+			if (rc < 0)
+				say("cannot store fd %s: %s", m.name, rc == -EXFULL ? "the store is full" : strerror(-rc));
+		}
+	}
+}
+
+static bool env_named(const char *e, const char *name)
+{
+	size_t l = strlen(name);
+	return strncmp(e, name, l) == 0 && e[l] == '=';
+}
+
 /* ---- the supervised command ---- */
 
 /* What envd.service gives envd under systemd (OOMScoreAdjust=-1000,
  * Nice=-20, realtime I/O priority 4): without it a big enough workload
  * can make the OOM killer choose envd, and a busy one starves it. envd
  * resets its own children to normal before they exec. Set on the running
- * child because posix_spawn has no knob for them; failures (no privilege)
+ * child from the parent side; failures (no privilege)
  * leave the defaults. */
 static void raise_priority(pid_t pid)
 {
@@ -270,33 +453,104 @@ static void raise_priority(pid_t pid)
 	(void)syscall(SYS_ioprio_set, 1, (int)pid, (1 << 13) | 4);
 }
 
-static int spawn_cmd(void)
+/* In the child: the stored descriptors from fd 3 on, in store order, then
+ * the command. Only async-signal-safe calls (init has one thread, but a
+ * fork child should not count on that). */
+static void __attribute__((noreturn)) exec_child(size_t n, char **envp, char *listen_pid, size_t lp_len)
 {
-	posix_spawnattr_t attr;
-	sigset_t none, all;
-	pid_t pid;
+	sigset_t none;
 
 	/* The command gets default dispositions and an empty mask: init's
 	 * blocked set must not leak into envd and from there into user
 	 * processes. Its own process group keeps a terminal's ^C from us. */
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
 	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &all);
-	posix_spawnattr_setpgroup(&attr, 0);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-	int rc = posix_spawn(&pid, in.cmd[0], NULL, &attr, in.cmd, environ);
-	posix_spawnattr_destroy(&attr);
-	if (rc != 0) {
-		say("cannot start %s: %s", in.cmd[0], strerror(rc));
-		return -rc;
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	setpgid(0, 0);
+	/* Above the target range first, so no move overwrites a source. */
+	int base = SDNOTIFY_LISTEN_START + (int)n;
+	for (size_t i = 0; i < n; i++) {
+		int t = fcntl(in.store.e[i].fd, F_DUPFD_CLOEXEC, base);
+		if (t < 0 || dup2(t, SDNOTIFY_LISTEN_START + (int)i) < 0)
+			_exit(126);
 	}
+	if (n) {
+		/* "LISTEN_PID=" is there already; the pid is known only now. */
+		char num[16];
+		int k = 0;
+		for (unsigned int v = (unsigned int)getpid(); v || !k; v /= 10)
+			num[k++] = (char)('0' + v % 10);
+		size_t at = strlen(listen_pid);
+		while (k && at + 1 < lp_len)
+			listen_pid[at++] = num[--k];
+		listen_pid[at] = '\0';
+	}
+	/* init raised its own fd limit to hold the store; the command gets
+	 * the one init was started with (descriptors above it stay open). */
+	setrlimit(RLIMIT_NOFILE, &in.nofile);
+	execve(in.cmd[0], in.cmd, envp);
+	dprintf(2, "init: cannot start %s: %s\n", in.cmd[0], strerror(errno));
+	_exit(127);
+}
+
+static int spawn_cmd(void)
+{
+	size_t n = in.nfd >= 0 ? in.store.n : 0, ne = 0, k = 0, nl = 32;
+	char **envp = NULL, *names = NULL, nfds[32], nsock[96], lpid[32] = "LISTEN_PID=";
+	pid_t pid;
+	int rc = 0;
+
+	for (char **e = environ; *e; e++)
+		ne++;
+	for (size_t i = 0; i < n; i++)
+		nl += strlen(in.store.e[i].name) + 1;
+	envp = calloc(ne + 5, sizeof(*envp));
+	names = malloc(nl);
+	if (!envp || !names) {
+		say("cannot start %s: out of memory", in.cmd[0]);
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* A manager above us (init under systemd) is not the command's. */
+	for (char **e = environ; *e; e++)
+		if (!env_named(*e, "NOTIFY_SOCKET") && !env_named(*e, "LISTEN_PID") && !env_named(*e, "LISTEN_FDS") &&
+		    !env_named(*e, "LISTEN_FDNAMES"))
+			envp[k++] = *e;
+	if (in.nfd >= 0) {
+		snprintf(nsock, sizeof(nsock), "NOTIFY_SOCKET=%s", in.notify_addr);
+		envp[k++] = nsock;
+	}
+	if (n) {
+		snprintf(names, nl, "LISTEN_FDNAMES=");
+		sdnotify_store_names(&in.store, names + 15, nl - 15);
+		snprintf(nfds, sizeof(nfds), "LISTEN_FDS=%zu", n);
+		envp[k++] = nfds;
+		envp[k++] = names;
+		envp[k++] = lpid;
+	}
+	envp[k] = NULL;
+	pid = fork();
+	if (pid < 0) {
+		rc = -errno;
+		say("cannot start %s: %s", in.cmd[0], strerror(errno));
+		goto out;
+	}
+	if (pid == 0)
+		exec_child(n, envp, lpid, sizeof(lpid));
+	/* Both sides, so that a signal sent to the group right away finds it. */
+	setpgid(pid, pid);
 	raise_priority(pid);
 	in.child = pid;
 	in.child_exited = false;
 	in.started_ms = now_ms();
-	return 0;
+	if (n)
+		say("started %s with %zu stored descriptors", in.cmd[0], n);
+out:
+	free(envp);
+	free(names);
+	return rc;
 }
 
 static void schedule_restart(void)
@@ -457,14 +711,21 @@ static void reap(void)
 {
 	for (;;) {
 		int st;
-		pid_t pid = waitpid(-1, &st, WNOHANG);
+		struct rusage ru;
+		pid_t pid = wait4(-1, &st, WNOHANG, &ru);
 		if (pid <= 0) {
 			if (pid < 0 && errno == ECHILD && in.state != RUNNING && in.state != WAIT_RESTART)
 				finish(); /* everyone is gone: no need to wait out the grace */
 			return;
 		}
-		if (pid != in.child)
-			continue; /* an orphan: reaping it is all there is to do */
+		if (pid == in.child && in.nfd >= 0)
+			on_notify(); /* what it sent before it died is still its own */
+		if (pid != in.child) {
+			/* An orphan: a command of an envd that died. The next
+			 * envd, not its parent, learns how it ended from us. */
+			record_exit(pid, st, &ru);
+			continue;
+		}
 		in.child = 0;
 		in.child_status = st;
 		in.child_exited = true;
@@ -528,7 +789,7 @@ static void on_signal(const struct signalfd_siginfo *si)
 
 static void usage(void)
 {
-	dprintf(2, "usage: init [--grace SECONDS] [--no-mount] [--hostname NAME] [-- COMMAND [ARG...]]\n");
+	dprintf(2, "usage: init [--grace SECONDS] [--no-mount] [--hostname NAME] [--fdstore-max N] [-- COMMAND [ARG...]]\n");
 }
 
 int main(int argc, char **argv)
@@ -552,6 +813,14 @@ int main(int argc, char **argv)
 				usage();
 				return 2;
 			}
+		} else if (strcmp(a, "--fdstore-max") == 0 && i + 1 < argc) {
+			char *end;
+			long v = strtol(argv[++i], &end, 10);
+			if (*end || v < 0 || v > 65536) {
+				usage();
+				return 2;
+			}
+			in.fdstore_max = (size_t)v;
 		} else if (strcmp(a, "--no-mount") == 0 || strcmp(a, "-no-mount") == 0) {
 			do_mount = false;
 		} else if ((strcmp(a, "--hostname") == 0 || strcmp(a, "-hostname") == 0) && i + 1 < argc) {
@@ -604,14 +873,28 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	/* The store holds a few descriptors per command: room for it. */
+	getrlimit(RLIMIT_NOFILE, &in.nofile);
+	struct rlimit more = in.nofile;
+	if (more.rlim_cur < more.rlim_max) {
+		more.rlim_cur = more.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &more);
+	}
+	notify_setup();
+
 	start_or_retry();
 	for (;;) {
-		struct pollfd p[2] = {{.fd = in.sfd, .events = POLLIN}, {.fd = in.tfd, .events = POLLIN}};
-		if (poll(p, 2, -1) < 0) {
+		struct pollfd p[3] = {{.fd = in.sfd, .events = POLLIN}, {.fd = in.tfd, .events = POLLIN},
+				      {.fd = in.nfd, .events = POLLIN}};
+		if (poll(p, 3, -1) < 0) {
 			if (errno != EINTR)
 				say("poll: %s", strerror(errno));
 			continue;
 		}
+		/* Messages before signals: a command that stores fds and dies
+		 * has its messages taken while it still counts as the command. */
+		if (p[2].revents & POLLIN)
+			on_notify();
 		if (p[0].revents & POLLIN) {
 			struct signalfd_siginfo si[16];
 			ssize_t k = read(in.sfd, si, sizeof(si));
