@@ -33,6 +33,8 @@
 #include "files/files_http.h"
 #include "fs/fs_service.h"
 #include "base/uptmp.h"
+#include "base/sdnotify.h"
+#include "process/keep.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "sandbox/portfwd.h"
@@ -93,6 +95,8 @@ static struct flag flags[] = {
 	 {.i = 2000}},
 	{"handover-file", F_STR, "live-upgrade hand-over record", "/run/e2b/envd-handover.pb",
 	 {.s = "/run/e2b/envd-handover.pb"}},
+	{"no-crash-keep", F_BOOL, "do not keep processes in the service manager's fd store for a restart", "false",
+	 {.b = false}},
 	{"upload-registry", F_STR, "directory that records the temporary files of uploads in progress",
 	 "/run/e2b/uploads", {.s = "/run/e2b/uploads"}},
 	{"default-user", F_STR, "user that requests run as when none is given", "root", {.s = "root"}},
@@ -355,6 +359,7 @@ int main(int argc, char **argv)
 		upgrade_preflight_s = (double)flag_get("upgrade-preflight-ms")->v.i / 1000.0;
 	upgrade_set_argv(argc, argv);
 	bool resume = flag_get("resume-handover")->v.b;
+	keep_enabled = sdnotify_available() && !flag_get("no-crash-keep")->v.b;
 	/* Workload cgroups once the port is ours (a second envd that cannot
 	 * bind must not touch them), before the loop can start a command. In
 	 * a hand-over the port comes with the record, and the commands taken
@@ -370,6 +375,8 @@ int main(int argc, char **argv)
 	}
 	if (!resume)
 		cgroup_setup(cgroup_root_flag(), flag_get("no-cgroups")->v.b);
+	/* Processes a killed envd kept in the fd store (docs/crash.md). */
+	keep_adopt_all();
 	/* Temporary files of uploads a killed envd was writing. */
 	snprintf(uptmp_registry, sizeof(uptmp_registry), "%s", flag_get("upload-registry")->v.s);
 	uptmp_sweep();

@@ -20,6 +20,7 @@
 #include "process/fanout.h"
 #include "process/lifecycle.h"
 #include "process/process_int.h"
+#include "process/keep.h"
 #include "process/ring.h"
 
 #define READ_CHUNK (64 * 1024)
@@ -264,6 +265,7 @@ void output_read_cb(EV_P_ ev_io *w, int revents)
 
 		if (n > 0) {
 			ring_append(&p->ring, kind, read_buf, (size_t)n);
+			keep_sync(p);
 			output_fanout(p);
 			output_update_reading(p);
 			continue;

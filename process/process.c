@@ -14,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "process/lifecycle.h"
 #include "base/loop.h"
 #include "process/process_int.h"
+#include "process/keep.h"
 #include "process/ptable.h"
 #include "process/ring.h"
 #include "process/spawn.h"
@@ -93,7 +95,12 @@ static void process_free(struct process *p)
 		ptable_remove(&table, &p->ent);
 	if (lc_finalized(p->lc))
 		retained_bytes -= p->ring.cap;
+	keep_drop(p);
 	ring_free(&p->ring);
+	ev_io_stop(envd_loop, &p->pidfd_w);
+	ev_timer_stop(envd_loop, &p->pidfd_retry_w);
+	if (p->pidfd > 0)
+		close(p->pidfd);
 	stdin_drop(p, EPIPE);
 	if (p->config)
 		process__process_config__free_unpacked(p->config, NULL);
@@ -157,6 +164,7 @@ static void trim_retained(void)
 		if (!lc_finalized(q->lc) || !q->ring.cap || q->subs)
 			continue;
 		retained_bytes -= q->ring.cap;
+		keep_drop(q);
 		ring_clear(&q->ring);
 	}
 }
@@ -168,6 +176,7 @@ static void finalize(struct process *p)
 	 * removed once empty, not killed. */
 	pcg_leaf_release(p->cg);
 	p->cg = NULL;
+	keep_finalized(p);
 	stop_io(p);
 	stdin_drop(p, EPIPE);
 	p->paused = false;
@@ -276,8 +285,65 @@ static void child_cb(EV_P_ ev_child *w, int revents)
 		children_seen = now;
 	}
 	waitstatus_describe(w->rstatus, &p->exit_code, &p->exited, p->status, sizeof(p->status));
+	keep_reaped(p);
 	process_lc_step(p, LC_EV_REAPED);
 	process_leave(p);
+}
+
+/*
+ * The end of a process taken back after a crash (not our child): its
+ * pidfd turns readable when it exits; the status comes from the reaper
+ * (keep_exit_status), which may record it a moment later: retried for up
+ * to 5 s, then reported unknown.
+ */
+#define PIDFD_RETRY_S 0.02
+#define PIDFD_TRIES 250
+
+static void pidfd_check(struct process *p)
+{
+	struct rusage ru;
+	int st;
+
+	if (keep_exit_status(p->pid, p->pidfd, &st, &ru) < 0) {
+		if (++p->pidfd_tries < PIDFD_TRIES) {
+			ev_timer_set(&p->pidfd_retry_w, PIDFD_RETRY_S, 0.);
+			ev_timer_start(envd_loop, &p->pidfd_retry_w);
+			return;
+		}
+		st = -1;
+	}
+	process_enter(p);
+	ev_io_stop(envd_loop, &p->pidfd_w);
+	if (p->pidfd > 0)
+		close(p->pidfd);
+	p->pidfd = -1;
+	p->t_end_us = mono_us();
+	p->ru = ru;
+	if (st >= 0) {
+		waitstatus_describe(st, &p->exit_code, &p->exited, p->status, sizeof(p->status));
+	} else {
+		p->exit_code = -1;
+		p->exited = false;
+		snprintf(p->status, sizeof(p->status), "unknown: ended while envd was down");
+		log_msg("warn", "process", "process %d ended while envd was down; its exit status is unknown",
+			(int)p->pid);
+	}
+	keep_reaped(p);
+	process_lc_step(p, LC_EV_REAPED);
+	process_leave(p);
+}
+
+static void pidfd_cb(EV_P_ ev_io *w, int revents)
+{
+	struct process *p = w->data;
+
+	ev_io_stop(EV_A_ w);
+	pidfd_check(p);
+}
+
+static void pidfd_retry_cb(EV_P_ ev_timer *w, int revents)
+{
+	pidfd_check(w->data);
 }
 
 static void grace_cb(EV_P_ ev_timer *w, int revents)
@@ -752,6 +818,7 @@ static void spawn_register(struct spawn_job *j)
 		ev_timer_start(envd_loop, &p->kill_w);
 	output_arm_reads(p);
 
+	keep_start(p);
 	log_info("process", "process %d started: %s%s%s", (int)pid, j->cl, p->tag ? " tag=" : "",
 		 p->tag ? p->tag : "");
 }
@@ -1183,15 +1250,32 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 	ptable_add(&table, &p->ent);
 	process_enter(p);
 	process_lc_step(p, LC_EV_REGISTERED);
-	if (s->reaped)
+	if (s->reaped) {
 		process_lc_step(p, LC_EV_REAPED);
-	else
+	} else if (s->not_child) {
+		p->pidfd = s->pidfd >= 0 ? s->pidfd : (int)syscall(SYS_pidfd_open, p->pid, 0);
+		ev_io_init(&p->pidfd_w, pidfd_cb, p->pidfd >= 0 ? p->pidfd : 0, EV_READ);
+		p->pidfd_w.data = p;
+		ev_timer_init(&p->pidfd_retry_w, pidfd_retry_cb, PIDFD_RETRY_S, 0.);
+		p->pidfd_retry_w.data = p;
+		if (p->pidfd >= 0) {
+			fcntl(p->pidfd, F_SETFD, FD_CLOEXEC);
+			ev_io_start(envd_loop, &p->pidfd_w);
+		} else {
+			/* Gone and reaped already: the reaper has the status. */
+			ev_timer_start(envd_loop, &p->pidfd_retry_w);
+		}
+	} else {
 		ev_child_start(envd_loop, &p->child_w);
+	}
 	if (s->timeout_left_ms > 0)
 		ev_timer_start(envd_loop, &p->kill_w);
 	if (p->inq_head && p->in_fd >= 0)
 		stdin_flush(p);
 	output_arm_reads(p);
+	/* A live upgrade's process is kept again (a no-op after a crash,
+	 * whose keep file is the process's already). */
+	keep_start(p);
 	if (p->out_eof && p->err_eof)
 		process_lc_step(p, LC_EV_OUTPUT_EOF);
 	process_leave(p);

@@ -214,6 +214,11 @@ struct process_snapshot {
 	size_t stdin_pending_len;
 	bool stdin_close_pending;
 	const char *cgroup;                   /* the command's own cgroup leaf, or NULL */
+	/* Taken back after a crash (process/keep.c): not our child, so its
+	 * end is learnt from `pidfd` (taken; -1: opened by pid) and the
+	 * reaper's exit ring instead of a child watcher. */
+	bool not_child;
+	int pidfd;
 };
 
 /* Call fn for every process envd knows (listed and retained), in start order. */

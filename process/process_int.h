@@ -9,7 +9,8 @@
  *               into the ring, and the subscribers (Start/Connect streams)
  *               it is delivered to, with keep-alives and stall handling;
  *   stdin.c     input to the child: the pending-input queue behind
- *               SendInput, StreamInput and CloseStdin.
+ *               SendInput, StreamInput and CloseStdin;
+ *   keep.c      what a restart after a crash needs, kept outside envd.
  *
  * Nothing outside process/ includes this; the public surface is process.h.
  * It includes no header of the three files' own (process.h included),
@@ -92,6 +93,12 @@ struct process {
 	bool attached;
 	const struct process_attach_ops *aops; /* NULL once it exited */
 	void *aud;
+
+	struct keep *keep;       /* keep.h: state kept for a restart, or NULL */
+	int pidfd;               /* adopted after a crash: its end comes through here */
+	ev_io pidfd_w;
+	ev_timer pidfd_retry_w;  /* the reaper has not recorded the exit yet */
+	int pidfd_tries;
 };
 
 /*

@@ -19,8 +19,10 @@ void ring_init(struct ring *r, size_t max)
 
 void ring_free(struct ring *r)
 {
-	free(r->buf);
+	if (!r->fixed)
+		free(r->buf);
 	r->buf = NULL;
+	r->fixed = false;
 	r->cap = r->used = r->head = r->n_rec = 0;
 }
 
@@ -107,6 +109,54 @@ static int grow(struct ring *r, size_t need)
 	r->cap = ncap;
 	r->head = 0;
 	return 0;
+}
+
+int ring_use(struct ring *r, uint8_t *buf, size_t cap)
+{
+	if (cap < r->max)
+		return -ENOSPC;
+	if (r->used)
+		get(r, r->head, buf, r->used);
+	r->last_hdr = r->cap ? (r->last_hdr + r->cap - r->head) % r->cap : 0;
+	if (!r->fixed)
+		free(r->buf);
+	r->buf = buf;
+	r->cap = r->max = cap;
+	r->head = 0;
+	r->fixed = true;
+	return 0;
+}
+
+size_t ring_restore(struct ring *r, uint8_t *buf, size_t cap, size_t head, size_t n_rec, uint64_t start)
+{
+	size_t at, used = 0, kept = 0, last = 0;
+	uint64_t bytes = 0;
+
+	memset(r, 0, sizeof(*r));
+	r->buf = buf;
+	r->cap = r->max = cap;
+	r->fixed = true;
+	r->start = r->end = start;
+	if (cap < RING_MIN_SIZE || head >= cap)
+		return 0;
+	at = head;
+	for (size_t i = 0; i < n_rec; i++) {
+		uint32_t len = rec_len(r, at);
+		uint8_t kind = rec_kind(r, at);
+		if (len == 0 || len > RING_REC_MAX || kind < RING_STDOUT || kind > RING_PTY || used + HDR + len > cap)
+			break;
+		last = at;
+		used += HDR + len;
+		bytes += len;
+		kept++;
+		at = (at + HDR + len) % cap;
+	}
+	r->head = kept ? head : 0;
+	r->used = used;
+	r->n_rec = kept;
+	r->last_hdr = last;
+	r->end = start + bytes;
+	return (size_t)bytes;
 }
 
 /* Make room for `need` more bytes: grow while allowed, else evict. */

@@ -44,11 +44,30 @@ struct ring {
 	size_t n_rec;
 	uint64_t start;    /* offset of the oldest retained byte */
 	uint64_t end;      /* offset the next appended byte will get */
+	bool fixed;        /* buf is lent (ring_use): never grown nor freed */
 };
 
 /* Empty ring with budget `max` bytes (headers included). Allocates nothing. */
 void ring_init(struct ring *r, size_t max);
 void ring_free(struct ring *r);
+
+/*
+ * Move the ring's records into `buf` (cap bytes, at least its budget,
+ * which becomes cap) and use it as storage from now on: the ring never
+ * grows, frees or moves it; ring_free and ring_clear only forget it. For
+ * storage that outlives envd (process/keep.c). Returns 0, or -ENOSPC when
+ * cap is below the budget.
+ */
+int ring_use(struct ring *r, uint8_t *buf, size_t cap);
+
+/*
+ * Take over a ring whose records already are in `buf` (cap bytes, lent
+ * as by ring_use), described by head, used, n_rec and start as a previous
+ * ring left them. The records are walked: a header that is out of bounds
+ * ends the walk, and what follows is dropped (offsets then restart after
+ * the last good record). Returns the number of bytes kept.
+ */
+size_t ring_restore(struct ring *r, uint8_t *buf, size_t cap, size_t head, size_t n_rec, uint64_t start);
 
 /* Drop every retained byte and the storage; offsets keep counting. */
 void ring_clear(struct ring *r);

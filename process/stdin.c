@@ -19,6 +19,7 @@
 #include "base/errstr.h"
 #include "base/loop.h"
 #include "process/process_int.h"
+#include "process/keep.h"
 
 struct inpause {
 	struct inpause *next;
@@ -127,6 +128,7 @@ done:
 	if (p->stdin_close_pending) {
 		p->stdin_close_pending = false;
 		close_fd(&p->in_fd);
+		keep_stdin_closed(p);
 	}
 	return;
 full:
@@ -288,5 +290,6 @@ enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen)
 	}
 	ev_io_stop(envd_loop, &p->in_w);
 	close_fd(&p->in_fd);
+	keep_stdin_closed(p);
 	return RPC_OK;
 }

@@ -300,3 +300,56 @@ Test(ring, pipe_output_is_not_cut)
 	cr_assert_eq(k, RING_STDOUT);
 	ring_free(&r);
 }
+
+/* A ring moved into lent storage keeps its records and offsets, never
+ * frees it, and a second ring restored from that storage (what the next
+ * envd does after a crash) reads the same bytes. */
+Test(ring, use_and_restore)
+{
+	static uint8_t store[RING_MIN_SIZE];
+	uint8_t out[3 * RING_MIN_SIZE];
+	enum ring_kind kinds[3 * RING_MIN_SIZE];
+	struct ring r, back;
+
+	ring_init(&r, RING_MIN_SIZE);
+	cr_assert_eq(ring_append(&r, RING_STDOUT, "abc", 3), 0);
+	cr_assert_eq(ring_use(&r, store, RING_MIN_SIZE - 1), -ENOSPC, "smaller than the budget");
+	cr_assert_eq(ring_use(&r, store, RING_MIN_SIZE), 0);
+	cr_assert(r.fixed);
+	cr_assert_eq(ring_append(&r, RING_STDERR, "de", 2), 0);
+	cr_assert_eq(drain(&r, 0, out, sizeof(out), kinds), 5);
+	cr_assert_eq(memcmp(out, "abcde", 5), 0);
+	cr_assert_eq(kinds[3], RING_STDERR);
+
+	/* wrap it: offsets go past the storage many times */
+	static uint8_t big[RING_REC_MAX];
+	for (int i = 0; i < 9; i++) {
+		memset(big, 'a' + i, sizeof(big));
+		cr_assert_eq(ring_append(&r, RING_STDOUT, big, sizeof(big)), 0);
+	}
+	cr_assert_gt(ring_start(&r), 0);
+
+	size_t kept = ring_restore(&back, store, RING_MIN_SIZE, r.head, r.n_rec, r.start);
+	cr_assert_eq(kept, ring_end(&r) - ring_start(&r));
+	cr_assert_eq(ring_start(&back), ring_start(&r));
+	cr_assert_eq(ring_end(&back), ring_end(&r));
+	size_t n1 = drain(&r, ring_start(&r), out, sizeof(out), NULL);
+	static uint8_t out2[3 * RING_MIN_SIZE];
+	size_t n2 = drain(&back, ring_start(&back), out2, sizeof(out2), NULL);
+	cr_assert_eq(n1, n2);
+	cr_assert_eq(memcmp(out, out2, n1), 0);
+	/* the restored ring goes on appending where the other stopped */
+	cr_assert_eq(ring_append(&back, RING_STDOUT, "z", 1), 0);
+	cr_assert_eq(ring_end(&back), ring_end(&r) + 1);
+
+	/* a damaged header ends the walk: what precedes it is kept */
+	struct ring dmg;
+	store[(back.head + 4) % RING_MIN_SIZE] = 9; /* the first record's kind */
+	cr_assert_eq(ring_restore(&dmg, store, RING_MIN_SIZE, back.head, back.n_rec, back.start), 0);
+	cr_assert_eq(ring_start(&dmg), ring_end(&dmg));
+
+	ring_free(&r);    /* forgets the lent storage */
+	cr_assert_null(r.buf);
+	ring_free(&back);
+	ring_free(&dmg);
+}

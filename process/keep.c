@@ -1,0 +1,526 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * keep.c - a process's adoption state outside envd's memory (keep.h).
+ */
+#include "process/keep.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/exitrec.h"
+#include "base/log.h"
+#include "base/sdnotify.h"
+#include "process/process.h"
+#include "process/process_int.h"
+
+bool keep_enabled;
+/* Taking processes back: process_adopt must not start new keep files. */
+static bool adopting;
+
+#define KEEP_MAGIC 0x3150454bu /* "KEP1" */
+#define KEEP_HDR 4096
+#define PAGE 4096
+
+struct keep_ring {
+	uint64_t head, n_rec, start;
+};
+
+/* The keep file's first page. Written by one envd at a time. */
+struct keep_hdr {
+	uint32_t magic;
+	int32_t pid;
+	uint32_t pty;
+	uint32_t pad0;
+	uint64_t rec_len;          /* the record follows the header */
+	uint64_t ring_off, ring_cap;
+	/* The ring's state in two slots: a crash while one is written
+	 * leaves the other whole (slot seq & 1 is current). */
+	uint64_t seq;
+	struct keep_ring rs[2];
+	uint32_t reaped, exited, finished, stdin_closed;
+	int32_t exit_code;
+	uint32_t pad1;
+	char status[64];
+};
+
+struct keep {
+	int fd;
+	uint8_t *map;
+	size_t len;
+};
+
+static struct keep_hdr *hdr_of(const struct keep *k)
+{
+	return (struct keep_hdr *)k->map;
+}
+
+static void name_of(char *out, size_t len, pid_t pid, char role)
+{
+	snprintf(out, len, "p%d.%c", (int)pid, role);
+}
+
+static void store_one(pid_t pid, char role, int fd)
+{
+	char name[32];
+	int rc;
+
+	if (fd < 0)
+		return;
+	name_of(name, sizeof(name), pid, role);
+	if ((rc = sdnotify_store(name, &fd, 1)) < 0)
+		log_msg("warn", "keep", "process %d: cannot store %s: %s", (int)pid, name, strerror(-rc));
+}
+
+static void unstore(pid_t pid, const char *roles)
+{
+	char name[32];
+
+	for (const char *r = roles; *r; r++) {
+		name_of(name, sizeof(name), pid, *r);
+		sdnotify_store_remove(name);
+	}
+}
+
+/* ---- the record: config, tag, cgroup ---- */
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static size_t record_size(const struct process *p, size_t *cfg_len)
+{
+	const char *cg = p->cg ? pcg_leaf_path(p->cg) : NULL;
+
+	*cfg_len = p->config ? process__process_config__get_packed_size(p->config) : 0;
+	return 12 + *cfg_len + (p->tag ? strlen(p->tag) : 0) + (cg ? strlen(cg) : 0);
+}
+
+static void record_write(const struct process *p, uint8_t *out, size_t cfg_len)
+{
+	const char *cg = p->cg ? pcg_leaf_path(p->cg) : NULL;
+	size_t tl = p->tag ? strlen(p->tag) : 0, cl = cg ? strlen(cg) : 0;
+
+	put_u32(out, (uint32_t)cfg_len);
+	if (cfg_len)
+		process__process_config__pack(p->config, out + 4);
+	out += 4 + cfg_len;
+	put_u32(out, p->tag ? (uint32_t)tl : UINT32_MAX);
+	memcpy(out + 4, p->tag ? p->tag : "", tl);
+	out += 4 + tl;
+	put_u32(out, cg ? (uint32_t)cl : UINT32_MAX);
+	memcpy(out + 4, cg ? cg : "", cl);
+}
+
+struct record {
+	Process__ProcessConfig *config;
+	char *tag, *cgroup;
+};
+
+/* A string field: -1 for a bad length, else the bytes consumed. */
+static long record_str(const uint8_t *p, size_t left, char **out)
+{
+	uint32_t l;
+
+	*out = NULL;
+	if (left < 4)
+		return -1;
+	l = get_u32(p);
+	if (l == UINT32_MAX)
+		return 4;
+	if (l > left - 4 || !(*out = strndup((const char *)p + 4, l)))
+		return -1;
+	return 4 + (long)l;
+}
+
+static int record_read(const uint8_t *p, size_t len, struct record *r)
+{
+	uint32_t cl;
+	long n;
+
+	memset(r, 0, sizeof(*r));
+	if (len < 4 || (cl = get_u32(p)) > len - 4)
+		return -EINVAL;
+	if (!(r->config = process__process_config__unpack(NULL, cl, p + 4)))
+		return -EINVAL;
+	p += 4 + cl;
+	len -= 4 + cl;
+	if ((n = record_str(p, len, &r->tag)) < 0)
+		return -EINVAL;
+	p += n;
+	len -= (size_t)n;
+	if (record_str(p, len, &r->cgroup) < 0)
+		return -EINVAL;
+	return 0;
+}
+
+static void record_free(struct record *r)
+{
+	if (r->config)
+		process__process_config__free_unpacked(r->config, NULL);
+	free(r->tag);
+	free(r->cgroup);
+}
+
+/* ---- the running envd's side ---- */
+
+void keep_sync(struct process *p)
+{
+	struct keep *k = p->keep;
+	struct keep_hdr *h;
+	uint64_t seq;
+
+	if (!k)
+		return;
+	h = hdr_of(k);
+	seq = h->seq;
+	h->rs[(seq + 1) & 1] = (struct keep_ring){ .head = p->ring.head, .n_rec = p->ring.n_rec, .start = p->ring.start };
+	__atomic_store_n(&h->seq, seq + 1, __ATOMIC_RELEASE);
+}
+
+static void keep_free(struct process *p)
+{
+	struct keep *k = p->keep;
+
+	if (!k)
+		return;
+	if (p->ring.fixed)
+		ring_clear(&p->ring); /* the storage is about to go */
+	munmap(k->map, k->len);
+	close(k->fd);
+	free(k);
+	p->keep = NULL;
+}
+
+void keep_start(struct process *p)
+{
+	static bool said;
+	size_t cfg_len, rec = record_size(p, &cfg_len);
+	size_t ring_off = (KEEP_HDR + rec + PAGE - 1) / PAGE * PAGE;
+	size_t len = ring_off + p->ring.max;
+	struct keep *k;
+	int fd = -1;
+
+	if (!keep_enabled || p->keep || adopting)
+		return;
+	if (!(k = calloc(1, sizeof(*k))))
+		goto fail;
+	fd = memfd_create("envd-process", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)len) < 0)
+		goto fail;
+	k->map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (k->map == MAP_FAILED)
+		goto fail;
+	k->fd = fd;
+	k->len = len;
+	struct keep_hdr *h = hdr_of(k);
+	h->magic = KEEP_MAGIC;
+	h->pid = p->pid;
+	h->pty = p->pty;
+	h->rec_len = rec;
+	h->ring_off = ring_off;
+	h->ring_cap = p->ring.max;
+	record_write(p, k->map + KEEP_HDR, cfg_len);
+	if (ring_use(&p->ring, k->map + ring_off, p->ring.max) < 0) {
+		munmap(k->map, len);
+		goto fail;
+	}
+	p->keep = k;
+	keep_sync(p);
+	store_one(p->pid, 'k', fd);
+	if (p->pty) {
+		store_one(p->pid, 't', p->out_fd);
+	} else {
+		store_one(p->pid, 'o', p->out_fd);
+		store_one(p->pid, 'e', p->err_fd);
+		store_one(p->pid, 'i', p->in_fd);
+	}
+	int pfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	if (pfd >= 0) {
+		store_one(p->pid, 'f', pfd);
+		close(pfd);
+	}
+	return;
+fail:
+	if (!said)
+		log_msg("warn", "keep", "process %d is not kept for a restart: %s", (int)p->pid, strerror(errno));
+	said = true;
+	if (fd >= 0)
+		close(fd);
+	free(k);
+}
+
+static void write_exit(struct process *p)
+{
+	struct keep_hdr *h = hdr_of(p->keep);
+
+	h->exit_code = p->exit_code;
+	h->exited = p->exited;
+	snprintf(h->status, sizeof(h->status), "%s", p->status);
+	__atomic_store_n(&h->reaped, 1, __ATOMIC_RELEASE);
+}
+
+void keep_reaped(struct process *p)
+{
+	if (!p->keep)
+		return;
+	write_exit(p);
+	unstore(p->pid, "f");
+}
+
+void keep_stdin_closed(struct process *p)
+{
+	if (!p->keep)
+		return;
+	hdr_of(p->keep)->stdin_closed = 1;
+	unstore(p->pid, "i");
+}
+
+void keep_finalized(struct process *p)
+{
+	if (!p->keep)
+		return;
+	keep_sync(p);
+	write_exit(p);
+	hdr_of(p->keep)->finished = 1;
+	unstore(p->pid, "oeitf");
+}
+
+void keep_drop(struct process *p)
+{
+	if (!p->keep)
+		return;
+	unstore(p->pid, "koeitf");
+	keep_free(p);
+}
+
+/* ---- the next envd's side ---- */
+
+static const uint8_t *exits_map;
+static size_t exits_len;
+
+/* struct pidfd_info's first 64 bytes (uapi/linux/pidfd.h, 6.13+; the
+ * exit fields from 6.15). */
+struct pidfd_info64 {
+	uint64_t mask;
+	uint64_t cgroupid;
+	uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+	int32_t exit_code;
+};
+#define PIDFD_INFO_EXIT_BIT (1ull << 3)
+#define PIDFD_GET_INFO_IOCTL _IOWR(0xFF, 11, struct pidfd_info64)
+
+int keep_exit_status(pid_t pid, int pidfd, int *status, struct rusage *ru)
+{
+	struct exitrec r;
+
+	memset(ru, 0, sizeof(*ru));
+	if (exits_map && exitrec_find(exits_map, exits_len, pid, &r) == 0) {
+		*status = r.status;
+		ru->ru_utime.tv_sec = (time_t)(r.utime_us / 1000000);
+		ru->ru_utime.tv_usec = (suseconds_t)(r.utime_us % 1000000);
+		ru->ru_stime.tv_sec = (time_t)(r.stime_us / 1000000);
+		ru->ru_stime.tv_usec = (suseconds_t)(r.stime_us % 1000000);
+		ru->ru_maxrss = (long)r.maxrss_kb;
+		return 0;
+	}
+	if (pidfd >= 0) {
+		struct pidfd_info64 info = { .mask = PIDFD_INFO_EXIT_BIT };
+		if (ioctl(pidfd, PIDFD_GET_INFO_IOCTL, &info) == 0 && (info.mask & PIDFD_INFO_EXIT_BIT)) {
+			*status = info.exit_code;
+			return 0;
+		}
+	}
+	return -EAGAIN;
+}
+
+/* The fds of one kept process, by role. */
+struct kept {
+	pid_t pid;
+	int fd[6]; /* k o e i t f */
+};
+
+static const char ROLES[] = "koeitf";
+
+static int role_index(char c)
+{
+	const char *r = strchr(ROLES, c);
+	return r && c ? (int)(r - ROLES) : -1;
+}
+
+static void kept_close(struct kept *kp)
+{
+	for (int i = 0; i < 6; i++)
+		if (kp->fd[i] >= 0)
+			close(kp->fd[i]);
+}
+
+/* Take one process back; its fds are consumed (adopted or closed). */
+static int adopt_one(struct kept *kp)
+{
+	int kfd = kp->fd[0];
+	struct keep *k = NULL;
+	struct keep_hdr *h;
+	struct record rec = { 0 };
+	struct stat st;
+	struct ring rg;
+	int rc = -EINVAL;
+
+	if (kfd < 0 || fstat(kfd, &st) < 0 || (size_t)st.st_size < KEEP_HDR + PAGE)
+		goto out;
+	if (!(k = calloc(1, sizeof(*k))))
+		goto out;
+	k->len = (size_t)st.st_size;
+	k->map = mmap(NULL, k->len, PROT_READ | PROT_WRITE, MAP_SHARED, kfd, 0);
+	if (k->map == MAP_FAILED) {
+		k->map = NULL;
+		goto out;
+	}
+	h = hdr_of(k);
+	if (h->magic != KEEP_MAGIC || h->pid != kp->pid || h->rec_len > k->len - KEEP_HDR ||
+	    h->ring_off < KEEP_HDR + h->rec_len || h->ring_off > k->len || h->ring_cap > k->len - h->ring_off)
+		goto out;
+	if (record_read(k->map + KEEP_HDR, h->rec_len, &rec) < 0)
+		goto out;
+	struct keep_ring rs = h->rs[__atomic_load_n(&h->seq, __ATOMIC_ACQUIRE) & 1];
+	size_t kept = ring_restore(&rg, k->map + h->ring_off, h->ring_cap, rs.head, rs.n_rec, rs.start);
+
+	struct process_snapshot s = {
+		.pid = (uint32_t)kp->pid,
+		.tag = rec.tag,
+		.pty = h->pty != 0,
+		.config = rec.config,
+		.out_fd = h->pty ? kp->fd[4] : kp->fd[1],
+		.err_fd = h->pty ? -1 : kp->fd[2],
+		.in_fd = h->pty ? kp->fd[4] : (h->stdin_closed ? -1 : kp->fd[3]),
+		.not_child = true,
+		.pidfd = kp->fd[5],
+		.ring = &rg,
+		.finished = h->finished != 0,
+		.retain_left_ms = (int64_t)(PROCESS_RETAIN_S * 1000),
+		.reaped = h->reaped != 0,
+		.exit_code = h->exit_code,
+		.exited = h->exited != 0,
+		.cgroup = rec.cgroup,
+	};
+	char status[sizeof(h->status)];
+	memcpy(status, h->status, sizeof(status));
+	status[sizeof(status) - 1] = '\0';
+	s.status = status;
+	if (s.finished) {
+		/* Retained: nothing but the ring is needed. */
+		s.out_fd = s.err_fd = s.in_fd = s.pidfd = -1;
+	}
+	adopting = true;
+	rc = process_adopt(&s, &rg);
+	adopting = false;
+	if (rc < 0)
+		goto out;
+	struct process *p = process_find_pid((uint32_t)kp->pid, true);
+	k->fd = kfd;
+	kp->fd[0] = -1;
+	/* Adopted fds are the process's now; the rest are closed below. */
+	for (int i = 1; i < 6; i++)
+		if (kp->fd[i] >= 0 && (kp->fd[i] == s.out_fd || kp->fd[i] == s.err_fd || kp->fd[i] == s.in_fd ||
+				       (kp->fd[i] == s.pidfd && !s.reaped)))
+			kp->fd[i] = -1;
+	if (p) {
+		p->keep = k;
+		k = NULL;
+	}
+	log_info("keep", "process %d taken back after a restart%s%s: %zu bytes of output kept%s", (int)kp->pid,
+		 rec.tag ? " tag=" : "", rec.tag ? rec.tag : "", kept, s.finished ? " (ended)" : "");
+	rc = 0;
+out:
+	if (k) {
+		if (k->map)
+			munmap(k->map, k->len);
+		free(k);
+	}
+	if (rc < 0)
+		log_msg("warn", "keep", "process %d could not be taken back: %s", (int)kp->pid, strerror(-rc));
+	record_free(&rec);
+	kept_close(kp);
+	return rc;
+}
+
+size_t keep_adopt_all(void)
+{
+	size_t max = 65536, n, adopted = 0, nk = 0;
+	struct sdnotify_fd *fds = calloc(max, sizeof(*fds));
+	struct kept *ks = NULL;
+
+	if (!fds)
+		return 0;
+	n = sdnotify_listen_fds(fds, max);
+	if (n && !(ks = calloc(n, sizeof(*ks)))) {
+		for (size_t i = 0; i < n; i++)
+			close(fds[i].fd);
+		free(fds);
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char *end, role;
+		long pid;
+
+		if (strcmp(fds[i].name, EXITREC_NAME) == 0) {
+			struct stat st;
+			if (!exits_map && fstat(fds[i].fd, &st) == 0 && st.st_size > 0) {
+				void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fds[i].fd, 0);
+				if (m != MAP_FAILED) {
+					exits_map = m;
+					exits_len = (size_t)st.st_size;
+				}
+			}
+			close(fds[i].fd);
+			continue;
+		}
+		if (fds[i].name[0] != 'p' || (pid = strtol(fds[i].name + 1, &end, 10)) <= 0 || *end != '.' ||
+		    role_index(role = end[1]) < 0 || end[2]) {
+			close(fds[i].fd); /* not ours */
+			continue;
+		}
+		size_t j;
+		for (j = 0; j < nk && ks[j].pid != (pid_t)pid; j++)
+			;
+		if (j == nk) {
+			ks[nk].pid = (pid_t)pid;
+			for (int r = 0; r < 6; r++)
+				ks[nk].fd[r] = -1;
+			nk++;
+		}
+		int ri = role_index(role);
+		if (ks[j].fd[ri] >= 0)
+			close(ks[j].fd[ri]);
+		ks[j].fd[ri] = fds[i].fd;
+	}
+	for (size_t j = 0; j < nk; j++) {
+		if (adopt_one(&ks[j]) == 0) {
+			adopted++;
+		} else {
+			/* Not takeable: out of the store, or the next start fails again. */
+			unstore(ks[j].pid, ROLES);
+		}
+	}
+	free(ks);
+	free(fds);
+	if (n)
+		log_info("keep", "%zu descriptors handed over, %zu processes taken back", n, adopted);
+	return adopted;
+}

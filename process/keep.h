@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * keep.h - what the next envd needs to take a process back after a crash,
+ * kept outside envd's memory (docs/crash.md).
+ *
+ * When a service manager keeps a file descriptor store for envd (our
+ * init, or systemd with FileDescriptorStoreMax=; base/sdnotify.h), every
+ * process gets a keep file: a memfd holding a header (the ring's state,
+ * the exit once known, stdin closed), the record the process was started
+ * with (config, tag, cgroup) and the output ring's storage itself
+ * (ring_use), so output read from the pipe is in memory that outlives
+ * envd. The keep file, the output pipes or PTY master, the stdin pipe and
+ * a pidfd go to the store as p<pid>.k, .o/.e, .i, .t and .f. A new envd
+ * started with them (LISTEN_FDS) takes each process back through
+ * process_adopt, as a live upgrade does, and learns how a process it did
+ * not start ended from its pidfd and the exit ring of the reaper
+ * (base/exitrec.h).
+ *
+ * Only process.c, output.c and stdin.c call the hooks; everything runs on
+ * envd_loop. Failures leave the process running unkept (logged once).
+ */
+#ifndef PROCESS_KEEP_H
+#define PROCESS_KEEP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+struct process;
+
+/* Keep processes (a manager keeps our fds and -crash-keep is on). */
+extern bool keep_enabled;
+
+/* A process was registered: its keep file and fds go to the store. */
+void keep_start(struct process *p);
+/* The ring changed (after appends): the header follows. */
+void keep_sync(struct process *p);
+/* The exit is known (reaped). */
+void keep_reaped(struct process *p);
+/* envd closed the process's stdin: the stored copy goes too, or the
+ * command would never read EOF. */
+void keep_stdin_closed(struct process *p);
+/* The process ended and is retained: its I/O leaves the store, the keep
+ * file (the ring for late Connects) stays. */
+void keep_finalized(struct process *p);
+/* The process (or its ring) is dropped: everything leaves the store and
+ * the ring forgets its storage. */
+void keep_drop(struct process *p);
+
+/*
+ * At start: take back every process a previous envd kept, from the fds
+ * the manager handed over. Call once, after the cgroups are set up and
+ * before the loop runs. Returns the number of processes adopted.
+ */
+size_t keep_adopt_all(void);
+
+/*
+ * How an adopted process (not our child) ended: from its pidfd where the
+ * kernel tells (PIDFD_INFO_EXIT), else from the reaper's exit ring.
+ * Returns 0 with the wait status and usage, or -EAGAIN while neither
+ * knows yet (the reaper has not got to it).
+ */
+int keep_exit_status(pid_t pid, int pidfd, int *status, struct rusage *ru);
+
+#endif
