@@ -50,6 +50,7 @@ struct keep_hdr {
 	int32_t exit_code;
 	uint32_t pad1;
 	char status[64];
+	uint64_t t_start_us;       /* CLOCK_MONOTONIC (machine-wide) at spawn */
 };
 
 struct keep {
@@ -236,6 +237,7 @@ void keep_start(struct process *p)
 	h->rec_len = rec;
 	h->ring_off = ring_off;
 	h->ring_cap = p->ring.max;
+	h->t_start_us = p->t_start_us;
 	record_write(p, k->map + KEEP_HDR, cfg_len);
 	if (ring_use(&p->ring, k->map + ring_off, p->ring.max) < 0) {
 		munmap(k->map, len);
@@ -418,6 +420,7 @@ static int adopt_one(struct kept *kp)
 		.exit_code = h->exit_code,
 		.exited = h->exited != 0,
 		.cgroup = rec.cgroup,
+		.t_start_us = h->t_start_us,
 	};
 	char status[sizeof(h->status)];
 	memcpy(status, h->status, sizeof(status));
@@ -520,7 +523,10 @@ size_t keep_adopt_all(void)
 	}
 	free(ks);
 	free(fds);
+	/* One line on every restart that found something, as the start-up
+	 * line: a crash is worth a line without -verbose. */
 	if (n)
-		log_info("keep", "%zu descriptors handed over, %zu processes taken back", n, adopted);
+		fprintf(stderr, "envd: %zu processes taken back after a restart (%zu descriptors handed over)\n",
+			adopted, n);
 	return adopted;
 }

@@ -1192,7 +1192,7 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 	p->exit_code = s->exit_code;
 	p->exited = s->exited;
 	snprintf(p->status, sizeof(p->status), "%s", s->status ? s->status : "");
-	p->t_start_us = mono_us();
+	p->t_start_us = s->t_start_us ? s->t_start_us : mono_us();
 	if (s->cgroup && !s->finished)
 		p->cg = pcg_leaf_adopt(s->cgroup);
 

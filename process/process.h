@@ -219,6 +219,7 @@ struct process_snapshot {
 	 * reaper's exit ring instead of a child watcher. */
 	bool not_child;
 	int pidfd;
+	uint64_t t_start_us;                  /* CLOCK_MONOTONIC at spawn; 0: unknown (now) */
 };
 
 /* Call fn for every process envd knows (listed and retained), in start order. */
