@@ -360,6 +360,12 @@ int main(int argc, char **argv)
 	upgrade_set_argv(argc, argv);
 	bool resume = flag_get("resume-handover")->v.b;
 	keep_enabled = sdnotify_available() && !flag_get("no-crash-keep")->v.b;
+	/* What a killed envd kept in the fd store: the /init state now,
+	 * before the port answers a request without the token; processes
+	 * once the cgroups are set up. */
+	struct sdnotify_fd *handed = calloc(KEEP_HANDED_MAX, sizeof(*handed));
+	size_t n_handed = handed ? sdnotify_listen_fds(handed, KEEP_HANDED_MAX) : 0;
+	upgrade_restore_init_state(handed, n_handed);
 	/* Workload cgroups once the port is ours (a second envd that cannot
 	 * bind must not touch them), before the loop can start a command. In
 	 * a hand-over the port comes with the record, and the commands taken
@@ -376,7 +382,11 @@ int main(int argc, char **argv)
 	if (!resume)
 		cgroup_setup(cgroup_root_flag(), flag_get("no-cgroups")->v.b);
 	/* Processes a killed envd kept in the fd store (docs/crash.md). */
-	keep_adopt_all();
+	keep_adopt_all(handed, n_handed);
+	for (size_t i = 0; i < n_handed; i++)
+		if (handed[i].fd >= 0)
+			close(handed[i].fd); /* nobody's */
+	free(handed);
 	/* Temporary files of uploads a killed envd was writing. */
 	snprintf(uptmp_registry, sizeof(uptmp_registry), "%s", flag_get("upload-registry")->v.s);
 	uptmp_sweep();

@@ -463,26 +463,18 @@ out:
 	return rc;
 }
 
-size_t keep_adopt_all(void)
+size_t keep_adopt_all(struct sdnotify_fd *fds, size_t n)
 {
-	size_t max = 65536, n, adopted = 0, nk = 0;
-	struct sdnotify_fd *fds = calloc(max, sizeof(*fds));
+	size_t adopted = 0, nk = 0, handed = 0;
 	struct kept *ks = NULL;
 
-	if (!fds)
+	if (n && !(ks = calloc(n, sizeof(*ks))))
 		return 0;
-	n = sdnotify_listen_fds(fds, max);
-	if (n && !(ks = calloc(n, sizeof(*ks)))) {
-		for (size_t i = 0; i < n; i++)
-			close(fds[i].fd);
-		free(fds);
-		return 0;
-	}
 	for (size_t i = 0; i < n; i++) {
 		char *end, role;
 		long pid;
 
-		if (strcmp(fds[i].name, EXITREC_NAME) == 0) {
+		if (fds[i].fd >= 0 && strcmp(fds[i].name, EXITREC_NAME) == 0) {
 			struct stat st;
 			if (!exits_map && fstat(fds[i].fd, &st) == 0 && st.st_size > 0) {
 				void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fds[i].fd, 0);
@@ -492,13 +484,13 @@ size_t keep_adopt_all(void)
 				}
 			}
 			close(fds[i].fd);
+			fds[i].fd = -1;
 			continue;
 		}
-		if (fds[i].name[0] != 'p' || (pid = strtol(fds[i].name + 1, &end, 10)) <= 0 || *end != '.' ||
-		    role_index(role = end[1]) < 0 || end[2]) {
-			close(fds[i].fd); /* not ours */
-			continue;
-		}
+		if (fds[i].fd < 0 || fds[i].name[0] != 'p' || (pid = strtol(fds[i].name + 1, &end, 10)) <= 0 ||
+		    *end != '.' || role_index(role = end[1]) < 0 || end[2])
+			continue; /* not a process's */
+		handed++;
 		size_t j;
 		for (j = 0; j < nk && ks[j].pid != (pid_t)pid; j++)
 			;
@@ -512,6 +504,7 @@ size_t keep_adopt_all(void)
 		if (ks[j].fd[ri] >= 0)
 			close(ks[j].fd[ri]);
 		ks[j].fd[ri] = fds[i].fd;
+		fds[i].fd = -1;
 	}
 	for (size_t j = 0; j < nk; j++) {
 		if (adopt_one(&ks[j]) == 0) {
@@ -522,11 +515,10 @@ size_t keep_adopt_all(void)
 		}
 	}
 	free(ks);
-	free(fds);
 	/* One line on every restart that found something, as the start-up
 	 * line: a crash is worth a line without -verbose. */
-	if (n)
-		fprintf(stderr, "envd: %zu processes taken back after a restart (%zu descriptors handed over)\n",
-			adopted, n);
+	if (handed)
+		fprintf(stderr, "envd: %zu processes taken back after a restart (%zu descriptors)\n", adopted,
+			handed);
 	return adopted;
 }

@@ -29,6 +29,9 @@
 
 struct process;
 
+/* Most descriptors taken from the store on start. */
+#define KEEP_HANDED_MAX 65536
+
 /* Keep processes (a manager keeps our fds and -crash-keep is on). */
 extern bool keep_enabled;
 
@@ -50,10 +53,13 @@ void keep_drop(struct process *p);
 
 /*
  * At start: take back every process a previous envd kept, from the fds
- * the manager handed over. Call once, after the cgroups are set up and
- * before the loop runs. Returns the number of processes adopted.
+ * the manager handed over (sdnotify_listen_fds). The ones of processes
+ * (p<pid>.*) and the reaper's exit ring are consumed (set to -1), others
+ * left. Call once, after the cgroups are set up and before the loop runs.
+ * Returns the number of processes adopted.
  */
-size_t keep_adopt_all(void);
+struct sdnotify_fd;
+size_t keep_adopt_all(struct sdnotify_fd *fds, size_t n);
 
 /*
  * How an adopted process (not our child) ended: from its pidfd where the

@@ -651,6 +651,8 @@ static void init_apply(struct init_req *ir)
 		state_set_default_user(du);
 	if (dw && *dw)
 		state_set_default_workdir(dw);
+	/* Kept for a restart after a crash: the token must survive it. */
+	upgrade_keep_init_state();
 	const char *ca = init_str(ir, "caBundle");
 	if (ca && *ca) {
 		char err[512];

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -51,6 +52,8 @@
 #include "sandbox/nfs.h"
 #include "sandbox/portfwd.h"
 #include "sandbox/upgrade.h"
+#include "base/sdnotify.h"
+#include "process/keep.h"
 
 extern char **environ;
 
@@ -411,6 +414,146 @@ static void add_leaf(void *ud, const char *path)
 	PUSH(c->a, c->st->cgroup_leaves, c->st->n_cgroup_leaves, (char *)path);
 }
 
+/* The /init state into a record (pointers borrowed from the state). */
+static void init_state_fill(Upgrade__HandoverState *st, struct arena *a)
+{
+	size_t tlen;
+	const char *tok = state_token(&tlen);
+	if (tok && state_token_is_set()) {
+		st->has_access_token = true;
+		st->access_token.data = (uint8_t *)tok;
+		st->access_token.len = tlen;
+	}
+	st->default_user = (char *)state_default_user();
+	st->default_workdir = (char *)(state_default_workdir() ? state_default_workdir() : "");
+	for (size_t i = 0; i < envstore_count(); i++) {
+		Upgrade__EnvVar *e = arena_alloc(a, sizeof(*e));
+		const char *k, *v;
+		if (!e)
+			break;
+		upgrade__env_var__init(e);
+		envstore_entry(i, &k, &v);
+		e->key = (char *)k;
+		e->value = (char *)v;
+		e->internal = envstore_entry_internal(i);
+		PUSH(a, st->user_env, st->n_user_env, e);
+	}
+	st->last_init_ns = state_last_init_ns;
+}
+
+/* ... and back. */
+static void init_state_apply(const Upgrade__HandoverState *st)
+{
+	if (st->has_access_token)
+		state_token_set((const char *)st->access_token.data, st->access_token.len);
+	if (st->default_user && *st->default_user)
+		state_set_default_user(st->default_user);
+	if (st->default_workdir && *st->default_workdir)
+		state_set_default_workdir(st->default_workdir);
+	{
+		const char **keys = calloc(st->n_user_env + 1, sizeof(*keys));
+		const char **vals = calloc(st->n_user_env + 1, sizeof(*vals));
+		size_t n = 0;
+		for (size_t i = 0; keys && vals && i < st->n_user_env; i++) {
+			if (st->user_env[i]->internal) {
+				envstore_set_internal(st->user_env[i]->key, st->user_env[i]->value);
+			} else {
+				keys[n] = st->user_env[i]->key;
+				vals[n++] = st->user_env[i]->value;
+			}
+		}
+		if (n)
+			envstore_replace_user(keys, vals, n);
+		free(keys);
+		free(vals);
+	}
+	if (st->last_init_ns > state_last_init_ns)
+		state_last_init_ns = st->last_init_ns;
+}
+
+/* ---- the /init state kept for a restart after a crash (docs/crash.md) ---- */
+
+/* Two names used in turn: the new state is stored before the old one is
+ * dropped, so a crash in between leaves one whole (the higher generation
+ * wins). */
+static uint64_t kept_gen;
+
+void upgrade_keep_init_state(void)
+{
+	Upgrade__HandoverState st = UPGRADE__HANDOVER_STATE__INIT;
+	struct arena a = { 0 };
+	char name[32];
+	size_t len;
+	uint8_t *buf = NULL;
+	int fd = -1;
+
+	if (!keep_enabled)
+		return;
+	init_state_fill(&st, &a);
+	len = upgrade__handover_state__get_packed_size(&st);
+	if (!(buf = malloc(8 + len)))
+		goto out;
+	kept_gen++;
+	memcpy(buf, &kept_gen, 8);
+	upgrade__handover_state__pack(&st, buf + 8);
+	fd = memfd_create("envd-state", MFD_CLOEXEC);
+	if (fd < 0 || write(fd, buf, 8 + len) != (ssize_t)(8 + len))
+		goto out;
+	snprintf(name, sizeof(name), "envd.state.%c", kept_gen & 1 ? 'a' : 'b');
+	if (sdnotify_store(name, &fd, 1) == 0) {
+		snprintf(name, sizeof(name), "envd.state.%c", kept_gen & 1 ? 'b' : 'a');
+		sdnotify_store_remove(name);
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	arena_free(&a);
+}
+
+void upgrade_restore_init_state(struct sdnotify_fd *fds, size_t n)
+{
+	Upgrade__HandoverState *best = NULL;
+	uint64_t best_gen = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct stat stt;
+		uint8_t *buf;
+		uint64_t gen;
+
+		if (fds[i].fd < 0 || strncmp(fds[i].name, "envd.state.", 11) != 0)
+			continue;
+		if (fstat(fds[i].fd, &stt) == 0 && stt.st_size > 8 && stt.st_size < 64 * 1024 * 1024 &&
+		    (buf = malloc((size_t)stt.st_size))) {
+			if (pread(fds[i].fd, buf, (size_t)stt.st_size, 0) == stt.st_size) {
+				memcpy(&gen, buf, 8);
+				Upgrade__HandoverState *st =
+					upgrade__handover_state__unpack(NULL, (size_t)stt.st_size - 8, buf + 8);
+				if (st && gen >= best_gen) {
+					if (best)
+						upgrade__handover_state__free_unpacked(best, NULL);
+					best = st;
+					best_gen = gen;
+				} else if (st) {
+					upgrade__handover_state__free_unpacked(st, NULL);
+				}
+			}
+			free(buf);
+		}
+		close(fds[i].fd);
+		fds[i].fd = -1;
+	}
+	if (!best)
+		return;
+	init_state_apply(best);
+	upgrade__handover_state__free_unpacked(best, NULL);
+	kept_gen = best_gen;
+	/* Stored again under this envd, and the older name dropped. */
+	upgrade_keep_init_state();
+	fprintf(stderr, "envd: the /init state was restored after a restart\n");
+}
+
+
 static int build_record(struct fdlist *fds, uint8_t **out, size_t *out_len)
 {
 	struct arena a = { 0 };
@@ -497,28 +640,7 @@ static int build_record(struct fdlist *fds, uint8_t **out, size_t *out_len)
 			keep_fd(fds, lfd);
 		}
 	}
-	size_t tlen;
-	const char *tok = state_token(&tlen);
-	if (tok && state_token_is_set()) {
-		st.has_access_token = true;
-		st.access_token.data = (uint8_t *)tok;
-		st.access_token.len = tlen;
-	}
-	st.default_user = (char *)state_default_user();
-	st.default_workdir = (char *)(state_default_workdir() ? state_default_workdir() : "");
-	for (size_t i = 0; i < envstore_count(); i++) {
-		Upgrade__EnvVar *e = arena_alloc(&a, sizeof(*e));
-		const char *k, *v;
-		if (!e)
-			break;
-		upgrade__env_var__init(e);
-		envstore_entry(i, &k, &v);
-		e->key = (char *)k;
-		e->value = (char *)v;
-		e->internal = envstore_entry_internal(i);
-		PUSH(&a, st.user_env, st.n_user_env, e);
-	}
-	st.last_init_ns = state_last_init_ns;
+	init_state_fill(&st, &a);
 
 	/* The change journal: its group crosses the exec, so changes made
 	 * meanwhile wait in the kernel and old checkpoints still answer. */
@@ -1148,31 +1270,7 @@ int upgrade_resume(void)
 	Upgrade__HandoverState *st = record;
 
 	/* The /init state. */
-	if (st->has_access_token)
-		state_token_set((const char *)st->access_token.data, st->access_token.len);
-	if (st->default_user && *st->default_user)
-		state_set_default_user(st->default_user);
-	if (st->default_workdir && *st->default_workdir)
-		state_set_default_workdir(st->default_workdir);
-	{
-		const char **keys = calloc(st->n_user_env + 1, sizeof(*keys));
-		const char **vals = calloc(st->n_user_env + 1, sizeof(*vals));
-		size_t n = 0;
-		for (size_t i = 0; keys && vals && i < st->n_user_env; i++) {
-			if (st->user_env[i]->internal) {
-				envstore_set_internal(st->user_env[i]->key, st->user_env[i]->value);
-			} else {
-				keys[n] = st->user_env[i]->key;
-				vals[n++] = st->user_env[i]->value;
-			}
-		}
-		if (n)
-			envstore_replace_user(keys, vals, n);
-		free(keys);
-		free(vals);
-	}
-	if (st->last_init_ns > state_last_init_ns)
-		state_last_init_ns = st->last_init_ns;
+	init_state_apply(st);
 	{
 		static struct freeze_state fz;
 		memset(&fz, 0, sizeof(fz));

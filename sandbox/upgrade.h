@@ -45,4 +45,14 @@ const char *upgrade_handover_header(void);
 /* An /init succeeded: open the gate and thaw the workload. */
 void upgrade_init_done(void);
 
+/*
+ * Crash survival (docs/crash.md): the /init state (token, env vars,
+ * default user and workdir) goes to the service manager's fd store after
+ * every change, and the next envd restores it from the fds it was handed
+ * (names envd.state.*; consumed, set to -1). No-ops without a store.
+ */
+struct sdnotify_fd;
+void upgrade_keep_init_state(void);
+void upgrade_restore_init_state(struct sdnotify_fd *fds, size_t n);
+
 #endif

@@ -48,6 +48,26 @@ T_FAIL=$((T_FAIL + $(grep -c '^FAIL ' "$W/out")))
 [ "$rc" -eq 0 ] || [ "$(grep -c '^FAIL ' "$W/out")" -gt 0 ] || fail "the rounds ran to the end" "$(tail -5 "$W/out")"
 grep -q 'processes taken back' "$W/log" && pass "envd logs what it took back" || fail "envd logs what it took back"
 
+# The /init state survives a crash: the token still guards every route,
+# env vars and the default workdir are those /init set.
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$BASE/init" -H 'Content-Type: application/json' \
+	-d '{"accessToken":"crash-token","envVars":{"CRASH_VAR":"kept"},"defaultWorkdir":"/tmp"}')
+expect_eq "/init with a token" 204 "$code"
+victim=$(pgrep -P "$IPID" | head -n1)
+kill -KILL "$victim"
+new_envd() { local p; p=$(pgrep -P "$IPID" | head -n1); [ -n "$p" ] && [ "$p" != "$victim" ]; }
+check "init restarted envd" wait_for 60 new_envd
+check "/health answers" wait_for 60 curl -s -o /dev/null "$BASE/health"
+L="$BASE/process.Process/List"
+expect_eq "after the crash a request without the token is refused" 401 \
+	"$(curl -s -o /dev/null -w '%{http_code}' -X POST "$L" -H 'Content-Type: application/json' -d '{}')"
+expect_eq "after the crash the token is accepted" 200 \
+	"$(curl -s -o /dev/null -w '%{http_code}' -X POST "$L" -H 'Content-Type: application/json' -H 'X-Access-Token: crash-token' -d '{}')"
+expect_match "after the crash the env vars of /init are there" '"CRASH_VAR":"kept"' \
+	"$(curl -s -H 'X-Access-Token: crash-token' "$BASE/envs")"
+grep -q 'the /init state was restored' "$W/log" && pass "envd says it restored the /init state" ||
+	fail "envd says it restored the /init state"
+
 # A clean stop: init TERMs envd and the rest, and exits.
 kill -TERM "$IPID"
 deadline=$((SECONDS + HANG_S))
