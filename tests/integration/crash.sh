@@ -53,6 +53,9 @@ grep -q 'processes taken back' "$W/log" && pass "envd logs what it took back" ||
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$BASE/init" -H 'Content-Type: application/json' \
 	-d '{"accessToken":"crash-token","envVars":{"CRASH_VAR":"kept"},"defaultWorkdir":"/tmp"}')
 expect_eq "/init with a token" 204 "$code"
+CH="$BASE/filesystem.Filesystem/Changes"
+chg() { curl -s -X POST "$CH" -H 'Content-Type: application/json' -H 'X-Access-Token: crash-token' -d "$1"; }
+tok=$(chg '{}' | "$PY" -c 'import json,sys; print(json.load(sys.stdin).get("next",""))')
 victim=$(pgrep -P "$IPID" | head -n1)
 kill -KILL "$victim"
 new_envd() { local p; p=$(pgrep -P "$IPID" | head -n1); [ -n "$p" ] && [ "$p" != "$victim" ]; }
@@ -65,6 +68,12 @@ expect_eq "after the crash the token is accepted" 200 \
 	"$(curl -s -o /dev/null -w '%{http_code}' -X POST "$L" -H 'Content-Type: application/json' -H 'X-Access-Token: crash-token' -d '{}')"
 expect_match "after the crash the env vars of /init are there" '"CRASH_VAR":"kept"' \
 	"$(curl -s -H 'X-Access-Token: crash-token' "$BASE/envs")"
+if [ -n "$tok" ]; then
+	expect_match "the change journal answers resync for a token of the killed envd" '"resync": *true' \
+		"$(chg "{\"since\":\"$tok\"}")"
+else
+	echo "# no change journal here: resync not checked"
+fi
 grep -q 'the /init state was restored' "$W/log" && pass "envd says it restored the /init state" ||
 	fail "envd says it restored the /init state"
 
