@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,22 +154,17 @@ static void sweep_done(void *arg)
 	free(arg);
 }
 
-/* Whether the registering process still runs: an envd with that pid. */
+/*
+ * Whether the registering process may still run: any process with that
+ * pid but us. A pid reused by another program keeps a leftover until a
+ * later start, which is better than removing the file of an upload in
+ * progress (an envd under an emulator does not even call itself envd).
+ */
 static bool owner_alive(long pid)
 {
-	char p[64], comm[32];
-	FILE *f;
-	bool alive = false;
-
-	if (pid <= 0 || pid == (long)getpid())
+	if (pid <= 0 || pid == (long)getpid() || pid > INT32_MAX)
 		return false;
-	snprintf(p, sizeof(p), "/proc/%ld/comm", pid);
-	if (!(f = fopen(p, "re")))
-		return false;
-	if (fgets(comm, sizeof(comm), f))
-		alive = strncmp(comm, "envd", 4) == 0;
-	fclose(f);
-	return alive;
+	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
 }
 
 size_t uptmp_sweep(void)

@@ -16,40 +16,21 @@
  * not start ended from its pidfd and the exit ring of the reaper
  * (base/exitrec.h).
  *
- * Only process.c, output.c and stdin.c call the hooks; everything runs on
- * envd_loop. Failures leave the process running unkept (logged once).
+ * The hooks process.c, output.c and stdin.c call are in process_int.h;
+ * everything runs on envd_loop. Failures leave the process running unkept
+ * (logged once).
  */
 #ifndef PROCESS_KEEP_H
 #define PROCESS_KEEP_H
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <sys/resource.h>
-#include <sys/types.h>
-
-struct process;
 
 /* Most descriptors taken from the store on start. */
 #define KEEP_HANDED_MAX 65536
 
 /* Keep processes (a manager keeps our fds and -crash-keep is on). */
 extern bool keep_enabled;
-
-/* A process was registered: its keep file and fds go to the store. */
-void keep_start(struct process *p);
-/* The ring changed (after appends): the header follows. */
-void keep_sync(struct process *p);
-/* The exit is known (reaped). */
-void keep_reaped(struct process *p);
-/* envd closed the process's stdin: the stored copy goes too, or the
- * command would never read EOF. */
-void keep_stdin_closed(struct process *p);
-/* The process ended and is retained: its I/O leaves the store, the keep
- * file (the ring for late Connects) stays. */
-void keep_finalized(struct process *p);
-/* The process (or its ring) is dropped: everything leaves the store and
- * the ring forgets its storage. */
-void keep_drop(struct process *p);
 
 /*
  * At start: take back every process a previous envd kept, from the fds
@@ -60,13 +41,5 @@ void keep_drop(struct process *p);
  */
 struct sdnotify_fd;
 size_t keep_adopt_all(struct sdnotify_fd *fds, size_t n);
-
-/*
- * How an adopted process (not our child) ended: from its pidfd where the
- * kernel tells (PIDFD_INFO_EXIT), else from the reaper's exit ring.
- * Returns 0 with the wait status and usage, or -EAGAIN while neither
- * knows yet (the reaper has not got to it).
- */
-int keep_exit_status(pid_t pid, int pidfd, int *status, struct rusage *ru);
 
 #endif

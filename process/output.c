@@ -20,7 +20,6 @@
 #include "process/fanout.h"
 #include "process/lifecycle.h"
 #include "process/process_int.h"
-#include "process/keep.h"
 #include "process/ring.h"
 
 #define READ_CHUNK (64 * 1024)

@@ -26,7 +26,6 @@
 #include "process/lifecycle.h"
 #include "base/loop.h"
 #include "process/process_int.h"
-#include "process/keep.h"
 #include "process/ptable.h"
 #include "process/ring.h"
 #include "process/spawn.h"

@@ -19,7 +19,6 @@
 #include "base/errstr.h"
 #include "base/loop.h"
 #include "process/process_int.h"
-#include "process/keep.h"
 
 struct inpause {
 	struct inpause *next;

@@ -23,8 +23,8 @@ on_exit cleanup_atomic
 chmod 755 "$D"
 enc() { "$PY" -c 'import sys,urllib.parse;print(urllib.parse.quote(sys.argv[1],safe=""))' "$1"; }
 temps() { find "$D" -name '.envd-upload.*' | wc -l; }
-# wait_for "desc" cmd...: poll until the command succeeds (HANG_S bound)
-wait_for() {
+# until_ok cmd...: poll until the command succeeds (HANG_S bound)
+until_ok() {
 	local deadline=$((SECONDS + HANG_S))
 	while [ "$SECONDS" -lt "$deadline" ]; do
 		"$@" >/dev/null 2>&1 && return 0
@@ -54,19 +54,19 @@ slow_upload() {
 # --- the client goes away mid-upload ---
 cp "$D/old.bin" "$D/t1.bin"
 slow_upload "$D/big.src" "$D/t1.bin"
-check "cut upload: the temporary file grows beside the target" wait_for temp_growing
-check "cut upload: it is registered" wait_for registered
+check "cut upload: the temporary file grows beside the target" until_ok temp_growing
+check "cut upload: it is registered" until_ok registered
 kill "$CURL_PID"
 wait "$CURL_PID" 2>/dev/null
 CURL_PID=""
-check "cut upload: the temporary file is removed" wait_for no_temps
+check "cut upload: the temporary file is removed" until_ok no_temps
 expect_eq "cut upload: the previous content is intact" "$OLD_SUM" "$(sha256sum <"$D/t1.bin")"
-check "cut upload: the registry entry is gone" wait_for reg_empty
+check "cut upload: the registry entry is gone" until_ok reg_empty
 
 # --- envd is SIGKILLed mid-upload ---
 cp "$D/old.bin" "$D/t2.bin"
 slow_upload "$D/big.src" "$D/t2.bin"
-check "killed envd: the temporary file grows" wait_for temp_growing
+check "killed envd: the temporary file grows" until_ok temp_growing
 kill -9 "$ENVD_PID"
 wait "$ENVD_PID" 2>/dev/null
 wait "$CURL_PID" 2>/dev/null
@@ -75,19 +75,22 @@ expect_eq "killed envd: the previous content is intact" "$OLD_SUM" "$(sha256sum 
 expect_eq "killed envd: its temporary file stays until the next start" "1" "$(temps)"
 envd_start -upload-registry "$REG" || exit 1
 U="$ENVD_URL/files"
-check "next envd removes the temporary file" wait_for no_temps
-check "next envd empties the registry" wait_for reg_empty
+check "next envd removes the temporary file" until_ok no_temps
+check "next envd empties the registry" until_ok reg_empty
 expect_eq "next envd: the target is still intact" "$OLD_SUM" "$(sha256sum <"$D/t2.bin")"
 
 # A leftover of an envd that still runs is not touched; an entry naming a
 # file that is not an upload's is dropped and the file kept.
 touch "$D/.envd-upload.r0123456789abcdef" "$D/keep.me"
 ln -s "$D/.envd-upload.r0123456789abcdef" "$REG/$ENVD_PID.0123456789abcdef"
-ln -s "$D/keep.me" "$REG/1.0123456789abcdef"
+true &
+DEAD=$!
+wait "$DEAD"
+ln -s "$D/keep.me" "$REG/$DEAD.0123456789abcdef"
 LIVE=$ENVD_PID
 envd_start -upload-registry "$REG" || exit 1
 U="$ENVD_URL/files"
-check "a planted entry is dropped" wait_for test ! -L "$REG/1.0123456789abcdef"
+check "a planted entry of a gone process is dropped" until_ok test ! -L "$REG/$DEAD.0123456789abcdef"
 check "... and the file it names kept" test -e "$D/keep.me"
 check "a live envd's temporary file is left alone" test -e "$D/.envd-upload.r0123456789abcdef"
 check "... and its entry" test -L "$REG/$LIVE.0123456789abcdef"
