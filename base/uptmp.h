@@ -56,8 +56,8 @@ bool uptmp_name_is(const char *name, size_t len, bool *replaces);
 /*
  * Remove the temporary files registered by envd processes that are gone
  * (a crash or a kill left them): entries of pids that no longer run. Loop
- * thread; the unlinks run on the
- * worker pool. Returns the number of files handed over for removal.
+ * thread; the unlinks run on the worker pool. Returns the number of files
+ * handed over for removal.
  */
 size_t uptmp_sweep(void);
 
