@@ -27,8 +27,9 @@ bool keep_enabled;
 static bool adopting;
 
 #define KEEP_MAGIC 0x3150454bu /* "KEP1" */
-#define KEEP_HDR 4096
-#define PAGE 4096
+/* The header's room; the record follows it and the ring follows the
+ * record, so a process with little output costs one page. */
+#define KEEP_HDR 512
 
 struct keep_ring {
 	uint64_t head, n_rec, start;
@@ -52,6 +53,8 @@ struct keep_hdr {
 	char status[64];
 	uint64_t t_start_us;       /* CLOCK_MONOTONIC (machine-wide) at spawn */
 };
+
+_Static_assert(sizeof(struct keep_hdr) <= KEEP_HDR, "the keep header outgrew its room");
 
 struct keep {
 	int fd;
@@ -213,7 +216,7 @@ void keep_start(struct process *p)
 {
 	static bool said;
 	size_t cfg_len, rec = record_size(p, &cfg_len);
-	size_t ring_off = (KEEP_HDR + rec + PAGE - 1) / PAGE * PAGE;
+	size_t ring_off = (KEEP_HDR + rec + 63) / 64 * 64;
 	size_t len = ring_off + p->ring.max;
 	struct keep *k;
 	int fd = -1;
@@ -384,7 +387,7 @@ static int adopt_one(struct kept *kp)
 	struct ring rg;
 	int rc = -EINVAL;
 
-	if (kfd < 0 || fstat(kfd, &st) < 0 || (size_t)st.st_size < KEEP_HDR + PAGE)
+	if (kfd < 0 || fstat(kfd, &st) < 0 || (size_t)st.st_size < KEEP_HDR + RING_MIN_SIZE)
 		goto out;
 	if (!(k = calloc(1, sizeof(*k))))
 		goto out;

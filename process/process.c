@@ -81,6 +81,21 @@ static uint64_t tv_us(const struct timeval *tv)
 
 const struct process_tracker *process_tracker;
 
+/*
+ * What a retained ring costs against the retention budget: its storage;
+ * for one lent by keep.c (mapped at its full budget at once), the pages
+ * written so far, all of them once it has wrapped. Constant once the
+ * process is finalized (no more output), as the budget's sums need.
+ */
+static size_t ring_cost(const struct ring *r)
+{
+	if (!r->fixed)
+		return r->cap;
+	if (r->start > 0)
+		return r->cap;
+	return (r->used + 4095) / 4096 * 4096;
+}
+
 static void process_free(struct process *p)
 {
 	if (p->track)
@@ -93,7 +108,7 @@ static void process_free(struct process *p)
 	if (p->lc != LC_NEW)
 		ptable_remove(&table, &p->ent);
 	if (lc_finalized(p->lc))
-		retained_bytes -= p->ring.cap;
+		retained_bytes -= ring_cost(&p->ring);
 	keep_drop(p);
 	ring_free(&p->ring);
 	ev_io_stop(envd_loop, &p->pidfd_w);
@@ -162,7 +177,7 @@ static void trim_retained(void)
 		 * bounded by one ring per attached stream. */
 		if (!lc_finalized(q->lc) || !q->ring.cap || q->subs)
 			continue;
-		retained_bytes -= q->ring.cap;
+		retained_bytes -= ring_cost(&q->ring);
 		keep_drop(q);
 		ring_clear(&q->ring);
 	}
@@ -183,7 +198,7 @@ static void finalize(struct process *p)
 	p->ent.retained = true;
 	ev_timer_set(&p->retain_w, PROCESS_RETAIN_S, 0.);
 	ev_timer_start(envd_loop, &p->retain_w);
-	retained_bytes += p->ring.cap;
+	retained_bytes += ring_cost(&p->ring);
 	trim_retained();
 }
 
@@ -1215,7 +1230,7 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 		p->lc = LC_RETAINED;
 		p->ent.retained = true;
 		ptable_add(&table, &p->ent);
-		retained_bytes += p->ring.cap;
+		retained_bytes += ring_cost(&p->ring);
 		ev_timer_set(&p->retain_w, s->retain_left_ms > 0 ? (double)s->retain_left_ms / 1000.0 : 0.001,
 			     0.);
 		ev_timer_start(envd_loop, &p->retain_w);

@@ -56,9 +56,12 @@ expect_eq "/init with a token" 204 "$code"
 CH="$BASE/filesystem.Filesystem/Changes"
 chg() { curl -s -X POST "$CH" -H 'Content-Type: application/json' -H 'X-Access-Token: crash-token' -d "$1"; }
 tok=$(chg '{}' | "$PY" -c 'import json,sys; print(json.load(sys.stdin).get("next",""))')
-victim=$(pgrep -P "$IPID" | head -n1)
+# envd is init's child that runs $ENVD_BIN (orphans of the rounds may be there too)
+envd_of_init() { pgrep -P "$IPID" -f -- "-upload-registry $W/reg" | head -n1; }
+victim=$(envd_of_init)
+echo "# children of init: $(pgrep -P "$IPID" | tr '\n' ' ')envd $victim"
 kill -KILL "$victim"
-new_envd() { local p; p=$(pgrep -P "$IPID" | head -n1); [ -n "$p" ] && [ "$p" != "$victim" ]; }
+new_envd() { local p; p=$(envd_of_init); [ -n "$p" ] && [ "$p" != "$victim" ]; }
 check "init restarted envd" wait_for 60 new_envd
 check "/health answers" wait_for 60 curl -s -o /dev/null "$BASE/health"
 L="$BASE/process.Process/List"

@@ -189,7 +189,14 @@ def envd_pid(init_pid):
         kids = open("/proc/%d/task/%d/children" % (init_pid, init_pid)).read().split()
     except OSError:
         return None
-    return int(kids[0]) if kids else None
+    # init's children are envd and the orphans of an envd killed before
+    for k in kids:
+        try:
+            if b"-upload-registry" in open("/proc/%s/cmdline" % k, "rb").read():
+                return int(k)
+        except OSError:
+            pass
+    return None
 
 
 def wait_new_envd(init_pid, old):
