@@ -456,7 +456,7 @@ static void raise_priority(pid_t pid)
 /* In the child: the stored descriptors from fd 3 on, in store order, then
  * the command. Only async-signal-safe calls (init has one thread, but a
  * fork child should not count on that). */
-static void __attribute__((noreturn)) exec_child(size_t n, char **envp, char *listen_pid, size_t lp_len)
+static void __attribute__((noreturn)) exec_child(size_t n, int *tmp, char **envp, char *listen_pid, size_t lp_len)
 {
 	sigset_t none;
 
@@ -469,13 +469,15 @@ static void __attribute__((noreturn)) exec_child(size_t n, char **envp, char *li
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	setpgid(0, 0);
-	/* Above the target range first, so no move overwrites a source. */
+	/* All above the target range first, then into place: a stored fd
+	 * may sit where an earlier one goes. */
 	int base = SDNOTIFY_LISTEN_START + (int)n;
-	for (size_t i = 0; i < n; i++) {
-		int t = fcntl(in.store.e[i].fd, F_DUPFD_CLOEXEC, base);
-		if (t < 0 || dup2(t, SDNOTIFY_LISTEN_START + (int)i) < 0)
+	for (size_t i = 0; i < n; i++)
+		if ((tmp[i] = fcntl(in.store.e[i].fd, F_DUPFD_CLOEXEC, base)) < 0)
 			_exit(126);
-	}
+	for (size_t i = 0; i < n; i++)
+		if (dup2(tmp[i], SDNOTIFY_LISTEN_START + (int)i) < 0)
+			_exit(126);
 	if (n) {
 		/* "LISTEN_PID=" is there already; the pid is known only now. */
 		char num[16];
@@ -499,6 +501,7 @@ static int spawn_cmd(void)
 {
 	size_t n = in.nfd >= 0 ? in.store.n : 0, ne = 0, k = 0, nl = 32;
 	char **envp = NULL, *names = NULL, nfds[32], nsock[96], lpid[32] = "LISTEN_PID=";
+	int *tmp = NULL;
 	pid_t pid;
 	int rc = 0;
 
@@ -508,7 +511,8 @@ static int spawn_cmd(void)
 		nl += strlen(in.store.e[i].name) + 1;
 	envp = calloc(ne + 5, sizeof(*envp));
 	names = malloc(nl);
-	if (!envp || !names) {
+	tmp = calloc(n + 1, sizeof(*tmp));
+	if (!envp || !names || !tmp) {
 		say("cannot start %s: out of memory", in.cmd[0]);
 		rc = -ENOMEM;
 		goto out;
@@ -538,7 +542,7 @@ static int spawn_cmd(void)
 		goto out;
 	}
 	if (pid == 0)
-		exec_child(n, envp, lpid, sizeof(lpid));
+		exec_child(n, tmp, envp, lpid, sizeof(lpid));
 	/* Both sides, so that a signal sent to the group right away finds it. */
 	setpgid(pid, pid);
 	raise_priority(pid);
@@ -550,6 +554,7 @@ static int spawn_cmd(void)
 out:
 	free(envp);
 	free(names);
+	free(tmp);
 	return rc;
 }
 

@@ -387,22 +387,35 @@ static int adopt_one(struct kept *kp)
 	struct ring rg;
 	int rc = -EINVAL;
 
-	if (kfd < 0 || fstat(kfd, &st) < 0 || (size_t)st.st_size < KEEP_HDR + RING_MIN_SIZE)
+	if (kfd < 0) {
+		rc = -EBADF; /* no keep file: not a process to take back */
 		goto out;
+	}
+	if (fstat(kfd, &st) < 0 || (size_t)st.st_size < KEEP_HDR + RING_MIN_SIZE) {
+		rc = -EFBIG;
+		goto out;
+	}
 	if (!(k = calloc(1, sizeof(*k))))
 		goto out;
 	k->len = (size_t)st.st_size;
 	k->map = mmap(NULL, k->len, PROT_READ | PROT_WRITE, MAP_SHARED, kfd, 0);
 	if (k->map == MAP_FAILED) {
+		rc = -errno;
 		k->map = NULL;
 		goto out;
 	}
 	h = hdr_of(k);
 	if (h->magic != KEEP_MAGIC || h->pid != kp->pid || h->rec_len > k->len - KEEP_HDR ||
-	    h->ring_off < KEEP_HDR + h->rec_len || h->ring_off > k->len || h->ring_cap > k->len - h->ring_off)
+	    h->ring_off < KEEP_HDR + h->rec_len || h->ring_off > k->len || h->ring_cap > k->len - h->ring_off) {
+		log_msg("warn", "keep", "process %d: keep file of pid %d, magic %x, record %llu, ring %llu+%llu of %zu",
+			(int)kp->pid, (int)h->pid, h->magic, (unsigned long long)h->rec_len,
+			(unsigned long long)h->ring_off, (unsigned long long)h->ring_cap, k->len);
 		goto out;
-	if (record_read(k->map + KEEP_HDR, h->rec_len, &rec) < 0)
+	}
+	if (record_read(k->map + KEEP_HDR, h->rec_len, &rec) < 0) {
+		rc = -EPROTO;
 		goto out;
+	}
 	struct keep_ring rs = h->rs[__atomic_load_n(&h->seq, __ATOMIC_ACQUIRE) & 1];
 	size_t kept = ring_restore(&rg, k->map + h->ring_off, h->ring_cap, rs.head, rs.n_rec, rs.start);
 
@@ -460,7 +473,9 @@ out:
 		free(k);
 	}
 	if (rc < 0)
-		log_msg("warn", "keep", "process %d could not be taken back: %s", (int)kp->pid, strerror(-rc));
+		log_msg("warn", "keep", "process %d could not be taken back: %s (roles %s%s%s%s%s%s)", (int)kp->pid,
+			strerror(-rc), kp->fd[0] >= 0 ? "k" : "", kp->fd[1] >= 0 ? "o" : "", kp->fd[2] >= 0 ? "e" : "",
+			kp->fd[3] >= 0 ? "i" : "", kp->fd[4] >= 0 ? "t" : "", kp->fd[5] >= 0 ? "f" : "");
 	record_free(&rec);
 	kept_close(kp);
 	return rc;

@@ -29,7 +29,7 @@ on_exit cleanup_crash
 PORT=$(free_port)
 BASE="http://127.0.0.1:$PORT"
 mkdir -p "$W/files" "$W/reg"
-"$INIT" --no-mount --grace 10 -- "$ENVD_BIN" -isnotfc -port "$PORT" $(cgroup_flags) -upload-registry "$W/reg" \
+"$INIT" --no-mount --grace 10 -- "$ENVD_BIN" -isnotfc -verbose -port "$PORT" $(cgroup_flags) -upload-registry "$W/reg" \
 	>"$W/log" 2>&1 &
 IPID=$!
 ENVD_LOGS+=("$W/log")
@@ -79,6 +79,8 @@ else
 fi
 grep -q 'the /init state was restored' "$W/log" && pass "envd says it restored the /init state" ||
 	fail "envd says it restored the /init state"
+
+[ "$T_FAIL" -gt 0 ] && grep -aE '^(init|envd):|keep|taken back|restored' "$W/log" | tail -n 60
 
 # A clean stop: init TERMs envd and the rest, and exits.
 kill -TERM "$IPID"
