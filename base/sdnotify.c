@@ -57,9 +57,11 @@ int sdnotify_send(const char *text, const int *fds, size_t n)
 		sa.sun_path[0] = '\0';
 	salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + pl + (path[0] == '/'));
 
-	s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (s < 0)
+	/* One socket for every message: a process start sends several. */
+	static int sock = -1;
+	if (sock < 0 && (sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
 		return -errno;
+	s = sock;
 	struct iovec iov = { .iov_base = (void *)text, .iov_len = strlen(text) };
 	union {
 		struct cmsghdr h;
@@ -82,7 +84,6 @@ int sdnotify_send(const char *text, const int *fds, size_t n)
 		rc = -errno;
 		break;
 	}
-	close(s);
 	return rc;
 }
 

@@ -39,7 +39,8 @@ bool sdnotify_name_valid(const char *name);
 /* --- the service's side --- */
 
 /*
- * Send `text` with fds (n may be 0) to $NOTIFY_SOCKET. Returns 0, -ENOENT
+ * Send `text` with fds (n may be 0) to $NOTIFY_SOCKET, through one socket
+ * kept for all messages (call from one thread: envd's loop). Returns 0, -ENOENT
  * when the variable is unset (no manager: nothing to keep), -EINVAL for a
  * bad address, or -errno of the send.
  */
