@@ -3,14 +3,15 @@
 """Run one command in the sandbox through envd's process API, like the SDK's
 commands.run, with nothing but the Python standard library.
 
-    vm-exec.py [-u USER] [-t SECONDS] [--background | --events [--keepalive S]]
+    vm-exec.py [-u USER] [-t SECONDS] [--tag TAG] [--background | --events [--keepalive S]]
                [--changes FILE] COMMAND
 
 envd is found at $VM_URL (default http://127.0.0.1:49983); $VM_TOKEN, when
 set, is sent as X-Access-Token. The command runs as `bash -l -c COMMAND`
 (as root unless -u says otherwise); its stdout and stderr are copied to
 ours and its exit status becomes ours (128+N for a signal). With
---background the pid is printed and the command is left running. With
+--background the pid is printed and the command is left running (--tag
+gives it a tag to find it by). With
 --events every event is printed as it arrives, one line each: the host's
 wall-clock time, then the event as JSON (output decoded to text); with
 --keepalive S envd sends a keep-alive every S seconds of silence. With
@@ -31,6 +32,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("-u", "--user", default="root")
 ap.add_argument("-t", "--timeout", type=float, default=120)
 ap.add_argument("--background", action="store_true")
+ap.add_argument("--tag")
 ap.add_argument("--events", action="store_true")
 ap.add_argument("--keepalive", type=int)
 ap.add_argument("--changes")
@@ -39,6 +41,8 @@ a = ap.parse_args()
 
 url = urllib.parse.urlsplit(os.environ.get("VM_URL", "http://127.0.0.1:49983"))
 req = {"process": {"cmd": "/bin/bash", "args": ["-l", "-c", a.command]}, "stdin": False}
+if a.tag:
+    req["tag"] = a.tag
 if a.changes:
     req["trackChanges"] = True
 body = json.dumps(req).encode()

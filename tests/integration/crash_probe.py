@@ -14,6 +14,8 @@ import urllib.error
 import urllib.request
 
 HANG_S = int(os.environ.get("HANG_S", "300"))
+# X-Access-Token for an envd that /init gave one (the VM's).
+TOKEN = os.environ.get("CRASH_TOKEN", "")
 
 
 def frame(obj):
@@ -31,8 +33,8 @@ class Stream:
         payload = frame(body)
         path = method if "/" in method else "process.Process/" + method
         req = ("POST /%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/connect+json\r\n"
-               "Connect-Protocol-Version: 1\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
-               % (path, len(payload))).encode() + payload
+               "Connect-Protocol-Version: 1\r\nContent-Length: %d\r\nConnection: close\r\n%s\r\n"
+               % (path, len(payload), "X-Access-Token: %s\r\n" % TOKEN if TOKEN else "")).encode() + payload
         self.s.sendall(req)
         self.raw = b""
         self.head = None
@@ -101,7 +103,8 @@ class Stream:
 
 def unary(base, method, body):
     req = urllib.request.Request(base + "/process.Process/" + method, data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+                                 headers=dict({"Content-Type": "application/json"},
+                                              **({"X-Access-Token": TOKEN} if TOKEN else {})))
     try:
         with urllib.request.urlopen(req, timeout=HANG_S) as r:
             return 200, json.loads(r.read() or b"{}")

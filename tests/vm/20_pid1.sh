@@ -36,8 +36,13 @@ wait_for 60 guest_no_zombies && pass "no zombie stays in the guest" ||
 	fail "no zombie stays in the guest" "$(vm_exec 'ps -eo pid=,ppid=,stat=,args= | grep " Z"')"
 
 # envd killed with SIGKILL: init starts a new one; a process started before
-# survives. The request that carries the kill is cut by it.
+# survives, and the new envd takes it back (docs/crash.md): listed again,
+# its whole output by tag from offset 0 with no gap, its exit code, though
+# it ended while envd was down or after. This kernel may predate pidfd
+# exit information: the exit status comes from init's exit ring. The
+# request that carries the kill is cut by it.
 survivor=$(vm_exec --background 'exec sleep 600')
+vm_exec --background --tag vmcrash 'for i in $(seq 1 400); do echo "line $i"; sleep 0.005; done; exit 3' >/dev/null
 old=$(vm_exec 'pidof envd')
 vm_exec 'kill -9 $(pidof envd)' >/dev/null 2>&1
 if ms=$(wait_health 30); then
@@ -51,6 +56,13 @@ new=$(vm_exec 'pidof envd')
 [ -n "$new" ] && [ "$new" != "$old" ] && pass "a new envd runs (pid $old -> $new)" || fail "new envd" "[$old] -> [$new]"
 expect_eq "a process started before the restart survives it" yes \
 	"$(vm_exec "kill -0 $survivor && echo yes")"
+probe() { CRASH_TOKEN=$VM_TOKEN "$PY" tests/integration/crash_probe.py "$@"; }
+expect_match "the new envd lists the processes of the killed one" '"vmcrash"' "$(probe list "$VM_URL")"
+want=$(seq 1 400 | sed 's/^/line /' | wc -c)
+got=$(probe follow "$VM_URL" vmcrash)
+expect_match "a job's whole output by tag across the crash ($want bytes, no gap)" \
+	"\"bytes\": $want, \"contiguous\": true, .*\"gaps\": \[\]" "$got"
+expect_match "the job's exit code across the crash" '"exitCode": 3' "$got"
 vm_exec "kill $survivor" >/dev/null
 grep -q "envd killed by signal 9; restarting" "$VM_CONSOLE" && pass "init logged the restart on the console" ||
 	fail "restart logged on the console"
