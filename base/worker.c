@@ -9,6 +9,22 @@
  * flight. Three intrusive lists thread through the slots: free, queued
  * (FIFO, waiting for a thread) and finished (waiting for the loop).
  * Running jobs are on no list; their thread holds them.
+ *
+ * The hand-off is kept cheap, as it is on the path of every request:
+ *  - a submit wakes a thread only when no awake thread will come back for
+ *    the job: a thread that finishes a job takes the next one without
+ *    sleeping, and one that finds the queue empty spins a moment
+ *    (WORKER_SPIN_NS) before it sleeps;
+ *  - a submit wakes at most as many threads as there are processors,
+ *    and one more when every awake thread runs jobs of other keys (a
+ *    mount that hangs holds back only its own requests); the pool grows
+ *    past that only when the queue stops moving (no job taken for
+ *    WORKER_GROW_S while runnable jobs wait: the threads are stuck or
+ *    slow), so a load that only needs CPU keeps a few warm threads;
+ *  - completions are posted to the finished list and the loop is woken
+ *    through one ev_async, which coalesces while a wake is pending; the
+ *    loop takes the whole list under one lock hold;
+ *  - no allocation: slots are reused.
  */
 #include "base/worker.h"
 
@@ -83,6 +99,24 @@ struct idler {
 static struct idler *idlers[WORKER_THREADS_MAX];
 static bool worker_started;
 static ev_async worker_async;
+
+/* Threads spinning for work after their queue ran dry (under worker_mu). A
+ * submit that sees one wakes nobody. */
+static size_t n_spinning;
+/* Bumped by every submit; what a spinning thread watches. */
+static _Atomic unsigned long submit_seq;
+/* Jobs taken by threads, in all, and as of the last growth check. */
+static unsigned long n_taken, n_taken_seen;
+/* Runs while runnable jobs wait: grows the pool when the queue stops. */
+static ev_timer grow_timer;
+
+/* How long a thread whose queue ran dry looks for more before sleeping. A
+ * request's next step usually arrives within a loopback round trip; a
+ * wake costs 10-30 us of latency each way. */
+#define WORKER_SPIN_NS 30000
+/* The queue must move within this, or the pool grows: long enough that
+ * threads only preempted on a busy machine do not look stuck. */
+#define WORKER_GROW_S 0.02
 
 /* --- intrusive lists (under worker_mu) --- */
 
@@ -206,10 +240,48 @@ static bool idle_wait(struct idler *me)
 	return false;
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* Look for a submit for WORKER_SPIN_NS without the lock; true if one came.
+ * (called and returns under worker_mu) */
+static bool spin_for_work(void)
+{
+	unsigned long seq = atomic_load_explicit(&submit_seq, memory_order_relaxed);
+	struct timespec t0, t;
+	bool got = false;
+
+	n_spinning++;
+	pthread_mutex_unlock(&worker_mu);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (unsigned n = 1;; n++) {
+		if (atomic_load_explicit(&submit_seq, memory_order_acquire) != seq) {
+			got = true;
+			break;
+		}
+		cpu_relax();
+		if (n % 64 == 0) {
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) >= WORKER_SPIN_NS)
+				break;
+		}
+	}
+	pthread_mutex_lock(&worker_mu);
+	n_spinning--;
+	return got;
+}
+
 static void *worker_main(void *unused)
 {
 	struct idler me = { .woken = false };
 	pthread_condattr_t ca;
+	bool notify = false; /* a job of ours finished: wake the loop */
 
 	(void)unused;
 	/* The idle time-out is on the monotonic clock: /init may set the
@@ -223,6 +295,18 @@ static void *worker_main(void *unused)
 		int i = next_runnable();
 
 		if (i < 0) {
+			if (notify) {
+				/* Outside the lock: the loop takes it to drain. */
+				pthread_mutex_unlock(&worker_mu);
+				ev_async_send(envd_loop, &worker_async);
+				notify = false;
+				pthread_mutex_lock(&worker_mu);
+				continue;
+			}
+			if (spin_for_work())
+				continue;
+			if (next_runnable() >= 0)
+				continue;
 			if (!idle_wait(&me) && n_threads > WORKER_THREADS_CORE && next_runnable() < 0) {
 				n_threads--;
 				pthread_mutex_unlock(&worker_mu);
@@ -234,15 +318,16 @@ static void *worker_main(void *unused)
 		struct worker_job *j = &worker_jobs[i];
 		list_unlink(&queue_head, &queue_tail, i);
 		n_queued--;
+		n_taken++;
 		j->state = JOB_RUNNING;
 		count_running(j, +1);
-		/* Another job may be runnable too and every other thread busy
-		 * (e.g. stuck on a hung mount): grow the pool for it. */
-		if (!n_idle && next_runnable() >= 0 && n_threads < WORKER_THREADS_MAX)
-			thread_spawn();
 		void (*work)(void *) = j->req.work;
 		void *arg = j->req.arg;
 		pthread_mutex_unlock(&worker_mu);
+		if (notify) {
+			ev_async_send(envd_loop, &worker_async);
+			notify = false;
+		}
 		current_job = j;
 		work(arg);
 		current_job = NULL;
@@ -254,10 +339,7 @@ static void *worker_main(void *unused)
 		}
 		j->state = JOB_FINISHED;
 		list_push(&fin_head, &fin_tail, i);
-		ev_async_send(envd_loop, &worker_async);
-		/* A freed running place may let a capped job of this key go. */
-		if (queue_head >= 0)
-			wake_one();
+		notify = true;
 	}
 	return NULL;
 }
@@ -301,24 +383,60 @@ static void job_release(int i)
 	list_push(&free_head, NULL, i);
 }
 
+/* Completions taken from the finished list per lock hold. */
+#define DRAIN_BATCH 64
+
 static void worker_on_async(struct ev_loop *loop, ev_async *w, int revents)
 {
+	struct worker_req batch[DRAIN_BATCH];
+
 	for (;;) {
+		size_t n = 0;
+
 		pthread_mutex_lock(&worker_mu);
-		int i = fin_head;
-		if (i < 0) {
-			pthread_mutex_unlock(&worker_mu);
-			return;
+		while (n < DRAIN_BATCH && fin_head >= 0) {
+			int i = fin_head;
+			list_unlink(&fin_head, &fin_tail, i);
+			batch[n++] = worker_jobs[i].req;
+			/* The slot is stopped and freed before done() runs, so
+			 * done() may submit again (a chain of jobs) without
+			 * running out. */
+			job_release(i);
 		}
-		list_unlink(&fin_head, &fin_tail, i);
-		struct worker_req req = worker_jobs[i].req;
-		/* The slot is stopped and freed before done() runs, so done()
-		 * may submit again (a chain of jobs) without running out. */
-		job_release(i);
 		pthread_mutex_unlock(&worker_mu);
-		if (req.done)
-			req.done(req.arg);
+		if (!n)
+			return;
+		for (size_t k = 0; k < n; k++)
+			if (batch[k].done)
+				batch[k].done(batch[k].arg);
+		if (n < DRAIN_BATCH)
+			return; /* a later finish sends again */
 	}
+}
+
+/* Make the threads the queue needs. A runnable job waiting with no thread
+ * taking jobs for WORKER_GROW_S means the awake ones are stuck or slow:
+ * one more thread per such job, up to WORKER_THREADS_MAX. */
+static void worker_on_grow(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	size_t runnable = 0;
+
+	pthread_mutex_lock(&worker_mu);
+	for (int i = queue_head; i >= 0 && runnable < WORKER_THREADS_MAX; i = worker_jobs[i].next)
+		if (job_runnable(&worker_jobs[i]))
+			runnable++;
+	if (!runnable) {
+		ev_timer_stop(loop, w);
+	} else if (n_taken == n_taken_seen) {
+		for (size_t k = 0; k < runnable; k++) {
+			if (n_idle)
+				wake_one();
+			else if (n_threads >= WORKER_THREADS_MAX || thread_spawn() != 0)
+				break;
+		}
+	}
+	n_taken_seen = n_taken;
+	pthread_mutex_unlock(&worker_mu);
 }
 
 static void worker_on_timer(struct ev_loop *loop, ev_timer *w, int revents)
@@ -381,6 +499,7 @@ static int worker_start(void)
 	cpu_cap = n >= 2 ? (unsigned)n : 2;
 	ev_async_init(&worker_async, worker_on_async);
 	ev_async_start(envd_loop, &worker_async);
+	ev_timer_init(&grow_timer, worker_on_grow, WORKER_GROW_S, WORKER_GROW_S);
 	/* The pool must not hold a reference on the loop: idle workers should
 	 * not keep ev_run alive. */
 	ev_unref(envd_loop);
@@ -429,9 +548,30 @@ int worker_run(const struct worker_req *req)
 	list_push(&queue_head, &queue_tail, i);
 	n_queued++;
 	n_pending++;
+	atomic_fetch_add_explicit(&submit_seq, 1, memory_order_release);
 	rc = 0;
-	if (!n_idle && job_runnable(j) && n_threads < WORKER_THREADS_MAX)
-		rc = thread_spawn();
+	if (job_runnable(j)) {
+		/* Threads that will look at the queue without a wake: running
+		 * (and not known stuck), spinning, or woken and on their way. */
+		size_t awake = n_threads - n_idle - n_stuck;
+		/* ... of them, those running a job of this key, which come
+		 * back to the queue when it returns (unless its mount hangs:
+		 * then only this key's own requests wait). */
+		unsigned mine = j->key_slot < 0 ? cpu_running : worker_keys[j->key_slot].running;
+		if (j->key_slot >= 0)
+			mine -= worker_keys[j->key_slot].stuck;
+		bool free_hands = awake > n_running - n_stuck;
+		if (awake == 0 || (!free_hands && mine == 0) || (awake < cpu_cap && n_queued > awake)) {
+			if (n_idle)
+				wake_one();
+			else if (n_threads < WORKER_THREADS_MAX)
+				rc = thread_spawn();
+		}
+		if (!ev_is_active(&grow_timer)) {
+			n_taken_seen = n_taken;
+			ev_timer_again(envd_loop, &grow_timer);
+		}
+	}
 	if (rc && !n_threads) {
 		/* No thread at all: the job could never run. */
 		list_unlink(&queue_head, &queue_tail, i);
@@ -440,7 +580,6 @@ int worker_run(const struct worker_req *req)
 		pthread_mutex_unlock(&worker_mu);
 		return -rc;
 	}
-	wake_one();
 	if (req->timeout > 0) {
 		ev_timer_init(&j->timer, worker_on_timer, req->timeout, 0.);
 		j->timer.data = j;

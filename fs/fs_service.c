@@ -131,6 +131,34 @@ struct fs_job {
 	struct rpc_encoded enc;
 };
 
+/*
+ * Jobs are kept for reuse on the loop thread: one is over 8 KiB (two
+ * paths), a size musl's allocator hands back to the kernel (madvise) on
+ * every free, a syscall per request. A bounded few are kept.
+ */
+#define JOB_CACHE 64
+static struct fs_job *job_cache[JOB_CACHE];
+static size_t n_job_cache;
+
+static struct fs_job *job_alloc(void)
+{
+	struct fs_job *j;
+
+	if (!n_job_cache)
+		return calloc(1, sizeof(struct fs_job));
+	j = job_cache[--n_job_cache];
+	memset(j, 0, sizeof(*j));
+	return j;
+}
+
+static void job_free(struct fs_job *j)
+{
+	if (n_job_cache < JOB_CACHE)
+		job_cache[n_job_cache++] = j;
+	else
+		free(j);
+}
+
 /* On the worker: encode a success reply for the job's codec. */
 static void job_encode(struct fs_job *j, const ProtobufCMessage *msg)
 {
@@ -215,7 +243,7 @@ static void job_done(void *arg)
 		}
 	}
 	rpc_encoded_free(&j->enc);
-	free(j);
+	job_free(j);
 }
 
 /*
@@ -225,7 +253,7 @@ static void job_done(void *arg)
 static struct fs_job *job_new(struct rpc_call *call, const char *req_path, const char *req_path2,
 			      void (*work)(struct fs_job *))
 {
-	struct fs_job *j = calloc(1, sizeof(*j));
+	struct fs_job *j = job_alloc();
 	struct user u;
 	char err[ERRLEN];
 
@@ -234,13 +262,13 @@ static struct fs_job *job_new(struct rpc_call *call, const char *req_path, const
 		return NULL;
 	}
 	if (call_path(call, req_path, &u, j->path, sizeof(j->path))) {
-		free(j);
+		job_free(j);
 		return NULL;
 	}
 	if (req_path2 && path_resolve(&u, req_path2, state_default_workdir(), j->path2, sizeof(j->path2), err,
 				      sizeof(err)) < 0) {
 		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
-		free(j);
+		job_free(j);
 		return NULL;
 	}
 	j->uid = u.uid;
@@ -265,7 +293,7 @@ static void job_submit(struct rpc_call *call, struct fs_job *j)
 	if (rc < 0) {
 		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s: %s",
 			 j->path, go_strerror(-rc));
-		free(j);
+		job_free(j);
 		return;
 	}
 	rpc_call_set_hooks(call, &job_hooks, j);
