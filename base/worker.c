@@ -110,10 +110,22 @@ static unsigned long n_taken, n_taken_seen;
 /* Runs while runnable jobs wait: grows the pool when the queue stops. */
 static ev_timer grow_timer;
 
+/* Jobs submitted since the loop last went to sleep (loop thread), and
+ * finished jobs not yet taken by the loop (what it spins on). */
+static unsigned long fresh_submits;
+static _Atomic unsigned n_finished;
+static ev_prepare worker_prepare;
+
+/* How long the loop, about to sleep right after submitting jobs, waits
+ * for them: a quick job (a stat) is back sooner than a wake-up would take,
+ * and its completion then costs neither a write to the loop's eventfd nor
+ * a wake of the loop. */
+#define LOOP_SPIN_NS 40000
+
 /* How long a thread whose queue ran dry looks for more before sleeping. A
  * request's next step usually arrives within a loopback round trip; a
  * wake costs 10-30 us of latency each way. */
-#define WORKER_SPIN_NS 30000
+#define WORKER_SPIN_NS 50000
 /* The queue must move within this, or the pool grows: long enough that
  * threads only preempted on a busy machine do not look stuck. */
 #define WORKER_GROW_S 0.02
@@ -204,14 +216,26 @@ static void count_running(struct worker_job *j, int d)
 
 static int thread_spawn(void);
 
+/* Take the most recently idle thread off the stack, marked woken; the
+ * caller signals it (after unlocking, so that it does not wake only to
+ * wait for the lock). A woken thread never leaves the pool, so the idler
+ * stays valid. (under worker_mu) */
+static struct idler *pop_idle(void)
+{
+	if (!n_idle)
+		return NULL;
+	struct idler *w = idlers[--n_idle];
+	w->woken = true;
+	return w;
+}
+
 /* Hand work to the most recently idle thread, if any. (under worker_mu) */
 static void wake_one(void)
 {
-	if (!n_idle)
-		return;
-	struct idler *w = idlers[--n_idle];
-	w->woken = true;
-	pthread_cond_signal(&w->cv);
+	struct idler *w = pop_idle();
+
+	if (w)
+		pthread_cond_signal(&w->cv);
 }
 
 /* Wait idle until woken or WORKER_IDLE_S pass; false on the time-out.
@@ -339,6 +363,7 @@ static void *worker_main(void *unused)
 		}
 		j->state = JOB_FINISHED;
 		list_push(&fin_head, &fin_tail, i);
+		atomic_fetch_add_explicit(&n_finished, 1, memory_order_release);
 		notify = true;
 	}
 	return NULL;
@@ -397,6 +422,7 @@ static void worker_on_async(struct ev_loop *loop, ev_async *w, int revents)
 		while (n < DRAIN_BATCH && fin_head >= 0) {
 			int i = fin_head;
 			list_unlink(&fin_head, &fin_tail, i);
+			atomic_fetch_sub_explicit(&n_finished, 1, memory_order_relaxed);
 			batch[n++] = worker_jobs[i].req;
 			/* The slot is stopped and freed before done() runs, so
 			 * done() may submit again (a chain of jobs) without
@@ -414,9 +440,37 @@ static void worker_on_async(struct ev_loop *loop, ev_async *w, int revents)
 	}
 }
 
+/* The loop is about to sleep: if it just handed jobs to awake threads,
+ * wait a moment for them and complete them here. */
+static void worker_on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	struct timespec t0, t;
+
+	if (!fresh_submits)
+		return;
+	fresh_submits = 0;
+	/* Only while a thread is on it (not all stuck or asleep): racy
+	 * reads, a hint only. */
+	if (n_threads <= n_idle + n_stuck)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (unsigned n = 1;; n++) {
+		if (atomic_load_explicit(&n_finished, memory_order_acquire)) {
+			worker_on_async(loop, &worker_async, 0);
+			return;
+		}
+		cpu_relax();
+		if (n % 64 == 0) {
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) >= LOOP_SPIN_NS)
+				return;
+		}
+	}
+}
+
 /* Make the threads the queue needs. A runnable job waiting with no thread
  * taking jobs for WORKER_GROW_S means the awake ones are stuck or slow:
- * one more thread per such job, up to WORKER_THREADS_MAX. */
+ * one more thread each such period, up to WORKER_THREADS_MAX. */
 static void worker_on_grow(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	size_t runnable = 0;
@@ -428,12 +482,12 @@ static void worker_on_grow(struct ev_loop *loop, ev_timer *w, int revents)
 	if (!runnable) {
 		ev_timer_stop(loop, w);
 	} else if (n_taken == n_taken_seen) {
-		for (size_t k = 0; k < runnable; k++) {
-			if (n_idle)
-				wake_one();
-			else if (n_threads >= WORKER_THREADS_MAX || thread_spawn() != 0)
-				break;
-		}
+		/* One at a time: threads that were only preempted on a busy
+		 * machine must not look like many stuck ones. */
+		if (n_idle)
+			wake_one();
+		else if (n_threads < WORKER_THREADS_MAX)
+			thread_spawn();
 	}
 	n_taken_seen = n_taken;
 	pthread_mutex_unlock(&worker_mu);
@@ -500,6 +554,9 @@ static int worker_start(void)
 	ev_async_init(&worker_async, worker_on_async);
 	ev_async_start(envd_loop, &worker_async);
 	ev_timer_init(&grow_timer, worker_on_grow, WORKER_GROW_S, WORKER_GROW_S);
+	ev_prepare_init(&worker_prepare, worker_on_prepare);
+	ev_prepare_start(envd_loop, &worker_prepare);
+	ev_unref(envd_loop);
 	/* The pool must not hold a reference on the loop: idle workers should
 	 * not keep ev_run alive. */
 	ev_unref(envd_loop);
@@ -509,6 +566,7 @@ static int worker_start(void)
 
 int worker_run(const struct worker_req *req)
 {
+	struct idler *waking = NULL;
 	int i, ks = -1, rc;
 
 	if (!req || !req->work)
@@ -563,7 +621,7 @@ int worker_run(const struct worker_req *req)
 		bool free_hands = awake > n_running - n_stuck;
 		if (awake == 0 || (!free_hands && mine == 0) || (awake < cpu_cap && n_queued > awake)) {
 			if (n_idle)
-				wake_one();
+				waking = pop_idle();
 			else if (n_threads < WORKER_THREADS_MAX)
 				rc = thread_spawn();
 		}
@@ -586,7 +644,10 @@ int worker_run(const struct worker_req *req)
 		ev_timer_start(envd_loop, &j->timer);
 		j->timed = true;
 	}
+	fresh_submits++;
 	pthread_mutex_unlock(&worker_mu);
+	if (waking)
+		pthread_cond_signal(&waking->cv);
 	return 0;
 }
 

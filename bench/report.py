@@ -205,6 +205,32 @@ def build(raw, flag):
             R.add(sec, "Stat mean latency under load, %s" % proto, R.best(e, "mean_us", "lower"),
                   R.best(a, "mean_us", "lower"), an, "us", "lower", "unary", env_id=e, anchor_id=a, errors=err)
 
+    sec = "2b path requests (Stat, small GET /files, ListDir)"
+    base_name = "envd e015229 (path syscalls on the loop)"
+    for fid, what, nghttp_or_nginx, lat, t_anchor, t_base in (
+            ("stat_h2_c1", "Stat, h2c -c1 -m1", "nghttpd small file", True, None, 1.10),
+            ("stat_h2_c8", "Stat, h2c -c8 -m16", "nghttpd small file", False, 0.3, 1.0),
+            ("stat_h1_c8", "Stat, HTTP/1.1 -c8", "nginx small file", False, 0.8, 1.0),
+            ("get_h2_c1", "GET /files 6 B, h2c -c1 -m1", "nghttpd small file", False, None, 1.0),
+            ("get_h2_c8", "GET /files 6 B, h2c -c8 -m16", "nghttpd small file", False, None, 1.0),
+            ("get_h1_c8", "GET /files 6 B, HTTP/1.1 -c8", "nginx small file", False, None, None),
+            ("ls_h2_c8", "ListDir of 10 entries, h2c -c8 -m16", None, False, None, None)):
+        e, b, a = "path_%s_envd" % fid, "path_%s_base" % fid, "path_%s_anchor" % fid
+        if not R.runs(e):
+            continue
+        key, unit, better = ("mean_us", "us", "lower") if lat else ("rps", "req/s", "higher")
+        label = "%s, %s" % (what, "mean latency" if lat else "throughput")
+        if R.runs(a):
+            R.add(sec, label, R.best(e, key, better), R.best(a, key, better), nghttp_or_nginx, unit, better,
+                  "unary", target=t_anchor, env_id=e, anchor_id=a, errors=R.errors(e, a))
+        if R.runs(b):
+            R.add(sec, label, R.best(e, key, better), R.best(b, key, better), base_name, unit, better,
+                  "unary", target=t_base, env_id=e, anchor_id=b, errors=R.errors(e, b))
+    t = R.runs("path_threads")
+    if t:
+        R.add(sec, "envd threads after the path requests", t[0]["threads"], None, "", "threads", "lower", "unary",
+              env_id="path_threads")
+
     sec = "3 output streaming"
     if R.runs("stream_pipe"):
         pipe = R.best("stream_pipe", "mib_s", "higher")

@@ -120,6 +120,8 @@ static struct {
 	pthread_mutex_t mu;   /* guards the fields below */
 	pthread_cond_t pid_cv; /* a registered command got its pid, or left */
 	struct batch *out_head, *out_tail;
+	struct batch *spare;  /* used batches back from the loop, for reuse */
+	size_t n_spare;
 	size_t out_events;
 	bool lost;            /* events dropped since the last batch */
 	struct reg *regs;
@@ -540,9 +542,35 @@ out:
 
 /* ---- batches ---- */
 
+/*
+ * Batches are made on the thread and consumed on the loop. Their buffers
+ * go back to the thread for the next batches: freed on the loop, musl's
+ * allocator would hand their pages to the kernel (an madvise each, with a
+ * TLB shoot-down on every processor) for every batch, i.e. on every burst
+ * of changes anywhere on the machine. A few are kept, of a bounded size.
+ */
+#define SPARE_MAX 16
+#define SPARE_EVENTS_MAX 4096
+#define SPARE_STRS_MAX (256 * 1024)
+
 static struct batch *batch_new(void)
 {
-	return calloc(1, sizeof(struct batch));
+	struct batch *b;
+
+	pthread_mutex_lock(&C.mu);
+	b = C.spare;
+	if (b) {
+		C.spare = b->next;
+		C.n_spare--;
+	}
+	pthread_mutex_unlock(&C.mu);
+	if (!b)
+		return calloc(1, sizeof(struct batch));
+	b->next = NULL;
+	b->n = b->slen = 0;
+	b->gap_before = false;
+	b->barrier = 0;
+	return b;
 }
 
 static void batch_free(struct batch *b)
@@ -553,6 +581,22 @@ static void batch_free(struct batch *b)
 	free(b->path_off);
 	free(b->strs);
 	free(b);
+}
+
+/* Loop: a consumed batch goes back to the thread, or is freed. */
+static void batch_recycle(struct batch *b)
+{
+	if (b->cap <= SPARE_EVENTS_MAX && b->scap <= SPARE_STRS_MAX) {
+		pthread_mutex_lock(&C.mu);
+		if (C.n_spare < SPARE_MAX) {
+			b->next = C.spare;
+			C.spare = b;
+			C.n_spare++;
+			b = NULL;
+		}
+		pthread_mutex_unlock(&C.mu);
+	}
+	batch_free(b);
 }
 
 static int batch_add(struct batch *b, const struct journal_event *ev, const char *path)
@@ -596,6 +640,32 @@ static void publish(struct batch *b)
 	if (C.out_events + b->n > PENDING_MAX) {
 		C.lost = true;
 		b->n = 0; /* keep the barrier answer, drop the events */
+	}
+	/* The loop has not taken the last one yet: add to it rather than
+	 * queue one more (a busy machine makes a batch per read). */
+	struct batch *t = C.out_tail;
+	if (t && !C.lost && b->n <= 256 && t->n + b->n <= SPARE_EVENTS_MAX) {
+		size_t k = 0, n0 = t->n, slen0 = t->slen;
+		for (; k < b->n; k++)
+			if (batch_add(t, &b->ev[k], b->strs + b->path_off[k]) < 0)
+				break;
+		if (k == b->n) {
+			C.out_events += b->n;
+			if (b->barrier > t->barrier)
+				t->barrier = b->barrier;
+			if (C.n_spare < SPARE_MAX && b->cap <= SPARE_EVENTS_MAX && b->scap <= SPARE_STRS_MAX) {
+				b->next = C.spare;
+				C.spare = b;
+				C.n_spare++;
+				b = NULL;
+			}
+			pthread_mutex_unlock(&C.mu);
+			batch_free(b);
+			ev_async_send(envd_loop, &C.async);
+			return;
+		}
+		t->n = n0; /* out of memory: undo, b goes as it is */
+		t->slen = slen0;
 	}
 	b->gap_before = C.lost;
 	C.lost = false;
@@ -1187,7 +1257,7 @@ static void on_async(struct ev_loop *loop, ev_async *a, int revents)
 		}
 		if (b->barrier > C.barrier_done)
 			C.barrier_done = b->barrier;
-		batch_free(b);
+		batch_recycle(b);
 		b = next;
 	}
 	fire_waiters(false);
@@ -2090,6 +2160,12 @@ void changes_stop(void)
 	free(C.ino_roots);
 	C.ino_roots = NULL;
 	C.n_ino_roots = 0;
+	while (C.spare) {
+		struct batch *b = C.spare;
+		C.spare = b->next;
+		batch_free(b);
+	}
+	C.n_spare = 0;
 	pthread_mutex_unlock(&C.mu);
 	for (size_t i = 0; i < C.n_mnts; i++) {
 		if (C.mnts[i].fd >= 0)

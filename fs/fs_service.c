@@ -129,6 +129,7 @@ struct fs_job {
 	enum rpc_code code;
 	char err[ERRLEN];
 	struct rpc_encoded enc;
+	uint8_t encbuf[1024];    /* a small reply, encoded in place (rpc_encode_buf) */
 };
 
 /*
@@ -136,7 +137,7 @@ struct fs_job {
  * paths), a size musl's allocator hands back to the kernel (madvise) on
  * every free, a syscall per request. A bounded few are kept.
  */
-#define JOB_CACHE 64
+#define JOB_CACHE 128
 static struct fs_job *job_cache[JOB_CACHE];
 static size_t n_job_cache;
 
@@ -171,7 +172,7 @@ static void job_encode(struct fs_job *j, const ProtobufCMessage *msg)
 		if (!m)
 			m = msg;
 	}
-	rc = rpc_encode(&j->codec, m, &j->enc);
+	rc = rpc_encode_buf(&j->codec, m, j->encbuf, sizeof(j->encbuf), &j->enc);
 	arena_free(&a);
 	if (rc < 0) {
 		j->code = RPC_RESOURCE_EXHAUSTED;

@@ -27,10 +27,30 @@
 static struct outseg *seg_cache;
 static size_t seg_cache_bytes;
 
+/*
+ * A queue's first write, when small (a unary reply, a header block), gets
+ * a segment of SEG_SMALL rather than SEG_MIN: with many streams each
+ * holding one short reply, 16 KiB blocks would outgrow the cache above and
+ * go back to the kernel page by page. Small ones have a cache of their own.
+ */
+#define SEG_SMALL 2048
+#define SMALL_CACHE_MAX 256
+static struct outseg *small_cache;
+static size_t small_cache_n;
+
 static struct outseg *seg_new(size_t cap)
 {
 	struct outseg *s;
 
+	if (cap == SEG_SMALL && small_cache) {
+		s = small_cache;
+		small_cache = s->next;
+		small_cache_n--;
+		memset(s, 0, sizeof(*s));
+		s->fd = -1;
+		s->cap = SEG_SMALL;
+		return s;
+	}
 	if (cap > SEG_MIN)
 		cap = (cap + SEG_MIN - 1) / SEG_MIN * SEG_MIN;
 	for (struct outseg **pp = &seg_cache; *pp; pp = &(*pp)->next) {
@@ -58,6 +78,12 @@ void outseg_free(struct outseg *s)
 {
 	if (s->on_sent)
 		s->on_sent(s->arg);
+	if (s->fd < 0 && s->cap == SEG_SMALL && small_cache_n < SMALL_CACHE_MAX) {
+		s->next = small_cache;
+		small_cache = s;
+		small_cache_n++;
+		return;
+	}
 	if (s->fd < 0 && s->cap >= SEG_MIN && seg_cache_bytes + s->cap <= SEG_CACHE_BYTES) {
 		s->next = seg_cache;
 		seg_cache = s;
@@ -96,7 +122,7 @@ int outq_append(struct outq *q, const void *p, size_t n)
 	}
 	if (n == 0)
 		return 0;
-	t = seg_new(n > SEG_MIN ? n : SEG_MIN);
+	t = seg_new(!q->head && n <= SEG_SMALL ? SEG_SMALL : n > SEG_MIN ? n : SEG_MIN);
 	if (!t)
 		return -ENOMEM;
 	memcpy(t->data, src, n);

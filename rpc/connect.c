@@ -553,9 +553,31 @@ void rpc_call_codec(const struct rpc_call *c, struct rpc_codec *out)
 
 void rpc_encoded_free(struct rpc_encoded *e)
 {
-	free(e->mem);
+	if (!e->borrowed)
+		free(e->mem);
 	e->mem = NULL;
 	e->len = 0;
+	e->borrowed = false;
+}
+
+int rpc_encode_buf(const struct rpc_codec *codec, const ProtobufCMessage *msg, void *buf, size_t cap,
+		   struct rpc_encoded *out)
+{
+	if (!codec->json && !codec->gzip) {
+		size_t n = protobuf_c_message_get_packed_size(msg);
+
+		if (n + ENV_HDR <= cap) {
+			struct encsink sink = {{encsink_append}, (uint8_t *)buf + ENV_HDR, 0};
+
+			protobuf_c_message_pack_to_buffer(msg, &sink.base);
+			out->mem = buf;
+			out->len = sink.len;
+			out->gzipped = false;
+			out->borrowed = true;
+			return 0;
+		}
+	}
+	return rpc_encode(codec, msg, out);
 }
 
 int rpc_encode(const struct rpc_codec *codec, const ProtobufCMessage *msg, struct rpc_encoded *out)
@@ -566,6 +588,7 @@ int rpc_encode(const struct rpc_codec *codec, const ProtobufCMessage *msg, struc
 	out->mem = NULL;
 	out->len = 0;
 	out->gzipped = false;
+	out->borrowed = false;
 	if (codec->json) {
 		if (pbjson_encode_into(msg, &b, &cap, ENV_HDR, &n) < 0) {
 			free(b);
@@ -607,13 +630,49 @@ int rpc_encode(const struct rpc_codec *codec, const ProtobufCMessage *msg, struc
 	return 0;
 }
 
+/* rpc_reply_encoded of a borrowed buffer (h: ENV_HDR bytes of room, then
+ * n bytes): the bytes are copied into the response. */
+static void reply_copied(struct rpc_call *c, uint8_t *h, size_t n, bool gzipped)
+{
+	if (c->proto != P_CONNECT_UNARY) {
+		if (!c->http_gone) {
+			begin_stream_response(c);
+			h[0] = gzipped ? 0x01 : 0;
+			h[1] = (uint8_t)(n >> 24);
+			h[2] = (uint8_t)(n >> 16);
+			h[3] = (uint8_t)(n >> 8);
+			h[4] = (uint8_t)n;
+			http_resp_write(c->r, h, n + ENV_HDR);
+		}
+		rpc_finish(c);
+		return;
+	}
+	c->finished = true;
+	c->refs++;
+	struct http_hdr hd[2] = {{"Content-Type", c->ctype}, {"Content-Encoding", "gzip"}};
+	if (!c->http_gone && http_resp_begin(c->r, 200, hd, gzipped ? 2 : 1, (int64_t)n) == 0) {
+		http_resp_write(c->r, h + ENV_HDR, n);
+		http_resp_end(c->r, NULL, 0);
+	}
+	call_unref(c);
+}
+
 void rpc_reply_encoded(struct rpc_call *c, struct rpc_encoded *e)
 {
 	uint8_t *h = (uint8_t *)e->mem;
 	size_t n = e->len;
+	bool borrowed = e->borrowed;
 
 	e->mem = NULL;
 	e->len = 0;
+	e->borrowed = false;
+	if (borrowed) {
+		/* The caller's buffer: sent by copy, the caller keeps it. */
+		if (c->finished)
+			return;
+		reply_copied(c, h, n, e->gzipped);
+		return;
+	}
 	if (c->finished) {
 		free(h);
 		return;

@@ -179,6 +179,7 @@ struct rpc_encoded {
 	void *mem;    /* RPC_ENC_HDR bytes of room, then len bytes of message */
 	size_t len;
 	bool gzipped;
+	bool borrowed; /* mem is the caller's buffer (rpc_encode_buf): copied, never freed */
 };
 
 #define RPC_ENC_HDR 5 /* = ENV_HDR of rpc/envelope.h */
@@ -190,6 +191,11 @@ struct rpc_encoded {
 void rpc_call_codec(const struct rpc_call *call, struct rpc_codec *out);
 /* 0, -ENOMEM, or -EMSGSIZE beyond RPC_SEND_MAX. Any thread. */
 int rpc_encode(const struct rpc_codec *codec, const ProtobufCMessage *msg, struct rpc_encoded *out);
+/* rpc_encode into buf (cap bytes, which the reply must outlive) when a
+ * proto reply without gzip fits there, else as rpc_encode. A small reply
+ * then costs no allocation on the worker and no free across threads. */
+int rpc_encode_buf(const struct rpc_codec *codec, const ProtobufCMessage *msg, void *buf, size_t cap,
+		   struct rpc_encoded *out);
 void rpc_encoded_free(struct rpc_encoded *e);
 /* Unary success with a reply from rpc_encode (e is emptied; a call that
    already ended just frees it). Ends the call. */

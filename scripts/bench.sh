@@ -228,6 +228,24 @@ timed_json() {
 	"$PY" -c 'import sys; print("{\"seconds\":%.4f,\"errors\":%d}" % (float(sys.argv[2])-float(sys.argv[1]), int(sys.argv[3])!=0))' "$t0" "$t1" "$rc"
 }
 
+# base_envd: the path of a build of BENCH_BASE (default e015229), made once
+# from `git archive` of that commit with this tree's static libraries and
+# cached in build/bench/base-COMMIT/; empty when it cannot be built.
+base_envd() {
+	local c=${BENCH_BASE:-e015229} d
+	d=$ROOT/build/bench/base-$c
+	if [ ! -x "$d/build/envd" ]; then
+		git -C "$ROOT" cat-file -e "$c^{commit}" 2>/dev/null || return 0
+		[ -d "$ROOT/build/deps/musl/lib" ] || return 0
+		log "building envd at $c for the path-request comparison (once; cached in $d)"
+		rm -rf "$d" && mkdir -p "$d/build" || return 0
+		git -C "$ROOT" archive "$c" | tar -x -C "$d" || return 0
+		ln -sfn "$(readlink -f "$ROOT/build/deps")" "$d/build/deps"
+		make -C "$d" -j2 build/envd COMMIT="$c" >"$d/build.log" 2>&1 || { log "build of $c failed: $d/build.log"; return 0; }
+	fi
+	echo "$d/build/envd"
+}
+
 START=$(date +%s)
 
 # 1. Command round trip ------------------------------------------------------
@@ -304,6 +322,57 @@ if want unary; then
 			"h2load ${H1[*]} http://127.0.0.1:NGINX_PORT/tiny"
 	done
 	stop_pid "$EPID"; stop_pid "$NPID"; stop_pid "$XPID"
+
+	# 2b. Path requests at low and high concurrency: Stat, GET /files of a
+	# small file, ListDir of a small directory. Beside nghttpd / nginx
+	# serving a small file, and beside the same requests to a build of
+	# BENCH_BASE (default e015229: path syscalls still on the loop), made
+	# once and cached under build/bench/ when the commit can be built here.
+	log "path requests: Stat, small GET /files, ListDir at -c1 -m1 and -c8 -m16"
+	printf 'hello\n' >"$WWW/small6"
+	mkdir -p "$TMP/smalldir"
+	for i in 1 2 3 4 5 6 7 8 9 10; do printf '%s\n' "$i" >"$TMP/smalldir/f$i"; done
+	"$PY" -c 'import sys; p=sys.argv[1].encode(); open(sys.argv[2],"wb").write(b"\n"+bytes([len(p)])+p)' \
+		"$TMP/smalldir" "$TMP/ls.bin" # ListDirRequest{path}
+	BASE_BIN=$(base_envd)
+	start_envd
+	start_nghttpd
+	start_nginx
+	BPORT=""
+	if [ -n "$BASE_BIN" ]; then
+		EP0=$EPORT EPID0=$EPID
+		ENVD=$BASE_BIN start_envd && { BPORT=$EPORT; BPID=$EPID; }
+		EPORT=$EP0 EPID=$EPID0
+	else
+		log "no build of ${BENCH_BASE:-e015229}: its column is left out"
+	fi
+	N1=$((N_UNARY / 4)) N8=$N_UNARY
+	LH=(-d "$TMP/ls.bin" -H 'content-type: application/proto' -H 'connect-protocol-version: 1')
+	# path ID N C M H1 URL-PATH-ON-ENVD ANCHOR-PORT ANCHOR-NAME [h2load flags for envd...]
+	path_fig() {
+		local id=$1 n=$2 c=$3 m=$4 h1=$5 up=$6 aport=$7 aname=$8
+		shift 8
+		local flags=(-n "$n" -c "$c" -t 1)
+		[ "$h1" = 1 ] && flags+=(--h1) || flags+=(-m "$m")
+		record "path_${id}_envd" "$(h2load_json "${flags[@]}" "$@" "http://127.0.0.1:$EPORT$up")" \
+			"h2load ${flags[*]} ... http://127.0.0.1:PORT$up"
+		[ -n "$BPORT" ] && record "path_${id}_base" "$(h2load_json "${flags[@]}" "$@" "http://127.0.0.1:$BPORT$up")" \
+			"h2load ${flags[*]} ... http://127.0.0.1:BASE_PORT$up (envd ${BENCH_BASE:-e015229})"
+		[ -n "$aport" ] && record "path_${id}_anchor" "$(h2load_json "${flags[@]}" "http://127.0.0.1:$aport/small6")" \
+			"h2load ${flags[*]} http://127.0.0.1:${aname}_PORT/small6"
+	}
+	for round in 1 2; do
+		path_fig stat_h2_c1 "$N1" 1 1 0 /filesystem.Filesystem/Stat "$NPORT" NGHTTPD "${SH[@]}"
+		path_fig stat_h2_c8 "$N8" 8 16 0 /filesystem.Filesystem/Stat "$NPORT" NGHTTPD "${SH[@]}"
+		path_fig stat_h1_c8 "$N8" 8 1 1 /filesystem.Filesystem/Stat "$XPORT" NGINX "${SH[@]}"
+		path_fig get_h2_c1 "$N1" 1 1 0 "/files?path=$WWW/small6" "$NPORT" NGHTTPD
+		path_fig get_h2_c8 "$N8" 8 16 0 "/files?path=$WWW/small6" "$NPORT" NGHTTPD
+		path_fig get_h1_c8 "$N8" 8 1 1 "/files?path=$WWW/small6" "$XPORT" NGINX
+		path_fig ls_h2_c8 $((N8 / 10)) 8 16 0 /filesystem.Filesystem/ListDir "" "" "${LH[@]}"
+	done
+	record path_threads "{\"threads\":$(ls /proc/"$EPID"/task 2>/dev/null | wc -l),\"errors\":0}" "ls /proc/ENVD_PID/task | wc -l"
+	stop_pid "$EPID"; stop_pid "$NPID"; stop_pid "$XPID"
+	[ -n "$BPORT" ] && stop_pid "$BPID"
 fi
 
 # 3. Output streaming ----------------------------------------------------------

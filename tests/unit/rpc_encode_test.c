@@ -93,3 +93,33 @@ Test(rpc_encode, a_reply_larger_than_max_message_is_encoded)
 	free(ps);
 	free(es);
 }
+
+/* rpc_encode_buf: a small proto reply is packed into the caller's buffer
+ * (borrowed, never freed); one that does not fit, or JSON, is allocated. */
+Test(rpc_encode, small_proto_reply_uses_the_callers_buffer)
+{
+	struct rpc_codec proto = { .json = false, .gzip = false }, json = { .json = true, .gzip = false };
+	struct rpc_encoded enc;
+	uint8_t buf[256], tiny[8];
+	Filesystem__StatResponse *back;
+
+	cr_assert_eq(rpc_encode_buf(&proto, &stat_resp("/tmp/b")->base, buf, sizeof(buf), &enc), 0);
+	cr_assert(enc.borrowed);
+	cr_assert_eq(enc.mem, (void *)buf);
+	back = filesystem__stat_response__unpack(NULL, enc.len, buf + RPC_ENC_HDR);
+	cr_assert_not_null(back);
+	cr_assert_str_eq(back->entry->path, "/tmp/b");
+	filesystem__stat_response__free_unpacked(back, NULL);
+	rpc_encoded_free(&enc); /* must not free buf */
+	cr_assert_null(enc.mem);
+	cr_assert_not(enc.borrowed);
+
+	cr_assert_eq(rpc_encode_buf(&proto, &stat_resp("/tmp/b")->base, tiny, sizeof(tiny), &enc), 0);
+	cr_assert_not(enc.borrowed, "too big for the buffer: allocated");
+	cr_assert_neq(enc.mem, (void *)tiny);
+	rpc_encoded_free(&enc);
+
+	cr_assert_eq(rpc_encode_buf(&json, &stat_resp("/j")->base, buf, sizeof(buf), &enc), 0);
+	cr_assert_not(enc.borrowed, "JSON is always allocated");
+	rpc_encoded_free(&enc);
+}
