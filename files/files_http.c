@@ -224,13 +224,41 @@ struct download {
 	ssize_t rgot;           /* its result, -errno on failure */
 };
 
+/*
+ * Download structs are kept for reuse on the loop: one is over 8 KiB (two
+ * paths), which musl's allocator would hand back to the kernel (madvise)
+ * on every free, a syscall per request. A bounded few are kept.
+ */
+#define DL_CACHE 32
+static struct download *dl_cache[DL_CACHE];
+static size_t n_dl_cache;
+
+static struct download *dl_alloc(void)
+{
+	struct download *d;
+
+	if (!n_dl_cache)
+		return calloc(1, sizeof(struct download));
+	d = dl_cache[--n_dl_cache];
+	memset(d, 0, sizeof(*d));
+	return d;
+}
+
+static void dl_release(struct download *d)
+{
+	if (n_dl_cache < DL_CACHE)
+		dl_cache[n_dl_cache++] = d;
+	else
+		free(d);
+}
+
 static void dl_free(struct download *d)
 {
 	for (size_t i = 0; i < d->nseg; i++)
 		free(d->seg[i].mem);
 	free(d->rbuf);
 	fsjob_close(d->fd, d->key, d->local);
-	free(d);
+	dl_release(d);
 }
 
 static void dl_on_close(struct http_req *r, bool completed)
@@ -710,7 +738,7 @@ void files_get(struct http_req *r)
 		return;
 	if (http_query_get(r->query, "path", qpath, sizeof(qpath)) <= 0)
 		qpath[0] = '\0';
-	d = calloc(1, sizeof(*d));
+	d = dl_alloc();
 	if (!d) {
 		http_respond_json_error(r, 500, "out of memory");
 		return;
@@ -719,7 +747,7 @@ void files_get(struct http_req *r)
 	d->r = r;
 	snprintf(d->qpath, sizeof(d->qpath), "%s", qpath);
 	if (path_resolve(&u, qpath, state_default_workdir(), d->path, sizeof(d->path), err, sizeof(err)) < 0) {
-		free(d);
+		dl_release(d);
 		respond_fmt(r, 400, "error expanding and resolving path '%s': %s", qpath, err);
 		return;
 	}

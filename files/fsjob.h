@@ -9,9 +9,10 @@
  * of a local kind (ext4, xfs, btrfs, tmpfs, overlay...) may be sent with
  * sendfile from the loop and closed there.
  *
- * Which mount a file is on is read from /proc (the fd's mnt_id, then
- * that mount's fstype), never with a call on the file itself; so a
- * symlink into another mount is judged by where it really leads.
+ * Which mount a file is on is asked of the open fd (statx's mount id,
+ * fstatfs's kind; /proc's fdinfo and mountinfo where statx cannot tell),
+ * never of the path; so a symlink into another mount is judged by where
+ * it really leads.
  */
 #ifndef FILES_FSJOB_H
 #define FILES_FSJOB_H
