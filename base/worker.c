@@ -30,6 +30,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -294,6 +295,7 @@ static bool spin_for_work(void)
 			clock_gettime(CLOCK_MONOTONIC, &t);
 			if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) >= WORKER_SPIN_NS)
 				break;
+			sched_yield();
 		}
 	}
 	pthread_mutex_lock(&worker_mu);
@@ -464,6 +466,7 @@ static void worker_on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
 			clock_gettime(CLOCK_MONOTONIC, &t);
 			if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) >= LOOP_SPIN_NS)
 				return;
+			sched_yield();
 		}
 	}
 }

@@ -229,7 +229,7 @@ struct download {
  * paths), which musl's allocator would hand back to the kernel (madvise)
  * on every free, a syscall per request. A bounded few are kept.
  */
-#define DL_CACHE 32
+#define DL_CACHE 128
 static struct download *dl_cache[DL_CACHE];
 static size_t n_dl_cache;
 
