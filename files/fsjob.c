@@ -5,7 +5,6 @@
 #include "files/fsjob.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,8 +110,6 @@ int fsjob_fd_mount(int fd, uint64_t *key, bool *local)
 
 	*key = 1;
 	*local = false;
-	if (fcntl(fd, F_GETFD) < 0)
-		return -errno;
 	/* The fast way: statx for the mount, fstatfs for its kind. A local
 	 * kind answers fstatfs from memory; any other (FUSE, NFS) may ask its
 	 * server, which is why this runs on a worker only. */
