@@ -352,12 +352,12 @@ if want unary; then
 	path_fig() {
 		local id=$1 n=$2 c=$3 m=$4 h1=$5 up=$6 aport=$7 aname=$8
 		shift 8
-		local flags=(-n "$n" -c "$c" -t 1)
+		local flags=(-n "$n" -c "$c" -t 1) shown=${6//$WWW\/small6/FILE}
 		[ "$h1" = 1 ] && flags+=(--h1) || flags+=(-m "$m")
 		record "path_${id}_envd" "$(h2load_json "${flags[@]}" "$@" "http://127.0.0.1:$EPORT$up")" \
-			"h2load ${flags[*]} ... http://127.0.0.1:PORT$up"
+			"h2load ${flags[*]} ... http://127.0.0.1:PORT$shown"
 		[ -n "$BPORT" ] && record "path_${id}_base" "$(h2load_json "${flags[@]}" "$@" "http://127.0.0.1:$BPORT$up")" \
-			"h2load ${flags[*]} ... http://127.0.0.1:BASE_PORT$up (envd ${BENCH_BASE:-e015229})"
+			"h2load ${flags[*]} ... http://127.0.0.1:BASE_PORT$shown (envd ${BENCH_BASE:-e015229})"
 		[ -n "$aport" ] && record "path_${id}_anchor" "$(h2load_json "${flags[@]}" "http://127.0.0.1:$aport/small6")" \
 			"h2load ${flags[*]} http://127.0.0.1:${aname}_PORT/small6"
 	}
