@@ -55,6 +55,52 @@ struct h1_req {
 	char *mem;         /* head strings, NUL-separated */
 };
 
+/*
+ * Request structs (~3 KiB with their header table) and field tables are
+ * kept for the next request, a bounded few, on the loop thread. musl
+ * serves these sizes from groups of a few slots that it unmapped whenever
+ * a keep-alive connection's request ended, and mapped again for the next.
+ */
+#define H1_CACHE 64
+static struct h1_req *req_cache[H1_CACHE];
+static size_t n_req_cache;
+static struct h1_fields *fields_cache[H1_CACHE];
+static size_t n_fields_cache;
+
+static struct h1_req *req_alloc(void)
+{
+	struct h1_req *q;
+
+	if (!n_req_cache)
+		return calloc(1, sizeof(struct h1_req));
+	q = req_cache[--n_req_cache];
+	memset(q, 0, sizeof(*q));
+	return q;
+}
+
+static void req_release(struct h1_req *q)
+{
+	if (n_req_cache < H1_CACHE)
+		req_cache[n_req_cache++] = q;
+	else
+		free(q);
+}
+
+static struct h1_fields *fields_alloc(void)
+{
+	if (n_fields_cache)
+		return fields_cache[--n_fields_cache];
+	return malloc(sizeof(struct h1_fields));
+}
+
+static void fields_release(struct h1_fields *f)
+{
+	if (f && n_fields_cache < H1_CACHE)
+		fields_cache[n_fields_cache++] = f;
+	else
+		free(f);
+}
+
 struct h1 {
 	struct http_link *link;
 	http_parser parser;
@@ -134,7 +180,7 @@ static int on_header_field(http_parser *p, const char *at, size_t n)
 		}
 		if (h->n_fields > 0 && head_sep(h) < 0)
 			return -1;
-		if (!h->fields && !(h->fields = malloc(sizeof(*h->fields))))
+		if (!h->fields && !(h->fields = fields_alloc()))
 			return -1;
 		h->fields->field_off[h->n_fields++] = (uint32_t)h->head.len;
 		h->fields->value_off[h->n_fields - 1] = H1_NO_VALUE;
@@ -189,7 +235,7 @@ static void h1_req_free(struct h1_req *q)
 {
 	http_req_release(&q->r);
 	free(q->mem);
-	free(q);
+	req_release(q);
 }
 
 static int on_headers_complete(http_parser *p)
@@ -200,13 +246,13 @@ static int on_headers_complete(http_parser *p)
 
 	if (h->n_fields == 0 && head_sep(h) < 0)
 		return -1;
-	q = calloc(1, sizeof(*q));
+	q = req_alloc();
 	if (!q)
 		return -1;
 	/* The request takes the head's bytes; the next head starts afresh. */
 	mem = buf_steal(&h->head, NULL);
 	if (!mem) {
-		free(q);
+		req_release(q);
 		return -1;
 	}
 	q->mem = mem;
@@ -238,7 +284,7 @@ static int on_headers_complete(http_parser *p)
 		q->hdrs[i].name = name;
 		q->hdrs[i].value = h->fields->value_off[i] == H1_NO_VALUE ? "" : mem + h->fields->value_off[i];
 	}
-	free(h->fields);
+	fields_release(h->fields);
 	h->fields = NULL;
 	q->r.hdrs = q->hdrs;
 	q->r.n_hdrs = (size_t)h->n_fields;
@@ -593,7 +639,7 @@ static void h1_finish(struct h1 *h)
 	h->cur = NULL;
 	/* An idle keep-alive connection holds no head buffer. */
 	buf_free(&h->head);
-	free(h->fields);
+	fields_release(h->fields);
 	h->fields = NULL;
 	if (q->r.on_close)
 		q->r.on_close(&q->r, true);
@@ -759,7 +805,7 @@ void h1_free(struct h1 *h)
 	if (h->up_req)
 		h1_req_free(h->up_req);
 	buf_free(&h->head);
-	free(h->fields);
+	fields_release(h->fields);
 	free(h->up_settings);
 	free(h);
 }
