@@ -352,7 +352,7 @@ if want unary; then
 	path_fig() {
 		local id=$1 n=$2 c=$3 m=$4 h1=$5 up=$6 aport=$7 aname=$8
 		shift 8
-		local flags=(-n "$n" -c "$c" -t 1) shown=${6//$WWW\/small6/FILE}
+		local flags=(-n "$n" -c "$c" -t 1) shown=${up//$WWW\/small6/FILE}
 		[ "$h1" = 1 ] && flags+=(--h1) || flags+=(-m "$m")
 		record "path_${id}_envd" "$(h2load_json "${flags[@]}" "$@" "http://127.0.0.1:$EPORT$up")" \
 			"h2load ${flags[*]} ... http://127.0.0.1:PORT$shown"
