@@ -121,12 +121,12 @@ static ev_prepare worker_prepare;
  * for them: a quick job (a stat) is back sooner than a wake-up would take,
  * and its completion then costs neither a write to the loop's eventfd nor
  * a wake of the loop. */
-#define LOOP_SPIN_NS 40000
+#define LOOP_SPIN_NS 60000
 
 /* How long a thread whose queue ran dry looks for more before sleeping. A
  * request's next step usually arrives within a loopback round trip; a
  * wake costs 10-30 us of latency each way. */
-#define WORKER_SPIN_NS 50000
+#define WORKER_SPIN_NS 100000
 /* The queue must move within this, or the pool grows: long enough that
  * threads only preempted on a busy machine do not look stuck. */
 #define WORKER_GROW_S 0.02
