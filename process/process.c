@@ -96,8 +96,11 @@ static size_t ring_cost(const struct ring *r)
 	return (r->used + 4095) / 4096 * 4096;
 }
 
+static void attach_settled(struct process *p);
+
 static void process_free(struct process *p)
 {
+	attach_settled(p);
 	if (p->track)
 		process_tracker->release(p->track);
 	pcg_leaf_release(p->cg);
@@ -216,6 +219,17 @@ static void take_usage(struct process *p)
 	p->usage_known = true;
 }
 
+/* An attached command's end is complete (usage read, the tracker's
+ * changes in): whoever runs it may move on (process_attach_on_settled). */
+static void attach_settled(struct process *p)
+{
+	void (*fn)(void *ud) = p->settled;
+
+	p->settled = NULL;
+	if (fn)
+		fn(p->settled_ud);
+}
+
 static void track_ready(struct process *p)
 {
 	p->track_wait = false;
@@ -223,6 +237,7 @@ static void track_ready(struct process *p)
 		return; /* answered inside make_end, whose own fanout follows */
 	process_enter(p);
 	output_fanout(p);
+	attach_settled(p);
 	process_leave(p);
 }
 
@@ -244,6 +259,8 @@ static void make_end(struct process *p)
 		 (unsigned long long)p->end_off);
 	ev_timer_stop(envd_loop, &p->grace_w);
 	output_fanout(p);
+	if (!p->track_wait)
+		attach_settled(p);
 }
 
 /*
@@ -1303,6 +1320,7 @@ enum rpc_code process_attach(const struct process_spec *s, uint32_t pid, const i
 			     struct process **out, char *err, size_t errlen)
 {
 	struct process *p;
+	enum rpc_code code;
 
 	init_once();
 	process_activity();
@@ -1322,6 +1340,11 @@ enum rpc_code process_attach(const struct process_spec *s, uint32_t pid, const i
 		return RPC_INTERNAL;
 	}
 	p->attached = true;
+	code = place(p, s, err, errlen);
+	if (code != RPC_OK) {
+		process_free(p);
+		return code;
+	}
 	p->aops = ops;
 	p->aud = ud;
 	p->in_fd = fds[0];
@@ -1329,6 +1352,10 @@ enum rpc_code process_attach(const struct process_spec *s, uint32_t pid, const i
 	p->err_fd = fds[2];
 	p->t_start_us = mono_us();
 	p->pid = (pid_t)pid;
+	/* Its changes are those of its leaf (the shell is in it while it runs). */
+	if (process_tracker)
+		p->track = process_tracker->begin(p, -1, p->cg ? pcg_leaf_path(p->cg) : NULL,
+						  s->track_changes, s->cwd);
 	p->ent.pid = pid;
 	p->ent.tag = p->tag;
 	evict_retained(p->pid, p->tag);
@@ -1397,6 +1424,28 @@ void process_attach_exit(struct process *p, int wstatus)
 	process_lc_step(p, LC_EV_REAPED);
 	process_lc_step(p, LC_EV_OUTPUT_EOF);
 	process_leave(p);
+}
+
+void process_attach_on_settled(struct process *p, void (*fn)(void *ud), void *ud)
+{
+	p->settled = fn;
+	p->settled_ud = ud;
+}
+
+void process_attach_settle_cancel(struct process *p)
+{
+	p->settled = NULL;
+}
+
+const struct pcg_leaf *process_attach_leaf(const struct process *p)
+{
+	return p->cg;
+}
+
+void process_attach_leaf_drop(struct process *p)
+{
+	pcg_leaf_release(p->cg);
+	p->cg = NULL;
 }
 
 void process_attach_fds(const struct process *p, int fds[3])

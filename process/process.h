@@ -157,6 +157,8 @@ enum rpc_code process_resize(struct process *p, unsigned cols, unsigned rows, ch
  * the FIFOs the shell opens for it); everything else (ring, subscribers,
  * input, deadline, List/Connect) is as for a started command.
  */
+struct pcg_leaf;
+
 struct process_attach_ops {
 	/* Deliver `sig` to the command's processes (not to what runs it):
 	 * 0 or -errno (-ESRCH: it is gone). */
@@ -170,9 +172,14 @@ struct process_attach_ops {
  * Register an attached command under `pid` (a number no real process has)
  * with fds {stdin write end or -1, stdout, stderr read ends} (taken, also
  * on failure: no), and subscribe `call` (start event sent) when not NULL.
- * ops are called until process_attach_exit. The spec's cwd, user, envp,
- * pty and track_changes are not used. RPC_OK with *out, or a code and err
- * (the fds are then still the caller's).
+ * ops are called until process_attach_exit. It gets a cgroup leaf of its
+ * own with the config's limits, as a started command does (none without
+ * cgroups, or when tagged `_system`); whoever runs it puts the processes
+ * there (process_attach_leaf). track_changes registers it with the change
+ * tracker under that leaf (cwd, may be NULL, is where it runs). The spec's
+ * user, envp and pty are not used. RPC_OK with *out, or a code and err
+ * (the fds are then still the caller's): failed_precondition for limits
+ * that cannot be applied, unavailable while the workload is frozen.
  */
 enum rpc_code process_attach(const struct process_spec *s, uint32_t pid, const int fds[3],
 			     const struct process_attach_ops *ops, void *ud, struct rpc_call *call,
@@ -186,6 +193,17 @@ void process_attach_exit(struct process *p, int wstatus);
 void process_attach_running(struct process *p);
 /* CPU time it used, for the end event's usage (before process_attach_exit). */
 void process_attach_usage(struct process *p, uint64_t user_us, uint64_t sys_us);
+/*
+ * Call fn(ud) once its end is complete (after process_attach_exit: the
+ * usage read from its leaf, the change tracker's list in), or when it is
+ * freed before that. At most one; cancel it while it is still pending.
+ */
+void process_attach_on_settled(struct process *p, void (*fn)(void *ud), void *ud);
+void process_attach_settle_cancel(struct process *p);
+/* Its cgroup leaf (owned by p, valid until its end), or NULL. */
+const struct pcg_leaf *process_attach_leaf(const struct process *p);
+/* Live upgrade: hand its leaf to the cgroup module (removed once empty). */
+void process_attach_leaf_drop(struct process *p);
 /* Its descriptors {stdin, stdout, stderr} as they are now (-1: closed). */
 void process_attach_fds(const struct process *p, int fds[3]);
 

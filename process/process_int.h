@@ -99,6 +99,8 @@ struct process {
 	ev_io pidfd_w;
 	ev_timer pidfd_retry_w;  /* the reaper has not recorded the exit yet */
 	int pidfd_tries;
+	void (*settled)(void *ud); /* once its end is complete; NULL: none */
+	void *settled_ud;
 };
 
 /*

@@ -126,14 +126,6 @@ static void start_in_session(struct rpc_call *call, const Process__StartRequest 
 		rpc_fail(call, RPC_INTERNAL, "error starting process: %s", go_strerror(ENOMEM));
 		goto out;
 	}
-	/* Limits need a cgroup of the command's own, which a command run by
-	   the session's shell does not have: refused, not ignored. */
-	if (c->limits && (c->limits->memory_max_bytes || c->limits->cpu_percent || c->limits->pids_max)) {
-		rpc_fail(call, RPC_FAILED_PRECONDITION,
-			 "error starting process: resource limits need a cgroup for the command, and a "
-			 "command in session %s runs in the session's shell", name);
-		goto out;
-	}
 	for (size_t i = 0; i < n_store; i++)
 		envstore_entry(i, &store[i].key, &store[i].value);
 	for (size_t i = 0; i < c->n_envs; i++) {
@@ -164,6 +156,7 @@ static void start_in_session(struct rpc_call *call, const Process__StartRequest 
 #pragma pop_macro("stdin")
 	r.set_ids = geteuid() == 0 || u->uid != geteuid();
 	r.timeout_ms = rpc_call_timeout_ms(call);
+	r.track_changes = rq->track_changes;
 	r.envs = envs;
 	code = session_run(&r, call, err, sizeof(err));
 	if (code != RPC_OK)

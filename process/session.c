@@ -23,6 +23,7 @@
 #include "base/loop.h"
 #include "base/users.h"
 #include "base/worker.h"
+#include "process/cgroup.h"
 #include "process/process.h"
 #include "process/spawn.h"
 
@@ -113,6 +114,12 @@ struct session {
 	unsigned n_keeps;
 
 	bool closing;         /* CloseSession or idle: no new shell */
+	/* With cgroups: the shell's own leaf between commands (it moves into
+	   each command's leaf while that runs), and the finished command whose
+	   end is not complete yet (its changes): the shell stays in its leaf
+	   and the next command waits until then. */
+	struct pcg_leaf *cg;
+	struct process *settle_p;
 	/* A command from before a live upgrade runs in the shell: its `s` (if
 	   not started) and its status come before any of ours. */
 	bool ghost, ghost_started;
@@ -345,13 +352,46 @@ static bool in_before(const struct scmd *c, pid_t pid)
 	return false;
 }
 
-/* Signal what the running command started: the group's members that are
-   not background jobs from before it (nor their children). */
+/* Signal every process in the command's leaf but the shell: exactly what
+   the command started, also what left the process group. -1: no leaf (or
+   it cannot be read). */
+static int signal_leaf(struct scmd *c, int sig)
+{
+	const struct pcg_leaf *l = c->p ? process_attach_leaf(c->p) : NULL;
+	static char buf[65536];
+	char *p, *end;
+	ssize_t n;
+	int hit = 0;
+
+	if (!l)
+		return -1;
+	n = pcg_read(pcg_leaf_path(l), "cgroup.procs", buf, sizeof(buf));
+	if (n < 0)
+		return -1;
+	for (p = buf; *p; p = end) {
+		long pid = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		if (pid > 0 && pid != c->s->pid && kill((pid_t)pid, sig) == 0)
+			hit++;
+	}
+	return hit;
+}
+
+/* Signal what the running command started: the members of its leaf, or
+   without one the group's members that are not background jobs from
+   before it (nor their children). */
 static int signal_members(struct scmd *c, int sig)
 {
 	static pid_t pids[4096], ppids[4096];
-	size_t n = group_members(c->s->pid, pids, ppids, 4096);
-	int hit = 0;
+	size_t n;
+	int hit = signal_leaf(c, sig);
+
+	if (hit >= 0)
+		return hit;
+	hit = 0;
+	n = group_members(c->s->pid, pids, ppids, 4096);
 
 	for (size_t i = 0; i < n; i++) {
 		if (in_before(c, pids[i]) || in_before(c, ppids[i]))
@@ -392,6 +432,41 @@ static void shell_cpu(pid_t pid, uint64_t *user, uint64_t *sys)
 		return;
 	*user = (ut + cut) * 1000000ull / (unsigned long long)hz;
 	*sys = (st + cst) * 1000000ull / (unsigned long long)hz;
+}
+
+/* ---- the shell's cgroup --------------------------------------------------- */
+
+/* Move the shell into leaf l (a write of its pid to cgroup.procs: the
+   loop may, docs/architecture.md). 0 or -errno. */
+static int shell_move(struct session *s, const struct pcg_leaf *l)
+{
+	char v[24];
+	int n = snprintf(v, sizeof(v), "%d", (int)s->pid);
+
+	if (s->pid <= 0 || !l)
+		return 0;
+	if (write(pcg_leaf_procs_fd(l), v, (size_t)n) == n)
+		return 0;
+	int e = errno;
+
+	log_info("session", "session %s: cannot move shell %d into %s: %s", s->name, (int)s->pid,
+		 pcg_leaf_path(l), go_strerror(e));
+	return -e;
+}
+
+/* Back into the session's own leaf (made now when a live upgrade or a
+   failed one left it without). */
+static void shell_home(struct session *s)
+{
+	char why[256];
+
+	if (!pcg_active() || s->pid <= 0)
+		return;
+	if (!s->cg && !(s->cg = pcg_leaf_new(false, why, sizeof(why)))) {
+		log_info("session", "session %s: no cgroup for the shell: %s", s->name, why);
+		return;
+	}
+	shell_move(s, s->cg);
 }
 
 /* ---- commands ------------------------------------------------------------- */
@@ -605,6 +680,9 @@ static void session_free(struct session *s)
 	}
 	keeps_free(s);
 	ev_timer_stop(envd_loop, &s->idle_w);
+	if (s->settle_p)
+		process_attach_settle_cancel(s->settle_p);
+	pcg_leaf_release(s->cg);
 	rm_tree(s->dir);
 	free(s->home_cwd);
 	free(s->envp);
@@ -686,6 +764,15 @@ static void kill_timer_cb(EV_P_ ev_timer *w, int revents)
 	}
 }
 
+static void cmd_settled(void *ud)
+{
+	struct session *s = ud;
+
+	s->settle_p = NULL;
+	shell_home(s);
+	session_dispatch(s);
+}
+
 static void on_status(struct session *s, int code)
 {
 	struct scmd *c = s->running ? s->head : NULL;
@@ -694,11 +781,19 @@ static void on_status(struct session *s, int code)
 	if (s->ghost) {
 		s->ghost = false;
 		ghost_in_close(s);
+		shell_home(s);
 		session_dispatch(s);
 		return;
 	}
 	if (!c)
 		return;
+	if (c->p && process_attach_leaf(c->p)) {
+		/* The shell stays in the command's leaf until the command's end
+		   is complete: the change tracker attributes what the shell wrote
+		   by the cgroup it is in when it reads the event. */
+		s->settle_p = c->p;
+		process_attach_on_settled(c->p, cmd_settled, s);
+	}
 	ws = (code & 0xff) << 8;
 	if (c->sig && code != 0)
 		ws = c->sig;
@@ -959,6 +1054,11 @@ static void session_shell_start(struct session *s)
 	j->rq.fd_out = j->child_fd[1];
 	j->rq.fd_err = j->child_fd[2];
 	j->rq.cgroup_dir_fd = -1;
+	if (s->cg) {
+		j->rq.join_cgroup = true;
+		j->rq.cgroup_procs_fd = pcg_leaf_procs_fd(s->cg);
+		j->rq.cgroup_dir_fd = pcg_leaf_dir_fd(s->cg);
+	}
 	s->spawning = true;
 	s->reap_seq = child_exits_hold();
 	rc = worker_run(&(struct worker_req){ .work = shell_work, .done = shell_done, .arg = j,
@@ -1021,7 +1121,7 @@ static void session_dispatch(struct session *s)
 		ev_timer_set(&s->idle_w, session_idle_s, 0.);
 		ev_timer_start(envd_loop, &s->idle_w);
 	}
-	if (!s->ready || s->running || s->ghost || !s->head || s->pid <= 0)
+	if (!s->ready || s->running || s->ghost || s->settle_p || !s->head || s->pid <= 0)
 		return;
 	c = s->head;
 	snprintf(path, sizeof(path), "%s/c", s->dir);
@@ -1036,6 +1136,10 @@ static void session_dispatch(struct session *s)
 	memcpy(c->before, pids, c->n_before * sizeof(pid_t));
 	s->running = true;
 	shell_cpu(s->pid, &c->cpu0_user, &c->cpu0_sys);
+	/* The shell is idle, reading its next line: in the command's leaf
+	   from here on, everything it forks for the command is there too. */
+	if (c->p && process_attach_leaf(c->p))
+		shell_move(s, process_attach_leaf(c->p));
 	if (c->p)
 		process_attach_running(c->p);
 	if (write_line(s, c->line) < 0) {
@@ -1178,6 +1282,21 @@ static struct session *session_new(const struct session_req *r, char *err, size_
 			close(dfd);
 		}
 	}
+	if (pcg_active()) {
+		char why[256];
+
+		if (pcg_parent_frozen(false))
+			snprintf(why, sizeof(why), "the workload is frozen for a snapshot");
+		else
+			s->cg = pcg_leaf_new(false, why, sizeof(why));
+		if (!s->cg) {
+			snprintf(err, errlen, "error starting session: cannot create its cgroup: %s", why);
+			rm_tree(s->dir);
+			free(s->home_cwd);
+			free(s);
+			return NULL;
+		}
+	}
 	ev_timer_init(&s->kill_w, kill_timer_cb, SESSION_KILL_GRACE_S, 0.);
 	s->kill_w.data = s;
 	ev_timer_init(&s->idle_w, idle_cb, 1., 0.);
@@ -1295,6 +1414,8 @@ enum rpc_code session_run(const struct session_req *r, struct rpc_call *call, ch
 	spec.config = r->config;
 	spec.tag = r->tag;
 	spec.timeout_ms = r->timeout_ms;
+	spec.track_changes = r->track_changes;
+	spec.cwd = r->cwd ? r->cwd : s->home_cwd;
 	code = process_attach(&spec, c->pid, fds, &cmd_ops, c, call, &c->p, err, errlen);
 	if (code != RPC_OK) {
 		for (int i = 0; i < 3; i++)
@@ -1303,6 +1424,11 @@ enum rpc_code session_run(const struct session_req *r, struct rpc_call *call, ch
 		unlink_fifos(c);
 		goto fail;
 	}
+	/* A memory limit OOM-kills the largest process of the leaf, not the
+	   whole leaf (memory.oom.group, set for a plain Start): the shell is in
+	   it while the command runs, and the session must outlive its command. */
+	if (process_attach_leaf(c->p) && r->config->limits && r->config->limits->memory_max_bytes)
+		pcg_write(pcg_leaf_path(process_attach_leaf(c->p)), "memory.oom.group", "0");
 	if (s->tail)
 		s->tail->next = c;
 	else
@@ -1426,9 +1552,14 @@ void session_snapshot_each(void (*fn)(void *ud, const struct session_snapshot *s
 		for (struct keepfd *k = s->keeps; k && n < SESSION_KEEP_MAX; k = k->next)
 			keep[n++] = k->w.fd;
 		sn.busy_in_fd = -1;
+		/* The leaves go to the cgroup module's list in the record: the
+		   next image removes them once the shell has left them. */
+		pcg_leaf_release(s->cg);
+		s->cg = NULL;
 		if (c && c->p) {
 			int fds[3];
 
+			process_attach_leaf_drop(c->p);
 			process_attach_fds(c->p, fds);
 			if (fds[1] >= 0)
 				keep[n++] = fds[1];

@@ -58,6 +58,7 @@ struct session_req {
 	bool stdin_pipe;
 	bool set_ids;
 	int64_t timeout_ms;
+	bool track_changes;           /* the end event lists its changes */
 	const struct session_env *envs; /* for this command only */
 	size_t n_envs;
 };
