@@ -411,6 +411,7 @@ int main(int argc, char **argv)
 	ev_unref(envd_loop);
 	ev_unref(envd_loop);
 	ev_run(envd_loop, 0);
+	session_shutdown();
 	pcg_shutdown();
 	log_info("envd", "stopped");
 	return 0;

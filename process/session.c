@@ -1534,6 +1534,26 @@ enum rpc_code session_close(const char *name, uid_t uid, char *err, size_t errle
 	return RPC_OK;
 }
 
+void session_shutdown(void)
+{
+	for (struct session *s = sessions; s; s = s->next) {
+		/* An idle shell would end at the EOF of its command pipe once
+		   envd is gone, leaving its leaf behind: it ends now, so that the
+		   leaf is empty and removed with envd's others. A shell running a
+		   command is in that command's leaf, which stays with the command
+		   as for any process still running when envd stops. */
+		if (s->pid > 0 && !s->running && !s->ghost && !s->settle_p) {
+			struct timespec ms = { 0, 1000000 };
+
+			kill(s->pid, SIGKILL);
+			for (int i = 0; i < 1000 && waitpid(s->pid, NULL, WNOHANG) == 0; i++)
+				nanosleep(&ms, NULL);
+		}
+		pcg_leaf_release(s->cg);
+		s->cg = NULL;
+	}
+}
+
 /* ---- live upgrade --------------------------------------------------------- */
 
 void session_snapshot_each(void (*fn)(void *ud, const struct session_snapshot *s), void *ud)

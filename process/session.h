@@ -99,6 +99,11 @@ size_t session_count(void);
    waiting in it (they end as killed). RPC_OK or not_found. */
 enum rpc_code session_close(const char *name, uid_t uid, char *err, size_t errlen);
 
+/* envd is stopping (the loop has ended): idle shells end, and the
+   sessions' cgroup leaves go to the cgroup module to be removed
+   (before pcg_shutdown). */
+void session_shutdown(void);
+
 /* ---- live upgrade (sandbox/upgrade.c) ------------------------------------
  *
  * The shell keeps running over the exec (it is envd's child either way);

@@ -160,4 +160,8 @@ rm -rf "$W"
 unary CloseSession '{"name":"g"}' >/dev/null
 leaves_gone() { [ -z "$(ls -d "$CG"/user/cmd-* 2>/dev/null)" ]; }
 wait_for "$HANG_S" leaves_gone && ok "no leaf is left once the session is closed" || nok "leaves left" "$(ls -d "$CG"/user/cmd-*)"
+run "$TMP/gh.txt" 'echo $$'
+kill "$ENVD_PID" && wait "$ENVD_PID"
+ENVD_PID=
+wait_for "$HANG_S" leaves_gone && ok "envd stopped with a session open: no leaf is left" || nok "leaves left at the stop" "$(ls -d "$CG"/user/cmd-*)"
 summary && [ $summary_rc -eq 0 ]
