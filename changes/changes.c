@@ -1559,8 +1559,38 @@ static void trk_set_pid(void *h, pid_t pid)
 	pthread_mutex_unlock(&C.mu);
 }
 
+struct sync_req {
+	void (*done)(void *ud);
+	void *ud;
+};
+
+static void sync_done(void *ud, bool caught_up)
+{
+	struct sync_req r = *(struct sync_req *)ud;
+
+	(void)caught_up;
+	free(ud);
+	r.done(r.ud);
+}
+
+static int trk_sync(void (*done)(void *ud), void *ud)
+{
+	struct sync_req *r = malloc(sizeof(*r));
+	int rc;
+
+	if (!r)
+		return -ENOMEM;
+	r->done = done;
+	r->ud = ud;
+	rc = barrier(sync_done, r);
+	if (rc < 0)
+		free(r);
+	return rc;
+}
+
 static const struct process_tracker tracker = {
 	.begin = trk_begin, .set_pid = trk_set_pid, .end = trk_end, .fill = trk_fill, .release = trk_release,
+	.sync = trk_sync,
 };
 
 /* ---- queries (RPC and HTTP) ---- */

@@ -273,6 +273,11 @@ struct process_tracker {
 	void (*end)(void *h, struct process *p, void (*ready)(struct process *p));
 	void (*fill)(void *h, Process__ProcessEvent__EndEvent *end);
 	void (*release)(void *h);
+	/* done(ud) once every change made before now is attributed (at most a
+	 * few seconds); 0, or -errno and done is not called. For a process
+	 * that moves between cgroups (a session's shell): what it did before
+	 * the move is then attributed by where it was. */
+	int (*sync)(void (*done)(void *ud), void *ud);
 };
 extern const struct process_tracker *process_tracker;
 

@@ -68,6 +68,7 @@ struct scmd {
 	int keep_in;          /* holds the stdin FIFO open until the shell has it */
 	int sig;              /* a signal envd delivered to it; 0: none */
 	bool started;         /* `s` seen */
+	bool track, synced;   /* trackChanges; the change tracker caught up for it */
 	uint64_t cpu0_user, cpu0_sys; /* the shell's own and reaped children's CPU at dispatch (us) */
 	pid_t before[SESSION_BEFORE_MAX]; /* the shell's group when it began */
 	size_t n_before;
@@ -120,6 +121,7 @@ struct session {
 	   and the next command waits until then. */
 	struct pcg_leaf *cg;
 	struct process *settle_p;
+	bool syncing;         /* waiting for the change tracker (tracker_synced) */
 	/* A command from before a live upgrade runs in the shell: its `s` (if
 	   not started) and its status come before any of ours. */
 	bool ghost, ghost_started;
@@ -764,6 +766,21 @@ static void kill_timer_cb(EV_P_ ev_timer *w, int revents)
 	}
 }
 
+static void tracker_synced(void *ud)
+{
+	unsigned long id = (unsigned long)(uintptr_t)ud;
+
+	for (struct session *s = sessions; s; s = s->next) {
+		if (s->id != id || !s->syncing)
+			continue;
+		s->syncing = false;
+		if (s->head)
+			s->head->synced = true;
+		session_dispatch(s);
+		return;
+	}
+}
+
 static void cmd_settled(void *ud)
 {
 	struct session *s = ud;
@@ -1025,6 +1042,11 @@ static void session_shell_start(struct session *s)
 		goto fail;
 	j->s = s;
 	j->child_fd[0] = j->child_fd[1] = j->child_fd[2] = -1;
+	if (s->cg && pcg_parent_frozen(false)) {
+		free(j);
+		shell_fail_all(s, "the workload is frozen for a snapshot");
+		return;
+	}
 	if (pipe2(cmdp, O_CLOEXEC) < 0 || pipe2(stp, O_CLOEXEC) < 0)
 		goto fail;
 	j->child_fd[0] = cmdp[0];
@@ -1121,9 +1143,19 @@ static void session_dispatch(struct session *s)
 		ev_timer_set(&s->idle_w, session_idle_s, 0.);
 		ev_timer_start(envd_loop, &s->idle_w);
 	}
-	if (!s->ready || s->running || s->ghost || s->settle_p || !s->head || s->pid <= 0)
+	if (!s->ready || s->running || s->ghost || s->settle_p || s->syncing || !s->head || s->pid <= 0)
 		return;
 	c = s->head;
+	/* Before the shell moves into a tracked command's leaf, what it did
+	   for earlier commands is attributed (by the cgroup it was in), so
+	   that none of it is taken for this command's. */
+	if (c->track && !c->synced && c->p && process_attach_leaf(c->p) && process_tracker &&
+	    process_tracker->sync) {
+		s->syncing = true;
+		if (process_tracker->sync(tracker_synced, (void *)(uintptr_t)s->id) == 0)
+			return;
+		s->syncing = false;
+	}
 	snprintf(path, sizeof(path), "%s/c", s->dir);
 	if (write_file(s, path, c->text) < 0) {
 		log_info("session", "session %s: cannot write %s: %s", s->name, path, go_strerror(errno));
@@ -1245,6 +1277,17 @@ static void idle_cb(EV_P_ ev_timer *w, int revents)
 	session_end(s);
 }
 
+/* A shell born in a frozen leaf would hold the spawning worker until the
+   thaw: a new shell waits for it, as a plain Start does (unavailable). */
+static bool frozen(char *err, size_t errlen)
+{
+	if (!pcg_active() || !pcg_parent_frozen(false))
+		return false;
+	snprintf(err, errlen, "error starting session: the workload is frozen for a snapshot; try "
+			      "again once it is thawed");
+	return true;
+}
+
 static struct session *session_new(const struct session_req *r, char *err, size_t errlen)
 {
 	struct session *s;
@@ -1285,10 +1328,7 @@ static struct session *session_new(const struct session_req *r, char *err, size_
 	if (pcg_active()) {
 		char why[256];
 
-		if (pcg_parent_frozen(false))
-			snprintf(why, sizeof(why), "the workload is frozen for a snapshot");
-		else
-			s->cg = pcg_leaf_new(false, why, sizeof(why));
+		s->cg = pcg_leaf_new(false, why, sizeof(why));
 		if (!s->cg) {
 			snprintf(err, errlen, "error starting session: cannot create its cgroup: %s", why);
 			rm_tree(s->dir);
@@ -1380,6 +1420,10 @@ enum rpc_code session_run(const struct session_req *r, struct rpc_call *call, ch
 			 SESSION_QUEUE_MAX);
 		return RPC_RESOURCE_EXHAUSTED;
 	}
+	if (!s && frozen(err, errlen)) {
+		free(r->shell_envp);
+		return RPC_UNAVAILABLE;
+	}
 	if (!s) {
 		s = session_new(r, err, errlen);
 		if (!s) {
@@ -1398,6 +1442,7 @@ enum rpc_code session_run(const struct session_req *r, struct rpc_call *call, ch
 	c->keep_in = -1;
 	c->seq = ++s->seq;
 	c->stdin_pipe = r->stdin_pipe;
+	c->track = r->track_changes;
 	c->text = build_text(r);
 	c->line = c->text ? build_line(s, c, r) : NULL;
 	if (!c->line)
@@ -1493,6 +1538,10 @@ enum rpc_code session_create(const struct session_req *r, struct session_info *i
 		free(r->shell_envp);
 		snprintf(err, errlen, "session %s of %s exists already", r->name, r->user->name);
 		return RPC_ALREADY_EXISTS;
+	}
+	if (frozen(err, errlen)) {
+		free(r->shell_envp);
+		return RPC_UNAVAILABLE;
 	}
 	s = session_new(r, err, errlen);
 	if (!s) {

@@ -150,6 +150,20 @@ check_re "the command ends killed" 'signal: killed' "$(cat "$TMP/gk.txt")"
 run "$TMP/gb.txt" 'echo $$'
 check "the shell lives on" "$shell" "$(stdout_of <"$TMP/gb.txt")"
 
+# The shell is workload: frozen with it for a snapshot; new session commands
+# are refused meanwhile, as a plain Start is.
+check "/freeze" 204 "$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$PORT/freeze")"
+shell_frozen() { grep -q '^frozen 1' "$(dirname "$CG")$(cg_of "$shell")/cgroup.events"; }
+wait_for "$HANG_S" shell_frozen && ok "the session's shell is frozen with the workload" ||
+	nok "the session's shell is frozen" "$(cat "$(dirname "$CG")$(cg_of "$shell")/cgroup.events")"
+stream Start '{"process":{"cmd":"/bin/true"},"session":"g"}' >"$TMP/gf.txt"
+check_re "a command in the session while frozen: unavailable" '"unavailable".*frozen' "$(cat "$TMP/gf.txt")"
+stream Start '{"process":{"cmd":"/bin/true"},"session":"new"}' >"$TMP/gf2.txt"
+check_re "a command for a new session while frozen: unavailable" '"unavailable".*frozen' "$(cat "$TMP/gf2.txt")"
+check "/unfreeze" 204 "$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$PORT/unfreeze")"
+run "$TMP/gc.txt" 'echo $$'
+check "the session runs again" "$shell" "$(stdout_of <"$TMP/gc.txt")"
+
 # trackChanges: what the shell itself and its children wrote.
 W=$(mktemp -d /tmp/envd-sess-cg.XXXXXX)
 run "$TMP/gt.txt" "echo x > $W/by-shell; touch $W/by-child" '"trackChanges": true'
