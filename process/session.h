@@ -12,7 +12,10 @@
  * directory of the session under /run that the shell opens for it, so
  * output streams as it is written; the shell reports on a status pipe (fd 3,
  * hidden from the command) the moment it has opened them and then the
- * command's exit status. Nothing is polled.
+ * command's exit status. Nothing is polled. With cgroups each command has
+ * a leaf of its own (process_attach) and the shell, which lives in a leaf
+ * of the session's, is moved into it for the time the command runs: usage,
+ * limits, the kill and trackChanges are the leaf's, as for any Start.
  *
  * Commands of one session run one at a time in arrival order, at most
  * SESSION_QUEUE_MAX waiting. A signal (SendSignal, the Start's deadline)
