@@ -1591,7 +1591,7 @@ void session_shutdown(void)
 		   leaf is empty and removed with envd's others. A shell running a
 		   command is in that command's leaf, which stays with the command
 		   as for any process still running when envd stops. */
-		if (s->pid > 0 && !s->running && !s->ghost && !s->settle_p) {
+		if (s->cg && s->pid > 0 && !s->running && !s->ghost && !s->settle_p) {
 			struct timespec ms = { 0, 1000000 };
 
 			kill(s->pid, SIGKILL);
