@@ -1013,9 +1013,12 @@ static void shell_done(void *arg)
 	}
 
 	/* fd 3 is the status pipe from now on; the shell's own output goes
-	   nowhere. The nonce marks where the login files' output ends. */
+	   nowhere. The nonce marks where the login files' output ends.
+	   Aliases work as in a terminal's shell (bash expands them only
+	   when interactive unless told; sh has no shopt). */
 	snprintf(init, sizeof(init),
-		 "exec 3>&1 >/dev/null; __envd_r() { return \"$1\"; }; __envd_s=0 __envd_l=; "
+		 "exec 3>&1 >/dev/null; shopt -s expand_aliases 2>/dev/null; "
+		 "__envd_r() { return \"$1\"; }; __envd_s=0 __envd_l=; "
 		 "trap 'return 130' %d; printf '\\n%%s\\n' %s >&3\n",
 		 SESSION_TRAP_SIG, s->nonce);
 	write_line(s, init);

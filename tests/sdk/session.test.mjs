@@ -48,7 +48,7 @@ test('state carries over: cd, export, variables, functions, aliases, umask, set 
   await sbx.commands.run('cd /tmp && export FOO=1', S(s))
   let r = await sbx.commands.run('pwd; echo "$FOO"', S(s))
   assert.equal(r.stdout, '/tmp\n1\n')
-  await sbx.commands.run('x=42; f() { echo "f:$1"; }; shopt -s expand_aliases; alias hi="echo hi"; umask 027; set -o noglob', S(s))
+  await sbx.commands.run('x=42; f() { echo "f:$1"; }; alias hi="echo hi"; umask 027; set -o noglob', S(s))
   r = await sbx.commands.run('echo $x; f a; hi; umask; echo /*; [[ -o noglob ]] && echo on', S(s))
   assert.equal(r.stdout, '42\nf:a\nhi\n0027\n/*\non\n')
 })
