@@ -91,7 +91,9 @@ static int statx_mnt_id(int fd, unsigned long *id)
 		    0x1000 /* STATX_MNT_ID */, b) < 0)
 		return -errno;
 	memcpy(&mask, b, sizeof(mask));
-	if (!(mask & 0x1000))
+	/* No mount has id 0: an emulator that passes the mask on but not
+	 * the field (qemu-user) is not believed. */
+	if (!(mask & 0x1000) || b[144 / 8] == 0)
 		return -ENOSYS;
 	*id = (unsigned long)b[144 / 8];
 	return 0;
