@@ -62,6 +62,14 @@ export function rmSync(p) {
   run(`rm -rf ${quote(p)}`)
 }
 
+export function chmodSync(p, mode) {
+  try {
+    run(`chmod ${(Number(mode) & 0o7777).toString(8)} ${quote(p)}`)
+  } catch {
+    throw enoent(p, 'chmod')
+  }
+}
+
 export function symlinkSync(target, p) {
   run(`ln -s ${quote(target)} ${quote(p)}`)
 }
