@@ -967,6 +967,20 @@ static void shell_fail_all(struct session *s, const char *why)
 	session_free(s);
 }
 
+/* The shell's status pipe, command pipe and exit, watched on the loop
+ * (a new shell and one taken over from a live upgrade alike). */
+static void session_watch(struct session *s)
+{
+	ev_io_init(&s->st_w, st_cb, s->st_fd, EV_READ);
+	s->st_w.data = s;
+	ev_io_start(envd_loop, &s->st_w);
+	ev_io_init(&s->cmd_w, cmd_w_cb, s->cmd_fd, EV_WRITE);
+	s->cmd_w.data = s;
+	ev_child_init(&s->child_w, child_cb, s->pid, 0);
+	s->child_w.data = s;
+	ev_child_start(envd_loop, &s->child_w);
+}
+
 static void shell_done(void *arg)
 {
 	struct shell_job *j = arg;
@@ -990,14 +1004,7 @@ static void shell_done(void *arg)
 	s->cmd_fd = j->parent_cmd;
 	s->st_fd = j->parent_st;
 	s->st_eof = s->reaped = false;
-	ev_io_init(&s->st_w, st_cb, s->st_fd, EV_READ);
-	s->st_w.data = s;
-	ev_io_start(envd_loop, &s->st_w);
-	ev_io_init(&s->cmd_w, cmd_w_cb, s->cmd_fd, EV_WRITE);
-	s->cmd_w.data = s;
-	ev_child_init(&s->child_w, child_cb, s->pid, 0);
-	s->child_w.data = s;
-	ev_child_start(envd_loop, &s->child_w);
+	session_watch(s);
 	if (child_exit_take(s->pid, s->reap_seq, &status)) {
 		s->child_w.rpid = s->pid;
 		s->child_w.rstatus = status;
@@ -1741,14 +1748,7 @@ int session_adopt(const struct session_snapshot *sn)
 	s->kill_w.data = s;
 	ev_timer_init(&s->idle_w, idle_cb, 1., 0.);
 	s->idle_w.data = s;
-	ev_io_init(&s->st_w, st_cb, s->st_fd, EV_READ);
-	s->st_w.data = s;
-	ev_io_start(envd_loop, &s->st_w);
-	ev_io_init(&s->cmd_w, cmd_w_cb, s->cmd_fd, EV_WRITE);
-	s->cmd_w.data = s;
-	ev_child_init(&s->child_w, child_cb, s->pid, 0);
-	s->child_w.data = s;
-	ev_child_start(envd_loop, &s->child_w);
+	session_watch(s);
 	s->next = sessions;
 	sessions = s;
 	n_sessions++;
