@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/loopmem.h"
+
 #define BUF_MIN_CAP 64
 
 void buf_init(struct buf *b, size_t max)
@@ -17,6 +19,13 @@ void buf_init(struct buf *b, size_t max)
 	b->len = 0;
 	b->cap = 0;
 	b->max = max;
+	b->loop = false;
+}
+
+void buf_init_loop(struct buf *b, size_t max)
+{
+	buf_init(b, max);
+	b->loop = true;
 }
 
 int buf_reserve(struct buf *b, size_t n)
@@ -37,7 +46,7 @@ int buf_reserve(struct buf *b, size_t n)
 	/* Never allocate far beyond the bound: the last step may be short. */
 	if (ncap > max + 1)
 		ncap = max + 1 > want ? max + 1 : want;
-	np = realloc(b->p, ncap);
+	np = b->loop ? loopmem_realloc(b->p, ncap) : realloc(b->p, ncap);
 	if (!np)
 		return -ENOMEM;
 	if (!b->p)
@@ -128,7 +137,10 @@ void buf_reset(struct buf *b)
 
 void buf_free(struct buf *b)
 {
-	free(b->p);
+	if (b->loop)
+		loopmem_free(b->p);
+	else
+		free(b->p);
 	b->p = NULL;
 	b->len = 0;
 	b->cap = 0;
@@ -138,6 +150,15 @@ char *buf_steal(struct buf *b, size_t *len)
 {
 	char *s = (char *)b->p;
 
+	if (s && b->loop) {
+		/* The caller frees with free(): hand over a malloc'd copy. */
+		char *m = malloc(b->len + 1);
+		if (!m)
+			return NULL;
+		memcpy(m, s, b->len + 1);
+		loopmem_free(s);
+		s = m;
+	}
 	if (!s) {
 		s = malloc(1);
 		if (!s)

@@ -18,6 +18,7 @@
 #define ENVD_BUF_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,7 @@ struct buf {
 	size_t len;  /* bytes in use */
 	size_t cap;  /* bytes allocated; > len once allocated (the NUL) */
 	size_t max;  /* bound on len */
+	bool loop;   /* memory from base/loopmem: the loop thread's own */
 };
 
 /* Initialiser: struct buf b = BUF_INIT(1 << 20); */
@@ -34,6 +36,11 @@ struct buf {
 #define BUF_UNBOUNDED ((size_t)-1 / 4)
 
 void buf_init(struct buf *b, size_t max);
+/* The same, with memory from base/loopmem's size classes: for a buffer
+ * that lives and dies on the loop thread within a request or two (no
+ * malloc, no page of musl's given back per request). buf_steal() of it
+ * copies to malloc'd memory. */
+void buf_init_loop(struct buf *b, size_t max);
 
 /* Room for n more bytes (and the NUL) after len. 0, -ENOMEM or -E2BIG. */
 int buf_reserve(struct buf *b, size_t n);

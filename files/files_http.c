@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,8 +194,6 @@ struct dl_seg {
  */
 struct download {
 	struct http_req *r;     /* NULL once the exchange is over */
-	char path[PATH_MAX];
-	char qpath[PATH_MAX];
 	char fmt[16];           /* archive= */
 	bool archive;
 	bool want_sniff;
@@ -222,6 +221,10 @@ struct download {
 	uint8_t *rbuf;          /* the read job's buffer */
 	size_t rlen;
 	ssize_t rgot;           /* its result, -errno on failure */
+
+	/* Not cleared for a new download (dl_alloc): set before use. */
+	char path[PATH_MAX];
+	char qpath[PATH_MAX];
 };
 
 /*
@@ -240,7 +243,8 @@ static struct download *dl_alloc(void)
 	if (!n_dl_cache)
 		return calloc(1, sizeof(struct download));
 	d = dl_cache[--n_dl_cache];
-	memset(d, 0, sizeof(*d));
+	memset(d, 0, offsetof(struct download, path));
+	d->path[0] = d->qpath[0] = '\0';
 	return d;
 }
 
@@ -549,31 +553,54 @@ static bool dl_gzip_wins(const struct http_req *r, const struct download *d)
 	return d->want_sample && linkrate_prefer_gzip(&e, d->ratio);
 }
 
-/* Worker: everything GET needs from the file before answering. */
+/* Worker: everything GET needs from the file before answering. Each call
+ * is a syscall on the request's path, so as few as can tell it all: open,
+ * one statx for the kind, size and mount (fsjob_fd_stat), and a read for
+ * the content sniff where the name gives no type. */
 static void dl_open_work(void *arg)
 {
 	struct download *d = arg;
 
-	if (stat(d->path, &d->st) < 0) {
-		d->err = errno;
-		return;
-	}
-	if (d->archive || S_ISDIR(d->st.st_mode))
-		return;
 	/* O_NONBLOCK: opening a FIFO must not wait for a writer (it reads
 	 * as empty instead). */
 	d->fd = open(d->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (d->fd < 0) {
-		d->err = errno;
+		int e = errno;
+		/* Which failure it is, as stat-then-open would have told it:
+		 * a path that is not there, or a directory (answered without
+		 * opening), or a file that cannot be opened. */
+		if (stat(d->path, &d->st) < 0) {
+			d->err = errno;
+			return;
+		}
+		if (d->archive || S_ISDIR(d->st.st_mode))
+			return;
+		d->err = e;
 		d->err_open = true;
 		return;
 	}
 	/* The key of where the file really is (a symlink may lead to
 	 * another mount), for the jobs that follow. */
-	fsjob_fd_mount(d->fd, &d->key, &d->local);
-	/* size by seeking, as Go's ServeContent does */
-	off_t size = lseek(d->fd, 0, SEEK_END);
-	d->size = size < 0 ? 0 : (int64_t)size;
+	int rc = fsjob_fd_stat(d->fd, &d->st, &d->key, &d->local);
+	if (rc < 0) {
+		d->err = -rc;
+		close(d->fd);
+		d->fd = -1;
+		return;
+	}
+	if (d->archive || S_ISDIR(d->st.st_mode)) {
+		close(d->fd); /* answered by the path; here, on its worker */
+		d->fd = -1;
+		return;
+	}
+	/* The size: a regular file's from the statx; of anything else by
+	 * seeking, as Go's ServeContent does (a block device has one). */
+	if (S_ISREG(d->st.st_mode)) {
+		d->size = (int64_t)d->st.st_size;
+	} else {
+		off_t size = lseek(d->fd, 0, SEEK_END);
+		d->size = size < 0 ? 0 : (int64_t)size;
+	}
 	if (d->want_sniff) {
 		ssize_t n = pread(d->fd, d->sniff, sizeof(d->sniff), 0);
 		d->sniff_n = n > 0 ? (size_t)n : 0;

@@ -5,10 +5,13 @@
 #include "files/fsjob.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -138,6 +141,103 @@ int fsjob_fd_mount(int fd, uint64_t *key, bool *local)
 	if (rc < 0)
 		return rc;
 	*local = fsjob_fstype_local(fstype);
+	return 0;
+}
+
+/*
+ * struct statx as the kernel lays it out (musl 1.2.3 has none); only the
+ * fields read here are named.
+ */
+struct kstatx {
+	uint32_t mask, blksize;
+	uint64_t attributes;
+	uint32_t nlink, uid, gid;
+	uint16_t mode, spare0;
+	uint64_t ino, size, blocks, attributes_mask;
+	struct { int64_t sec; uint32_t nsec; int32_t reserved; } atime, btime, ctime, mtime;
+	uint32_t rdev_major, rdev_minor, dev_major, dev_minor;
+	uint64_t mnt_id;
+	uint64_t spare[13];
+};
+_Static_assert(sizeof(struct kstatx) == 256, "struct statx is 256 bytes");
+_Static_assert(offsetof(struct kstatx, mnt_id) == 144, "stx_mnt_id at 144");
+
+#define STATX_BASIC 0x7ffu      /* STATX_BASIC_STATS */
+#define STATX_MNT_ID_OLD 0x1000u /* STATX_MNT_ID: reused after unmount */
+#define STATX_MNT_ID_UNIQ 0x4000u /* STATX_MNT_ID_UNIQUE: never reused */
+
+/* What this thread learnt of mounts by their unique id: the key (by the
+ * reusable id, worker_path_key's numbering) and the kind. A unique id
+ * never names another mount, so an entry never goes stale. */
+#define MOUNT_MEMO 8
+static _Thread_local struct mount_memo {
+	uint64_t uniq, key;
+	bool local;
+} memo[MOUNT_MEMO];
+static _Thread_local unsigned memo_next;
+
+static void statx_to_stat(const struct kstatx *x, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_dev = makedev(x->dev_major, x->dev_minor);
+	st->st_ino = x->ino;
+	st->st_mode = x->mode;
+	st->st_nlink = x->nlink;
+	st->st_uid = x->uid;
+	st->st_gid = x->gid;
+	st->st_rdev = makedev(x->rdev_major, x->rdev_minor);
+	st->st_size = (off_t)x->size;
+	st->st_blksize = x->blksize;
+	st->st_blocks = (blkcnt_t)x->blocks;
+	st->st_atim = (struct timespec){ x->atime.sec, x->atime.nsec };
+	st->st_mtim = (struct timespec){ x->mtime.sec, x->mtime.nsec };
+	st->st_ctim = (struct timespec){ x->ctime.sec, x->ctime.nsec };
+}
+
+int fsjob_fd_stat(int fd, struct stat *st, uint64_t *key, bool *local)
+{
+#ifdef SYS_statx
+	struct kstatx x;
+
+	memset(&x, 0, sizeof(x));
+	if (syscall(SYS_statx, fd, "", 0x1000 /* AT_EMPTY_PATH */, STATX_BASIC | STATX_MNT_ID_UNIQ, &x) == 0 &&
+	    (x.mask & STATX_BASIC) == STATX_BASIC) {
+		statx_to_stat(&x, st);
+		if ((x.mask & STATX_MNT_ID_UNIQ) && x.mnt_id) {
+			for (unsigned i = 0; i < MOUNT_MEMO; i++) {
+				if (memo[i].uniq == x.mnt_id) {
+					*key = memo[i].key;
+					*local = memo[i].local;
+					return 0;
+				}
+			}
+			uint64_t uniq = x.mnt_id;
+			if (fsjob_fd_mount(fd, key, local) == 0) {
+				memo[memo_next % MOUNT_MEMO] = (struct mount_memo){ uniq, *key, *local };
+				memo_next++;
+			}
+			return 0;
+		}
+		/* An older kernel gave the reusable id: the key, and its kind
+		 * asked anew (an id may be another mount's by now). A mount id
+		 * of 0 (qemu-user passes the mask on without the field) is not
+		 * believed. */
+		if ((x.mask & STATX_MNT_ID_OLD) && x.mnt_id) {
+			struct statfs sf;
+			*key = x.mnt_id + 2; /* worker_path_key's numbering */
+			*local = fstatfs(fd, &sf) == 0 && magic_local((unsigned long)sf.f_type);
+			return 0;
+		}
+		fsjob_fd_mount(fd, key, local);
+		return 0;
+	}
+#endif
+	if (fstat(fd, st) < 0) {
+		*key = 1;
+		*local = false;
+		return -errno;
+	}
+	fsjob_fd_mount(fd, key, local);
 	return 0;
 }
 

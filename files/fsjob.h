@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 /*
  * Worker side. The mount of open file `fd`: *key as worker_path_key()
@@ -27,6 +28,16 @@
  * hang. Returns 0, or -errno (then *key = 1 and *local = false).
  */
 int fsjob_fd_mount(int fd, uint64_t *key, bool *local);
+
+/*
+ * Worker side. fstat(fd) and fsjob_fd_mount(fd) in one: *st as fstat
+ * gives it, *key and *local as fsjob_fd_mount. Where the kernel names
+ * mounts by an id it never reuses (statx's STATX_MNT_ID_UNIQUE, Linux
+ * 6.8), a mount's key and kind are remembered per thread: one statx then
+ * answers all of it. Returns 0, or -errno when fstat fails (*key = 1 and
+ * *local = false also when only the mount cannot be told).
+ */
+int fsjob_fd_stat(int fd, struct stat *st, uint64_t *key, bool *local);
 
 /* True for the fstypes whose calls never wait on a server (pure). */
 bool fsjob_fstype_local(const char *fstype);

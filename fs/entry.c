@@ -182,6 +182,7 @@ struct entry_block {
 	Filesystem__EntryInfo e; /* first: the block is freed through it */
 	Google__Protobuf__Timestamp mtime;
 	bool path_heap;          /* e.path was replaced by fs_entry_set_path */
+	bool in_caller;          /* in the caller's storage (fs_entry_info_in) */
 	char str[];              /* name, path, permissions, owner, group */
 };
 
@@ -207,18 +208,22 @@ int fs_entry_set_path(Filesystem__EntryInfo *e, const char *path)
 	return 0;
 }
 
-/* A block holding the five strings, every other field unset. */
-static struct entry_block *entry_new(const char *name, const char *path, const char *perm, const char *owner,
-				     const char *group)
+/* A block holding the five strings, every other field unset: in `buf`
+ * when it fits there, else on the heap. */
+static struct entry_block *entry_new_in(const char *name, const char *path, const char *perm, const char *owner,
+					const char *group, void *buf, size_t len)
 {
 	size_t nl = strlen(name), pl = strlen(path), perml = strlen(perm), ol = strlen(owner), gl = strlen(group);
-	struct entry_block *b = malloc(sizeof(*b) + nl + pl + perml + ol + gl + 5);
+	size_t need = sizeof(struct entry_block) + nl + pl + perml + ol + gl + 5;
+	bool in_caller = buf && need <= len;
+	struct entry_block *b = in_caller ? buf : malloc(need);
 	char *at;
 
 	if (!b)
 		return NULL;
 	filesystem__entry_info__init(&b->e);
 	b->path_heap = false;
+	b->in_caller = in_caller;
 	at = b->str;
 	b->e.name = put_str(&at, name, nl);
 	b->e.path = put_str(&at, path, pl);
@@ -226,6 +231,12 @@ static struct entry_block *entry_new(const char *name, const char *path, const c
 	b->e.owner = put_str(&at, owner, ol);
 	b->e.group = put_str(&at, group, gl);
 	return b;
+}
+
+static struct entry_block *entry_new(const char *name, const char *path, const char *perm, const char *owner,
+				     const char *group)
+{
+	return entry_new_in(name, path, perm, owner, group, NULL, 0);
 }
 
 Filesystem__EntryInfo *fs_entry_dup(const Filesystem__EntryInfo *src)
@@ -285,7 +296,8 @@ void fs_entry_free(Filesystem__EntryInfo *e)
 		free(e->metadata[i]);
 	}
 	free(e->metadata);
-	free(b);
+	if (!b->in_caller)
+		free(b);
 }
 
 static int entry_add_metadata(Filesystem__EntryInfo *e, const char *path)
@@ -317,6 +329,12 @@ fail:
 
 int fs_entry_info(const char *path, Filesystem__EntryInfo **out, char *err, size_t errlen)
 {
+	return fs_entry_info_in(path, NULL, 0, out, err, errlen);
+}
+
+int fs_entry_info_in(const char *path, void *buf, size_t len, Filesystem__EntryInfo **out, char *err,
+		     size_t errlen)
+{
 	Filesystem__EntryInfo *e = NULL;
 	struct entry_block *b;
 	struct stat st, tst;
@@ -336,7 +354,7 @@ int fs_entry_info(const char *path, Filesystem__EntryInfo **out, char *err, size
 	fs_perm_string(st.st_mode, perm, sizeof(perm));
 	cached_name(&users_cache, users_passwd_path, st.st_uid, true, owner, sizeof(owner));
 	cached_name(&groups_cache, users_group_path, st.st_gid, false, group, sizeof(group));
-	b = entry_new(name, path, perm, owner, group);
+	b = entry_new_in(name, path, perm, owner, group, buf, len);
 	if (!b)
 		goto nomem;
 	e = &b->e;

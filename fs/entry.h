@@ -33,6 +33,16 @@ Filesystem__FileType fs_file_type(mode_t mode);
  * with err "error getting file info: lstat P: <text>"; -ENOMEM.
  */
 int fs_entry_info(const char *path, Filesystem__EntryInfo **out, char *err, size_t errlen);
+/*
+ * The same, built in the caller's `buf` (`len` bytes, aligned for any
+ * type) when the message and its short strings fit, on the heap when not.
+ * For a job that runs on a worker thread: no allocation there, so no
+ * contention with the loop for the allocator's lock. fs_entry_free() still
+ * releases it (what is on the heap; never buf), and must run before buf
+ * is reused.
+ */
+int fs_entry_info_in(const char *path, void *buf, size_t len, Filesystem__EntryInfo **out, char *err,
+		     size_t errlen);
 void fs_entry_free(Filesystem__EntryInfo *e);
 /* A copy of any EntryInfo (one decoded by protobuf-c, say) in the layout
  * fs_entry_free releases; NULL when out of memory. */

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,8 +119,6 @@ static enum rpc_code entry_code(int rc)
 struct fs_job {
 	struct rpc_call *call;   /* NULL once answered or the client went away */
 	void (*work)(struct fs_job *j); /* sets code/err, or enc for a success */
-	char path[PATH_MAX];
-	char path2[PATH_MAX];    /* Move: the destination */
 	uid_t uid;
 	gid_t gid;
 	uint32_t depth;
@@ -127,9 +126,16 @@ struct fs_job {
 	struct rpc_codec codec;
 	bool legacy;             /* downgrade the reply (legacy.h) */
 	enum rpc_code code;
-	char err[ERRLEN];
 	struct rpc_encoded enc;
+	/* The buffers below are not cleared for a new job (job_alloc): the
+	 * strings start empty, the rest is written before it is read. */
+	char err[ERRLEN];
+	char path[PATH_MAX];
+	char path2[PATH_MAX];    /* Move: the destination */
 	uint8_t encbuf[1024];    /* a small reply, encoded in place (rpc_encode_buf) */
+	/* The EntryInfo of a reply, built in place (fs_entry_info_in): a
+	 * worker that allocates contends with the loop for malloc's lock. */
+	_Alignas(max_align_t) unsigned char entbuf[1024];
 };
 
 /*
@@ -148,7 +154,9 @@ static struct fs_job *job_alloc(void)
 	if (!n_job_cache)
 		return calloc(1, sizeof(struct fs_job));
 	j = job_cache[--n_job_cache];
-	memset(j, 0, sizeof(*j));
+	/* Some 9 KiB, mostly buffers: only the fields are cleared. */
+	memset(j, 0, offsetof(struct fs_job, err));
+	j->err[0] = j->path[0] = j->path2[0] = '\0';
 	return j;
 }
 
@@ -309,7 +317,7 @@ static void job_submit(struct rpc_call *call, struct fs_job *j)
 static void stat_work(struct fs_job *j)
 {
 	Filesystem__StatResponse resp = FILESYSTEM__STAT_RESPONSE__INIT;
-	int rc = fs_entry_info(j->path, &resp.entry, j->err, sizeof(j->err));
+	int rc = fs_entry_info_in(j->path, j->entbuf, sizeof(j->entbuf), &resp.entry, j->err, sizeof(j->err));
 
 	if (rc) {
 		j->code = entry_code(rc);
@@ -352,7 +360,7 @@ static void make_dir_work(struct fs_job *j)
 		j->code = RPC_INTERNAL;
 		return;
 	}
-	rc = fs_entry_info(j->path, &resp.entry, j->err, sizeof(j->err));
+	rc = fs_entry_info_in(j->path, j->entbuf, sizeof(j->entbuf), &resp.entry, j->err, sizeof(j->err));
 	if (rc) {
 		j->code = entry_code(rc);
 		return;
@@ -392,7 +400,7 @@ static void move_work(struct fs_job *j)
 			job_fail(j, RPC_INTERNAL, "error renaming: rename %s %s: %s", src, dst, go_strerror(e));
 		return;
 	}
-	rc = fs_entry_info(dst, &resp.entry, j->err, sizeof(j->err));
+	rc = fs_entry_info_in(dst, j->entbuf, sizeof(j->entbuf), &resp.entry, j->err, sizeof(j->err));
 	if (rc) {
 		j->code = entry_code(rc);
 		return;

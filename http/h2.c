@@ -21,6 +21,7 @@
 
 #include "base/buf.h"
 #include "base/log.h"
+#include "base/loopmem.h"
 #include "http/h2.h"
 #include "http/http.h"
 
@@ -95,99 +96,26 @@ static int mem_add(struct h2_stream *st, const uint8_t *p, size_t n, size_t *off
 	return 0;
 }
 
-/*
- * nghttp2's own allocations (frames, outbound items, header copies: a few
- * per request, all on the loop thread) come from free lists by size class
- * (32 B to 4 KiB, powers of two), bounded in all. From musl's allocator
- * directly, the groups holding them were unmapped whenever a burst ended
- * and mapped again by the next: an mmap, a munmap and page faults for
- * what is a handful of short-lived small blocks.
- */
-#define H2MEM_CLASSES 8       /* 32 << 0 .. 32 << 7 = 4096 */
-#define H2MEM_HDR 16          /* keeps the 16-byte alignment malloc gives */
-#define H2MEM_CACHE_BYTES (1024 * 1024)
-static void *h2mem_free_list[H2MEM_CLASSES];
-static size_t h2mem_cached;
-
-static int h2mem_class(size_t n)
-{
-	for (int c = 0; c < H2MEM_CLASSES; c++)
-		if (n <= ((size_t)32 << c))
-			return c;
-	return -1;
-}
-
+/* nghttp2's own allocations (frames, outbound items, header copies: a few
+ * per request, all on the loop thread) come from base/loopmem. */
 static void *h2mem_malloc(size_t n, void *ud)
 {
-	int c = h2mem_class(n);
-	unsigned char *p;
-
-	if (c >= 0 && h2mem_free_list[c]) {
-		p = h2mem_free_list[c];
-		h2mem_free_list[c] = *(void **)(p + H2MEM_HDR);
-		h2mem_cached -= (size_t)32 << c;
-		return p + H2MEM_HDR;
-	}
-	p = malloc(H2MEM_HDR + (c >= 0 ? (size_t)32 << c : n));
-	if (!p)
-		return NULL;
-	p[0] = (unsigned char)(c >= 0 ? c : 0xff);
-	return p + H2MEM_HDR;
+	return loopmem_malloc(n);
 }
 
 static void h2mem_free(void *q, void *ud)
 {
-	unsigned char *p;
-
-	if (!q)
-		return;
-	p = (unsigned char *)q - H2MEM_HDR;
-	if (p[0] != 0xff && h2mem_cached + ((size_t)32 << p[0]) <= H2MEM_CACHE_BYTES) {
-		*(void **)q = h2mem_free_list[p[0]];
-		h2mem_free_list[p[0]] = p;
-		h2mem_cached += (size_t)32 << p[0];
-		return;
-	}
-	free(p);
+	loopmem_free(q);
 }
 
 static void *h2mem_calloc(size_t k, size_t n, void *ud)
 {
-	void *q;
-
-	if (n && k > SIZE_MAX / n)
-		return NULL;
-	q = h2mem_malloc(k * n, ud);
-	if (q)
-		memset(q, 0, k * n);
-	return q;
+	return loopmem_calloc(k, n);
 }
 
 static void *h2mem_realloc(void *q, size_t n, void *ud)
 {
-	unsigned char *p;
-	size_t have;
-	void *r;
-
-	if (!q)
-		return h2mem_malloc(n, ud);
-	p = (unsigned char *)q - H2MEM_HDR;
-	if (p[0] != 0xff) {
-		have = (size_t)32 << p[0];
-		if (n <= have)
-			return q;
-		if (!(r = h2mem_malloc(n, ud)))
-			return NULL;
-		memcpy(r, q, have);
-		h2mem_free(q, ud);
-		return r;
-	}
-	if (h2mem_class(n) >= 0) {
-		/* Shrinking below the classes' top: keep the big block. */
-		return q;
-	}
-	r = realloc(p, H2MEM_HDR + n);
-	return r ? (unsigned char *)r + H2MEM_HDR : NULL;
+	return loopmem_realloc(q, n);
 }
 
 static nghttp2_mem h2mem = { NULL, h2mem_malloc, h2mem_free, h2mem_calloc, h2mem_realloc };
@@ -217,12 +145,12 @@ static struct h2_stream *stream_new(struct h2 *h, int32_t id)
 		st = calloc(1, sizeof(*st));
 		if (!st)
 			return NULL;
-		buf_init(&st->mem, H2_MAX_HEAD_BYTES);
+		buf_init_loop(&st->mem, H2_MAX_HEAD_BYTES);
 	}
 	st->h = h;
 	st->id = id;
 	/* Flow control bounds it to the stream window; the bound is a backstop. */
-	buf_init(&st->pending, 2 * H2_STREAM_WINDOW);
+	buf_init_loop(&st->pending, 2 * H2_STREAM_WINDOW);
 	st->r.ops = &h2_ops;
 	st->r.transport = st;
 	st->r.version = 20;

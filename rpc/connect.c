@@ -24,6 +24,7 @@
 #include "http/http.h"
 #include "base/log.h"
 #include "base/loop.h"
+#include "base/loopmem.h"
 #include "proto/pbjson.h"
 #include "rpc/envelope.h"
 #include "rpc/rpc.h"
@@ -94,6 +95,18 @@ void rpc_register(const struct rpc_service *svc)
 
 /* ---- call lifetime ---- */
 
+/* A request message is freed as it was made: protobuf-c unpacks into
+ * base/loopmem (the loop's size classes), the JSON decoder with malloc. */
+static ProtobufCAllocator *msg_allocator(const struct rpc_call *c)
+{
+	return c->json ? NULL : &loopmem_pb_allocator;
+}
+
+static void msg_free(const struct rpc_call *c, ProtobufCMessage *m)
+{
+	protobuf_c_message_free_unpacked(m, msg_allocator(c));
+}
+
 static void call_unref(struct rpc_call *c)
 {
 	if (--c->refs > 0)
@@ -101,10 +114,10 @@ static void call_unref(struct rpc_call *c)
 	ev_timer_stop(envd_loop, &c->deadline);
 	ev_timer_stop(envd_loop, &c->resume_w);
 	if (c->req_msg)
-		protobuf_c_message_free_unpacked(c->req_msg, NULL);
+		msg_free(c, c->req_msg);
 	env_dec_free(&c->dec);
 	free(c->deadline_msg);
-	free(c);
+	loopmem_free(c);
 }
 
 static void call_cancel(struct rpc_call *c, enum rpc_code why)
@@ -750,7 +763,7 @@ static ProtobufCMessage *decode_msg(struct rpc_call *c, const uint8_t *p, size_t
 			snprintf(err, errlen, "unmarshal message: %s", detail);
 		return m;
 	}
-	ProtobufCMessage *m = protobuf_c_message_unpack(c->md->input, NULL, n, p);
+	ProtobufCMessage *m = protobuf_c_message_unpack(c->md->input, msg_allocator(c), n, p);
 	if (!m)
 		snprintf(err, errlen, "unmarshal message: proto: cannot parse invalid wire-format data");
 	return m;
@@ -777,17 +790,17 @@ static int on_envelope(void *ud, uint8_t flags, const uint8_t *p, size_t n)
 	}
 	if (!streaming_in) {
 		if (c->req_msg)
-			protobuf_c_message_free_unpacked(c->req_msg, NULL);
+			msg_free(c, c->req_msg);
 		c->req_msg = m;
 		return 0;
 	}
 	if (!c->hooks || !c->hooks->on_message) {
-		protobuf_c_message_free_unpacked(m, NULL);
+		msg_free(c, m);
 		return 0;
 	}
 	c->refs++;
 	c->hooks->on_message(c, m);
-	protobuf_c_message_free_unpacked(m, NULL);
+	msg_free(c, m);
 	/* The handler may have paused input: stop after this message. */
 	bool stop = c->finished || c->in_paused;
 	call_unref(c);
@@ -1148,7 +1161,7 @@ void rpc_dispatch(struct http_req *r)
 		http_respond(r, 405, NULL, NULL, 0, &allow, 1);
 		return;
 	}
-	struct rpc_call *c = calloc(1, sizeof(*c));
+	struct rpc_call *c = loopmem_calloc(1, sizeof(*c)); /* loop thread, per request */
 	if (!c) {
 		http_respond(r, 503, NULL, NULL, 0, NULL, 0);
 		return;
@@ -1161,7 +1174,7 @@ void rpc_dispatch(struct http_req *r)
 		if (svc->methods[i].name[0] == md->name[0] && strcmp(svc->methods[i].name, md->name) == 0)
 			c->impl = &svc->methods[i];
 	if (!pick_protocol(c, http_req_header(r, "content-type"))) {
-		free(c);
+		loopmem_free(c);
 		struct http_hdr ap = {"Accept-Post", accept_post};
 		http_respond(r, 415, NULL, NULL, 0, &ap, 1);
 		return;
@@ -1169,7 +1182,7 @@ void rpc_dispatch(struct http_req *r)
 	/* connect-go serves a method only with the content types of its kind. */
 	bool stream_kind = c->impl && c->impl->kind != RPC_UNARY;
 	if ((c->proto == P_CONNECT_UNARY && stream_kind) || (c->proto == P_CONNECT_STREAM && c->impl && !stream_kind)) {
-		free(c);
+		loopmem_free(c);
 		struct http_hdr ap = {"Accept-Post", stream_kind ? "application/connect+json, application/connect+json; "
 			"charset=utf-8, application/connect+proto, application/grpc, application/grpc+json, "
 			"application/grpc+json; charset=utf-8, application/grpc+proto, application/grpc-web, "

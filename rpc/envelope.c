@@ -16,7 +16,8 @@ void env_dec_init(struct env_dec *d, size_t max_msg, size_t max_buffered, bool g
 	memset(d, 0, sizeof(*d));
 	d->max_msg = max_msg;
 	d->gzip_ok = gzip_ok;
-	buf_init(&d->in, max_buffered);
+	/* Decoded on the loop thread, and short-lived (a unary body). */
+	buf_init_loop(&d->in, max_buffered);
 }
 
 void env_dec_free(struct env_dec *d)

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -344,4 +345,41 @@ Test(fs_entry, deep_tree)
 	cr_assert_eq(fs_remove_all(p, err, sizeof(err)), 0, "%s", err);
 	struct stat st;
 	cr_assert_eq(lstat(p, &st), -1);
+}
+
+/* Built in the caller's buffer when it fits, on the heap when not; the
+ * same message either way, and fs_entry_free releases both. */
+Test(fs_entry, entry_info_in_caller_storage)
+{
+	_Alignas(max_align_t) unsigned char buf[1024], small[64];
+	char p[PATH_MAX], err[512];
+	Filesystem__EntryInfo *a, *b, *c;
+
+	mk("f.txt", "hello");
+	snprintf(p, sizeof(p), "%s/f.txt", dir);
+	cr_assert_eq(setxattr(p, "user.e2b.k", "v", 1, 0) == 0 || errno == ENOTSUP, 1);
+	cr_assert_eq(fs_entry_info(p, &a, err, sizeof(err)), 0);
+	cr_assert_eq(fs_entry_info_in(p, buf, sizeof(buf), &b, err, sizeof(err)), 0);
+	cr_assert_eq(fs_entry_info_in(p, small, sizeof(small), &c, err, sizeof(err)), 0);
+	cr_assert_eq((void *)b, (void *)buf, "fits: in the buffer");
+	cr_assert_neq((void *)c, (void *)small, "too small: on the heap");
+	Filesystem__EntryInfo *v[] = { b, c };
+	for (int i = 0; i < 2; i++) {
+		cr_assert_str_eq(v[i]->name, a->name);
+		cr_assert_str_eq(v[i]->path, a->path);
+		cr_assert_str_eq(v[i]->permissions, a->permissions);
+		cr_assert_str_eq(v[i]->owner, a->owner);
+		cr_assert_eq(v[i]->size, 5);
+		cr_assert_eq(v[i]->type, a->type);
+		cr_assert_eq(v[i]->n_metadata, a->n_metadata);
+		cr_assert_not_null(v[i]->modified_time);
+		cr_assert_eq(v[i]->modified_time->seconds, a->modified_time->seconds);
+	}
+	fs_entry_free(a);
+	fs_entry_free(b);
+	fs_entry_free(c);
+	/* A missing path: the error, nothing built. */
+	snprintf(p, sizeof(p), "%s/nope", dir);
+	cr_assert_eq(fs_entry_info_in(p, buf, sizeof(buf), &b, err, sizeof(err)), -ENOENT);
+	cr_assert_null(b);
 }
