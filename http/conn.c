@@ -44,11 +44,13 @@ static struct conn *conns;
 
 static void rbuf_put(struct conn *c);
 static void conn_want_write(struct conn *c);
+static void flush_forget(struct conn *c);
 static void conn_pause_read(struct conn *c, bool paused);
 static void conn_kick_input(struct conn *c);
 
 static void conn_free(struct conn *c)
 {
+	flush_forget(c);
 	ev_io_stop(envd_loop, &c->rio);
 	ev_io_stop(envd_loop, &c->wio);
 	ev_timer_stop(envd_loop, &c->idle);
@@ -93,10 +95,65 @@ static void conn_close_after_flush(struct conn *c)
 	conn_want_write(c);
 }
 
+/*
+ * Output is written without a trip through epoll where it fits: a
+ * connection that gets output while its write watcher is off is put on a
+ * list, and an ev_prepare writes the list out after the rest of the
+ * iteration's work (lowest priority: worker completions come first) and
+ * before libev hands its watcher changes to the kernel. A reply that fits
+ * in the socket then leaves in the iteration that made it, and the write
+ * watcher, started and stopped again before libev reifies it, costs no
+ * epoll_ctl; only a connection whose socket is full waits for EPOLLOUT.
+ */
+static struct conn *flush_head;
+static ev_prepare flush_prepare;
+static bool flush_started;
+
+static void conn_write_cb(struct ev_loop *loop, ev_io *w, int revents);
+
+static void flush_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	while (flush_head) {
+		struct conn *c = flush_head;
+		flush_head = c->flush_next;
+		c->flush_next = NULL;
+		c->flush_queued = false;
+		if (!c->dead && ev_is_active(&c->wio))
+			conn_write_cb(loop, &c->wio, EV_WRITE);
+	}
+}
+
+static void flush_forget(struct conn *c)
+{
+	if (!c->flush_queued)
+		return;
+	for (struct conn **pp = &flush_head; *pp; pp = &(*pp)->flush_next) {
+		if (*pp == c) {
+			*pp = c->flush_next;
+			break;
+		}
+	}
+	c->flush_next = NULL;
+	c->flush_queued = false;
+}
+
 static void conn_want_write(struct conn *c)
 {
-	if (!c->dead && !ev_is_active(&c->wio))
-		ev_io_start(envd_loop, &c->wio);
+	if (c->dead || ev_is_active(&c->wio))
+		return;
+	ev_io_start(envd_loop, &c->wio);
+	if (!flush_started) {
+		ev_prepare_init(&flush_prepare, flush_cb);
+		ev_set_priority(&flush_prepare, EV_MINPRI);
+		ev_prepare_start(envd_loop, &flush_prepare);
+		ev_unref(envd_loop); /* it must not keep ev_run alive */
+		flush_started = true;
+	}
+	if (!c->flush_queued) {
+		c->flush_queued = true;
+		c->flush_next = flush_head;
+		flush_head = c;
+	}
 }
 
 static void conn_pause_read(struct conn *c, bool paused)

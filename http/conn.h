@@ -49,6 +49,8 @@ struct conn {
 	char peer[64];
 	struct link_rate rate; /* what its writes showed of the link */
 	struct conn *prev, *next;
+	struct conn *flush_next; /* on the list of conns to write this iteration */
+	bool flush_queued;
 };
 
 #define CONN_RBUF_SIZE (64 * 1024)
