@@ -105,26 +105,40 @@ static int statx_mnt_id(int fd, unsigned long *id)
 #endif
 }
 
+/* The key and kind of mount `id`, which open file `fd` is on: fstatfs's
+ * magic (a local kind answers it from memory; any other, FUSE or NFS, may
+ * ask its server, which is why this runs on a worker only), else the
+ * fstype mountinfo gives. */
+static int mount_of_id(int fd, unsigned long id, uint64_t *key, bool *local)
+{
+	char fstype[64];
+	struct statfs sf;
+	int rc;
+
+	*key = id + 2; /* worker_path_key's numbering */
+	if (fstatfs(fd, &sf) == 0) {
+		*local = magic_local((unsigned long)sf.f_type);
+		return 0;
+	}
+	if ((rc = mount_fstype(id, fstype, sizeof(fstype))) < 0)
+		return rc;
+	*local = fsjob_fstype_local(fstype);
+	return 0;
+}
+
 int fsjob_fd_mount(int fd, uint64_t *key, bool *local)
 {
-	char p[64], line[256], fstype[64];
+	char p[64], line[256];
 	unsigned long id = 0;
 	bool found = false;
-	struct statfs sf;
 	FILE *f;
 
 	*key = 1;
 	*local = false;
-	/* The fast way: statx for the mount, fstatfs for its kind. A local
-	 * kind answers fstatfs from memory; any other (FUSE, NFS) may ask its
-	 * server, which is why this runs on a worker only. */
-	if (statx_mnt_id(fd, &id) == 0) {
-		*key = id + 2; /* worker_path_key's numbering */
-		if (fstatfs(fd, &sf) == 0) {
-			*local = magic_local((unsigned long)sf.f_type);
-			return 0;
-		}
-	}
+	/* The fast way: statx for the mount; where it cannot tell, /proc's
+	 * fdinfo. */
+	if (statx_mnt_id(fd, &id) == 0)
+		return mount_of_id(fd, id, key, local);
 	snprintf(p, sizeof(p), "/proc/self/fdinfo/%d", fd);
 	if (!(f = fopen(p, "re")))
 		return -errno;
@@ -136,12 +150,7 @@ int fsjob_fd_mount(int fd, uint64_t *key, bool *local)
 	fclose(f);
 	if (!found)
 		return -ENOENT;
-	*key = id + 2; /* worker_path_key's numbering */
-	int rc = mount_fstype(id, fstype, sizeof(fstype));
-	if (rc < 0)
-		return rc;
-	*local = fsjob_fstype_local(fstype);
-	return 0;
+	return mount_of_id(fd, id, key, local);
 }
 
 /*
@@ -223,9 +232,8 @@ int fsjob_fd_stat(int fd, struct stat *st, uint64_t *key, bool *local)
 		 * of 0 (qemu-user passes the mask on without the field) is not
 		 * believed. */
 		if ((x.mask & STATX_MNT_ID_OLD) && x.mnt_id) {
-			struct statfs sf;
-			*key = x.mnt_id + 2; /* worker_path_key's numbering */
-			*local = fstatfs(fd, &sf) == 0 && magic_local((unsigned long)sf.f_type);
+			*local = false;
+			mount_of_id(fd, (unsigned long)x.mnt_id, key, local);
 			return 0;
 		}
 		fsjob_fd_mount(fd, key, local);

@@ -67,6 +67,16 @@ expect_eq "range on an empty file is ignored" "200" "$(status "$U?path=$(enc "$D
 expect_eq "missing file 404" "404" "$(status "$U?path=$(enc "$D/nope")")"
 expect_match "404 message" "path '$D/nope' does not exist" "$(body "$U?path=$(enc "$D/nope")")"
 expect_eq "directory 400" "400" "$(status "$U?path=$(enc "$D")")"
+expect_match "directory message" "path '$D' is a directory" "$(body "$U?path=$(enc "$D")")"
+expect_eq "archive= of a file 400" "400" "$(status "$U?path=$(enc "$D/r.txt")&archive=tar")"
+expect_match "archive= of a file message" "path '$D/r.txt' is not a directory" \
+	"$(body "$U?path=$(enc "$D/r.txt")&archive=tar")"
+# A path that is there but cannot be opened (a socket: ENXIO) is told
+# apart from one that is not there.
+/usr/bin/python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$D/sock"
+expect_eq "socket 500" "500" "$(status "$U?path=$(enc "$D/sock")")"
+expect_match "socket message" "error opening file '$D/sock': open $D/sock: no such device or address" \
+	"$(body "$U?path=$(enc "$D/sock")")"
 expect_eq "unknown user 401" "401" "$(status "$U?path=$(enc "$D/r.txt")&username=nobody-here")"
 expect_match "unknown user message" "error looking up user 'nobody-here': user: unknown user nobody-here" \
 	"$(body "$U?path=$(enc "$D/r.txt")&username=nobody-here")"
