@@ -24,13 +24,13 @@
 #include "http/h2.h"
 #include "http/http.h"
 #include "process/cgroup.h"
-#include "sandbox/cgroup.h"
+#include "sandbox/workload.h"
 #include "sandbox/control.h"
 #include "base/child.h"
 #include "base/errstr.h"
-#include "files/archive.h"
+#include "transfer/archive.h"
 #include "changes/changes.h"
-#include "files/files_http.h"
+#include "transfer/files_http.h"
 #include "fs/fs_service.h"
 #include "base/uptmp.h"
 #include "base/sdnotify.h"
@@ -247,7 +247,7 @@ static const char *cgroup_root_flag(void)
 	static char found[4096];
 	const struct flag *f = flag_get("cgroup-root");
 
-	return f->set ? f->v.s : cgroup_find_root(found, sizeof(found));
+	return f->set ? f->v.s : workload_find_root(found, sizeof(found));
 }
 
 /* The one line envd always prints at start (stderr, with or without
@@ -262,7 +262,7 @@ static void say_started(long long port)
 		"envd %s listening on %s%s%s:%lld%s: HTTP/1.1 and HTTP/2 (h2c); Connect, gRPC, gRPC-Web; %s\n",
 		ENVD_VERSION, any || strchr(addr, ':') ? "[" : "", any ? "::" : addr,
 		any || strchr(addr, ':') ? "]" : "", port, any ? " (every IPv4 and IPv6 address)" : "",
-		cgroup_status());
+		workload_status());
 }
 
 static void on_stop_signal(struct ev_loop *loop, ev_signal *w, int revents)
@@ -371,7 +371,7 @@ int main(int argc, char **argv)
 	 * a hand-over the port comes with the record, and the commands taken
 	 * over need their leaves (tree kill, usage, removal): set up first. */
 	if (resume)
-		cgroup_setup(cgroup_root_flag(), flag_get("no-cgroups")->v.b);
+		workload_setup(cgroup_root_flag(), flag_get("no-cgroups")->v.b);
 	int rc = resume ? upgrade_resume() : -1;
 	if (rc < 0)
 		rc = server_listen((int)port, flag_get("addr")->v.s);
@@ -380,7 +380,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (!resume)
-		cgroup_setup(cgroup_root_flag(), flag_get("no-cgroups")->v.b);
+		workload_setup(cgroup_root_flag(), flag_get("no-cgroups")->v.b);
 	/* Processes a killed envd kept in the fd store (docs/crash.md). */
 	keep_adopt_all(handed, n_handed);
 	for (size_t i = 0; i < n_handed; i++)

@@ -14,7 +14,7 @@
 #include "base/log.h"
 #include "sandbox/control.h"
 #include "changes/changes.h"
-#include "files/files_http.h"
+#include "transfer/files_http.h"
 #include "envd/router.h"
 #include "sandbox/upgrade.h"
 #include "rpc/rpc.h"

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "files/archive.h"
+#include "transfer/archive.h"
 
 static char base[64];
 static int base_fd = -1;

@@ -2,7 +2,7 @@
 /* The multipart parser, fed in pieces whose sizes come from the input. */
 #include <string.h>
 
-#include "files/multipart.h"
+#include "transfer/multipart.h"
 
 static int begin(void *ud, const struct mp_part *p) { return 0; }
 static int part_data(void *ud, const uint8_t *p, size_t n) { return 0; }

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "files/files_util.h"
+#include "transfer/files_util.h"
 #include "http/http.h"
 #include "envd/router.h"
 #include "base/users.h"

@@ -3,7 +3,7 @@
  * cgroup.h - one cgroup v2 leaf per started command.
  *
  * The workload cgroups (`user` for pipe commands, `ptys` for PTY ones) are
- * created at start-up by sandbox/cgroup.c, which then hands their paths to
+ * created at start-up by sandbox/workload.c, which then hands their paths to
  * pcg_configure(). From then on every command gets a leaf of its own under
  * one of them, created before the spawn; the child is created in it
  * (clone3) or joins it before exec (spawn.h), so nothing the command runs

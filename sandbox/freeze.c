@@ -20,7 +20,7 @@
 #include "base/loop.h"
 #include "base/worker.h"
 #include "process/cgroup.h"
-#include "sandbox/cgroup.h"
+#include "sandbox/workload.h"
 
 /* From linux/fs.h, which clashes with <limits.h> under musl. */
 #ifndef FIFREEZE
@@ -293,7 +293,7 @@ static void disarm_watchdog(void)
 
 static void do_freeze(struct result *res, size_t max)
 {
-	const char *root = cgroup_root();
+	const char *root = workload_root();
 	struct sweep_ctx c = { .res = res, .first = !applied };
 	double t0 = now_ms();
 
@@ -325,7 +325,7 @@ static void do_freeze(struct result *res, size_t max)
 /* Count the confirmed state of what we asked to freeze; true when settled. */
 static bool confirm(struct result *res)
 {
-	const char *root = cgroup_root();
+	const char *root = workload_root();
 
 	res->frozen = res->not_frozen = res->unobservable = 0;
 	for (size_t i = 0; root && i < ours.n; i++) {
@@ -465,7 +465,7 @@ static bool thaw_one(const char *root, const char *rel, void *ud)
 
 int freeze_thaw(void)
 {
-	const char *root = cgroup_root();
+	const char *root = workload_root();
 	struct thaw_ctx c = { .err = 0 };
 	size_t visited = 0;
 	int rc;
@@ -539,7 +539,7 @@ static bool audit_one(const char *root, const char *rel, void *ud)
 
 bool freeze_audit(char *buf, size_t len)
 {
-	const char *root = cgroup_root();
+	const char *root = workload_root();
 	struct audit_ctx c = { .frozen = 0 };
 	size_t visited = 0, violations = 0;
 	bool truncated;

@@ -13,7 +13,7 @@
 #include "base/base64.h"
 #include "base/buf.h"
 #include "base/users.h"
-#include "files/multipart.h"
+#include "transfer/multipart.h"
 #include "proto/pbjson.h"
 #include "filesystem.pb-c.h"
 #include "process.pb-c.h"
@@ -70,7 +70,7 @@ Test(cores_alloc, base64_allocates_nothing)
 }
 
 /* ---------------------------------------------------------------------- */
-/* files/multipart.c: the parser works in its own struct                      */
+/* transfer/multipart.c: the parser works in its own struct                      */
 
 static int mp_begin(void *ud, const struct mp_part *p) { (*(int *)ud)++; return 0; }
 static int mp_data(void *ud, const uint8_t *d, size_t n) { return 0; }

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "files/archive.h"
+#include "transfer/archive.h"
 
 /* ---- the pure part: entry names ---- */
 

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "files/fsjob.h"
+#include "transfer/fsjob.h"
 
 Test(fsjob, local_fstypes)
 {

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "files/files_util.h"
+#include "transfer/files_util.h"
 
 Test(files_util, signature_vectors)
 {

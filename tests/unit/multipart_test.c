@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "files/multipart.h"
+#include "transfer/multipart.h"
 
 /* Collected parts: "name|filename|has|body" per part. */
 struct sink {

@@ -10,8 +10,8 @@
  * Errors: 0 or a negative errno: -EBADMSG for a malformed body, -EINVAL for
  * a malformed parameter; a callback's negative value is passed through.
  */
-#ifndef FILES_MULTIPART_H
-#define FILES_MULTIPART_H
+#ifndef TRANSFER_MULTIPART_H
+#define TRANSFER_MULTIPART_H
 
 #include <limits.h>
 #include <stdbool.h>

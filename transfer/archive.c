@@ -9,7 +9,7 @@
  * opened with O_NOFOLLOW, so no name can reach outside that directory
  * whatever symlinks exist or were created earlier by the same archive.
  */
-#include "files/archive.h"
+#include "transfer/archive.h"
 
 #include <archive.h>
 #include <archive_entry.h>

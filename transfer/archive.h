@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * archive.h - whole directories as tar, tar.gz or zip, both ways (the
- * blocking half; files/files_archive.c is the HTTP edge).
+ * blocking half; transfer/files_archive.c is the HTTP edge).
  *
  * Formats are read and written by libarchive. Everything here blocks on
  * the filesystem and runs on the worker pool, never on the event loop.
@@ -17,8 +17,8 @@
  * entries, limits on entries, bytes and compression ratio);
  * arch_merge_check and arch_merge then move the result into place.
  */
-#ifndef FILES_ARCHIVE_H
-#define FILES_ARCHIVE_H
+#ifndef TRANSFER_ARCHIVE_H
+#define TRANSFER_ARCHIVE_H
 
 #include <stdbool.h>
 #include <stddef.h>

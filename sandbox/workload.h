@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cgroup.h - the workload cgroups, set up once at start-up.
+ * workload.h - the workload cgroups, set up once at start-up.
  *
  * Under the cgroup root (flag -cgroup-root, a cgroup2 directory, possibly
  * not the mount's top) envd creates `user` (pipe commands) and `ptys` (PTY
@@ -10,8 +10,8 @@
  * below one of them. The freeze endpoints (sandbox/freeze.h) use the same
  * directories. See docs/cgroups.md.
  */
-#ifndef SANDBOX_CGROUP_H
-#define SANDBOX_CGROUP_H
+#ifndef SANDBOX_WORKLOAD_H
+#define SANDBOX_WORKLOAD_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,9 +19,9 @@
 /*
  * Set up under `root`. With `disabled`, or when root is not a cgroup2
  * directory envd may manage, nothing is created and commands run without
- * cgroups (cgroup_status() says why). Returns true when cgroups are in use.
+ * cgroups (workload_status() says why). Returns true when cgroups are in use.
  */
-bool cgroup_setup(const char *root, bool disabled);
+bool workload_setup(const char *root, bool disabled);
 
 /*
  * Where cgroup2 is mounted, for when -cgroup-root is not given:
@@ -29,14 +29,14 @@ bool cgroup_setup(const char *root, bool disabled);
  * /proc/self/mountinfo (a hybrid host mounts it at /sys/fs/cgroup/unified).
  * Written into `out`; NULL when there is none.
  */
-const char *cgroup_find_root(char *out, size_t len);
+const char *workload_find_root(char *out, size_t len);
 
 /* One phrase for the start-up line: where the cgroups are, or why off. */
-const char *cgroup_status(void);
+const char *workload_status(void);
 
 /* The directories in use; NULL when cgroups are off. */
-const char *cgroup_root(void);
-const char *cgroup_user_dir(void);
-const char *cgroup_ptys_dir(void);
+const char *workload_root(void);
+const char *workload_user_dir(void);
+const char *workload_ptys_dir(void);
 
 #endif

@@ -20,7 +20,7 @@
  * is submitted (gz_adapt): faster, down to stored, while the link waits
  * for the compressor; harder, up to 9, while output backs up.
  */
-#include "files/gzsend.h"
+#include "transfer/gzsend.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -34,7 +34,7 @@
 #include "base/log.h"
 #include "base/pgzip.h"
 #include "base/worker.h"
-#include "files/fsjob.h"
+#include "transfer/fsjob.h"
 #include "http/linkrate.h"
 
 enum slot_state { SLOT_IDLE, SLOT_BUSY, SLOT_DONE };

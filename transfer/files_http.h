@@ -16,8 +16,8 @@
  * Errors: answered on the exchange as an HTTP status with an envd JSON error
  * (docs/protocol.md, "Files HTTP API").
  */
-#ifndef FILES_FILES_HTTP_H
-#define FILES_FILES_HTTP_H
+#ifndef TRANSFER_FILES_HTTP_H
+#define TRANSFER_FILES_HTTP_H
 
 #include "http/http.h"
 

@@ -2,7 +2,7 @@
 /*
  * files_util.c - pure helpers for /files.
  */
-#include "files/files_util.h"
+#include "transfer/files_util.h"
 
 #include <ctype.h>
 #include <errno.h>

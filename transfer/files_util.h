@@ -7,8 +7,8 @@
  *
  * Errors: negative errno values (-ERANGE, -EINVAL) where a call can fail.
  */
-#ifndef FILES_FILES_UTIL_H
-#define FILES_FILES_UTIL_H
+#ifndef TRANSFER_FILES_UTIL_H
+#define TRANSFER_FILES_UTIL_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -22,7 +22,7 @@
  * Lifetime: as in files_http.c, the context lives in r->ud until
  * on_close; a job in flight when the client goes away frees it on return.
  */
-#include "files/files_archive.h"
+#include "transfer/files_archive.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,10 +38,10 @@
 #include "base/errstr.h"
 #include "base/log.h"
 #include "base/worker.h"
-#include "files/archive.h"
+#include "transfer/archive.h"
 #include "fs/entry.h"
-#include "files/files_util.h"
-#include "files/fsjob.h"
+#include "transfer/files_util.h"
+#include "transfer/fsjob.h"
 
 #define FILL_WANT (256 * 1024)
 

@@ -2,7 +2,7 @@
 /*
  * fsjob.c - mounts of open files, closes off the loop (see fsjob.h).
  */
-#include "files/fsjob.h"
+#include "transfer/fsjob.h"
 
 #include <errno.h>
 #include <stddef.h>

@@ -12,8 +12,8 @@
  * Memory per download is bounded: GZSEND_SLOTS pieces in flight plus the
  * response queue's high-water mark.
  */
-#ifndef FILES_GZSEND_H
-#define FILES_GZSEND_H
+#ifndef TRANSFER_GZSEND_H
+#define TRANSFER_GZSEND_H
 
 #include <limits.h>
 #include <stdbool.h>

@@ -14,8 +14,8 @@
  * never of the path; so a symlink into another mount is judged by where
  * it really leads.
  */
-#ifndef FILES_FSJOB_H
-#define FILES_FSJOB_H
+#ifndef TRANSFER_FSJOB_H
+#define TRANSFER_FSJOB_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,7 +2,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "sandbox/cgroup.h"
+#include "sandbox/workload.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -23,12 +23,12 @@
 
 static char root_dir[PATH_MAX - 32], user_dir[PATH_MAX], ptys_dir[PATH_MAX];
 static bool on;
-/* What the start-up line says about cgroups (cgroup_status()). */
+/* What the start-up line says about cgroups (workload_status()). */
 static char status[PATH_MAX + 128] = "cgroups off";
 
-const char *cgroup_root(void) { return on ? root_dir : NULL; }
-const char *cgroup_user_dir(void) { return on ? user_dir : NULL; }
-const char *cgroup_ptys_dir(void) { return on ? ptys_dir : NULL; }
+const char *workload_root(void) { return on ? root_dir : NULL; }
+const char *workload_user_dir(void) { return on ? user_dir : NULL; }
+const char *workload_ptys_dir(void) { return on ? ptys_dir : NULL; }
 
 /* Start-up notes go to stderr, like the other start-up messages. */
 static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -42,7 +42,7 @@ static void note(const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Why cgroups are off: said once, in the start-up line (cgroup_status()). */
+/* Why cgroups are off: said once, in the start-up line (workload_status()). */
 static void off(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void off(const char *fmt, ...)
 {
@@ -53,7 +53,7 @@ static void off(const char *fmt, ...)
 	va_end(ap);
 }
 
-const char *cgroup_status(void) { return status; }
+const char *workload_status(void) { return status; }
 
 static bool is_cgroup2(const char *dir)
 {
@@ -79,7 +79,7 @@ static void unescape(char *s)
 	*w = '\0';
 }
 
-const char *cgroup_find_root(char *out, size_t len)
+const char *workload_find_root(char *out, size_t len)
 {
 	static const char std[] = "/sys/fs/cgroup";
 	char line[4096];
@@ -169,7 +169,7 @@ static bool make(const char *dir)
 	return true;
 }
 
-bool cgroup_setup(const char *root, bool disabled)
+bool workload_setup(const char *root, bool disabled)
 {
 	unsigned long long total, reserve, mem_max;
 	char v[32];

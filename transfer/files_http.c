@@ -8,7 +8,7 @@
  *     MiB at a time, refilled from on_writable;
  *   - gzip downloads are read and compressed in blocks on the worker
  *     pool, a few in flight, while the output queue is below
- *     HTTP_QUEUE_HIGH (files/gzsend.c);
+ *     HTTP_QUEUE_HIGH (transfer/gzsend.c);
  *   - uploads are inflated (if gzip) and parsed (if multipart) as they
  *     arrive and written straight to the target file. That work runs on
  *     the worker pool, one job per upload at a time; the loop only
@@ -19,7 +19,7 @@
  * on_close synchronously, so nothing touches the context after ending a
  * response.
  */
-#include "files/files_http.h"
+#include "transfer/files_http.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,15 +37,15 @@
 #include <zlib.h>
 
 #include "fs/entry.h"
-#include "files/files_archive.h"
+#include "transfer/files_archive.h"
 #include "base/buf.h"
 #include "base/errstr.h"
-#include "files/files_util.h"
+#include "transfer/files_util.h"
 #include "base/pgzip.h"
-#include "files/fsjob.h"
-#include "files/gzsend.h"
+#include "transfer/fsjob.h"
+#include "transfer/gzsend.h"
 #include "http/linkrate.h"
-#include "files/multipart.h"
+#include "transfer/multipart.h"
 #include "base/uptmp.h"
 #include "base/log.h"
 #include "base/state.h"

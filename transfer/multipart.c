@@ -9,7 +9,7 @@
  * passed through with memchr and one callback, which keeps large uploads
  * at memory speed.
  */
-#include "files/multipart.h"
+#include "transfer/multipart.h"
 
 #include <ctype.h>
 #include <errno.h>

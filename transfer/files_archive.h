@@ -6,8 +6,8 @@
  * "Directory archives"). files_http.c has checked the signature and
  * looked the user up before handing the request over.
  */
-#ifndef FILES_FILES_ARCHIVE_H
-#define FILES_FILES_ARCHIVE_H
+#ifndef TRANSFER_FILES_ARCHIVE_H
+#define TRANSFER_FILES_ARCHIVE_H
 
 #include <stdbool.h>
 
