@@ -2,25 +2,16 @@
 /*
  * changes.h - the change journal (docs/protocol.md, "Changes"): which
  * paths changed on the sandbox's filesystems, since a checkpoint and per
- * command.
+ * command. The front of three parts:
  *
- * A fanotify group with a filesystem mark on every local filesystem that
- * takes one (the root filesystem, tmpfs mounts...) reports every change by
- * directory handle + name. A thread of our own reads the group, resolves
- * handles to paths (open_by_handle_at, readlink of the descriptor), stats
- * the result and looks up the writing process's cgroup and parents; the
- * loop only records the resolved batches in the journal (changes/journal.h)
- * and answers questions. Network and FUSE mounts are listed as not
- * tracked. When the thread falls behind (the kernel queue overflows) the
- * journal records a gap and checkpoints before it answer resync.
- *
- * Where fanotify is unavailable (no CAP_SYS_ADMIN, no FID reporting), or a
- * local filesystem refuses its mark (a default overlayfs, a btrfs
- * subvolume), the same thread watches a few trees there with recursive
- * inotify (changes/inotree.h): the home directories (/root, /home/<name>),
- * /tmp, and the working directory of each command started with
- * trackChanges. inotify names no writer: those changes are attributed
- * "during" in a command's end event.
+ *   changes/source.h   the thread that reads fanotify (or recursive
+ *                      inotify where fanotify cannot watch) and feeds the
+ *                      journal (changes/journal.h), which it owns;
+ *   changes/tracker.h  what a command changed (the process table's
+ *                      tracker hooks, the end event's changes);
+ *   changes.c          the questions (the Changes RPC, GET /changes), and
+ *                      start, stop and hand-over in the order the parts
+ *                      need.
  *
  * The loop never makes a syscall on a user's path here: the request's
  * path is only a string prefix of journal entries.
@@ -54,10 +45,11 @@ extern enum changes_source changes_source;
 extern size_t changes_inotify_watches;
 
 /*
- * Start the journal (loop thread, before the loop runs): a new epoch, or
- * the one the hand-over record carried (changes_adopt before). Starts the
- * reader thread; failures to watch are logged, never fatal. Also installs
- * the process tracker (process.h). 0 or -errno.
+ * Start the journal (loop thread, before the loop runs) when
+ * changes_max_paths is not 0: a new epoch, or the one the hand-over record
+ * carried (changes_adopt before). Starts the reader thread (source.h);
+ * failures to watch are logged, never fatal. Also installs the process
+ * tracker (tracker.h). 0 or -errno.
  */
 int changes_start(void);
 

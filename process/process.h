@@ -255,7 +255,7 @@ void process_end_streams(enum rpc_code code, const char *msg);
 int process_adopt(const struct process_snapshot *s, struct ring *ring);
 
 /*
- * Change tracking, installed by the change journal (changes/changes.c), which
+ * Change tracking, installed by the change journal (changes/tracker.c), which
  * sits above this layer. `begin` runs on the loop just before a command is
  * spawned (every command, so changes can be attributed to it; pid -1, the
  * cgroup known; `cwd` is its working directory, borrowed for the call) and
