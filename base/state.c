@@ -8,6 +8,7 @@
 
 #include "base/state.h"
 #include "base/buf.h"
+#include "base/handover.h"
 
 int64_t state_last_init_ns;
 
@@ -183,3 +184,63 @@ void envstore_entry(size_t i, const char **key, const char **value)
 }
 
 bool envstore_entry_internal(size_t i) { return env_at(i)->internal; }
+
+/* ---- live upgrade and crash survival ---- */
+
+void state_handover_save(struct handover *h)
+{
+	Upgrade__HandoverState *st = h->st;
+	size_t tlen;
+	const char *tok = state_token(&tlen);
+	if (tok && state_token_is_set()) {
+		st->has_access_token = true;
+		st->access_token.data = (uint8_t *)tok;
+		st->access_token.len = tlen;
+	}
+	st->default_user = (char *)state_default_user();
+	st->default_workdir = (char *)(state_default_workdir() ? state_default_workdir() : "");
+	for (size_t i = 0; i < envstore_count(); i++) {
+		Upgrade__EnvVar *e = handover_alloc(h, sizeof(*e));
+		const char *k, *v;
+		if (!e)
+			break;
+		upgrade__env_var__init(e);
+		envstore_entry(i, &k, &v);
+		e->key = (char *)k;
+		e->value = (char *)v;
+		e->internal = envstore_entry_internal(i);
+		HANDOVER_PUSH(h, st->user_env, st->n_user_env, e);
+	}
+	st->last_init_ns = state_last_init_ns;
+}
+
+void state_handover_restore(struct handover *h)
+{
+	const Upgrade__HandoverState *st = h->st;
+
+	if (st->has_access_token)
+		state_token_set((const char *)st->access_token.data, st->access_token.len);
+	if (st->default_user && *st->default_user)
+		state_set_default_user(st->default_user);
+	if (st->default_workdir && *st->default_workdir)
+		state_set_default_workdir(st->default_workdir);
+	{
+		const char **keys = calloc(st->n_user_env + 1, sizeof(*keys));
+		const char **vals = calloc(st->n_user_env + 1, sizeof(*vals));
+		size_t n = 0;
+		for (size_t i = 0; keys && vals && i < st->n_user_env; i++) {
+			if (st->user_env[i]->internal) {
+				envstore_set_internal(st->user_env[i]->key, st->user_env[i]->value);
+			} else {
+				keys[n] = st->user_env[i]->key;
+				vals[n++] = st->user_env[i]->value;
+			}
+		}
+		if (n)
+			envstore_replace_user(keys, vals, n);
+		free(keys);
+		free(vals);
+	}
+	if (st->last_init_ns > state_last_init_ns)
+		state_last_init_ns = st->last_init_ns;
+}

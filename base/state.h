@@ -45,4 +45,15 @@ bool envstore_entry_internal(size_t i);
 /* Largest /init timestamp applied so far (ns since epoch), for replay guard. */
 extern int64_t state_last_init_ns;
 
+/*
+ * The /init state in the hand-over record (base/handover.h): access token,
+ * default user and workdir, the env store, the newest /init timestamp.
+ * The save borrows the state's strings (unchanged until the record is
+ * packed); the restore copies them, and keeps the newer timestamp. Also
+ * what is kept for a restart after a crash (docs/crash.md).
+ */
+struct handover;
+void state_handover_save(struct handover *h);
+void state_handover_restore(struct handover *h);
+
 #endif

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/handover.h"
 #include "base/log.h"
 #include "base/state.h"
 #include "base/users.h"
@@ -388,17 +389,25 @@ size_t changes_paths(void)
 	return source_journal()->n;
 }
 
-int changes_snapshot(Upgrade__ChangeJournal *out)
+void changes_handover_save(struct handover *h)
 {
-	return source_snapshot(out);
+	static Upgrade__ChangeJournal cj;
+
+	/* The change journal: its group crosses the exec, so changes made
+	 * meanwhile wait in the kernel and old checkpoints still answer. */
+	if (source_snapshot(&cj) == 0 && cj.epoch) {
+		h->st->changes = &cj;
+		handover_keep_fd(h, cj.fanotify_fd);
+	}
 }
 
-void changes_resume(void)
+void changes_handover_cancel(void)
 {
 	source_resume();
 }
 
-int changes_adopt(const Upgrade__ChangeJournal *in)
+void changes_handover_restore(struct handover *h)
 {
-	return source_adopt(in, changes_max_paths);
+	if (h->st->changes && source_adopt(h->st->changes, changes_max_paths) < 0)
+		log_error("envd", "upgrade: the change journal was not taken over");
 }

@@ -24,7 +24,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "handover.pb-c.h"
 #include "http/http.h"
 #include "rpc/rpc.h"
 
@@ -63,17 +62,21 @@ void changes_rpc(struct rpc_call *call, const ProtobufCMessage *msg);
 void changes_http_get(struct http_req *r);
 
 /*
- * Live upgrade. changes_snapshot stops the thread after it has handed over
- * everything read so far and fills `out` (memory valid until changes_stop
- * or the process image is replaced); the fanotify descriptor is in
- * out->fanotify_fd. changes_adopt restores the record's journal for
- * changes_start (which takes the descriptor over). 0 or -errno.
+ * The journal in the hand-over record (base/handover.h, field 1009). The
+ * save stops the reader thread after it has handed over everything read
+ * so far, answers every barrier waiting, and records every path with its
+ * sequence numbers, the checkpoint counters, the journal's identity and
+ * the fanotify group (kept across the exec; inotify watches are not, and
+ * a gap is recorded for them). Nothing is saved while the journal is off.
+ * The cancel (the exec failed) lets the thread read again. The restore,
+ * before changes_start, takes the record's journal and group over (with
+ * -changes-max-paths 0 the group is closed); serials of commands do not
+ * cross, so "by" becomes unknown.
  */
-int changes_snapshot(Upgrade__ChangeJournal *out);
-/* The exec failed: carry on (the thread reads again). */
-void changes_resume(void);
-/* Take the record's journal (copied) for changes_start; before it. */
-int changes_adopt(const Upgrade__ChangeJournal *in);
+struct handover;
+void changes_handover_save(struct handover *h);
+void changes_handover_cancel(void);
+void changes_handover_restore(struct handover *h);
 
 /* Journal state for tests and metrics. */
 size_t changes_paths(void);

@@ -23,6 +23,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "base/handover.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "http/conn.h"
@@ -654,6 +655,35 @@ int server_listen_fd(int fd)
 int server_listener_fd(void)
 {
 	return listen_io.cb == accept_cb ? listen_io.fd : -1;
+}
+
+void server_handover_save(struct handover *h)
+{
+	int lfd = server_listener_fd();
+
+	if (lfd >= 0) {
+		int32_t *l = handover_alloc(h, sizeof(*l));
+		if (l) {
+			*l = lfd;
+			h->st->listen_fds = l;
+			h->st->n_listen_fds = 1;
+			handover_keep_fd(h, lfd);
+		}
+	}
+}
+
+int server_handover_restore(struct handover *h)
+{
+	const Upgrade__HandoverState *st = h->st;
+	int lfd = -1;
+
+	for (size_t i = 0; i < st->n_listen_fds; i++) {
+		if (lfd < 0 && server_listen_fd(st->listen_fds[i]) == 0)
+			lfd = st->listen_fds[i];
+		else if (st->listen_fds[i] != lfd && handover_fd_open(st->listen_fds[i]))
+			close(st->listen_fds[i]);
+	}
+	return lfd;
 }
 
 bool server_output_pending(void)

@@ -75,6 +75,15 @@ int server_listen(int port, const char *addr);
 int server_listen_fd(int fd);
 /* The listening socket, or -1 before server_listen. */
 int server_listener_fd(void);
+/*
+ * The listener in the hand-over record (base/handover.h, field 1000): the
+ * save keeps it across the exec; the restore serves on the first inherited
+ * listener that is one, closes the others, and returns it (-1: none, the
+ * caller listens as usual).
+ */
+struct handover;
+void server_handover_save(struct handover *h);
+int server_handover_restore(struct handover *h);
 /* Stop/resume accepting: pending connections wait in the backlog. */
 void server_pause_accept(bool paused);
 /* True while a live connection still has output queued (not yet written to

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/errstr.h"
+#include "base/handover.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/worker.h"
@@ -758,6 +759,25 @@ void pcg_owned_leaves(void (*fn)(void *ud, const char *path), void *ud)
 		fn(ud, l->path);
 	for (struct pcg_leaf *l = lingering; l; l = l->next)
 		fn(ud, l->path);
+}
+
+static void save_leaf(void *ud, const char *path)
+{
+	struct handover *h = ud;
+
+	/* Borrowed: the module's lists are unchanged until the record is packed. */
+	HANDOVER_PUSH(h, h->st->cgroup_leaves, h->st->n_cgroup_leaves, (char *)path);
+}
+
+void pcg_handover_save(struct handover *h)
+{
+	pcg_owned_leaves(save_leaf, h);
+}
+
+void pcg_handover_restore(struct handover *h)
+{
+	for (size_t i = 0; i < h->st->n_cgroup_leaves; i++)
+		pcg_release_path(h->st->cgroup_leaves[i]);
 }
 
 void pcg_shutdown(void)

@@ -136,6 +136,11 @@ bool pcg_idle(void);
 void pcg_owned_leaves(void (*fn)(void *ud, const char *path), void *ud);
 /* Take over the removal of a leaf the previous image owned. */
 void pcg_release_path(const char *path);
+/* The same through the hand-over record (base/handover.h, field 1010):
+ * the save borrows the paths, the restore releases each. */
+struct handover;
+void pcg_handover_save(struct handover *h);
+void pcg_handover_restore(struct handover *h);
 
 /* ---- helpers shared with the cgroup manager (sandbox/) ---- */
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/errstr.h"
+#include "base/handover.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/worker.h"
@@ -576,6 +577,30 @@ void freeze_state_set(const struct freeze_state *in)
 		arm_watchdog();
 	else
 		disarm_watchdog();
+}
+
+void freeze_handover_save(struct handover *h)
+{
+	Upgrade__HandoverState *st = h->st;
+
+	st->frozen = applied;
+	for (size_t i = 0; i < guest.n_guest && i < FREEZE_GUEST_MAX; i++)
+		HANDOVER_PUSH(h, st->guest_frozen_cgroups, st->n_guest_frozen_cgroups, guest.guest[i]);
+	if (st->n_guest_frozen_cgroups)
+		st->schema = 2;
+}
+
+void freeze_handover_restore(struct handover *h)
+{
+	const Upgrade__HandoverState *st = h->st;
+	static struct freeze_state fz;
+
+	memset(&fz, 0, sizeof(fz));
+	fz.applied = st->frozen;
+	for (size_t i = 0; i < st->n_guest_frozen_cgroups && fz.n_guest < FREEZE_GUEST_MAX; i++)
+		snprintf(fz.guest[fz.n_guest++], sizeof(fz.guest[0]), "%s", st->guest_frozen_cgroups[i]);
+	if (fz.applied || fz.n_guest)
+		freeze_state_set(&fz);
 }
 
 /* ---- filesystem freeze: FIFREEZE / FITHAW on "/", one at a time ---- */

@@ -13,7 +13,8 @@
  * freeze and thaw; only the confirmation wait spans loop iterations.
  *
  * The state (applied or not, the guest-frozen list) is exported through
- * freeze_state_get/_set so a live upgrade can carry it across an exec.
+ * freeze_state_get/_set, and carried across a live upgrade's exec by
+ * freeze_handover_save/_restore.
  */
 #ifndef SANDBOX_FREEZE_H
 #define SANDBOX_FREEZE_H
@@ -49,5 +50,16 @@ struct freeze_state {
 void freeze_state_get(struct freeze_state *out);
 /* Restore (re-arming the watchdog when applied). */
 void freeze_state_set(const struct freeze_state *in);
+
+/*
+ * The freeze state in the hand-over record (base/handover.h): whether a
+ * freeze of ours is in effect (field 1007) and the guest-frozen cgroups
+ * (field 8; the record's schema is 2 when there are any). The save
+ * borrows the paths (unchanged until the record is packed); the restore
+ * re-arms the watchdog when a freeze was in effect.
+ */
+struct handover;
+void freeze_handover_save(struct handover *h);
+void freeze_handover_restore(struct handover *h);
 
 #endif

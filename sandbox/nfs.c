@@ -13,6 +13,7 @@
 
 #include "base/child.h"
 #include "base/errstr.h"
+#include "base/handover.h"
 #include "sandbox/nfs.h"
 #include "base/worker.h"
 
@@ -169,18 +170,7 @@ int nfs_mount_async(const struct nfs_volume *vols, size_t n, const char *lifecyc
 
 /* ---- live upgrade: the ledger of what is mounted carries over ---- */
 
-size_t nfs_ledger_count(void)
-{
-	return n_mounted;
-}
-
-void nfs_ledger_entry(size_t i, const char **path, const char **lifecycle)
-{
-	*path = mounted[i].path;
-	*lifecycle = mounted[i].lifecycle;
-}
-
-int nfs_ledger_add(const char *path, const char *lifecycle)
+static int ledger_add(const char *path, const char *lifecycle)
 {
 	if (n_mounted >= NFS_MAX_RECORDS)
 		return -ENOSPC;
@@ -194,4 +184,23 @@ int nfs_ledger_add(const char *path, const char *lifecycle)
 	mounted[n_mounted].lifecycle = l;
 	n_mounted++;
 	return 0;
+}
+
+void nfs_handover_save(struct handover *h)
+{
+	for (size_t i = 0; i < n_mounted; i++) {
+		Upgrade__MountEntry *m = handover_alloc(h, sizeof(*m));
+		if (!m)
+			break;
+		upgrade__mount_entry__init(m);
+		m->path = mounted[i].path;
+		m->lifecycle_id = mounted[i].lifecycle;
+		HANDOVER_PUSH(h, h->st->mounts, h->st->n_mounts, m);
+	}
+}
+
+void nfs_handover_restore(struct handover *h)
+{
+	for (size_t i = 0; i < h->st->n_mounts; i++)
+		ledger_add(h->st->mounts[i]->path, h->st->mounts[i]->lifecycle_id);
 }

@@ -24,11 +24,16 @@ struct nfs_volume {
 int nfs_mount_async(const struct nfs_volume *vols, size_t n, const char *lifecycle,
 		    void (*done)(void *ud, const char *err), void *ud);
 
-/* The ledger of mounts made (path -> lifecycle), for the live-upgrade
- * record. Loop thread, while no mount job runs. */
-size_t nfs_ledger_count(void);
-void nfs_ledger_entry(size_t i, const char **path, const char **lifecycle);
-int nfs_ledger_add(const char *path, const char *lifecycle);
+/*
+ * The ledger of mounts made (path -> lifecycle) in the live-upgrade record
+ * (base/handover.h), so a repeated /init does not mount again. The save
+ * borrows the ledger's strings; the restore copies the record's (past the
+ * ledger's bound of 64, or out of memory, an entry is left out: that
+ * volume would be mounted again). Loop thread, while no mount job runs.
+ */
+struct handover;
+void nfs_handover_save(struct handover *h);
+void nfs_handover_restore(struct handover *h);
 
 /* mount(8) and friends; tests point these at stand-ins. */
 extern const char *nfs_mount_bin;

@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/handover.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "sandbox/portfwd.h"
@@ -914,32 +915,18 @@ void portfwd_stop(void)
 
 /* ---- live upgrade ---- */
 
-size_t portfwd_snapshot(struct portfwd_handover *out, size_t max)
-{
-	size_t k = 0;
-
-	for (struct fwd *f = pf.fwds; f && k < max; f = f->next) {
-		if (f->lfd < 0)
-			continue;
-		out[k].port = f->port;
-		out[k].target_family = f->target_family;
-		out[k].lfd = f->lfd;
-		k++;
-	}
-	return k;
-}
-
-int portfwd_adopt(const struct portfwd_handover *h)
+/* A forward listener inherited across the exec (after portfwd_start). */
+static int fwd_adopt(uint16_t port, uint8_t target_family, int lfd)
 {
 	struct fwd *f;
 
-	if (!pf.running || h->port == 0 || pf.by_port[h->port])
+	if (!pf.running || port == 0 || pf.by_port[port])
 		return -EINVAL;
-	f = fwd_new(h->port);
+	f = fwd_new(port);
 	if (!f)
 		return -ENOMEM;
-	f->target_family = h->target_family == AF_INET6 ? AF_INET6 : AF_INET;
-	f->lfd = h->lfd;
+	f->target_family = target_family == AF_INET6 ? AF_INET6 : AF_INET;
+	f->lfd = lfd;
 	f->seen = true;
 	fcntl(f->lfd, F_SETFD, FD_CLOEXEC);
 	ev_io_init(&f->lio, fwd_accept_cb, f->lfd, EV_READ);
@@ -948,26 +935,18 @@ int portfwd_adopt(const struct portfwd_handover *h)
 	return 0;
 }
 
-size_t portfwd_relay_snapshot(struct portfwd_relay_state *out, size_t max)
-{
-	size_t k = 0;
+/* A relayed connection: both sockets, the pipe of each direction with the
+ * bytes it holds, and where each direction is in its shutdown. */
+struct relay_state {
+	int fd[2];        /* [0] accepted client, [1] loopback service */
+	int pipe[2][2];   /* direction i carries fd[i] -> fd[1 - i] */
+	size_t pending[2];
+	bool eof[2], shut[2];
+	bool connecting;
+};
 
-	for (struct relay *r = pf.relays; r && k < max; r = r->next) {
-		struct portfwd_relay_state *s = &out[k++];
-		s->connecting = r->connecting;
-		for (int i = 0; i < 2; i++) {
-			s->fd[i] = r->fd[i];
-			s->pipe[i][0] = r->d[i].pipe[0];
-			s->pipe[i][1] = r->d[i].pipe[1];
-			s->pending[i] = r->d[i].pending;
-			s->eof[i] = r->d[i].eof;
-			s->shut[i] = r->d[i].shut;
-		}
-	}
-	return k;
-}
-
-int portfwd_relay_adopt(const struct portfwd_relay_state *s)
+/* Carry on relaying with inherited descriptors (after portfwd_start). */
+static int relay_adopt(const struct relay_state *s)
 {
 	struct relay *r;
 
@@ -996,4 +975,98 @@ int portfwd_relay_adopt(const struct portfwd_relay_state *s)
 	/* Whatever arrived during the exec is waiting in the sockets. */
 	relay_pump(r);
 	return 0;
+}
+
+void portfwd_handover_save(struct handover *h)
+{
+	Upgrade__HandoverState *st = h->st;
+	size_t k = 0;
+
+	for (struct fwd *fw = pf.fwds; fw && k < PORTFWD_MAX_FORWARDS; fw = fw->next) {
+		if (fw->lfd < 0)
+			continue;
+		k++;
+		Upgrade__ForwardedPort *f = handover_alloc(h, sizeof(*f));
+		char *key = handover_alloc(h, 32);
+		if (!f || !key)
+			break;
+		upgrade__forwarded_port__init(f);
+		snprintf(key, 32, "%d-%u", (int)getpid(), fw->port);
+		f->key = key;
+		f->port = fw->port;
+		f->listener_pid = (uint32_t)getpid();
+		f->family = fw->target_family == AF_INET6 ? 6 : 4;
+		f->listen_fd = fw->lfd;
+		handover_keep_fd(h, fw->lfd);
+		HANDOVER_PUSH(h, st->forwards, st->n_forwards, f);
+	}
+	k = 0;
+	for (struct relay *rl = pf.relays; rl && k < PORTFWD_MAX_RELAYS; rl = rl->next, k++) {
+		Upgrade__Relay *r = handover_alloc(h, sizeof(*r));
+		int32_t *pfds = handover_alloc(h, 4 * sizeof(*pfds));
+		uint64_t *pend = handover_alloc(h, 2 * sizeof(*pend));
+		protobuf_c_boolean *eof = handover_alloc(h, 2 * sizeof(*eof)), *shut = handover_alloc(h, 2 * sizeof(*shut));
+		if (!r || !pfds || !pend || !eof || !shut)
+			break;
+		upgrade__relay__init(r);
+		r->client_fd = rl->fd[0];
+		r->service_fd = rl->fd[1];
+		for (int d = 0; d < 2; d++) {
+			pfds[2 * d] = rl->d[d].pipe[0];
+			pfds[2 * d + 1] = rl->d[d].pipe[1];
+			pend[d] = rl->d[d].pending;
+			eof[d] = rl->d[d].eof;
+			shut[d] = rl->d[d].shut;
+		}
+		r->pipe_fds = pfds;
+		r->n_pipe_fds = 4;
+		r->pending = pend;
+		r->n_pending = 2;
+		r->eof = eof;
+		r->n_eof = 2;
+		r->shut = shut;
+		r->n_shut = 2;
+		r->connecting = rl->connecting;
+		handover_keep_fd(h, r->client_fd);
+		handover_keep_fd(h, r->service_fd);
+		for (int j = 0; j < 4; j++)
+			handover_keep_fd(h, pfds[j]);
+		HANDOVER_PUSH(h, st->relays, st->n_relays, r);
+	}
+}
+
+void portfwd_handover_restore(struct handover *h)
+{
+	const Upgrade__HandoverState *st = h->st;
+
+	for (size_t i = 0; i < st->n_forwards; i++) {
+		Upgrade__ForwardedPort *f = st->forwards[i];
+		if (f->listen_fd <= 0 || !handover_fd_open(f->listen_fd))
+			continue; /* the scanner forwards it again within a period */
+		if (fwd_adopt((uint16_t)f->port, f->family == 6 ? AF_INET6 : AF_INET, f->listen_fd) < 0)
+			close(f->listen_fd);
+	}
+	for (size_t i = 0; i < st->n_relays; i++) {
+		Upgrade__Relay *r = st->relays[i];
+		struct relay_state s = { .fd = { r->client_fd, r->service_fd }, .connecting = r->connecting };
+		bool ok = r->n_pipe_fds == 4 && r->n_pending == 2 && r->n_eof == 2 && r->n_shut == 2 &&
+			  handover_fd_open(r->client_fd) && handover_fd_open(r->service_fd);
+		for (int d = 0; ok && d < 2; d++) {
+			s.pipe[d][0] = r->pipe_fds[2 * d];
+			s.pipe[d][1] = r->pipe_fds[2 * d + 1];
+			s.pending[d] = r->pending[d];
+			s.eof[d] = r->eof[d];
+			s.shut[d] = r->shut[d];
+			ok = handover_fd_open(s.pipe[d][0]) && handover_fd_open(s.pipe[d][1]);
+		}
+		if (ok && relay_adopt(&s) == 0)
+			continue;
+		/* Cannot carry on: the connection is closed rather than leaked. */
+		int all[6] = { r->client_fd, r->service_fd, -1, -1, -1, -1 };
+		for (size_t k = 0; k < r->n_pipe_fds && k < 4; k++)
+			all[2 + k] = r->pipe_fds[k];
+		for (int k = 0; k < 6; k++)
+			if (handover_fd_open(all[k]))
+				close(all[k]);
+	}
 }

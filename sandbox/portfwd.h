@@ -84,29 +84,18 @@ size_t portfwd_active_relays(void);
 
 /* ---- live upgrade: forward listeners are inherited across execve ---- */
 
-struct portfwd_handover {
-	uint16_t port;
-	uint8_t target_family; /* AF_INET or AF_INET6 */
-	int lfd;               /* listening socket on the sandbox address */
-};
-
-/* The forwards that have a listener now; returns how many were written. */
-size_t portfwd_snapshot(struct portfwd_handover *out, size_t max);
-/* Take over an inherited listener (after portfwd_start). 0 or -errno. */
-int portfwd_adopt(const struct portfwd_handover *h);
-
-/* A relayed connection: both sockets, the pipe of each direction with the
- * bytes it holds, and where each direction is in its shutdown. */
-struct portfwd_relay_state {
-	int fd[2];        /* [0] accepted client, [1] loopback service */
-	int pipe[2][2];   /* direction i carries fd[i] -> fd[1 - i] */
-	size_t pending[2];
-	bool eof[2], shut[2];
-	bool connecting;
-};
-size_t portfwd_relay_snapshot(struct portfwd_relay_state *out, size_t max);
-/* Carry on relaying with inherited descriptors (after portfwd_start). */
-int portfwd_relay_adopt(const struct portfwd_relay_state *s);
+/*
+ * The forwards' part of the hand-over record (base/handover.h): each
+ * forward's listener on the sandbox address, and each relayed connection
+ * (both sockets, the pipe of each direction with the bytes in it, EOF and
+ * shutdown per direction), all kept across the exec. The restore runs
+ * after portfwd_start and takes them over; a listener that cannot be is
+ * closed (the scanner forwards its port again within a period), a relay
+ * that cannot be is closed rather than leaked.
+ */
+struct handover;
+void portfwd_handover_save(struct handover *h);
+void portfwd_handover_restore(struct handover *h);
 
 /* ---- scanning, exposed for unit tests ---- */
 

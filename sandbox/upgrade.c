@@ -33,27 +33,27 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/arena.h"
 #include "handover.pb-c.h"
 
+#include "base/handover.h"
 #include "base/log.h"
 #include "base/loop.h"
+#include "base/sdnotify.h"
 #include "base/state.h"
 #include "changes/changes.h"
+#include "fs/fs_handover.h"
 #include "fs/fs_service.h"
-#include "fs/watch.h"
 #include "http/conn.h"
 #include "process/cgroup.h"
+#include "process/keep.h"
 #include "process/process.h"
-#include "process/ring.h"
-#include "process/session.h"
+#include "process/process_handover.h"
+#include "process/session_handover.h"
 #include "sandbox/freeze.h"
 #include "sandbox/logexport.h"
 #include "sandbox/nfs.h"
 #include "sandbox/portfwd.h"
 #include "sandbox/upgrade.h"
-#include "base/sdnotify.h"
-#include "process/keep.h"
 
 extern char **environ;
 
@@ -160,317 +160,6 @@ static void upg_fail(struct upg *u, const char *fmt, ...)
 	upg_free(u);
 }
 
-/* ---- building the record ---- */
-
-/* Append one pointer to a protobuf-c repeated field kept in the arena. */
-#define PUSH(a, arr, n, item)                                                              \
-	do {                                                                               \
-		void *_np = arena_alloc((a), ((n) + 1) * sizeof(*(arr)));                      \
-		if (_np) {                                                                 \
-			if (n)                                                             \
-				memcpy(_np, (arr), (n) * sizeof(*(arr)));                  \
-			(arr) = _np;                                                       \
-			(arr)[(n)++] = (item);                                             \
-		}                                                                          \
-	} while (0)
-
-/* Descriptors whose close-on-exec flag was cleared, to restore on failure. */
-struct fdlist {
-	int fd[4096];
-	size_t n;
-};
-
-static void keep_fd(struct fdlist *l, int fd)
-{
-	if (fd < 0 || l->n >= sizeof(l->fd) / sizeof(l->fd[0]))
-		return;
-	for (size_t i = 0; i < l->n; i++)
-		if (l->fd[i] == fd)
-			return;
-	if (fcntl(fd, F_SETFD, 0) == 0)
-		l->fd[l->n++] = fd;
-}
-
-static Upgrade__OutputRing *ring_to_record(struct arena *a, const struct ring *rg)
-{
-	Upgrade__OutputRing *o = arena_alloc(a, sizeof(*o));
-	uint64_t off;
-
-	if (!o)
-		return NULL;
-	upgrade__output_ring__init(o);
-	o->start = ring_start(rg);
-	o->end = ring_end(rg);
-	off = o->start;
-	while (off < o->end) {
-		enum ring_kind kind;
-		const uint8_t *p;
-		long n = ring_peek(rg, off, &kind, &p, (size_t)(o->end - off));
-		Upgrade__OutputRun *last = o->n_runs ? o->runs[o->n_runs - 1] : NULL;
-
-		if (n <= 0)
-			break;
-		if (last && last->kind == (uint32_t)kind) {
-			uint8_t *d = arena_alloc(a, last->data.len + (size_t)n);
-			if (!d)
-				return NULL;
-			memcpy(d, last->data.data, last->data.len);
-			memcpy(d + last->data.len, p, (size_t)n);
-			last->data.data = d;
-			last->data.len += (size_t)n;
-		} else {
-			Upgrade__OutputRun *run = arena_alloc(a, sizeof(*run));
-			uint8_t *d = arena_alloc(a, (size_t)n);
-			if (!run || !d)
-				return NULL;
-			upgrade__output_run__init(run);
-			run->kind = (uint32_t)kind;
-			memcpy(d, p, (size_t)n);
-			run->data.data = d;
-			run->data.len = (size_t)n;
-			PUSH(a, o->runs, o->n_runs, run);
-		}
-		off += (uint64_t)n;
-	}
-	/* Bytes that did not fit are recorded as evicted (the start moves). */
-	uint64_t have = 0;
-	for (size_t i = 0; i < o->n_runs; i++)
-		have += o->runs[i]->data.len;
-	o->start = o->end - have;
-	return o;
-}
-
-struct build {
-	struct arena *a;
-	struct fdlist *fds;
-	Upgrade__HandoverState *st;
-};
-
-static void add_process(void *ud, const struct process_snapshot *s)
-{
-	struct build *b = ud;
-	struct arena *a = b->a;
-
-	if (s->finished) {
-		Upgrade__HandoverExit *x = arena_alloc(a, sizeof(*x));
-		Process__ProcessEvent__EndEvent *end = arena_alloc(a, sizeof(*end));
-		if (!x || !end)
-			return;
-		upgrade__handover_exit__init(x);
-		process__process_event__end_event__init(end);
-		x->pid = s->pid;
-		x->tag = (char *)(s->tag ? s->tag : "");
-		x->has_tag = s->tag != NULL;
-		end->exit_code = s->exit_code;
-		end->exited = s->exited;
-		end->status = (char *)s->status;
-		if (s->exit_code != 0) {
-			end->optional_error_case = PROCESS__PROCESS_EVENT__END_EVENT__OPTIONAL_ERROR_ERROR;
-			end->error = (char *)s->status;
-		}
-		x->end = end;
-		x->remaining_ms = s->retain_left_ms;
-		x->output = ring_to_record(a, s->ring);
-		x->pty = s->pty;
-		x->config = (Process__ProcessConfig *)s->config;
-		PUSH(a, b->st->terminated, b->st->n_terminated, x);
-		return;
-	}
-	Upgrade__HandoverProc *p = arena_alloc(a, sizeof(*p));
-	if (!p)
-		return;
-	upgrade__handover_proc__init(p);
-	p->pid = s->pid;
-	p->tag = (char *)(s->tag ? s->tag : "");
-	p->has_tag = s->tag != NULL;
-	p->cg_type = (char *)(s->pty ? "pty" : "user");
-	p->config = (Process__ProcessConfig *)s->config;
-	p->stdout_fd = p->stderr_fd = p->stdin_fd = p->tty_fd = -1;
-	if (s->pty) {
-		p->tty_fd = s->out_fd;
-		p->has_stdout = s->out_fd >= 0;
-	} else {
-		p->stdout_fd = s->out_fd;
-		p->stderr_fd = s->err_fd;
-		p->stdin_fd = s->in_fd;
-		p->has_stdout = s->out_fd >= 0;
-		p->has_stderr = s->err_fd >= 0;
-		p->has_stdin = s->in_fd >= 0;
-	}
-	keep_fd(b->fds, s->out_fd);
-	keep_fd(b->fds, s->err_fd);
-	keep_fd(b->fds, s->in_fd);
-	p->timeout_ms = s->timeout_left_ms;
-	p->output = ring_to_record(a, s->ring);
-	p->stdin_pending.data = (uint8_t *)s->stdin_pending;
-	p->stdin_pending.len = s->stdin_pending_len;
-	p->stdin_close_pending = s->stdin_close_pending;
-	p->reaped = s->reaped;
-	p->exit_code = s->exit_code;
-	p->exited = s->exited;
-	p->status = (char *)s->status;
-	p->cgroup = (char *)(s->cgroup ? s->cgroup : "");
-	PUSH(a, b->st->processes, b->st->n_processes, p);
-}
-
-static char *arena_str(struct arena *a, const char *s)
-{
-	size_t n = strlen(s ? s : "") + 1;
-	char *o = arena_alloc(a, n);
-
-	if (o)
-		memcpy(o, s ? s : "", n);
-	return o;
-}
-
-static void add_session(void *ud, const struct session_snapshot *s)
-{
-	struct build *b = ud;
-	struct arena *a = b->a;
-	Upgrade__HandoverSession *hs = arena_alloc(a, sizeof(*hs));
-	char **envp = arena_alloc(a, (s->n_envp + 1) * sizeof(char *));
-	int32_t *keeps = arena_alloc(a, (s->n_keep_fds + 1) * sizeof(int32_t));
-
-	if (!hs || !envp || !keeps)
-		return;
-	upgrade__handover_session__init(hs);
-	hs->name = arena_str(a, s->name);
-	hs->user = arena_str(a, s->user);
-	hs->uid = (uint32_t)s->uid;
-	hs->set_ids = s->set_ids;
-	hs->home_cwd = arena_str(a, s->home_cwd);
-	for (size_t i = 0; i < s->n_envp; i++)
-		envp[i] = arena_str(a, s->envp[i]);
-	hs->envp = envp;
-	hs->n_envp = s->n_envp;
-	hs->dir = arena_str(a, s->dir);
-	hs->id = s->id;
-	hs->seq = s->seq;
-	hs->pid = s->pid;
-	hs->cmd_fd = s->cmd_fd;
-	hs->status_fd = s->st_fd;
-	hs->nonce = arena_str(a, s->nonce);
-	hs->ready = s->ready;
-	hs->created_ms = s->created_ms;
-	hs->used_ms = s->used_ms;
-	hs->busy = s->busy;
-	hs->busy_started = s->busy_started;
-	hs->busy_in_fd = s->busy_in_fd;
-	for (size_t i = 0; i < s->n_keep_fds; i++) {
-		keeps[i] = s->keep_fds[i];
-		keep_fd(b->fds, s->keep_fds[i]);
-	}
-	hs->keep_fds = keeps;
-	hs->n_keep_fds = s->n_keep_fds;
-	keep_fd(b->fds, s->cmd_fd);
-	keep_fd(b->fds, s->st_fd);
-	keep_fd(b->fds, s->busy_in_fd);
-	PUSH(a, b->st->sessions, b->st->n_sessions, hs);
-}
-
-static void add_watcher(void *ud, const struct fs_watcher_snapshot *s)
-{
-	struct build *b = ud;
-	Upgrade__HandoverWatcher *w = arena_alloc(b->a, sizeof(*w));
-
-	if (!w)
-		return;
-	upgrade__handover_watcher__init(w);
-	w->id = (char *)s->id;
-	w->path = (char *)s->path;
-	w->recursive = s->recursive;
-	w->include_entry_info = s->include_entry;
-	w->pending_events = (Filesystem__FilesystemEvent **)s->events;
-	w->n_pending_events = s->n_events;
-	if (s->watch) {
-		int wd;
-		const char *rel;
-		w->inotify_fd = fs_watch_fd(s->watch);
-		for (size_t i = 0; fs_watch_wd(s->watch, i, &wd, &rel); i++) {
-			Upgrade__WatchDescriptor *d = arena_alloc(b->a, sizeof(*d));
-			if (!d)
-				return;
-			upgrade__watch_descriptor__init(d);
-			d->wd = wd;
-			d->rel = (char *)rel;
-			PUSH(b->a, w->wds, w->n_wds, d);
-		}
-		keep_fd(b->fds, w->inotify_fd);
-	}
-	PUSH(b->a, b->st->watchers, b->st->n_watchers, w);
-}
-
-/* Pack the whole state; *out is malloc'ed. */
-struct leaves_ctx {
-	struct arena *a;
-	Upgrade__HandoverState *st;
-};
-
-static void add_leaf(void *ud, const char *path)
-{
-	struct leaves_ctx *c = ud;
-
-	/* Borrowed: the module's list is unchanged until the record is packed. */
-	PUSH(c->a, c->st->cgroup_leaves, c->st->n_cgroup_leaves, (char *)path);
-}
-
-/* The /init state into a record (pointers borrowed from the state). */
-static void init_state_fill(Upgrade__HandoverState *st, struct arena *a)
-{
-	size_t tlen;
-	const char *tok = state_token(&tlen);
-	if (tok && state_token_is_set()) {
-		st->has_access_token = true;
-		st->access_token.data = (uint8_t *)tok;
-		st->access_token.len = tlen;
-	}
-	st->default_user = (char *)state_default_user();
-	st->default_workdir = (char *)(state_default_workdir() ? state_default_workdir() : "");
-	for (size_t i = 0; i < envstore_count(); i++) {
-		Upgrade__EnvVar *e = arena_alloc(a, sizeof(*e));
-		const char *k, *v;
-		if (!e)
-			break;
-		upgrade__env_var__init(e);
-		envstore_entry(i, &k, &v);
-		e->key = (char *)k;
-		e->value = (char *)v;
-		e->internal = envstore_entry_internal(i);
-		PUSH(a, st->user_env, st->n_user_env, e);
-	}
-	st->last_init_ns = state_last_init_ns;
-}
-
-/* ... and back. */
-static void init_state_apply(const Upgrade__HandoverState *st)
-{
-	if (st->has_access_token)
-		state_token_set((const char *)st->access_token.data, st->access_token.len);
-	if (st->default_user && *st->default_user)
-		state_set_default_user(st->default_user);
-	if (st->default_workdir && *st->default_workdir)
-		state_set_default_workdir(st->default_workdir);
-	{
-		const char **keys = calloc(st->n_user_env + 1, sizeof(*keys));
-		const char **vals = calloc(st->n_user_env + 1, sizeof(*vals));
-		size_t n = 0;
-		for (size_t i = 0; keys && vals && i < st->n_user_env; i++) {
-			if (st->user_env[i]->internal) {
-				envstore_set_internal(st->user_env[i]->key, st->user_env[i]->value);
-			} else {
-				keys[n] = st->user_env[i]->key;
-				vals[n++] = st->user_env[i]->value;
-			}
-		}
-		if (n)
-			envstore_replace_user(keys, vals, n);
-		free(keys);
-		free(vals);
-	}
-	if (st->last_init_ns > state_last_init_ns)
-		state_last_init_ns = st->last_init_ns;
-}
-
 /* ---- the /init state kept for a restart after a crash (docs/crash.md) ---- */
 
 /* Two names used in turn: the new state is stored before the old one is
@@ -481,7 +170,7 @@ static uint64_t kept_gen;
 void upgrade_keep_init_state(void)
 {
 	Upgrade__HandoverState st = UPGRADE__HANDOVER_STATE__INIT;
-	struct arena a = { 0 };
+	struct handover h;
 	char name[32];
 	size_t len;
 	uint8_t *buf = NULL;
@@ -489,7 +178,8 @@ void upgrade_keep_init_state(void)
 
 	if (!keep_enabled)
 		return;
-	init_state_fill(&st, &a);
+	handover_init(&h, &st);
+	state_handover_save(&h);
 	len = upgrade__handover_state__get_packed_size(&st);
 	if (!(buf = malloc(8 + len)))
 		goto out;
@@ -508,11 +198,12 @@ out:
 	if (fd >= 0)
 		close(fd);
 	free(buf);
-	arena_free(&a);
+	handover_free(&h);
 }
 
 void upgrade_restore_init_state(struct sdnotify_fd *fds, size_t n)
 {
+	struct handover h;
 	Upgrade__HandoverState *best = NULL;
 	uint64_t best_gen = 0;
 
@@ -545,7 +236,8 @@ void upgrade_restore_init_state(struct sdnotify_fd *fds, size_t n)
 	}
 	if (!best)
 		return;
-	init_state_apply(best);
+	handover_init(&h, best);
+	state_handover_restore(&h);
 	upgrade__handover_state__free_unpacked(best, NULL);
 	kept_gen = best_gen;
 	/* Stored again under this envd, and the older name dropped. */
@@ -554,129 +246,40 @@ void upgrade_restore_init_state(struct sdnotify_fd *fds, size_t n)
 }
 
 
-static int build_record(struct fdlist *fds, uint8_t **out, size_t *out_len)
+/*
+ * Pack the whole state; *out is malloc'ed. Each owner saves its own part
+ * (base/handover.h); the descriptors they keep are listed in h.
+ */
+static int build_record(struct handover *h, uint8_t **out, size_t *out_len)
 {
-	struct arena a = { 0 };
-	struct build b = { .a = &a, .fds = fds };
-	Upgrade__HandoverState st = UPGRADE__HANDOVER_STATE__INIT;
+	Upgrade__HandoverState *st = h->st;
 	int rc = 0;
 
-	b.st = &st;
-	st.schema = 1;
-	st.from_ver = (char *)upgrade_version;
-	st.arch = (char *)RECORD_ARCH;
-	process_snapshot_each(add_process, &b);
-	session_snapshot_each(add_session, &b);
-	fs_watchers_snapshot_each(add_watcher, &b);
-	for (size_t i = 0; i < nfs_ledger_count(); i++) {
-		Upgrade__MountEntry *m = arena_alloc(&a, sizeof(*m));
-		const char *path, *lc;
-		if (!m)
-			break;
-		upgrade__mount_entry__init(m);
-		nfs_ledger_entry(i, &path, &lc);
-		m->path = (char *)path;
-		m->lifecycle_id = (char *)lc;
-		PUSH(&a, st.mounts, st.n_mounts, m);
-	}
-	struct portfwd_handover fw[PORTFWD_MAX_FORWARDS];
-	size_t nfw = portfwd_snapshot(fw, PORTFWD_MAX_FORWARDS);
-	for (size_t i = 0; i < nfw; i++) {
-		Upgrade__ForwardedPort *f = arena_alloc(&a, sizeof(*f));
-		char *key = arena_alloc(&a, 32);
-		if (!f || !key)
-			break;
-		upgrade__forwarded_port__init(f);
-		snprintf(key, 32, "%d-%u", (int)getpid(), fw[i].port);
-		f->key = key;
-		f->port = fw[i].port;
-		f->listener_pid = (uint32_t)getpid();
-		f->family = fw[i].target_family == AF_INET6 ? 6 : 4;
-		f->listen_fd = fw[i].lfd;
-		keep_fd(fds, fw[i].lfd);
-		PUSH(&a, st.forwards, st.n_forwards, f);
-	}
-	static struct portfwd_relay_state rs[PORTFWD_MAX_RELAYS];
-	size_t nrs = portfwd_relay_snapshot(rs, PORTFWD_MAX_RELAYS);
-	for (size_t i = 0; i < nrs; i++) {
-		Upgrade__Relay *r = arena_alloc(&a, sizeof(*r));
-		int32_t *pfds = arena_alloc(&a, 4 * sizeof(*pfds));
-		uint64_t *pend = arena_alloc(&a, 2 * sizeof(*pend));
-		protobuf_c_boolean *eof = arena_alloc(&a, 2 * sizeof(*eof)), *shut = arena_alloc(&a, 2 * sizeof(*shut));
-		if (!r || !pfds || !pend || !eof || !shut)
-			break;
-		upgrade__relay__init(r);
-		r->client_fd = rs[i].fd[0];
-		r->service_fd = rs[i].fd[1];
-		for (int d = 0; d < 2; d++) {
-			pfds[2 * d] = rs[i].pipe[d][0];
-			pfds[2 * d + 1] = rs[i].pipe[d][1];
-			pend[d] = rs[i].pending[d];
-			eof[d] = rs[i].eof[d];
-			shut[d] = rs[i].shut[d];
-		}
-		r->pipe_fds = pfds;
-		r->n_pipe_fds = 4;
-		r->pending = pend;
-		r->n_pending = 2;
-		r->eof = eof;
-		r->n_eof = 2;
-		r->shut = shut;
-		r->n_shut = 2;
-		r->connecting = rs[i].connecting;
-		keep_fd(fds, r->client_fd);
-		keep_fd(fds, r->service_fd);
-		for (int k = 0; k < 4; k++)
-			keep_fd(fds, pfds[k]);
-		PUSH(&a, st.relays, st.n_relays, r);
-	}
-	int lfd = server_listener_fd();
-	if (lfd >= 0) {
-		int32_t *l = arena_alloc(&a, sizeof(*l));
-		if (l) {
-			*l = lfd;
-			st.listen_fds = l;
-			st.n_listen_fds = 1;
-			keep_fd(fds, lfd);
-		}
-	}
-	init_state_fill(&st, &a);
-
-	/* The change journal: its group crosses the exec, so changes made
-	 * meanwhile wait in the kernel and old checkpoints still answer. */
-	static Upgrade__ChangeJournal cj;
-	if (changes_snapshot(&cj) == 0 && cj.epoch) {
-		st.changes = &cj;
-		keep_fd(fds, cj.fanotify_fd);
-	}
-
-	/* The freeze state: whether a freeze of ours is in effect, and the
-	 * cgroups the guest had frozen itself (a thaw must leave them). */
-	static struct freeze_state fz;
-	freeze_state_get(&fz);
-	st.frozen = fz.applied;
-	for (size_t i = 0; i < fz.n_guest && i < FREEZE_GUEST_MAX; i++)
-		PUSH(&a, st.guest_frozen_cgroups, st.n_guest_frozen_cgroups, fz.guest[i]);
-	if (st.n_guest_frozen_cgroups)
-		st.schema = 2;
+	st->schema = 1;
+	st->from_ver = (char *)upgrade_version;
+	st->arch = (char *)RECORD_ARCH;
+	process_handover_save(h);
+	session_handover_save(h);
+	fs_handover_save(h);
+	nfs_handover_save(h);
+	portfwd_handover_save(h);
+	server_handover_save(h);
+	state_handover_save(h);
+	changes_handover_save(h);
+	freeze_handover_save(h); /* schema 2 with guest-frozen cgroups */
 	/* Leaves of no process (spares, released ones): removed by the next
 	 * image, not left behind. */
-	{
-		struct leaves_ctx lc = { .a = &a, .st = &st };
-
-		pcg_owned_leaves(add_leaf, &lc);
-	}
-	if (a.oom) {
+	pcg_handover_save(h);
+	if (h->arena.oom) {
 		rc = -ENOMEM;
 	} else {
-		*out_len = upgrade__handover_state__get_packed_size(&st);
+		*out_len = upgrade__handover_state__get_packed_size(st);
 		*out = malloc(*out_len ? *out_len : 1);
 		if (!*out)
 			rc = -ENOMEM;
 		else
-			upgrade__handover_state__pack(&st, *out);
+			upgrade__handover_state__pack(st, *out);
 	}
-	arena_free(&a);
 	return rc;
 }
 
@@ -712,31 +315,66 @@ static int write_file(const char *path, const uint8_t *p, size_t n)
 	return 0;
 }
 
-/* Write the record and execve; returns only on failure (-errno, err set). */
-static int hand_over(const char *bin, char *err, size_t errlen)
+/* The record written and not yet replaced by the exec: what to undo. */
+static Upgrade__HandoverState out_st;
+static struct handover out_h;
+static bool out_written;
+
+int upgrade_record_write(size_t *len, char *err, size_t errlen)
 {
-	static struct fdlist fds;
 	uint8_t *rec = NULL;
-	size_t len = 0;
 	int rc;
 
-	fds.n = 0;
-	rc = build_record(&fds, &rec, &len);
+	if (out_written)
+		upgrade_record_undo();
+	upgrade__handover_state__init(&out_st);
+	handover_init(&out_h, &out_st);
+	*len = 0;
+	rc = build_record(&out_h, &rec, len);
 	if (rc < 0) {
 		snprintf(err, errlen, "build hand-over record: %s", strerror(-rc));
 		goto restore;
 	}
-	rc = write_file(upgrade_record_path, rec, len);
+	rc = write_file(upgrade_record_path, rec, *len);
 	free(rec);
 	if (rc < 0) {
 		snprintf(err, errlen, "write %s: %s", upgrade_record_path, strerror(-rc));
 		goto restore;
 	}
+	out_written = true;
+	return 0;
+restore:
+	handover_keep_undo(&out_h);
+	handover_free(&out_h);
+	changes_handover_cancel();
+	return rc;
+}
+
+void upgrade_record_undo(void)
+{
+	if (!out_written)
+		return;
+	out_written = false;
+	unlink(upgrade_record_path);
+	handover_keep_undo(&out_h);
+	handover_free(&out_h);
+	changes_handover_cancel();
+}
+
+/* Write the record and execve; returns only on failure (-errno, err set). */
+static int hand_over(const char *bin, char *err, size_t errlen)
+{
+	size_t len;
+	int rc;
+
+	rc = upgrade_record_write(&len, err, errlen);
+	if (rc < 0)
+		return rc;
 	char **argv = calloc((size_t)saved_argc + 2, sizeof(char *));
 	if (!argv) {
 		rc = -ENOMEM;
 		snprintf(err, errlen, "exec %s: %s", bin, strerror(ENOMEM));
-		goto unlink_restore;
+		goto undo;
 	}
 	bool has_flag = false;
 	for (int i = 0; i < saved_argc; i++) {
@@ -753,12 +391,8 @@ static int hand_over(const char *bin, char *err, size_t errlen)
 	rc = -errno;
 	free(argv);
 	snprintf(err, errlen, "exec %s: %s", bin, strerror(-rc));
-unlink_restore:
-	unlink(upgrade_record_path);
-restore:
-	for (size_t i = 0; i < fds.n; i++)
-		fcntl(fds.fd[i], F_SETFD, FD_CLOEXEC);
-	changes_resume();
+undo:
+	upgrade_record_undo();
 	return rc;
 }
 
@@ -1104,95 +738,6 @@ static void close_leftovers(void)
 		log_warn(LOGGER, "upgrade: closed %u inherited descriptors that were not taken over", closed);
 }
 
-static bool fd_open(int fd)
-{
-	return fd > 0 && fcntl(fd, F_GETFD) >= 0;
-}
-
-static int ring_from_record(struct ring *rg, const Upgrade__OutputRing *o)
-{
-	uint64_t total = 0;
-
-	ring_init(rg, process_ring_size);
-	if (!o)
-		return 0;
-	for (size_t i = 0; i < o->n_runs; i++)
-		total += o->runs[i]->data.len;
-	/* Offsets continue where the old image stopped. */
-	rg->start = rg->end = o->end - total;
-	for (size_t i = 0; i < o->n_runs; i++) {
-		uint32_t k = o->runs[i]->kind;
-		if (k < RING_STDOUT || k > RING_PTY)
-			k = RING_STDOUT;
-		if (ring_append(rg, (enum ring_kind)k, o->runs[i]->data.data, o->runs[i]->data.len) < 0)
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-static int adopt_proc(const Upgrade__HandoverProc *hp)
-{
-	struct process_snapshot s = { 0 };
-	struct ring rg;
-	int rc;
-
-	s.pid = hp->pid;
-	s.tag = hp->has_tag ? hp->tag : NULL;
-	s.config = hp->config;
-	s.pty = (hp->cg_type && strcmp(hp->cg_type, "pty") == 0) || fd_open(hp->tty_fd);
-	if (s.pty) {
-		s.out_fd = fd_open(hp->tty_fd) ? hp->tty_fd : -1;
-		s.err_fd = s.in_fd = -1;
-	} else {
-		s.out_fd = fd_open(hp->stdout_fd) ? hp->stdout_fd : -1;
-		s.err_fd = fd_open(hp->stderr_fd) ? hp->stderr_fd : -1;
-		s.in_fd = fd_open(hp->stdin_fd) ? hp->stdin_fd : -1;
-	}
-	s.timeout_left_ms = hp->timeout_ms;
-	s.reaped = hp->reaped;
-	s.exit_code = hp->exit_code;
-	s.exited = hp->exited;
-	s.status = hp->status;
-	s.stdin_pending = hp->stdin_pending.data;
-	s.stdin_pending_len = hp->stdin_pending.len;
-	s.stdin_close_pending = hp->stdin_close_pending;
-	s.cgroup = hp->cgroup && *hp->cgroup ? hp->cgroup : NULL;
-	if (s.pid == 0 || (!s.reaped && kill((pid_t)s.pid, 0) < 0 && errno == ESRCH && s.out_fd < 0))
-		return -ESRCH;
-	rc = ring_from_record(&rg, hp->output);
-	if (rc == 0)
-		rc = process_adopt(&s, &rg);
-	ring_free(&rg);
-	return rc;
-}
-
-static int adopt_exit(const Upgrade__HandoverExit *x)
-{
-	struct process_snapshot s = { 0 };
-	struct ring rg;
-	int rc;
-
-	s.pid = x->pid;
-	s.tag = x->has_tag ? x->tag : NULL;
-	s.finished = true;
-	s.pty = x->pty;
-	s.config = x->config;
-	s.retain_left_ms = x->remaining_ms;
-	s.out_fd = s.err_fd = s.in_fd = -1;
-	if (x->end) {
-		s.exit_code = x->end->exit_code;
-		s.exited = x->end->exited;
-		s.status = x->end->status;
-	}
-	if (x->remaining_ms <= 0)
-		return -ETIME;
-	rc = ring_from_record(&rg, x->output);
-	if (rc == 0)
-		rc = process_adopt(&s, &rg);
-	ring_free(&rg);
-	return rc;
-}
-
 static int read_record(uint8_t **out, size_t *len)
 {
 	int fd = open(upgrade_record_path, O_RDONLY | O_CLOEXEC);
@@ -1229,7 +774,6 @@ int upgrade_resume(void)
 	uint8_t *buf = NULL;
 	size_t len = 0;
 	int rc = read_record(&buf, &len);
-	unsigned procs = 0, procs_failed = 0, ret = 0, ret_failed = 0, wat = 0, wat_failed = 0;
 
 	/* Whatever happens, the gate holds until /init: the orchestrator
 	 * re-sends the state, and a half-adopted envd must not serve. */
@@ -1267,177 +811,47 @@ int upgrade_resume(void)
 		close_leftovers();
 		return -EPROTO;
 	}
-	Upgrade__HandoverState *st = record;
+	struct handover h;
 
-	/* The /init state. */
-	init_state_apply(st);
-	{
-		static struct freeze_state fz;
-		memset(&fz, 0, sizeof(fz));
-		fz.applied = st->frozen;
-		for (size_t i = 0; i < st->n_guest_frozen_cgroups && fz.n_guest < FREEZE_GUEST_MAX; i++)
-			snprintf(fz.guest[fz.n_guest++], sizeof(fz.guest[0]), "%s", st->guest_frozen_cgroups[i]);
-		if (fz.applied || fz.n_guest)
-			freeze_state_set(&fz);
-	}
-	for (size_t i = 0; i < st->n_cgroup_leaves; i++)
-		pcg_release_path(st->cgroup_leaves[i]);
-
-	for (size_t i = 0; i < st->n_processes; i++) {
-		rc = adopt_proc(st->processes[i]);
-		if (rc < 0) {
-			procs_failed++;
-			log_error(LOGGER, "upgrade: process %u not taken over: %s", st->processes[i]->pid,
-				  strerror(-rc));
-		} else {
-			procs++;
-		}
-	}
-	for (size_t i = 0; i < st->n_sessions; i++) {
-		Upgrade__HandoverSession *hs = st->sessions[i];
-		struct session_snapshot sn = {
-			.name = hs->name, .user = hs->user, .uid = hs->uid, .set_ids = hs->set_ids,
-			.home_cwd = hs->home_cwd, .envp = hs->envp, .n_envp = hs->n_envp, .dir = hs->dir,
-			.nonce = hs->nonce, .id = hs->id, .seq = hs->seq, .pid = hs->pid,
-			.cmd_fd = fd_open(hs->cmd_fd) ? hs->cmd_fd : -1,
-			.st_fd = fd_open(hs->status_fd) ? hs->status_fd : -1, .ready = hs->ready,
-			.created_ms = hs->created_ms, .used_ms = hs->used_ms, .busy = hs->busy,
-			.busy_started = hs->busy_started,
-			.busy_in_fd = fd_open(hs->busy_in_fd) ? hs->busy_in_fd : -1,
-		};
-		int *keeps = calloc(hs->n_keep_fds + 1, sizeof(int));
-
-		for (size_t k = 0; keeps && k < hs->n_keep_fds; k++)
-			if (fd_open(hs->keep_fds[k]))
-				keeps[sn.n_keep_fds++] = hs->keep_fds[k];
-		sn.keep_fds = keeps;
-		rc = keeps ? session_adopt(&sn) : -ENOMEM;
-		if (rc < 0) {
-			/* Its descriptors are left to close_leftovers' kind: close them. */
-			log_error(LOGGER, "upgrade: session %s not taken over: %s", hs->name, strerror(-rc));
-			if (sn.cmd_fd >= 0)
-				close(sn.cmd_fd);
-			if (sn.st_fd >= 0)
-				close(sn.st_fd);
-			if (sn.busy_in_fd >= 0)
-				close(sn.busy_in_fd);
-			for (size_t k = 0; k < sn.n_keep_fds; k++)
-				close(keeps[k]);
-			if (hs->pid > 0)
-				kill(-hs->pid, SIGKILL);
-		}
-		free(keeps);
-	}
-	for (size_t i = 0; i < st->n_terminated; i++) {
-		rc = adopt_exit(st->terminated[i]);
-		if (rc < 0 && rc != -ETIME)
-			ret_failed++;
-		else if (rc == 0)
-			ret++;
-	}
-	for (size_t i = 0; i < st->n_watchers; i++) {
-		Upgrade__HandoverWatcher *hw = st->watchers[i];
-		struct fs_watcher_snapshot ws = {
-			.id = hw->id, .path = hw->path, .recursive = hw->recursive,
-			.include_entry = hw->include_entry_info,
-			.events = (const Filesystem__FilesystemEvent *const *)hw->pending_events,
-			.n_events = hw->n_pending_events,
-			.inotify_fd = -1,
-		};
-		int *wds = NULL;
-		const char **rels = NULL;
-		/* Our own record: the same inotify instance carries on. */
-		if (hw->inotify_fd > 0 && fd_open(hw->inotify_fd) && hw->n_wds &&
-		    (wds = calloc(hw->n_wds, sizeof(*wds))) && (rels = calloc(hw->n_wds, sizeof(*rels)))) {
-			for (size_t k = 0; k < hw->n_wds; k++) {
-				wds[k] = hw->wds[k]->wd;
-				rels[k] = hw->wds[k]->rel;
-			}
-			ws.inotify_fd = hw->inotify_fd;
-			ws.wds = wds;
-			ws.rels = rels;
-			ws.n_wds = hw->n_wds;
-		}
-		char err[256];
-		int arc = fs_watcher_adopt(&ws, err, sizeof(err));
-		free(wds);
-		free(rels);
-		if (arc < 0 && ws.inotify_fd >= 0)
-			close(ws.inotify_fd);
-		if (arc < 0) {
-			wat_failed++;
-			log_error(LOGGER, "upgrade: watcher %s on %s not re-armed: %s", hw->id, hw->path, err);
-		} else {
-			wat++;
-		}
-	}
-	for (size_t i = 0; i < st->n_mounts; i++)
-		nfs_ledger_add(st->mounts[i]->path, st->mounts[i]->lifecycle_id);
-	if (st->changes && changes_adopt(st->changes) < 0)
-		log_error(LOGGER, "upgrade: the change journal was not taken over");
+	handover_init(&h, record);
+	state_handover_restore(&h);
+	freeze_handover_restore(&h);
+	pcg_handover_restore(&h);
+	process_handover_restore(&h);
+	session_handover_restore(&h);
+	fs_handover_restore(&h);
+	nfs_handover_restore(&h);
+	changes_handover_restore(&h);
 	/* A child that ended during the exec is a zombie whose SIGCHLD went
 	 * to the old image: have the loop look for it. */
 	kill(getpid(), SIGCHLD);
 
+	const struct handover_taken *t = &h.taken;
 	snprintf(handover_json, sizeof(handover_json),
 		 "{\"failed\":%s,\"procs\":%u,\"procs_failed\":%u,\"retained\":%u,\"retained_failed\":%u,"
 		 "\"watchers\":%u,\"watchers_failed\":%u,\"forwards\":%zu}",
-		 procs_failed || ret_failed || wat_failed ? "true" : "false", procs, procs_failed, ret,
-		 ret_failed, wat, wat_failed, st->n_forwards);
-	log_info(LOGGER, "upgrade: took over from %s: %s", st->from_ver ? st->from_ver : "?", handover_json);
+		 t->procs_failed || t->retained_failed || t->watchers_failed ? "true" : "false", t->procs,
+		 t->procs_failed, t->retained, t->retained_failed, t->watchers, t->watchers_failed,
+		 record->n_forwards);
+	log_info(LOGGER, "upgrade: took over from %s: %s", record->from_ver ? record->from_ver : "?", handover_json);
 
-	int lfd = -1;
-	for (size_t i = 0; i < st->n_listen_fds; i++) {
-		if (lfd < 0 && server_listen_fd(st->listen_fds[i]) == 0)
-			lfd = st->listen_fds[i];
-		else if (st->listen_fds[i] != lfd && fd_open(st->listen_fds[i]))
-			close(st->listen_fds[i]);
-	}
+	int lfd = server_handover_restore(&h);
+	handover_free(&h);
 	return lfd;
 }
 
 void upgrade_resume_forwards(void)
 {
+	struct handover h;
+
 	if (!record) {
 		if (resumed)
 			close_leftovers();
 		return;
 	}
-	for (size_t i = 0; i < record->n_forwards; i++) {
-		Upgrade__ForwardedPort *f = record->forwards[i];
-		struct portfwd_handover h = {
-			.port = (uint16_t)f->port,
-			.target_family = f->family == 6 ? AF_INET6 : AF_INET,
-			.lfd = f->listen_fd,
-		};
-		if (f->listen_fd <= 0 || !fd_open(f->listen_fd))
-			continue; /* the scanner forwards it again within a period */
-		if (portfwd_adopt(&h) < 0)
-			close(f->listen_fd);
-	}
-	for (size_t i = 0; i < record->n_relays; i++) {
-		Upgrade__Relay *r = record->relays[i];
-		struct portfwd_relay_state s = { .fd = { r->client_fd, r->service_fd }, .connecting = r->connecting };
-		bool ok = r->n_pipe_fds == 4 && r->n_pending == 2 && r->n_eof == 2 && r->n_shut == 2 &&
-			  fd_open(r->client_fd) && fd_open(r->service_fd);
-		for (int d = 0; ok && d < 2; d++) {
-			s.pipe[d][0] = r->pipe_fds[2 * d];
-			s.pipe[d][1] = r->pipe_fds[2 * d + 1];
-			s.pending[d] = r->pending[d];
-			s.eof[d] = r->eof[d];
-			s.shut[d] = r->shut[d];
-			ok = fd_open(s.pipe[d][0]) && fd_open(s.pipe[d][1]);
-		}
-		if (ok && portfwd_relay_adopt(&s) == 0)
-			continue;
-		/* Cannot carry on: the connection is closed rather than leaked. */
-		int all[6] = { r->client_fd, r->service_fd, -1, -1, -1, -1 };
-		for (size_t k = 0; k < r->n_pipe_fds && k < 4; k++)
-			all[2 + k] = r->pipe_fds[k];
-		for (int k = 0; k < 6; k++)
-			if (fd_open(all[k]))
-				close(all[k]);
-	}
+	handover_init(&h, record);
+	portfwd_handover_restore(&h);
+	handover_free(&h);
 	upgrade__handover_state__free_unpacked(record, NULL);
 	record = NULL;
 	close_leftovers();

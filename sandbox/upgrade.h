@@ -28,6 +28,20 @@ void upgrade_set_argv(int argc, char **argv);
 void upgrade_request(struct http_req *r);
 
 /*
+ * The first half of the hand-over, without the exec (POST /upgrade runs it
+ * right before execve; tests): every owner saves its part of the state now
+ * (base/handover.h), and the record is written to upgrade_record_path
+ * (mode 0600, via a temporary file and a rename). The descriptors it names
+ * stay inheritable and the change journal's thread stays stopped until
+ * upgrade_record_undo. 0, with the record's size in *len; or -errno with a
+ * message in err, and everything as it was.
+ */
+int upgrade_record_write(size_t *len, char *err, size_t errlen);
+/* The exec failed: remove the record, make its descriptors close-on-exec
+ * again and let the change journal read again. */
+void upgrade_record_undo(void);
+
+/*
  * Start-up with -resume-handover: read the record, take over processes,
  * retained exits, watchers, mounts and the /init state. Returns the
  * inherited HTTP listener (>= 0), -1 when the record carries none (then
