@@ -121,8 +121,16 @@ static void add_process(void *ud, const struct process_snapshot *s)
 	handover_keep_fd(a, s->in_fd);
 	p->timeout_ms = s->timeout_left_ms;
 	p->output = ring_to_record(a, s->ring);
-	p->stdin_pending.data = (uint8_t *)s->stdin_pending;
-	p->stdin_pending.len = s->stdin_pending_len;
+	/* The table flattens pending input into a buffer of the call's own,
+	 * gone when fn returns: the record keeps a copy. */
+	if (s->stdin_pending_len) {
+		uint8_t *in = handover_alloc(a, s->stdin_pending_len);
+		if (in) {
+			memcpy(in, s->stdin_pending, s->stdin_pending_len);
+			p->stdin_pending.data = in;
+			p->stdin_pending.len = s->stdin_pending_len;
+		}
+	}
 	p->stdin_close_pending = s->stdin_close_pending;
 	p->reaped = s->reaped;
 	p->exit_code = s->exit_code;
