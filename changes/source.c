@@ -1492,7 +1492,12 @@ int source_start(const struct source_config *cfg)
 
 void source_resume(void)
 {
-	if (C.on && C.fan_fd >= 0 && !C.thread_started && start_thread() == 0)
+	/* The thread the snapshot stopped (not one that never started: with
+	 * no source at all there is nothing to read). inotify alone counts:
+	 * without it a failed upgrade left the journal unfed for good. */
+	if (!C.on || C.wake_fd < 0 || C.thread_started || start_thread() < 0)
+		return;
+	if (C.fan_fd >= 0)
 		fcntl(C.fan_fd, F_SETFD, FD_CLOEXEC);
 }
 
