@@ -1006,13 +1006,18 @@ static void ino_add(const char *path, int64_t since_ns)
 	}
 }
 
-/* The home directories and /tmp. */
+/* The home directories and /tmp, or the roots the configuration names. */
 static void ino_default_roots(void)
 {
 	DIR *d;
 	struct dirent *de;
 	char path[PATH_MAX];
 
+	if (C.cfg.roots) {
+		for (const char *const *r = C.cfg.roots; *r; r++)
+			ino_add(*r, 0);
+		return;
+	}
 	ino_add("/root", 0);
 	if ((d = opendir("/home"))) {
 		while ((de = readdir(d)))

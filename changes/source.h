@@ -17,8 +17,9 @@
  * Where fanotify is unavailable (no CAP_SYS_ADMIN, no FID reporting), or a
  * local filesystem refuses its mark (a default overlayfs, a btrfs
  * subvolume), the same thread watches a few trees there with recursive
- * inotify (changes/inotree.h): the home directories (/root, /home/<name>),
- * /tmp, and the working directories registered with source_register.
+ * inotify (changes/inotree.h): the home directories (/root, /home/<name>)
+ * and /tmp (or the roots the configuration names), and the working
+ * directories registered with source_register.
  * inotify names no writer (JA_UNKNOWN).
  *
  * Threads: every function here is for the loop thread, except
@@ -44,6 +45,9 @@ struct source_config {
 	bool inotify;           /* inotify may be used where fanotify does not see */
 	size_t inotify_watches; /* directories inotify may watch; 0: half of
 				 * /proc/sys/fs/inotify/max_user_watches */
+	/* Trees inotify watches from the start (NULL-terminated, borrowed
+	 * until source_stop); NULL: the home directories and /tmp. */
+	const char *const *roots;
 };
 
 /*

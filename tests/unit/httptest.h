@@ -42,40 +42,40 @@ static struct {
 	void (*inner_close)(struct http_req *r, bool completed);
 } ht;
 
-static void ht_notify(struct http_link *l, enum http_link_event ev)
+static inline void ht_notify(struct http_link *l, enum http_link_event ev)
 {
 	if (ev == HTTP_LINK_CALL_BACK)
 		ht.call_back = true;
 }
 
 /* Wraps the handler's on_close to learn when the exchange is over. */
-static void ht_on_close(struct http_req *r, bool completed)
+static inline void ht_on_close(struct http_req *r, bool completed)
 {
 	ht.closed = true;
 	if (ht.inner_close)
 		ht.inner_close(r, completed);
 }
 
-static void ht_on_request(struct http_req *r)
+static inline void ht_on_request(struct http_req *r)
 {
 	ht.handler(r);
 	ht.inner_close = r->on_close;
 	r->on_close = ht_on_close;
 }
 
-static double ht_now(void)
+static inline double ht_now(void)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-static void ht_tick_cb(EV_P_ ev_timer *w, int revents)
+static inline void ht_tick_cb(EV_P_ ev_timer *w, int revents)
 {
 }
 
 /* One turn of the loop, at most 10 ms long. */
-static void ht_turn(void)
+static inline void ht_turn(void)
 {
 	static ev_timer tick;
 
@@ -86,7 +86,7 @@ static void ht_turn(void)
 }
 
 /* Turn the loop until done(ud) is true; false on a hang. */
-static bool ht_wait(bool (*done)(void *ud), void *ud)
+static inline bool ht_wait(bool (*done)(void *ud), void *ud)
 {
 	double until = ht_now() + HT_HANG_S;
 
@@ -98,7 +98,7 @@ static bool ht_wait(bool (*done)(void *ud), void *ud)
 	return true;
 }
 
-static bool ht_exchange_over(void *ud)
+static inline bool ht_exchange_over(void *ud)
 {
 	if (ht.call_back) {
 		ht.call_back = false;
@@ -111,7 +111,7 @@ static bool ht_exchange_over(void *ud)
  * Send `raw` (a whole request: head and body, body_len bytes after the
  * head's blank line may hold NULs) to `handler` and collect the response.
  */
-static struct ht_resp ht_request_n(void (*handler)(struct http_req *r), const char *raw, size_t len)
+static inline struct ht_resp ht_request_n(void (*handler)(struct http_req *r), const char *raw, size_t len)
 {
 	struct ht_resp resp = { 0 };
 	size_t used = 0;
@@ -181,13 +181,13 @@ static struct ht_resp ht_request_n(void (*handler)(struct http_req *r), const ch
 	return resp;
 }
 
-static struct ht_resp ht_request(void (*handler)(struct http_req *r), const char *raw)
+static inline struct ht_resp ht_request(void (*handler)(struct http_req *r), const char *raw)
 {
 	return ht_request_n(handler, raw, strlen(raw));
 }
 
 /* A POST with this body and content type (NULL: none). */
-static struct ht_resp ht_post(void (*handler)(struct http_req *r), const char *path, const char *ctype,
+static inline struct ht_resp ht_post(void (*handler)(struct http_req *r), const char *path, const char *ctype,
 			      const char *body)
 {
 	size_t bl = strlen(body), cap = bl + 512;
@@ -201,7 +201,7 @@ static struct ht_resp ht_post(void (*handler)(struct http_req *r), const char *p
 	return r;
 }
 
-static struct ht_resp ht_get(void (*handler)(struct http_req *r), const char *target)
+static inline struct ht_resp ht_get(void (*handler)(struct http_req *r), const char *target)
 {
 	char raw[4096];
 
@@ -210,7 +210,7 @@ static struct ht_resp ht_get(void (*handler)(struct http_req *r), const char *ta
 }
 
 /* The value of header `name` in the response head ("" when absent). */
-static const char *ht_header(const struct ht_resp *r, const char *name)
+static inline const char *ht_header(const struct ht_resp *r, const char *name)
 {
 	static char v[1024];
 	char key[128];
@@ -229,7 +229,7 @@ static const char *ht_header(const struct ht_resp *r, const char *name)
 	return v;
 }
 
-static void ht_free(struct ht_resp *r)
+static inline void ht_free(struct ht_resp *r)
 {
 	free(r->body);
 	r->body = NULL;
