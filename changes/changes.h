@@ -46,9 +46,9 @@ extern size_t changes_inotify_watches;
 /*
  * Start the journal (loop thread, before the loop runs) when
  * changes_max_paths is not 0: a new epoch, or the one the hand-over record
- * carried (changes_adopt before). Starts the reader thread (source.h);
- * failures to watch are logged, never fatal. Also installs the process
- * tracker (tracker.h). 0 or -errno.
+ * carried (changes_handover_restore before). Starts the reader thread
+ * (source.h); failures to watch are logged, never fatal. Also installs
+ * the process tracker (tracker.h). 0 or -errno.
  */
 int changes_start(void);
 

@@ -207,7 +207,7 @@ void process_attach_leaf_drop(struct process *p);
 /* Its descriptors {stdin, stdout, stderr} as they are now (-1: closed). */
 void process_attach_fds(const struct process *p, int fds[3]);
 
-/* ---- live upgrade (sandbox/upgrade.c) -------------------------------------
+/* ---- live upgrade (process/process_handover.c) ---------------------------
  *
  * What the hand-over record needs of a process, and the way back. The
  * descriptors stay open across execve; the ring is copied into the record.

@@ -107,7 +107,7 @@ enum rpc_code session_close(const char *name, uid_t uid, char *err, size_t errle
    (before pcg_shutdown). */
 void session_shutdown(void);
 
-/* ---- live upgrade (sandbox/upgrade.c) ------------------------------------
+/* ---- live upgrade (process/session_handover.c) --------------------------
  *
  * The shell keeps running over the exec (it is envd's child either way);
  * its command and status pipes and the descriptors held for background
