@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rpcjob.c - struct reqjob over struct rpc_call (rpcjob.h).
+ */
+#include "rpc/rpcjob.h"
+
+#include <stddef.h>
+
+static void rpcjob_on_cancel(struct rpc_call *call, enum rpc_code why)
+{
+	reqjob_peer_gone(rpc_call_ud(call));
+}
+
+static const struct rpc_call_hooks rpcjob_hooks = { .on_cancel = rpcjob_on_cancel };
+
+static void rpcjob_bind(void *peer, struct reqjob *j)
+{
+	rpc_call_set_hooks(peer, &rpcjob_hooks, j);
+}
+
+static void rpcjob_unbind(void *peer)
+{
+	rpc_call_set_hooks(peer, NULL, NULL);
+}
+
+static const struct reqjob_binding rpcjob_binding = { .bind = rpcjob_bind, .unbind = rpcjob_unbind };
+
+void rpcjob_attach(struct reqjob *j, struct rpc_call *call)
+{
+	reqjob_attach(j, call, &rpcjob_binding);
+}
+
+struct rpc_call *rpcjob_call(const struct reqjob *j)
+{
+	return reqjob_peer(j);
+}
+
+struct rpc_call *rpcjob_take(struct reqjob *j)
+{
+	return reqjob_detach(j);
+}
