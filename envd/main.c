@@ -30,7 +30,7 @@
 #include "base/errstr.h"
 #include "transfer/archive.h"
 #include "changes/changes.h"
-#include "transfer/files_http.h"
+#include "transfer/files_get.h"
 #include "fs/fs_service.h"
 #include "base/uptmp.h"
 #include "base/sdnotify.h"

@@ -19,7 +19,7 @@
  * archive once more while extracting. Zip needs its central directory at
  * the end anyway, which is why the body is complete before extraction.
  *
- * Lifetime: as in files_http.c, the context lives in r->ud until
+ * Lifetime: as in files_get.c, the context lives in r->ud until
  * on_close; a job in flight when the client goes away frees it on return.
  */
 #include "transfer/files_archive.h"
@@ -298,7 +298,7 @@ struct aup {
 	z_stream zs;
 	uint8_t *zout;
 
-	/* body hand-off, as in files_http.c's uploads */
+	/* body hand-off, as in files_post.c's uploads */
 	uint8_t *in, *work;
 	size_t in_len, work_len;
 	bool busy, paused, body_ended, finishing, aborted, overrun, done;

@@ -3,8 +3,8 @@
  * files_archive.h - the HTTP edge of directory archives:
  * GET /files?path=DIR&archive=tar|tgz|zip and
  * POST /files?path=DIR&extract=tar|tgz|zip (docs/protocol.md,
- * "Directory archives"). files_http.c has checked the signature and
- * looked the user up before handing the request over.
+ * "Directory archives"). files_get.c or files_post.c has checked the
+ * signature and looked the user up before handing the request over.
  */
 #ifndef TRANSFER_FILES_ARCHIVE_H
 #define TRANSFER_FILES_ARCHIVE_H

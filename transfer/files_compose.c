@@ -1,0 +1,402 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * files_compose.c - POST /files/compose (files_compose.h).
+ */
+#include "transfer/files_compose.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/errstr.h"
+#include "base/state.h"
+#include "base/users.h"
+#include "base/worker.h"
+#include "fs/entry.h"
+#include "transfer/files_common.h"
+#include "transfer/fsjob.h"
+
+/* The copy's buffer where the kernel cannot copy by itself. */
+#define CHUNK (64 * 1024)
+
+static void random_suffix(char *out, size_t len)
+{
+	files_random_hex(out, len > 17 ? 16 : len - 1);
+}
+
+#define COMPOSE_BODY_MAX (1024 * 1024)
+
+struct compose {
+	struct http_req *r;     /* NULL once the client went away */
+	struct user u;
+	struct buf body;        /* bounded by COMPOSE_BODY_MAX */
+	bool too_big;
+	char dest[PATH_MAX];
+	char **srcs;            /* resolved */
+	char **srcs_given;
+	size_t n;
+	uint64_t key;           /* the destination's mount */
+	double timeout;
+	bool checked;           /* the first job (checks) is back */
+	bool expired;           /* answered 504 */
+	_Atomic int at;         /* the source the job is on, -1: the destination */
+	/* worker result */
+	int status;
+	char msg[FILES_MSGLEN];
+	bool queued;            /* handed to the worker; it frees the job */
+};
+
+static void compose_free(struct compose *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		free(c->srcs[i]);
+		free(c->srcs_given[i]);
+	}
+	free(c->srcs);
+	free(c->srcs_given);
+	buf_free(&c->body);
+	free(c);
+}
+
+static void compose_on_close(struct http_req *r, bool completed)
+{
+	struct compose *c = r->ud;
+	r->ud = NULL;
+	if (!c)
+		return;
+	if (c->queued)
+		c->r = NULL; /* the worker completion frees it */
+	else
+		compose_free(c);
+}
+
+static void compose_on_body(struct http_req *r, const uint8_t *p, size_t n)
+{
+	struct compose *c = r->ud;
+	if (!c->too_big && buf_append(&c->body, p, n) < 0)
+		c->too_big = true;
+}
+
+/* Copy all of src into dst at its end with the kernel doing the work. */
+static int copy_all(int in, int out)
+{
+	for (;;) {
+		ssize_t n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
+		if (n == 0)
+			return 0;
+		if (n > 0)
+			continue;
+		if (errno == EINTR)
+			continue;
+		if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP)
+			return -errno;
+		break;
+	}
+	/* Fallback for filesystems without copy_file_range. */
+	static _Thread_local char buf[CHUNK];
+	for (;;) {
+		ssize_t n = read(in, buf, sizeof(buf));
+		if (n == 0)
+			return 0;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		for (ssize_t o = 0; o < n;) {
+			ssize_t w = write(out, buf + o, (size_t)(n - o));
+			if (w < 0) {
+				if (errno == EINTR)
+					continue;
+				return -errno;
+			}
+			o += w;
+		}
+	}
+}
+
+/* Worker, first job: the sources are files, the destination's directory exists. */
+static void compose_check(void *arg)
+{
+	struct compose *c = arg;
+	char err[FILES_MSGLEN - 64], parent[PATH_MAX];
+	struct stat st;
+
+	c->status = 200;
+	for (size_t i = 0; i < c->n; i++) {
+		c->at = (int)i;
+		if (stat(c->srcs[i], &st) < 0) {
+			c->status = 404;
+			snprintf(c->msg, sizeof(c->msg), "source file not found: %s", c->srcs_given[i]);
+			return;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			c->status = 400;
+			snprintf(c->msg, sizeof(c->msg), "source path is not a regular file: %s", c->srcs_given[i]);
+			return;
+		}
+	}
+	c->at = -1;
+	fs_path_dir(c->dest, parent, sizeof(parent));
+	if (fs_ensure_dirs(parent, c->u.uid, c->u.gid, err, sizeof(err)) < 0) {
+		c->status = 500;
+		snprintf(c->msg, sizeof(c->msg), "error ensuring directories: %s", err);
+	}
+}
+
+/* Worker, second job (no deadline: a large copy takes its time). */
+static void compose_work(void *arg)
+{
+	struct compose *c = arg;
+	char tmp[PATH_MAX], sfx[40];
+	int out, rc;
+
+	random_suffix(sfx, sizeof(sfx));
+	if (snprintf(tmp, sizeof(tmp), "%s.e2b-compose.%s.tmp", c->dest, sfx) >= (int)sizeof(tmp)) {
+		c->status = 500;
+		snprintf(c->msg, sizeof(c->msg), "error creating destination file: %s", go_strerror(ENAMETOOLONG));
+		return;
+	}
+	out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	if (out < 0) {
+		int e = errno;
+		c->status = e == ENOSPC ? 507 : 500;
+		if (e == ENOSPC)
+			snprintf(c->msg, sizeof(c->msg), "not enough disk space available");
+		else
+			snprintf(c->msg, sizeof(c->msg), "error creating destination file: open %s: %s", tmp, go_strerror(e));
+		return;
+	}
+	if (fchown(out, c->u.uid, c->u.gid) < 0) {
+		c->status = 500;
+		snprintf(c->msg, sizeof(c->msg), "error changing file ownership: chown %s: %s", tmp, go_strerror(errno));
+		goto fail;
+	}
+	for (size_t i = 0; i < c->n; i++) {
+		c->at = (int)i;
+		int in = open(c->srcs[i], O_RDONLY | O_CLOEXEC);
+		if (in < 0) {
+			c->status = 500;
+			snprintf(c->msg, sizeof(c->msg), "error opening source file %s: open %s: %s", c->srcs_given[i],
+				 c->srcs[i], go_strerror(errno));
+			goto fail;
+		}
+		rc = copy_all(in, out);
+		close(in);
+		if (rc < 0) {
+			c->status = rc == -ENOSPC || rc == -EDQUOT ? 507 : 500;
+			if (c->status == 507)
+				snprintf(c->msg, sizeof(c->msg), "not enough disk space available");
+			else
+				snprintf(c->msg, sizeof(c->msg), "error composing source %s: %s", c->srcs_given[i],
+					 go_strerror(-rc));
+			goto fail;
+		}
+	}
+	if (close(out) < 0) {
+		out = -1;
+		c->status = 500;
+		snprintf(c->msg, sizeof(c->msg), "error finalizing compose: close %s: %s", tmp, go_strerror(errno));
+		goto fail;
+	}
+	out = -1;
+	if (rename(tmp, c->dest) < 0) {
+		c->status = 500;
+		snprintf(c->msg, sizeof(c->msg), "error finalizing compose: rename %s %s: %s", tmp, c->dest,
+			 go_strerror(errno));
+		goto fail;
+	}
+	for (size_t i = 0; i < c->n; i++)
+		if (strcmp(c->srcs[i], c->dest) != 0)
+			unlink(c->srcs[i]);
+	c->status = 200;
+	return;
+fail:
+	if (out >= 0)
+		close(out);
+	unlink(tmp);
+}
+
+static void compose_expired(void *arg)
+{
+	struct compose *c = arg;
+	char msg[FILES_MSGLEN];
+	int at = c->at;
+
+	c->expired = true;
+	if (!c->r)
+		return;
+	fsjob_timeout_msg(msg, sizeof(msg), c->timeout, at >= 0 && (size_t)at < c->n ? c->srcs[at] : c->dest);
+	http_respond_json_error(c->r, 504, msg); /* may call on_close */
+}
+
+static void compose_done(void *arg);
+
+static void compose_submit(struct compose *c, bool check)
+{
+	struct worker_req req = { .work = check ? compose_check : compose_work, .done = compose_done,
+				  .expired = check ? compose_expired : NULL, .arg = c, .key = c->key,
+				  .timeout = check ? c->timeout : 0 };
+	char msg[FILES_MSGLEN];
+
+	c->queued = true;
+	if (worker_run(&req) == 0)
+		return;
+	c->queued = false;
+	fsjob_busy_msg(msg, sizeof(msg), c->dest);
+	http_respond_json_error(c->r, 503, msg); /* on_close frees c */
+}
+
+static void compose_done(void *arg)
+{
+	struct compose *c = arg;
+	struct http_req *r = c->r;
+	char base[PATH_MAX];
+
+	c->queued = false;
+	if (!r) {
+		compose_free(c);
+		return;
+	}
+	if (c->expired)
+		return; /* answered (504); on_close frees c */
+	if (c->status == 200 && !c->checked) {
+		c->checked = true;
+		compose_submit(c, false);
+		return;
+	}
+	if (c->status != 200) {
+		http_respond_json_error(r, c->status, c->msg); /* on_close frees c */
+		return;
+	}
+	json_t *o = json_object();
+	path_base(c->dest, base, sizeof(base));
+	json_object_set_new(o, "name", json_string(base));
+	json_object_set_new(o, "path", json_string(c->dest));
+	json_object_set_new(o, "type", json_string("file"));
+	char *s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (!s) {
+		http_respond_json_error(r, 500, "out of memory");
+		return;
+	}
+	size_t l = strlen(s);
+	char *body = malloc(l + 2);
+	if (body) {
+		memcpy(body, s, l);
+		body[l] = '\n';
+		http_respond(r, 200, "application/json", body, l + 1, NULL, 0);
+	} else {
+		http_respond_json_error(r, 500, "out of memory");
+	}
+	free(body);
+	free(s);
+}
+
+static void compose_on_body_end(struct http_req *r)
+{
+	struct compose *c = r->ud;
+	char err[FILES_MSGLEN];
+	json_error_t je;
+	json_t *root = NULL, *srcs, *dest, *user;
+	const char *uname;
+
+	if (!c || c->queued)
+		return;
+	if (c->too_big) {
+		http_respond_json_error(r, 400, "invalid request body: request body too large");
+		return;
+	}
+	root = json_loadb(c->body.p ? (const char *)c->body.p : "", c->body.len, JSON_REJECT_DUPLICATES,
+			  &je);
+	if (!root || !json_is_object(root)) {
+		files_respond_fmt(r, 400, "invalid request body: %s", root ? "expected a JSON object" : je.text);
+		goto out;
+	}
+	srcs = json_object_get(root, "source_paths");
+	dest = json_object_get(root, "destination");
+	user = json_object_get(root, "username");
+	if ((srcs && !json_is_array(srcs) && !json_is_null(srcs)) || (dest && !json_is_string(dest) && !json_is_null(dest)) ||
+	    (user && !json_is_string(user) && !json_is_null(user))) {
+		http_respond_json_error(r, 400, "invalid request body: wrong field type");
+		goto out;
+	}
+	if (!srcs || !json_is_array(srcs) || json_array_size(srcs) == 0) {
+		http_respond_json_error(r, 400, "source_paths must not be empty");
+		goto out;
+	}
+	if (!dest || !json_is_string(dest) || !*json_string_value(dest)) {
+		http_respond_json_error(r, 400, "destination is required");
+		goto out;
+	}
+	uname = user && json_is_string(user) ? json_string_value(user) : state_default_user();
+	if (files_lookup_user(r, uname, &c->u))
+		goto out;
+	if (path_resolve(&c->u, json_string_value(dest), state_default_workdir(), c->dest, sizeof(c->dest), err,
+			 sizeof(err)) < 0) {
+		files_respond_fmt(r, 400, "error resolving destination path: %s", err);
+		goto out;
+	}
+	size_t n = json_array_size(srcs);
+	c->srcs = calloc(n, sizeof(char *));
+	c->srcs_given = calloc(n, sizeof(char *));
+	if (!c->srcs || !c->srcs_given) {
+		http_respond_json_error(r, 500, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *s = json_array_get(srcs, i);
+		char rp[PATH_MAX];
+		if (!json_is_string(s)) {
+			http_respond_json_error(r, 400, "invalid request body: source_paths must be strings");
+			goto out;
+		}
+		const char *given = json_string_value(s);
+		if (path_resolve(&c->u, given, state_default_workdir(), rp, sizeof(rp), err, sizeof(err)) < 0) {
+			files_respond_fmt(r, 400, "error resolving source path \"%s\": %s", given, err);
+			goto out;
+		}
+		if (strcmp(rp, c->dest) == 0) {
+			files_respond_fmt(r, 400, "source path \"%s\" cannot be the same as destination", given);
+			goto out;
+		}
+		c->srcs[i] = strdup(rp);
+		c->srcs_given[i] = strdup(given);
+		c->n = i + 1;
+		if (!c->srcs[i] || !c->srcs_given[i]) {
+			http_respond_json_error(r, 500, "out of memory");
+			goto out;
+		}
+	}
+	/* Every call on the paths runs in worker jobs of the destination's
+	 * mount: first the checks, with the deadline, then the copy. */
+	c->key = worker_path_key(c->dest);
+	c->timeout = worker_fs_timeout;
+	c->at = -1;
+	compose_submit(c, true);
+out:
+	json_decref(root);
+}
+
+void files_compose(struct http_req *r)
+{
+	struct compose *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		http_respond_json_error(r, 500, "out of memory");
+		return;
+	}
+	c->r = r;
+	buf_init(&c->body, COMPOSE_BODY_MAX);
+	r->ud = c;
+	r->on_body = compose_on_body;
+	r->on_body_end = compose_on_body_end;
+	r->on_close = compose_on_close;
+}

@@ -1,0 +1,661 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * files_get.c - GET /files (files_get.h).
+ *
+ * Lifetime: a handler's context lives in r->ud from the first callback
+ * registration until on_close, which frees it. http_resp_end() may call
+ * on_close synchronously, so nothing touches the context after ending a
+ * response.
+ */
+#include "transfer/files_get.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/errstr.h"
+#include "base/log.h"
+#include "base/pgzip.h"
+#include "base/state.h"
+#include "base/users.h"
+#include "base/worker.h"
+#include "http/linkrate.h"
+#include "transfer/files_archive.h"
+#include "transfer/files_common.h"
+#include "transfer/files_util.h"
+#include "transfer/fsjob.h"
+#include "transfer/gzsend.h"
+
+/* File bytes queued per write_file call on identity downloads. */
+#define FILE_SEGMENT (4 * 1024 * 1024)
+
+#define MAX_RANGES 32
+/* Bytes one read job brings in (files on mounts that may hang). */
+#define READ_CHUNK (256 * 1024)
+
+/* A piece of the body: bytes of our own (part headers) or a file range. */
+struct dl_seg {
+	char *mem;          /* owned, or NULL for a file range */
+	size_t memlen;
+	int64_t off, len;   /* the file range still to send */
+};
+
+/*
+ * Every call on the file runs in a worker job of its mount: first one job
+ * that stats, opens and sizes it, then (unless the mount is a local kind,
+ * which sendfile may read from the loop) one job per READ_CHUNK of body.
+ * While `busy`, the job owns the fields it fills; the loop waits.
+ */
+struct download {
+	struct http_req *r;     /* NULL once the exchange is over */
+	char fmt[16];           /* archive= */
+	bool archive;
+	bool want_sniff;
+	uint64_t key;
+	double timeout;
+	bool busy;
+	bool expired;           /* a job's deadline passed: answered or cut */
+	bool begun;             /* headers are out */
+
+	/* what the open job found */
+	int err;                /* errno of the failed call, 0 if none */
+	bool err_open;          /* ... which was open(), not stat() */
+	struct stat st;
+	int fd;
+	bool local;
+	int64_t size;
+	uint8_t sniff[512];
+	size_t sniff_n;
+	bool want_sample;       /* judge compressibility (dl_sample) */
+	double ratio;           /* ... its answer: expected gzip size / size */
+
+	/* the body */
+	struct dl_seg seg[2 * MAX_RANGES + 1];
+	size_t nseg, cur;
+	uint8_t *rbuf;          /* the read job's buffer */
+	size_t rlen;
+	ssize_t rgot;           /* its result, -errno on failure */
+
+	/* Not cleared for a new download (dl_alloc): set before use. */
+	char path[PATH_MAX];
+	char qpath[PATH_MAX];
+};
+
+/*
+ * Download structs are kept for reuse on the loop: one is over 8 KiB (two
+ * paths), which musl's allocator would hand back to the kernel (madvise)
+ * on every free, a syscall per request. A bounded few are kept.
+ */
+#define DL_CACHE 128
+static struct download *dl_cache[DL_CACHE];
+static size_t n_dl_cache;
+
+static struct download *dl_alloc(void)
+{
+	struct download *d;
+
+	if (!n_dl_cache)
+		return calloc(1, sizeof(struct download));
+	d = dl_cache[--n_dl_cache];
+	memset(d, 0, offsetof(struct download, path));
+	d->path[0] = d->qpath[0] = '\0';
+	return d;
+}
+
+static void dl_release(struct download *d)
+{
+	if (n_dl_cache < DL_CACHE)
+		dl_cache[n_dl_cache++] = d;
+	else
+		free(d);
+}
+
+static void dl_free(struct download *d)
+{
+	for (size_t i = 0; i < d->nseg; i++)
+		free(d->seg[i].mem);
+	free(d->rbuf);
+	fsjob_close(d->fd, d->key, d->local);
+	dl_release(d);
+}
+
+static void dl_on_close(struct http_req *r, bool completed)
+{
+	struct download *d = r->ud;
+
+	r->ud = NULL;
+	if (!d)
+		return;
+	d->r = NULL;
+	if (!d->busy)
+		dl_free(d); /* else the job's completion frees it */
+}
+
+/* A job outlived its deadline: answer 504, or cut the body if it began. */
+static void dl_expired(void *arg)
+{
+	struct download *d = arg;
+	char msg[FILES_MSGLEN];
+
+	d->expired = true;
+	if (!d->r)
+		return;
+	if (d->begun) {
+		log_warn("files", "files_get: %s: read did not return within %g s; download cut", d->path, d->timeout);
+		http_resp_abort(d->r); /* may call on_close */
+		return;
+	}
+	fsjob_timeout_msg(msg, sizeof(msg), d->timeout, d->path);
+	http_respond_json_error(d->r, 504, msg); /* may call on_close */
+}
+
+/* Common start of a job's completion. Returns false when d is done for. */
+static bool dl_job_back(struct download *d)
+{
+	d->busy = false;
+	if (!d->r) {
+		dl_free(d);
+		return false;
+	}
+	return !d->expired; /* else answered already; on_close frees d */
+}
+
+static void dl_read_work(void *arg)
+{
+	struct download *d = arg;
+	struct dl_seg *s = &d->seg[d->cur];
+	size_t got = 0;
+
+	while (got < d->rlen) {
+		ssize_t k = pread(d->fd, d->rbuf + got, d->rlen - got, (off_t)(s->off + (int64_t)got));
+		if (k == 0)
+			break;
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			d->rgot = -errno;
+			return;
+		}
+		got += (size_t)k;
+	}
+	d->rgot = (ssize_t)got;
+}
+
+static void dl_pump(struct download *d);
+
+static void dl_read_done(void *arg)
+{
+	struct download *d = arg;
+	struct http_req *r = d->r;
+	struct dl_seg *s = &d->seg[d->cur];
+
+	if (!dl_job_back(d))
+		return;
+	if (d->rgot <= 0) {
+		/* Headers are out: all we can do is cut the body. */
+		log_error("files", "files_get: read of '%s' failed mid-download: %s", d->path,
+			  d->rgot < 0 ? go_strerror((int)-d->rgot) : "file shrank");
+		http_resp_abort(r);
+		return;
+	}
+	uint8_t *b = d->rbuf;
+	d->rbuf = NULL;
+	if (http_resp_write_owned(r, b, (size_t)d->rgot, free, b) < 0)
+		return; /* client gone; on_close follows */
+	s->off += d->rgot;
+	s->len -= d->rgot;
+	dl_pump(d);
+}
+
+/* Read the next chunk of the current file range on the worker pool. */
+static void dl_read_submit(struct download *d)
+{
+	struct dl_seg *s = &d->seg[d->cur];
+	struct worker_req req = { .work = dl_read_work, .done = dl_read_done, .expired = dl_expired,
+				  .arg = d, .key = d->key, .timeout = d->timeout };
+
+	if (!d->rbuf && !(d->rbuf = malloc(READ_CHUNK))) {
+		log_error("files", "files_get: out of memory reading '%s'", d->path);
+		http_resp_abort(d->r);
+		return;
+	}
+	d->rlen = s->len > READ_CHUNK ? READ_CHUNK : (size_t)s->len;
+	d->busy = true;
+	if (worker_run(&req) < 0) {
+		d->busy = false;
+		log_error("files", "files_get: worker queue full reading '%s'; download cut", d->path);
+		http_resp_abort(d->r);
+	}
+}
+
+/* Queue body pieces while the queue has room. Ends the response when all is queued. */
+static void dl_pump(struct download *d)
+{
+	struct http_req *r = d->r;
+
+	while (d->cur < d->nseg) {
+		struct dl_seg *s = &d->seg[d->cur];
+		if (d->busy || http_resp_queued(r) >= HTTP_QUEUE_HIGH)
+			return; /* the job or on_writable calls again */
+		if (s->mem) {
+			int rc = http_resp_write(r, s->mem, s->memlen);
+			free(s->mem);
+			s->mem = NULL;
+			if (rc < 0)
+				return;
+			d->cur++;
+			continue;
+		}
+		if (s->len <= 0) {
+			d->cur++;
+			continue;
+		}
+		if (!d->local) {
+			dl_read_submit(d);
+			return;
+		}
+		/* A local file: sendfile from the loop. Queued segments hold
+		 * their own duplicate of the fd. */
+		int64_t n = s->len > FILE_SEGMENT ? FILE_SEGMENT : s->len;
+		if (http_resp_write_file(r, d->fd, (off_t)s->off, (size_t)n) < 0)
+			return; /* client gone; on_close follows */
+		s->off += n;
+		s->len -= n;
+	}
+	http_resp_end(r, NULL, 0); /* may free d */
+}
+
+static void dl_on_writable(struct http_req *r)
+{
+	struct download *d = r->ud;
+	if (!d || d->busy || r->resp_ended)
+		return;
+	dl_pump(d);
+}
+
+/*
+ * Conditional request evaluation against Last-Modified (Go ServeContent,
+ * without ETags). Returns 0 to serve, 304 or 412; clears *range_ok when an
+ * If-Range does not match.
+ */
+static int check_conditions(struct http_req *r, time_t mtime, bool *range_ok)
+{
+	const char *h;
+	time_t t;
+
+	if ((h = http_req_header(r, "if-match"))) {
+		if (strcmp(h, "*") != 0)
+			return 412;
+	} else if ((h = http_req_header(r, "if-unmodified-since")) && mtime > 0) {
+		t = files_parse_http_date(h);
+		if (t >= 0 && mtime > t)
+			return 412;
+	}
+	if ((h = http_req_header(r, "if-none-match"))) {
+		/* No ETags: only "*" matches an existing file. */
+		if (strcmp(h, "*") == 0)
+			return 304;
+	} else if ((h = http_req_header(r, "if-modified-since")) && mtime > 0) {
+		t = files_parse_http_date(h);
+		if (t >= 0 && mtime <= t)
+			return 304;
+	}
+	if ((h = http_req_header(r, "if-range"))) {
+		t = files_parse_http_date(h);
+		if (t < 0 || mtime <= 0 || mtime > t)
+			*range_ok = false;
+	}
+	return 0;
+}
+
+/* Begin the response and send the segments set up in d. */
+static void dl_begin(struct download *d, int status, const struct http_hdr *h, size_t nh, int64_t len)
+{
+	struct http_req *r = d->r;
+
+	r->on_writable = dl_on_writable;
+	d->begun = true;
+	if (http_resp_begin(r, status, h, nh, len) < 0)
+		return;
+	dl_pump(d);
+}
+
+/*
+ * 206 multipart/byteranges (Go's ServeContent layout): part headers are
+ * small memory pieces, part bodies file ranges (bounded by MAX_RANGES).
+ * h[] may contain a NULL-named slot to drop.
+ */
+static void serve_byteranges(struct download *d, const struct http_hdr *h, size_t nh,
+			     const struct files_range *rg, size_t n, int64_t size, const char *ctype)
+{
+	char boundary[40], ctbuf[96], ph[256];
+	struct http_hdr hh[12];
+	size_t k = 0;
+	int64_t total = 0;
+
+	files_random_hex(boundary, 30);
+	for (size_t i = 0; i < n; i++) {
+		int l = snprintf(ph, sizeof(ph), "%s--%s\r\nContent-Range: bytes %lld-%lld/%lld\r\nContent-Type: %s\r\n\r\n",
+				 i ? "\r\n" : "", boundary, (long long)rg[i].start,
+				 (long long)(rg[i].start + rg[i].len - 1), (long long)size, ctype);
+		if (l >= (int)sizeof(ph))
+			l = (int)sizeof(ph) - 1;
+		d->seg[d->nseg].mem = strndup(ph, (size_t)l);
+		d->seg[d->nseg++].memlen = (size_t)l;
+		d->seg[d->nseg].off = rg[i].start;
+		d->seg[d->nseg++].len = rg[i].len;
+		total += l + rg[i].len;
+	}
+	int tl = snprintf(ph, sizeof(ph), "\r\n--%s--\r\n", boundary);
+	d->seg[d->nseg].mem = strndup(ph, (size_t)tl);
+	d->seg[d->nseg++].memlen = (size_t)tl;
+	total += tl;
+	for (size_t i = 0; i < d->nseg; i++)
+		if (i % 2 == 0 && !d->seg[i].mem) {
+			http_respond_json_error(d->r, 500, "out of memory"); /* on_close frees d */
+			return;
+		}
+	for (size_t i = 0; i < nh && k < 10; i++)
+		if (h[i].name)
+			hh[k++] = h[i];
+	snprintf(ctbuf, sizeof(ctbuf), "multipart/byteranges; boundary=%s", boundary);
+	hh[k++] = (struct http_hdr){ "content-type", ctbuf };
+	dl_begin(d, 206, hh, k, total);
+}
+
+bool files_gzip_always;
+
+/* Files smaller than this go out as they are: gzip cannot save a packet. */
+#define DL_GZIP_MIN 2048
+/* Bytes read at the start and the middle of a file to judge how it shrinks. */
+#define DL_SAMPLE 16384
+
+/* Worker (with the open): how a sample of the file shrinks, d->ratio. */
+static void dl_sample(struct download *d)
+{
+	uint8_t *buf;
+
+	d->ratio = 1.0;
+	if (!S_ISREG(d->st.st_mode)) {
+		d->ratio = 0.0; /* no size to sample from (a pipe, /proc): as before, gzip */
+		return;
+	}
+	if (d->size < DL_GZIP_MIN || !(buf = malloc(2 * DL_SAMPLE)))
+		return;
+	ssize_t a = pread(d->fd, buf, DL_SAMPLE, 0);
+	ssize_t b = a == DL_SAMPLE && d->size > 2 * DL_SAMPLE ? pread(d->fd, buf + DL_SAMPLE, DL_SAMPLE, d->size / 2) : 0;
+	if (a < 0)
+		d->ratio = 0.0; /* the download itself reports the error */
+	else
+		d->ratio = pgz_sample_ratio(buf, (size_t)a + (size_t)(b > 0 ? b : 0));
+	free(buf);
+}
+
+/*
+ * Whether a download offered gzip should get it: only where gzip is
+ * expected to arrive sooner than the bytes themselves (the rule is in
+ * http/linkrate.c, the figures in docs/performance.md). files_get asks
+ * for the sample only when the link does not already decide.
+ */
+static bool dl_gzip_wins(const struct http_req *r, const struct download *d)
+{
+	struct link_estimate e;
+
+	linkrate_estimate(r, &e);
+	return d->want_sample && linkrate_prefer_gzip(&e, d->ratio);
+}
+
+/* Worker: everything GET needs from the file before answering. Each call
+ * is a syscall on the request's path, so as few as can tell it all: open,
+ * one statx for the kind, size and mount (fsjob_fd_stat), and a read for
+ * the content sniff where the name gives no type. */
+static void dl_open_work(void *arg)
+{
+	struct download *d = arg;
+
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer (it reads
+	 * as empty instead). */
+	d->fd = open(d->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (d->fd < 0) {
+		int e = errno;
+		/* Which failure it is, as stat-then-open would have told it:
+		 * a path that is not there, or a directory (answered without
+		 * opening), or a file that cannot be opened. */
+		if (stat(d->path, &d->st) < 0) {
+			d->err = errno;
+			return;
+		}
+		if (d->archive || S_ISDIR(d->st.st_mode))
+			return;
+		d->err = e;
+		d->err_open = true;
+		return;
+	}
+	/* The key of where the file really is (a symlink may lead to
+	 * another mount), for the jobs that follow. */
+	int rc = fsjob_fd_stat(d->fd, &d->st, &d->key, &d->local);
+	if (rc < 0) {
+		d->err = -rc;
+		close(d->fd);
+		d->fd = -1;
+		return;
+	}
+	if (d->archive || S_ISDIR(d->st.st_mode)) {
+		close(d->fd); /* answered by the path; here, on its worker */
+		d->fd = -1;
+		return;
+	}
+	/* The size: a regular file's from the statx; of anything else by
+	 * seeking, as Go's ServeContent does (a block device has one). */
+	if (S_ISREG(d->st.st_mode)) {
+		d->size = (int64_t)d->st.st_size;
+	} else {
+		off_t size = lseek(d->fd, 0, SEEK_END);
+		d->size = size < 0 ? 0 : (int64_t)size;
+	}
+	if (d->want_sniff) {
+		ssize_t n = pread(d->fd, d->sniff, sizeof(d->sniff), 0);
+		d->sniff_n = n > 0 ? (size_t)n : 0;
+	}
+	if (d->want_sample)
+		dl_sample(d);
+}
+
+static void dl_open_done(void *arg)
+{
+	struct download *d = arg;
+	struct http_req *r = d->r;
+	char base[PATH_MAX], disp[PATH_MAX * 3 + 64], lastmod[40], crange[96];
+	struct http_hdr h[8];
+	size_t nh = 0;
+	bool id_rejected, range_ok = true;
+	const char *path = d->path;
+
+	if (!dl_job_back(d))
+		return;
+	if (d->err && !d->err_open) {
+		if (d->err == ENOENT)
+			files_respond_fmt(r, 404, "path '%s' does not exist", path);
+		else
+			files_respond_fmt(r, 500, "error checking if path exists '%s': stat %s: %s", path, path,
+				    go_strerror(d->err));
+		return;
+	}
+	if (d->archive) {
+		char dir[PATH_MAX], fmt[16];
+		if (!S_ISDIR(d->st.st_mode)) {
+			files_respond_fmt(r, 400, "path '%s' is not a directory", path);
+			return;
+		}
+		snprintf(dir, sizeof(dir), "%s", d->path);
+		snprintf(fmt, sizeof(fmt), "%s", d->fmt);
+		r->ud = NULL;
+		r->on_close = NULL;
+		dl_free(d);
+		files_archive_get(r, dir, fmt);
+		return;
+	}
+	if (S_ISDIR(d->st.st_mode)) {
+		files_respond_fmt(r, 400, "path '%s' is a directory", path);
+		return;
+	}
+	enum files_encoding enc = files_negotiate(http_req_header(r, "accept-encoding"), &id_rejected);
+	if (enc == FILES_ENC_NONE) {
+		http_respond_json_error(r, 406,
+					"error parsing Accept-Encoding: no acceptable encoding found, supported: [gzip]");
+		return;
+	}
+	http_req_extra_header(r, "Vary", "Accept-Encoding", true);
+	const char *range = http_req_header(r, "range");
+	if (range || http_req_header(r, "if-modified-since") || http_req_header(r, "if-none-match") ||
+	    http_req_header(r, "if-range")) {
+		if (id_rejected) {
+			http_respond_json_error(r, 406, "identity encoding not acceptable for Range or conditional request");
+			return;
+		}
+		enc = FILES_ENC_IDENTITY;
+	}
+	if (d->err) {
+		files_respond_fmt(r, 500, "error opening file '%s': open %s: %s", path, path, go_strerror(d->err));
+		return;
+	}
+	path_base(path, base, sizeof(base));
+	files_content_disposition(base, disp, sizeof(disp));
+	h[nh++] = (struct http_hdr){ "content-disposition", disp };
+	const char *ctype = files_mime_by_ext(d->qpath);
+
+	if (enc == FILES_ENC_GZIP && !id_rejected && !files_gzip_always && !dl_gzip_wins(r, d))
+		enc = FILES_ENC_IDENTITY;
+	if (enc == FILES_ENC_GZIP) {
+		/* Read and compressed block by block on the worker pool. */
+		struct gzsend_src src = { .fd = d->fd, .size = S_ISREG(d->st.st_mode) ? (int64_t)d->st.st_size : 0,
+					  .key = d->key, .local = d->local, .timeout = d->timeout };
+		snprintf(src.path, sizeof(src.path), "%s", d->path);
+		h[nh++] = (struct http_hdr){ "content-encoding", "gzip" };
+		h[nh++] = (struct http_hdr){ "content-type", ctype ? ctype : "application/octet-stream" };
+		d->fd = -1;
+		r->ud = NULL;
+		r->on_close = NULL;
+		dl_free(d);
+		gzsend_start(r, &src, h, nh);
+		return;
+	}
+
+	int64_t size = d->size;
+	if (!ctype)
+		ctype = files_sniff(d->sniff, d->sniff_n);
+	int cond = check_conditions(r, d->st.st_mtim.tv_sec, &range_ok);
+	if (d->st.st_mtim.tv_sec > 0) {
+		files_format_http_date(d->st.st_mtim.tv_sec, lastmod, sizeof(lastmod));
+		h[nh++] = (struct http_hdr){ "last-modified", lastmod };
+	}
+	if (cond) {
+		d->begun = true;
+		http_resp_begin(r, cond, h + 1, nh - 1, 0);
+		http_resp_end(r, NULL, 0); /* on_close frees d */
+		return;
+	}
+	h[nh++] = (struct http_hdr){ "content-type", ctype };
+	h[nh++] = (struct http_hdr){ "accept-ranges", "bytes" };
+	int status = 200;
+	int64_t start = 0, len = size;
+	struct files_range rg[MAX_RANGES];
+	if (range && range_ok) {
+		int rr = files_parse_ranges(range, size, rg, MAX_RANGES);
+		/* Go ignores an unsatisfiable range on an empty file (clients
+		 * that always send Range get a 200, not a 416). */
+		if (rr == -ERANGE && size == 0)
+			rr = 0;
+		if (rr < 0) {
+			snprintf(crange, sizeof(crange), "bytes */%lld", (long long)size);
+			static const char msg[] = "invalid range: failed to overlap\n";
+			struct http_hdr eh[] = { { "content-range", crange },
+						 { "x-content-type-options", "nosniff" } };
+			http_respond(r, 416, "text/plain; charset=utf-8", msg, sizeof(msg) - 1, eh, 2);
+			return;
+		}
+		if (rr > 1) {
+			int64_t sum = 0;
+			for (int i = 0; i < rr; i++)
+				sum += rg[i].len;
+			/* Go serves the whole file when the parts add up to more. */
+			if (sum <= size) {
+				h[nh - 2].name = NULL; /* the part headers carry the type */
+				serve_byteranges(d, h, nh, rg, (size_t)rr, size, ctype);
+				return;
+			}
+			rr = 0;
+		}
+		if (rr == 1) {
+			start = rg[0].start;
+			len = rg[0].len;
+			status = 206;
+			snprintf(crange, sizeof(crange), "bytes %lld-%lld/%lld", (long long)start,
+				 (long long)(start + len - 1), (long long)size);
+			h[nh++] = (struct http_hdr){ "content-range", crange };
+		} else {
+			start = 0;
+			len = size;
+		}
+	}
+	d->seg[0].off = start;
+	d->seg[0].len = len;
+	d->nseg = 1;
+	dl_begin(d, status, h, nh, len);
+}
+
+void files_get(struct http_req *r)
+{
+	char uname[256], qpath[PATH_MAX], err[FILES_MSGLEN], msg[FILES_MSGLEN];
+	struct download *d;
+	struct user u;
+
+	if (files_check_signing(r, "read"))
+		return;
+	files_request_username(r, uname, sizeof(uname));
+	if (files_lookup_user(r, uname, &u))
+		return;
+	if (http_query_get(r->query, "path", qpath, sizeof(qpath)) <= 0)
+		qpath[0] = '\0';
+	d = dl_alloc();
+	if (!d) {
+		http_respond_json_error(r, 500, "out of memory");
+		return;
+	}
+	d->fd = -1;
+	d->r = r;
+	snprintf(d->qpath, sizeof(d->qpath), "%s", qpath);
+	if (path_resolve(&u, qpath, state_default_workdir(), d->path, sizeof(d->path), err, sizeof(err)) < 0) {
+		dl_release(d);
+		files_respond_fmt(r, 400, "error expanding and resolving path '%s': %s", qpath, err);
+		return;
+	}
+	d->archive = http_query_get(r->query, "archive", d->fmt, sizeof(d->fmt)) > 0;
+	d->want_sniff = !files_mime_by_ext(qpath);
+	/* The compressibility sample is read with the open, and only when
+	 * gzip is offered and the link does not already rule it out. */
+	const char *ae = http_req_header(r, "accept-encoding");
+	struct link_estimate e;
+	linkrate_estimate(r, &e);
+	d->want_sample = !files_gzip_always && ae && strcasestr(ae, "gzip") && linkrate_prefer_gzip(&e, 0.0);
+	d->key = worker_path_key(d->path);
+	d->timeout = worker_fs_timeout;
+	r->ud = d;
+	r->on_close = dl_on_close;
+	d->busy = true;
+	struct worker_req req = { .work = dl_open_work, .done = dl_open_done, .expired = dl_expired,
+				  .arg = d, .key = d->key, .timeout = d->timeout };
+	if (worker_run(&req) < 0) {
+		d->busy = false;
+		fsjob_busy_msg(msg, sizeof(msg), d->path);
+		http_respond_json_error(r, 503, msg); /* on_close frees d */
+	}
+}
