@@ -30,12 +30,14 @@
 #include "fs/listdir.h"
 #include "base/log.h"
 #include "base/loop.h"
+#include "base/reqjob.h"
 #include "base/state.h"
 #include "base/users.h"
 #include "fs/legacy.h"
 #include "fs/watch.h"
 #include "http/http.h"
 #include "rpc/rpcerr.h"
+#include "rpc/rpcjob.h"
 #include "base/worker.h"
 
 #define ERRLEN (2 * PATH_MAX + 256)
@@ -114,15 +116,15 @@ static enum rpc_code entry_code(int rc)
  * 100 000-entry listing takes a while to pack. The job carries the mount's
  * key and the call's deadline (the client's, else -fs-timeout); when that
  * passes first, the call is answered "deadline_exceeded" while the thread
- * stays stuck in the kernel, and the job is freed whenever it returns.
+ * stays stuck in the kernel, and the job is freed whenever it returns: its
+ * lifetime is a reqjob (base/reqjob.h) bound to the call (rpc/rpcjob.h).
  */
 struct fs_job {
-	struct rpc_call *call;   /* NULL once answered or the client went away */
+	struct reqjob rj;        /* the call; the job's key, deadline and stall */
 	void (*work)(struct fs_job *j); /* sets code/err, or enc for a success */
 	uid_t uid;
 	gid_t gid;
 	uint32_t depth;
-	double timeout;          /* seconds */
 	struct rpc_codec codec;
 	bool legacy;             /* downgrade the reply (legacy.h) */
 	enum rpc_code code;
@@ -160,7 +162,7 @@ static struct fs_job *job_alloc(void)
 	return j;
 }
 
-static void job_free(struct fs_job *j)
+static void job_release(struct fs_job *j)
 {
 	if (n_job_cache < JOB_CACHE)
 		job_cache[n_job_cache++] = j;
@@ -202,57 +204,47 @@ static void job_fail(struct fs_job *j, enum rpc_code code, const char *fmt, ...)
 	j->code = code;
 }
 
-static void job_on_cancel(struct rpc_call *call, enum rpc_code why)
-{
-	struct fs_job *j = rpc_call_ud(call);
-	j->call = NULL;
-}
-
-static const struct rpc_call_hooks job_hooks = { .on_cancel = job_on_cancel };
-
 static void job_work(void *arg)
 {
 	struct fs_job *j = arg;
 	j->work(j);
 }
 
-/* A job's deadline passed: answer its call (if still there) and let go of
- * it; the job itself is freed by its done() when the thread returns. */
-static void fail_expired(struct rpc_call **callp, double timeout, const char *path)
+/* A job's deadline passed: answer its call and let go of it; the job
+ * itself is freed when its thread returns. */
+static void fail_expired(struct reqjob *rj, const char *path)
 {
-	struct rpc_call *call = *callp;
-
-	if (!call)
-		return;
-	*callp = NULL;
-	rpc_call_set_hooks(call, NULL, NULL);
-	rpc_fail(call, RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, timeout, path);
+	rpc_fail(rpcjob_take(rj), RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, rj->timeout, path);
 }
 
-static void job_expired(void *arg)
+static void job_expired(struct reqjob *rj)
 {
-	struct fs_job *j = arg;
-
-	fail_expired(&j->call, j->timeout, j->path);
+	fail_expired(rj, REQJOB_CONTAINER(rj, struct fs_job, rj)->path);
 }
 
+static void job_free(struct reqjob *rj)
+{
+	struct fs_job *j = REQJOB_CONTAINER(rj, struct fs_job, rj);
+
+	rpc_encoded_free(&j->enc);
+	job_release(j);
+}
+
+static const struct reqjob_ops job_ops = { .free = job_free, .expired = job_expired };
+
+/* Loop, while the call is there: answer with what the job made. */
 static void job_done(void *arg)
 {
 	struct fs_job *j = arg;
-	struct rpc_call *call = j->call;
+	struct rpc_call *call = rpcjob_take(&j->rj);
 
-	if (call) {
-		rpc_call_set_hooks(call, NULL, NULL);
-		if (j->code != RPC_OK) {
-			rpc_fail(call, j->code, "%s", j->err);
-		} else {
-			if (j->legacy && rpc_call_http(call))
-				http_req_extra_header(rpc_call_http(call), "X-E2B-Legacy-SDK", "true", true);
-			rpc_reply_encoded(call, &j->enc);
-		}
+	if (j->code != RPC_OK) {
+		rpc_fail(call, j->code, "%s", j->err);
+		return;
 	}
-	rpc_encoded_free(&j->enc);
-	job_free(j);
+	if (j->legacy && rpc_call_http(call))
+		http_req_extra_header(rpc_call_http(call), "X-E2B-Legacy-SDK", "true", true);
+	rpc_reply_encoded(call, &j->enc);
 }
 
 /*
@@ -271,13 +263,13 @@ static struct fs_job *job_new(struct rpc_call *call, const char *req_path, const
 		return NULL;
 	}
 	if (call_path(call, req_path, &u, j->path, sizeof(j->path))) {
-		job_free(j);
+		job_release(j);
 		return NULL;
 	}
 	if (req_path2 && path_resolve(&u, req_path2, state_default_workdir(), j->path2, sizeof(j->path2), err,
 				      sizeof(err)) < 0) {
 		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
-		job_free(j);
+		job_release(j);
 		return NULL;
 	}
 	j->uid = u.uid;
@@ -292,24 +284,22 @@ static void job_submit(struct rpc_call *call, struct fs_job *j)
 	int64_t client_ms = rpc_call_timeout_ms(call);
 	int rc;
 
-	j->call = call;
-	j->timeout = worker_deadline_s(client_ms);
+	reqjob_init(&j->rj, &job_ops);
+	j->rj.key = worker_path_key(j->path);
+	j->rj.timeout = worker_deadline_s(client_ms);
+	j->rj.stall = client_ms <= 0;
 	j->legacy = legacy_user_agent(rpc_call_header(call, "user-agent"));
 	rpc_call_codec(call, &j->codec);
-	rc = worker_run(&(struct worker_req){ .work = job_work, .done = job_done, .expired = job_expired,
-					      .arg = j, .key = worker_path_key(j->path),
-					      .timeout = j->timeout, .stall = client_ms <= 0 });
+	rpcjob_attach(&j->rj, call);
+	rc = reqjob_run(&j->rj, job_work, job_done, j, 0);
 	if (rc < 0) {
-		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s: %s",
-			 j->path, go_strerror(-rc));
-		job_free(j);
-		return;
+		rpc_fail(rpcjob_take(&j->rj), RPC_RESOURCE_EXHAUSTED,
+			 "filesystem worker queue is full, retry later: %s: %s", j->path, go_strerror(-rc));
+	} else if (client_ms > 0) {
+		/* The client's own deadline ends the call in rpc/connect.c first. */
+		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->rj.timeout, j->path);
 	}
-	rpc_call_set_hooks(call, &job_hooks, j);
-	/* The client's own deadline ends the call in rpc/connect.c first. */
-	if (client_ms > 0)
-		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->timeout,
-					      j->path);
+	reqjob_release(&j->rj);
 }
 
 /* --- Stat --- */
@@ -618,25 +608,17 @@ static const struct rpc_call_hooks stream_hooks = {
  * watcher is registered, when that is done.
  */
 struct watch_job {
-	struct rpc_call *call;  /* NULL once answered or the client went away */
+	struct reqjob rj;       /* the call until the job is back; key, deadline, stall */
+	struct rpc_call *call;  /* ... then taken back, for ready() to answer */
 	char path[PATH_MAX];
 	bool recursive;
 	bool include_entry;
 	bool allow_network_mounts;
-	double timeout;         /* seconds */
-	struct fs_watch *w;
+	struct fs_watch *w;     /* the job's; ready() takes it */
 	int rc;
 	char err[ERRLEN];
 	void (*ready)(struct watch_job *j);
 };
-
-static void watch_job_on_cancel(struct rpc_call *call, enum rpc_code why)
-{
-	struct watch_job *j = rpc_call_ud(call);
-	j->call = NULL;
-}
-
-static const struct rpc_call_hooks watch_job_hooks = { .on_cancel = watch_job_on_cancel };
 
 static void watch_job_work(void *arg)
 {
@@ -650,29 +632,35 @@ static void watch_job_work(void *arg)
 		j->rc = -EIO;
 }
 
-static void watch_job_expired(void *arg)
+static void watch_job_expired(struct reqjob *rj)
 {
-	struct watch_job *j = arg;
-
-	fail_expired(&j->call, j->timeout, j->path);
+	fail_expired(rj, REQJOB_CONTAINER(rj, struct watch_job, rj)->path);
 }
 
+/* Also when the call went away: the watches the job added go with it. */
+static void watch_job_free(struct reqjob *rj)
+{
+	struct watch_job *j = REQJOB_CONTAINER(rj, struct watch_job, rj);
+
+	fs_watch_free(j->w);
+	free(j);
+}
+
+static const struct reqjob_ops watch_job_ops = { .free = watch_job_free, .expired = watch_job_expired };
+
+/* Loop, while the call is there: start the stream or register the watcher. */
 static void watch_job_done(void *arg)
 {
 	struct watch_job *j = arg;
-	struct rpc_call *call = j->call;
 
-	if (!call) {
-		fs_watch_free(j->w);
-	} else {
-		rpc_call_set_hooks(call, NULL, NULL);
-		rpc_call_set_deadline_message(call, NULL);
-		if (j->rc)
-			rpc_fail(call, rpc_code_from_errno(j->rc), "%s", j->err);
-		else
-			j->ready(j); /* takes j->w */
+	j->call = rpcjob_take(&j->rj);
+	rpc_call_set_deadline_message(j->call, NULL);
+	if (j->rc) {
+		rpc_fail(j->call, rpc_code_from_errno(j->rc), "%s", j->err);
+		return;
 	}
-	free(j);
+	j->ready(j); /* takes j->w */
+	j->w = NULL;
 }
 
 /* Resolve, validate and queue the watch setup; on failure the call is answered. */
@@ -692,27 +680,23 @@ static void watch_submit(struct rpc_call *call, const char *req_path, bool recur
 		free(j);
 		return;
 	}
-	j->call = call;
+	reqjob_init(&j->rj, &watch_job_ops);
 	j->recursive = recursive;
 	j->include_entry = include_entry;
 	j->allow_network_mounts = allow_network_mounts;
 	j->ready = ready;
 	client_ms = rpc_call_timeout_ms(call);
-	j->timeout = worker_deadline_s(client_ms);
-	rc = worker_run(&(struct worker_req){ .work = watch_job_work, .done = watch_job_done,
-					      .expired = watch_job_expired, .arg = j,
-					      .key = worker_path_key(j->path), .timeout = j->timeout,
-					      .stall = client_ms <= 0 });
-	if (rc < 0) {
-		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s: %s",
-			 j->path, go_strerror(-rc));
-		free(j);
-		return;
-	}
-	rpc_call_set_hooks(call, &watch_job_hooks, j);
-	if (rpc_call_timeout_ms(call) > 0)
-		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->timeout,
-					      j->path);
+	j->rj.key = worker_path_key(j->path);
+	j->rj.timeout = worker_deadline_s(client_ms);
+	j->rj.stall = client_ms <= 0;
+	rpcjob_attach(&j->rj, call);
+	rc = reqjob_run(&j->rj, watch_job_work, watch_job_done, j, 0);
+	if (rc < 0)
+		rpc_fail(rpcjob_take(&j->rj), RPC_RESOURCE_EXHAUSTED,
+			 "filesystem worker queue is full, retry later: %s: %s", j->path, go_strerror(-rc));
+	else if (client_ms > 0)
+		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->rj.timeout, j->path);
+	reqjob_release(&j->rj);
 }
 
 static void watch_stream_ready(struct watch_job *j)

@@ -19,7 +19,10 @@
  * archive once more while extracting. Zip needs its central directory at
  * the end anyway, which is why the body is complete before extraction.
  *
- * Lifetime: as in files_get.c, the context lives in r->ud until
+ * Lifetime: a download's context is a reqjob (base/reqjob.h) that the
+ * exchange is handed to by GET /files; the exchange and each job in
+ * flight hold a reference, so a job still running when the client goes
+ * away frees it on return. An extraction's context lives in r->ud until
  * on_close; a job in flight when the client goes away frees it on return.
  */
 #include "transfer/files_archive.h"
@@ -37,7 +40,9 @@
 
 #include "base/errstr.h"
 #include "base/log.h"
+#include "base/reqjob.h"
 #include "base/worker.h"
+#include "http/httpjob.h"
 #include "transfer/archive.h"
 #include "fs/entry.h"
 #include "transfer/files_util.h"
@@ -55,19 +60,15 @@
  * tree, so it is freed on a worker too.
  */
 struct adl {
-	struct http_req *r;     /* NULL once the exchange is over */
+	struct reqjob job;      /* the exchange; the jobs' key (DIR's mount) and deadline */
 	char dir[PATH_MAX];
 	enum arch_format f;
 	bool zero_copy;         /* asked for (HTTP/1.x); granted if DIR is local */
-	uint64_t key;
-	double timeout;
 	struct arch_writer *w;
 	struct arch_piece pieces[ARCH_MAX_PIECES];
 	size_t np;
 	int rc;
-	bool busy;
 	bool begun;             /* headers are out */
-	bool expired;
 	char err[512];
 };
 
@@ -76,65 +77,33 @@ static void adl_writer_free(void *arg)
 	arch_writer_free(arg);
 }
 
-static void adl_free(struct adl *d)
+static void adl_free(struct reqjob *j)
 {
+	struct adl *d = REQJOB_CONTAINER(j, struct adl, job);
+
 	if (d->w)
-		fsjob_release(adl_writer_free, d->w, d->key);
+		fsjob_release(adl_writer_free, d->w, j->key);
 	free(d);
 }
 
-static void adl_on_close(struct http_req *r, bool completed)
+/* A job outlived its deadline: answer 504, or cut the archive if it began. */
+static void adl_expired(struct reqjob *j)
 {
-	struct adl *d = r->ud;
-
-	r->ud = NULL;
-	if (!d)
-		return;
-	d->r = NULL;
-	if (!d->busy)
-		adl_free(d); /* else the job's completion frees it */
-}
-
-static void adl_expired(void *arg)
-{
-	struct adl *d = arg;
+	struct adl *d = REQJOB_CONTAINER(j, struct adl, job);
+	struct http_req *r = httpjob_req(j);
 	char msg[PATH_MAX + 128];
 
-	d->expired = true;
-	if (!d->r)
-		return;
 	if (d->begun) {
 		log_warn("files", "files_get: archive of %s: the filesystem did not answer within %g s; archive cut",
-			 d->dir, d->timeout);
-		http_resp_abort(d->r); /* may call on_close */
+			 d->dir, j->timeout);
+		http_resp_abort(r); /* may call on_close */
 		return;
 	}
-	fsjob_timeout_msg(msg, sizeof(msg), d->timeout, d->dir);
-	http_respond_json_error(d->r, 504, msg); /* may call on_close */
+	fsjob_timeout_msg(msg, sizeof(msg), j->timeout, d->dir);
+	http_respond_json_error(r, 504, msg); /* may call on_close */
 }
 
-/* Common start of a completion; false when d is finished with. */
-static bool adl_back(struct adl *d)
-{
-	d->busy = false;
-	if (!d->r) {
-		adl_free(d);
-		return false;
-	}
-	return !d->expired;
-}
-
-static bool adl_submit(struct adl *d, void (*work)(void *), void (*done)(void *))
-{
-	struct worker_req req = { .work = work, .done = done, .expired = adl_expired, .arg = d,
-				  .key = d->key, .timeout = d->timeout };
-
-	d->busy = true;
-	if (worker_run(&req) == 0)
-		return true;
-	d->busy = false;
-	return false;
-}
+static const struct reqjob_ops adl_ops = { .free = adl_free, .expired = adl_expired };
 
 static void adl_work(void *arg)
 {
@@ -144,13 +113,12 @@ static void adl_work(void *arg)
 
 static void adl_pump(struct http_req *r);
 
+/* Loop, while the exchange is live: queue what the job made. */
 static void adl_done(void *arg)
 {
 	struct adl *d = arg;
-	struct http_req *r = d->r;
+	struct http_req *r = httpjob_req(&d->job);
 
-	if (!adl_back(d))
-		return;
 	for (size_t i = 0; i < d->np; i++) {
 		const struct arch_piece *p = &d->pieces[i];
 		int rc = p->fd >= 0 ? http_resp_write_file(r, p->fd, p->off, (size_t)p->len) : http_resp_write(r, p->p, p->n);
@@ -177,11 +145,12 @@ static void adl_done(void *arg)
 
 static void adl_pump(struct http_req *r)
 {
-	struct adl *d = r->ud;
+	struct reqjob *j = httpjob_of(r);
 
-	if (!d || d->busy || r->resp_ended || http_resp_queued(r) >= HTTP_QUEUE_HIGH)
+	if (!j || reqjob_busy(j) || r->resp_ended || http_resp_queued(r) >= HTTP_QUEUE_HIGH)
 		return; /* on_writable or the running job calls again */
-	if (!adl_submit(d, adl_work, adl_done)) {
+	struct adl *d = REQJOB_CONTAINER(j, struct adl, job);
+	if (reqjob_run(j, adl_work, adl_done, d, 0) < 0) {
 		log_error("files", "files_get: worker queue full archiving '%s'; archive cut", d->dir);
 		http_resp_abort(r);
 	}
@@ -205,11 +174,9 @@ static void adl_open_work(void *arg)
 static void adl_open_done(void *arg)
 {
 	struct adl *d = arg;
-	struct http_req *r = d->r;
+	struct http_req *r = httpjob_req(&d->job);
 	char base[PATH_MAX], fname[PATH_MAX + 16], disp[PATH_MAX * 3 + 64];
 
-	if (!adl_back(d))
-		return;
 	if (!d->w) {
 		http_respond_json_error(r, 500, d->err); /* on_close frees d */
 		return;
@@ -238,8 +205,9 @@ static void adl_open_done(void *arg)
 	adl_pump(r);
 }
 
-void files_archive_get(struct http_req *r, const char *dir, const char *format)
+void files_archive_get(struct reqjob *from, const char *dir, const char *format)
 {
+	struct http_req *r = httpjob_req(from);
 	char msg[PATH_MAX + 128];
 	int f = arch_format_parse(format);
 
@@ -253,19 +221,19 @@ void files_archive_get(struct http_req *r, const char *dir, const char *format)
 		http_respond_json_error(r, 500, "out of memory");
 		return;
 	}
-	d->r = r;
+	reqjob_init(&d->job, &adl_ops);
 	snprintf(d->dir, sizeof(d->dir), "%s", dir);
 	d->f = (enum arch_format)f;
 	/* sendfile only where the transport does it: HTTP/1.x. */
 	d->zero_copy = r->version < 20;
-	d->key = worker_path_key(dir);
-	d->timeout = worker_fs_timeout;
-	r->ud = d;
-	r->on_close = adl_on_close;
-	if (!adl_submit(d, adl_open_work, adl_open_done)) {
+	d->job.key = worker_path_key(dir);
+	d->job.timeout = worker_fs_timeout;
+	reqjob_handoff(from, &d->job);
+	if (reqjob_run(&d->job, adl_open_work, adl_open_done, d, 0) < 0) {
 		fsjob_busy_msg(msg, sizeof(msg), dir);
-		http_respond_json_error(r, 503, msg); /* on_close frees d */
+		http_respond_json_error(r, 503, msg); /* may call on_close */
 	}
+	reqjob_release(&d->job);
 }
 
 /* ======================= POST ======================= */

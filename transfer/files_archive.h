@@ -11,11 +11,17 @@
 
 #include <stdbool.h>
 
+#include "base/reqjob.h"
 #include "base/users.h"
 #include "http/http.h"
 
-/* Stream the tree under `dir` (resolved, known to be a directory). */
-void files_archive_get(struct http_req *r, const char *dir, const char *format);
+/*
+ * Take the exchange over from `from` (a live reqjob bound to it with
+ * http/httpjob.h) and stream the tree under `dir` (resolved, known to be
+ * a directory). An unknown format or a failed allocation is answered on
+ * the exchange, which then stays with `from`.
+ */
+void files_archive_get(struct reqjob *from, const char *dir, const char *format);
 
 /*
  * Extract the request body into the resolved directory `dir` as user `u`.

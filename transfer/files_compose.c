@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * files_compose.c - POST /files/compose (files_compose.h).
+ *
+ * Lifetime: the compose is a reqjob (base/reqjob.h) bound to the exchange
+ * (http/httpjob.h): the exchange holds a reference until on_close, a job
+ * in flight one until its completion.
  */
 #include "transfer/files_compose.h"
 
@@ -16,10 +20,12 @@
 
 #include "base/buf.h"
 #include "base/errstr.h"
+#include "base/reqjob.h"
 #include "base/state.h"
 #include "base/users.h"
 #include "base/worker.h"
 #include "fs/entry.h"
+#include "http/httpjob.h"
 #include "transfer/files_common.h"
 #include "transfer/fsjob.h"
 
@@ -34,7 +40,7 @@ static void random_suffix(char *out, size_t len)
 #define COMPOSE_BODY_MAX (1024 * 1024)
 
 struct compose {
-	struct http_req *r;     /* NULL once the client went away */
+	struct reqjob job;      /* the exchange; the jobs' key (the destination's mount) and deadline */
 	struct user u;
 	struct buf body;        /* bounded by COMPOSE_BODY_MAX */
 	bool too_big;
@@ -42,19 +48,17 @@ struct compose {
 	char **srcs;            /* resolved */
 	char **srcs_given;
 	size_t n;
-	uint64_t key;           /* the destination's mount */
-	double timeout;
 	bool checked;           /* the first job (checks) is back */
-	bool expired;           /* answered 504 */
 	_Atomic int at;         /* the source the job is on, -1: the destination */
 	/* worker result */
 	int status;
 	char msg[FILES_MSGLEN];
-	bool queued;            /* handed to the worker; it frees the job */
 };
 
-static void compose_free(struct compose *c)
+static void compose_free(struct reqjob *j)
 {
+	struct compose *c = REQJOB_CONTAINER(j, struct compose, job);
+
 	for (size_t i = 0; i < c->n; i++) {
 		free(c->srcs[i]);
 		free(c->srcs_given[i]);
@@ -65,21 +69,17 @@ static void compose_free(struct compose *c)
 	free(c);
 }
 
-static void compose_on_close(struct http_req *r, bool completed)
+static struct compose *compose_of(struct http_req *r)
 {
-	struct compose *c = r->ud;
-	r->ud = NULL;
-	if (!c)
-		return;
-	if (c->queued)
-		c->r = NULL; /* the worker completion frees it */
-	else
-		compose_free(c);
+	struct reqjob *j = httpjob_of(r);
+
+	return j ? REQJOB_CONTAINER(j, struct compose, job) : NULL;
 }
 
 static void compose_on_body(struct http_req *r, const uint8_t *p, size_t n)
 {
-	struct compose *c = r->ud;
+	struct compose *c = compose_of(r);
+
 	if (!c->too_big && buf_append(&c->body, p, n) < 0)
 		c->too_big = true;
 }
@@ -224,56 +224,47 @@ fail:
 	unlink(tmp);
 }
 
-static void compose_expired(void *arg)
+/* The checks outlived their deadline: 504 naming the path they were on. */
+static void compose_expired(struct reqjob *j)
 {
-	struct compose *c = arg;
+	struct compose *c = REQJOB_CONTAINER(j, struct compose, job);
 	char msg[FILES_MSGLEN];
 	int at = c->at;
 
-	c->expired = true;
-	if (!c->r)
-		return;
-	fsjob_timeout_msg(msg, sizeof(msg), c->timeout, at >= 0 && (size_t)at < c->n ? c->srcs[at] : c->dest);
-	http_respond_json_error(c->r, 504, msg); /* may call on_close */
+	fsjob_timeout_msg(msg, sizeof(msg), j->timeout, at >= 0 && (size_t)at < c->n ? c->srcs[at] : c->dest);
+	http_respond_json_error(httpjob_req(j), 504, msg); /* may call on_close */
 }
+
+static const struct reqjob_ops compose_ops = { .free = compose_free, .expired = compose_expired };
 
 static void compose_done(void *arg);
 
+/* The checks carry the deadline; the copy has none (a large copy takes its time). */
 static void compose_submit(struct compose *c, bool check)
 {
-	struct worker_req req = { .work = check ? compose_check : compose_work, .done = compose_done,
-				  .expired = check ? compose_expired : NULL, .arg = c, .key = c->key,
-				  .timeout = check ? c->timeout : 0 };
 	char msg[FILES_MSGLEN];
 
-	c->queued = true;
-	if (worker_run(&req) == 0)
+	if (reqjob_run(&c->job, check ? compose_check : compose_work, compose_done, c,
+		       check ? 0 : REQJOB_NO_DEADLINE) == 0)
 		return;
-	c->queued = false;
 	fsjob_busy_msg(msg, sizeof(msg), c->dest);
-	http_respond_json_error(c->r, 503, msg); /* on_close frees c */
+	http_respond_json_error(httpjob_req(&c->job), 503, msg); /* may call on_close */
 }
 
+/* Loop, while the exchange is live: the checks or the copy are back. */
 static void compose_done(void *arg)
 {
 	struct compose *c = arg;
-	struct http_req *r = c->r;
+	struct http_req *r = httpjob_req(&c->job);
 	char base[PATH_MAX];
 
-	c->queued = false;
-	if (!r) {
-		compose_free(c);
-		return;
-	}
-	if (c->expired)
-		return; /* answered (504); on_close frees c */
 	if (c->status == 200 && !c->checked) {
 		c->checked = true;
 		compose_submit(c, false);
 		return;
 	}
 	if (c->status != 200) {
-		http_respond_json_error(r, c->status, c->msg); /* on_close frees c */
+		http_respond_json_error(r, c->status, c->msg);
 		return;
 	}
 	json_t *o = json_object();
@@ -302,13 +293,13 @@ static void compose_done(void *arg)
 
 static void compose_on_body_end(struct http_req *r)
 {
-	struct compose *c = r->ud;
+	struct compose *c = compose_of(r);
 	char err[FILES_MSGLEN];
 	json_error_t je;
 	json_t *root = NULL, *srcs, *dest, *user;
 	const char *uname;
 
-	if (!c || c->queued)
+	if (!c || reqjob_busy(&c->job))
 		return;
 	if (c->too_big) {
 		http_respond_json_error(r, 400, "invalid request body: request body too large");
@@ -377,8 +368,8 @@ static void compose_on_body_end(struct http_req *r)
 	}
 	/* Every call on the paths runs in worker jobs of the destination's
 	 * mount: first the checks, with the deadline, then the copy. */
-	c->key = worker_path_key(c->dest);
-	c->timeout = worker_fs_timeout;
+	c->job.key = worker_path_key(c->dest);
+	c->job.timeout = worker_fs_timeout;
 	c->at = -1;
 	compose_submit(c, true);
 out:
@@ -393,10 +384,10 @@ void files_compose(struct http_req *r)
 		http_respond_json_error(r, 500, "out of memory");
 		return;
 	}
-	c->r = r;
+	reqjob_init(&c->job, &compose_ops);
 	buf_init(&c->body, COMPOSE_BODY_MAX);
-	r->ud = c;
+	httpjob_attach(&c->job, r);
 	r->on_body = compose_on_body;
 	r->on_body_end = compose_on_body_end;
-	r->on_close = compose_on_close;
+	reqjob_release(&c->job);
 }

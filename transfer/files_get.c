@@ -2,10 +2,12 @@
 /*
  * files_get.c - GET /files (files_get.h).
  *
- * Lifetime: a handler's context lives in r->ud from the first callback
- * registration until on_close, which frees it. http_resp_end() may call
- * on_close synchronously, so nothing touches the context after ending a
- * response.
+ * Lifetime: a download is a reqjob (base/reqjob.h) bound to the exchange
+ * (http/httpjob.h). The exchange holds a reference until on_close, each
+ * job in flight one until its completion, and whoever frees last frees.
+ * An archive of a directory or a gzip body hands the exchange on to
+ * another responder (files_archive_get, gzsend_start) with
+ * reqjob_handoff; the download lets go of it then.
  */
 #include "transfer/files_get.h"
 
@@ -22,9 +24,11 @@
 #include "base/errstr.h"
 #include "base/log.h"
 #include "base/pgzip.h"
+#include "base/reqjob.h"
 #include "base/state.h"
 #include "base/users.h"
 #include "base/worker.h"
+#include "http/httpjob.h"
 #include "http/linkrate.h"
 #include "transfer/files_archive.h"
 #include "transfer/files_common.h"
@@ -50,17 +54,14 @@ struct dl_seg {
  * Every call on the file runs in a worker job of its mount: first one job
  * that stats, opens and sizes it, then (unless the mount is a local kind,
  * which sendfile may read from the loop) one job per READ_CHUNK of body.
- * While `busy`, the job owns the fields it fills; the loop waits.
+ * While a job is in flight (reqjob_busy), it owns the fields it fills; the
+ * loop waits.
  */
 struct download {
-	struct http_req *r;     /* NULL once the exchange is over */
+	struct reqjob job;      /* the exchange; the jobs' key and deadline */
 	char fmt[16];           /* archive= */
 	bool archive;
 	bool want_sniff;
-	uint64_t key;
-	double timeout;
-	bool busy;
-	bool expired;           /* a job's deadline passed: answered or cut */
 	bool begun;             /* headers are out */
 
 	/* what the open job found */
@@ -68,6 +69,7 @@ struct download {
 	bool err_open;          /* ... which was open(), not stat() */
 	struct stat st;
 	int fd;
+	uint64_t key;           /* the file's mount (a symlink may lead elsewhere) */
 	bool local;
 	int64_t size;
 	uint8_t sniff[512];
@@ -116,8 +118,10 @@ static void dl_release(struct download *d)
 		free(d);
 }
 
-static void dl_free(struct download *d)
+static void dl_free(struct reqjob *j)
 {
+	struct download *d = REQJOB_CONTAINER(j, struct download, job);
+
 	for (size_t i = 0; i < d->nseg; i++)
 		free(d->seg[i].mem);
 	free(d->rbuf);
@@ -125,46 +129,23 @@ static void dl_free(struct download *d)
 	dl_release(d);
 }
 
-static void dl_on_close(struct http_req *r, bool completed)
-{
-	struct download *d = r->ud;
-
-	r->ud = NULL;
-	if (!d)
-		return;
-	d->r = NULL;
-	if (!d->busy)
-		dl_free(d); /* else the job's completion frees it */
-}
-
 /* A job outlived its deadline: answer 504, or cut the body if it began. */
-static void dl_expired(void *arg)
+static void dl_expired(struct reqjob *j)
 {
-	struct download *d = arg;
+	struct download *d = REQJOB_CONTAINER(j, struct download, job);
+	struct http_req *r = httpjob_req(j);
 	char msg[FILES_MSGLEN];
 
-	d->expired = true;
-	if (!d->r)
-		return;
 	if (d->begun) {
-		log_warn("files", "files_get: %s: read did not return within %g s; download cut", d->path, d->timeout);
-		http_resp_abort(d->r); /* may call on_close */
+		log_warn("files", "files_get: %s: read did not return within %g s; download cut", d->path, j->timeout);
+		http_resp_abort(r); /* may call on_close */
 		return;
 	}
-	fsjob_timeout_msg(msg, sizeof(msg), d->timeout, d->path);
-	http_respond_json_error(d->r, 504, msg); /* may call on_close */
+	fsjob_timeout_msg(msg, sizeof(msg), j->timeout, d->path);
+	http_respond_json_error(r, 504, msg); /* may call on_close */
 }
 
-/* Common start of a job's completion. Returns false when d is done for. */
-static bool dl_job_back(struct download *d)
-{
-	d->busy = false;
-	if (!d->r) {
-		dl_free(d);
-		return false;
-	}
-	return !d->expired; /* else answered already; on_close frees d */
-}
+static const struct reqjob_ops dl_ops = { .free = dl_free, .expired = dl_expired };
 
 static void dl_read_work(void *arg)
 {
@@ -191,14 +172,13 @@ static void dl_read_work(void *arg)
 
 static void dl_pump(struct download *d);
 
+/* Loop, while the exchange is live: a chunk is in. */
 static void dl_read_done(void *arg)
 {
 	struct download *d = arg;
-	struct http_req *r = d->r;
+	struct http_req *r = httpjob_req(&d->job);
 	struct dl_seg *s = &d->seg[d->cur];
 
-	if (!dl_job_back(d))
-		return;
 	if (d->rgot <= 0) {
 		/* Headers are out: all we can do is cut the body. */
 		log_error("files", "files_get: read of '%s' failed mid-download: %s", d->path,
@@ -219,31 +199,27 @@ static void dl_read_done(void *arg)
 static void dl_read_submit(struct download *d)
 {
 	struct dl_seg *s = &d->seg[d->cur];
-	struct worker_req req = { .work = dl_read_work, .done = dl_read_done, .expired = dl_expired,
-				  .arg = d, .key = d->key, .timeout = d->timeout };
 
 	if (!d->rbuf && !(d->rbuf = malloc(READ_CHUNK))) {
 		log_error("files", "files_get: out of memory reading '%s'", d->path);
-		http_resp_abort(d->r);
+		http_resp_abort(httpjob_req(&d->job));
 		return;
 	}
 	d->rlen = s->len > READ_CHUNK ? READ_CHUNK : (size_t)s->len;
-	d->busy = true;
-	if (worker_run(&req) < 0) {
-		d->busy = false;
+	if (reqjob_run(&d->job, dl_read_work, dl_read_done, d, 0) < 0) {
 		log_error("files", "files_get: worker queue full reading '%s'; download cut", d->path);
-		http_resp_abort(d->r);
+		http_resp_abort(httpjob_req(&d->job));
 	}
 }
 
 /* Queue body pieces while the queue has room. Ends the response when all is queued. */
 static void dl_pump(struct download *d)
 {
-	struct http_req *r = d->r;
+	struct http_req *r = httpjob_req(&d->job);
 
 	while (d->cur < d->nseg) {
 		struct dl_seg *s = &d->seg[d->cur];
-		if (d->busy || http_resp_queued(r) >= HTTP_QUEUE_HIGH)
+		if (reqjob_busy(&d->job) || http_resp_queued(r) >= HTTP_QUEUE_HIGH)
 			return; /* the job or on_writable calls again */
 		if (s->mem) {
 			int rc = http_resp_write(r, s->mem, s->memlen);
@@ -270,15 +246,16 @@ static void dl_pump(struct download *d)
 		s->off += n;
 		s->len -= n;
 	}
-	http_resp_end(r, NULL, 0); /* may free d */
+	http_resp_end(r, NULL, 0); /* may call on_close */
 }
 
 static void dl_on_writable(struct http_req *r)
 {
-	struct download *d = r->ud;
-	if (!d || d->busy || r->resp_ended)
+	struct reqjob *j = httpjob_of(r);
+
+	if (!j || reqjob_busy(j) || r->resp_ended)
 		return;
-	dl_pump(d);
+	dl_pump(REQJOB_CONTAINER(j, struct download, job));
 }
 
 /*
@@ -319,7 +296,7 @@ static int check_conditions(struct http_req *r, time_t mtime, bool *range_ok)
 /* Begin the response and send the segments set up in d. */
 static void dl_begin(struct download *d, int status, const struct http_hdr *h, size_t nh, int64_t len)
 {
-	struct http_req *r = d->r;
+	struct http_req *r = httpjob_req(&d->job);
 
 	r->on_writable = dl_on_writable;
 	d->begun = true;
@@ -360,7 +337,7 @@ static void serve_byteranges(struct download *d, const struct http_hdr *h, size_
 	total += tl;
 	for (size_t i = 0; i < d->nseg; i++)
 		if (i % 2 == 0 && !d->seg[i].mem) {
-			http_respond_json_error(d->r, 500, "out of memory"); /* on_close frees d */
+			http_respond_json_error(httpjob_req(&d->job), 500, "out of memory");
 			return;
 		}
 	for (size_t i = 0; i < nh && k < 10; i++)
@@ -469,18 +446,18 @@ static void dl_open_work(void *arg)
 		dl_sample(d);
 }
 
+/* Loop, while the exchange is live: answer from what the open found. */
 static void dl_open_done(void *arg)
 {
 	struct download *d = arg;
-	struct http_req *r = d->r;
+	struct http_req *r = httpjob_req(&d->job);
 	char base[PATH_MAX], disp[PATH_MAX * 3 + 64], lastmod[40], crange[96];
 	struct http_hdr h[8];
 	size_t nh = 0;
 	bool id_rejected, range_ok = true;
 	const char *path = d->path;
 
-	if (!dl_job_back(d))
-		return;
+	d->job.key = d->key; /* the reads' mount: where the file really is */
 	if (d->err && !d->err_open) {
 		if (d->err == ENOENT)
 			files_respond_fmt(r, 404, "path '%s' does not exist", path);
@@ -497,10 +474,7 @@ static void dl_open_done(void *arg)
 		}
 		snprintf(dir, sizeof(dir), "%s", d->path);
 		snprintf(fmt, sizeof(fmt), "%s", d->fmt);
-		r->ud = NULL;
-		r->on_close = NULL;
-		dl_free(d);
-		files_archive_get(r, dir, fmt);
+		files_archive_get(&d->job, dir, fmt);
 		return;
 	}
 	if (S_ISDIR(d->st.st_mode)) {
@@ -537,15 +511,12 @@ static void dl_open_done(void *arg)
 	if (enc == FILES_ENC_GZIP) {
 		/* Read and compressed block by block on the worker pool. */
 		struct gzsend_src src = { .fd = d->fd, .size = S_ISREG(d->st.st_mode) ? (int64_t)d->st.st_size : 0,
-					  .key = d->key, .local = d->local, .timeout = d->timeout };
+					  .key = d->key, .local = d->local, .timeout = d->job.timeout };
 		snprintf(src.path, sizeof(src.path), "%s", d->path);
 		h[nh++] = (struct http_hdr){ "content-encoding", "gzip" };
 		h[nh++] = (struct http_hdr){ "content-type", ctype ? ctype : "application/octet-stream" };
 		d->fd = -1;
-		r->ud = NULL;
-		r->on_close = NULL;
-		dl_free(d);
-		gzsend_start(r, &src, h, nh);
+		gzsend_start(&d->job, &src, h, nh);
 		return;
 	}
 
@@ -560,7 +531,7 @@ static void dl_open_done(void *arg)
 	if (cond) {
 		d->begun = true;
 		http_resp_begin(r, cond, h + 1, nh - 1, 0);
-		http_resp_end(r, NULL, 0); /* on_close frees d */
+		http_resp_end(r, NULL, 0); /* may call on_close */
 		return;
 	}
 	h[nh++] = (struct http_hdr){ "content-type", ctype };
@@ -630,8 +601,8 @@ void files_get(struct http_req *r)
 		http_respond_json_error(r, 500, "out of memory");
 		return;
 	}
+	reqjob_init(&d->job, &dl_ops);
 	d->fd = -1;
-	d->r = r;
 	snprintf(d->qpath, sizeof(d->qpath), "%s", qpath);
 	if (path_resolve(&u, qpath, state_default_workdir(), d->path, sizeof(d->path), err, sizeof(err)) < 0) {
 		dl_release(d);
@@ -646,16 +617,12 @@ void files_get(struct http_req *r)
 	struct link_estimate e;
 	linkrate_estimate(r, &e);
 	d->want_sample = !files_gzip_always && ae && strcasestr(ae, "gzip") && linkrate_prefer_gzip(&e, 0.0);
-	d->key = worker_path_key(d->path);
-	d->timeout = worker_fs_timeout;
-	r->ud = d;
-	r->on_close = dl_on_close;
-	d->busy = true;
-	struct worker_req req = { .work = dl_open_work, .done = dl_open_done, .expired = dl_expired,
-				  .arg = d, .key = d->key, .timeout = d->timeout };
-	if (worker_run(&req) < 0) {
-		d->busy = false;
+	d->job.key = worker_path_key(d->path);
+	d->job.timeout = worker_fs_timeout;
+	httpjob_attach(&d->job, r);
+	if (reqjob_run(&d->job, dl_open_work, dl_open_done, d, 0) < 0) {
 		fsjob_busy_msg(msg, sizeof(msg), d->path);
-		http_respond_json_error(r, 503, msg); /* on_close frees d */
+		http_respond_json_error(r, 503, msg); /* may call on_close */
 	}
+	reqjob_release(&d->job);
 }

@@ -7,7 +7,9 @@
  * fields. Worker jobs complete as they finish, so the loop emits strictly
  * by sequence number and lets early pieces wait. Jobs carry the file's
  * mount key and a deadline: a read stuck on a hung mount cuts the stream
- * when it expires, and the state lives on until that read returns.
+ * when it expires (ops->expired of the reqjob, base/reqjob.h), and the
+ * state lives on until that read returns: each slot's job holds a
+ * reference, as the exchange does until on_close.
  *
  * Dictionary check: a piece reads its 32 KiB dictionary from the file
  * together with its data, while the piece before it may still be read in
@@ -33,9 +35,11 @@
 #include "base/errstr.h"
 #include "base/log.h"
 #include "base/pgzip.h"
+#include "base/reqjob.h"
 #include "base/worker.h"
-#include "transfer/fsjob.h"
+#include "http/httpjob.h"
 #include "http/linkrate.h"
+#include "transfer/fsjob.h"
 
 enum slot_state { SLOT_IDLE, SLOT_BUSY, SLOT_DONE };
 
@@ -52,6 +56,7 @@ struct gzsend;
 
 struct gz_slot {
 	struct gzsend *g;
+	struct reqjob_task task;
 	enum slot_state state;
 	uint8_t *buf;      /* PGZ_DICT_MAX dictionary room, then GZSEND_BLOCK data */
 	uint8_t *out;      /* pgz_block_bound(GZSEND_BLOCK) */
@@ -68,17 +73,14 @@ struct gz_slot {
 };
 
 struct gzsend {
-	struct http_req *r;  /* NULL once the exchange is over */
+	struct reqjob job;   /* the exchange, the slots' jobs (key, deadline) */
 	int fd;
-	uint64_t key;
 	bool local;
-	double timeout;
 	char path[PATH_MAX];
 	int64_t size0;       /* size at the start: how far to read ahead */
 	struct gz_slot slot[GZSEND_SLOTS];
 	uint64_t next_seq;   /* next piece to read */
 	uint64_t emit_seq;   /* next piece to queue */
-	int busy;            /* jobs in flight */
 	bool eof;            /* a short piece was queued: nothing more to read */
 	bool driving;        /* gz_drive() is on the stack */
 	bool backed;         /* read-ahead waited for the queue since the last piece */
@@ -93,14 +95,22 @@ struct gzsend {
 	size_t tail_len;
 };
 
-static void gz_free(struct gzsend *g)
+/* The exchange, or NULL once it is over. */
+static struct http_req *gz_req(const struct gzsend *g)
 {
+	return httpjob_req(&g->job);
+}
+
+static void gz_free(struct reqjob *j)
+{
+	struct gzsend *g = REQJOB_CONTAINER(j, struct gzsend, job);
+
 	for (int i = 0; i < GZSEND_SLOTS; i++) {
 		pgz_block_end(&g->slot[i].pb);
 		free(g->slot[i].buf);
 		free(g->slot[i].out);
 	}
-	fsjob_close(g->fd, g->key, g->local);
+	fsjob_close(g->fd, g->job.key, g->local);
 	free(g);
 }
 
@@ -153,49 +163,35 @@ static void gz_work(void *arg)
 
 static void gz_drive(struct gzsend *g);
 
+/* Loop, while the exchange is live: a piece is back. */
 static void gz_done(void *arg)
 {
 	struct gz_slot *s = arg;
-	struct gzsend *g = s->g;
 
 	s->state = SLOT_DONE;
-	g->busy--;
-	if (!g->r) {
-		if (!g->busy && !g->driving)
-			gz_free(g);
-		return;
-	}
-	gz_drive(g);
+	gz_drive(s->g);
 }
 
-static void gz_expired(void *arg)
+static void gz_expired(struct reqjob *j)
 {
-	struct gz_slot *s = arg;
-	struct gzsend *g = s->g;
+	struct gzsend *g = REQJOB_CONTAINER(j, struct gzsend, job);
+	struct http_req *r = gz_req(g);
 
-	if (!g->r || g->r->resp_ended)
+	if (r->resp_ended)
 		return;
-	log_warn("files", "files_get: %s: read did not return within %g s; download cut", g->path, g->timeout);
+	log_warn("files", "files_get: %s: read did not return within %g s; download cut", g->path, j->timeout);
 	g->eof = true;
-	http_resp_abort(g->r); /* may call on_close */
+	http_resp_abort(r); /* may call on_close */
 }
 
-static void gz_on_close(struct http_req *r, bool completed)
-{
-	struct gzsend *g = r->ud;
-
-	r->ud = NULL;
-	if (!g)
-		return;
-	g->r = NULL;
-	if (!g->busy && !g->driving)
-		gz_free(g); /* else the last job or gz_drive frees it */
-}
+static const struct reqjob_ops gz_ops = { .free = gz_free, .expired = gz_expired };
 
 static void gz_on_writable(struct http_req *r)
 {
-	if (r->ud)
-		gz_drive(r->ud);
+	struct reqjob *j = httpjob_of(r);
+
+	if (j)
+		gz_drive(REQJOB_CONTAINER(j, struct gzsend, job));
 }
 
 /*
@@ -205,19 +201,14 @@ static void gz_on_writable(struct http_req *r)
  */
 static void gz_submit(struct gzsend *g, struct gz_slot *s)
 {
-	struct worker_req req = { .work = gz_work, .done = gz_done, .expired = gz_expired, .arg = s,
-				  .key = s->have_data ? 0 : g->key, .timeout = s->have_data ? 0 : g->timeout };
-
 	s->state = SLOT_BUSY;
-	if (worker_run(&req) == 0) {
-		g->busy++;
+	if (reqjob_run_task(&g->job, &s->task, gz_work, gz_done, s, s->have_data ? REQJOB_CPU : 0) == 0)
 		return;
-	}
 	if (!s->have_data && !g->local) {
 		log_error("files", "files_get: worker queue full reading '%s'; download cut", g->path);
 		s->state = SLOT_IDLE;
 		g->eof = true;
-		http_resp_abort(g->r);
+		http_resp_abort(gz_req(g));
 		return;
 	}
 	gz_work(s);
@@ -284,7 +275,7 @@ static void gz_adapt(struct gzsend *g, const struct gz_slot *s)
 {
 	struct link_estimate e;
 	int lc = s->pb.level;
-	size_t backlog = linkrate_backlog(g->r);
+	size_t backlog = linkrate_backlog(gz_req(g));
 	bool backed = g->backed || backlog >= GZ_BACKED;
 	bool starved = backlog < GZ_STARVED && g->emit_seq >= GZ_RAMP_PIECES;
 
@@ -298,7 +289,7 @@ static void gz_adapt(struct gzsend *g, const struct gz_slot *s)
 		g->t6_us = g->t6_us ? (g->t6_us * 7 + t6) / 8 : t6;
 		g->r6_ppm = g->r6_ppm ? (g->r6_ppm * 3 + r6) / 4 : r6;
 	}
-	linkrate_estimate(g->r, &e);
+	linkrate_estimate(gz_req(g), &e);
 	int pick = g->level;
 	if (e.known && e.bps && g->t6_us && g->r6_ppm) {
 		struct pgz_link_model m = { .t6_us = g->t6_us, .r6_ppm = g->r6_ppm, .block = GZSEND_BLOCK,
@@ -340,7 +331,7 @@ static void gz_log_levels(const struct gzsend *g)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	long long ms = ((long long)t1.tv_sec - g->t0.tv_sec) * 1000 + (t1.tv_nsec - g->t0.tv_nsec) / 1000000;
 	struct link_estimate e;
-	linkrate_estimate(g->r, &e);
+	linkrate_estimate(gz_req(g), &e);
 	log_debug("files", "files_get: %s: gzip %llu -> %llu bytes in %lld ms, pieces@level:%s, link %s %llu B/s",
 		  g->path, (unsigned long long)g->sum.total, (unsigned long long)g->out_total, ms, lv,
 		  e.bound ? "bound" : e.known ? "floor" : "unknown", (unsigned long long)e.bps);
@@ -353,7 +344,7 @@ static void gz_log_levels(const struct gzsend *g)
 static int gz_emit(struct gzsend *g)
 {
 	struct gz_slot *s = &g->slot[g->emit_seq % GZSEND_SLOTS];
-	struct http_req *r = g->r;
+	struct http_req *r = gz_req(g);
 
 	if (s->state != SLOT_DONE || s->seq != g->emit_seq)
 		return 0;
@@ -399,9 +390,9 @@ static int gz_emit(struct gzsend *g)
 /* Start reading the next piece if a slot is free and it is worth it. */
 static int gz_read_ahead(struct gzsend *g)
 {
-	if (g->eof || g->next_seq >= g->emit_seq + GZSEND_SLOTS || g->busy >= gz_parallel())
+	if (g->eof || g->next_seq >= g->emit_seq + GZSEND_SLOTS || reqjob_busy(&g->job) >= (unsigned)gz_parallel())
 		return 0;
-	if (http_resp_queued(g->r) >= HTTP_QUEUE_HIGH) {
+	if (http_resp_queued(gz_req(g)) >= HTTP_QUEUE_HIGH) {
 		g->backed = true;
 		return 0; /* on_writable calls again */
 	}
@@ -416,7 +407,7 @@ static int gz_read_ahead(struct gzsend *g)
 	if (!gz_slot_alloc(s)) {
 		log_error("files", "files_get: out of memory for a gzip block");
 		g->eof = true;
-		http_resp_end(g->r, NULL, 0);
+		http_resp_end(gz_req(g), NULL, 0);
 		return -1;
 	}
 	s->seq = g->next_seq++;
@@ -429,59 +420,72 @@ static int gz_read_ahead(struct gzsend *g)
 	return 1;
 }
 
+/* The exchange is there and its response not yet ended. */
+static bool gz_open(const struct gzsend *g)
+{
+	const struct http_req *r = gz_req(g);
+
+	return r && !r->resp_ended;
+}
+
 static void gz_drive(struct gzsend *g)
 {
 	if (g->driving)
 		return;
 	g->driving = true;
+	/* Ending the response may close the exchange under us. */
+	reqjob_hold(&g->job);
 	for (;;) {
-		int progress = 0, rc;
-		while (g->r && !g->r->resp_ended && (rc = gz_emit(g)) > 0)
+		int progress = 0;
+		while (gz_open(g) && gz_emit(g) > 0)
 			progress = 1;
-		while (g->r && !g->r->resp_ended && (rc = gz_read_ahead(g)) > 0)
+		while (gz_open(g) && gz_read_ahead(g) > 0)
 			progress = 1;
-		if (!progress || !g->r || g->r->resp_ended)
+		if (!progress || !gz_open(g))
 			break;
 	}
 	g->driving = false;
-	if (!g->r && !g->busy)
-		gz_free(g);
+	reqjob_release(&g->job);
 }
 
-void gzsend_start(struct http_req *r, const struct gzsend_src *src, const struct http_hdr *h, size_t n)
+void gzsend_start(struct reqjob *from, const struct gzsend_src *src, const struct http_hdr *h, size_t n)
 {
 	struct gzsend *g = calloc(1, sizeof(*g));
 	uint8_t hdr[PGZ_HEADER_LEN];
+	struct http_req *r;
 
 	if (!g) {
 		fsjob_close(src->fd, src->key, src->local);
-		http_respond_json_error(r, 500, "error creating gzip writer");
+		http_respond_json_error(httpjob_req(from), 500, "error creating gzip writer");
 		return;
 	}
-	g->r = r;
+	reqjob_init(&g->job, &gz_ops);
 	g->fd = src->fd;
-	g->key = src->key;
+	g->job.key = src->key;
 	g->local = src->local;
-	g->timeout = src->timeout;
+	g->job.timeout = src->timeout;
 	snprintf(g->path, sizeof(g->path), "%s", src->path);
 	g->size0 = src->size;
 	pgz_sum_init(&g->sum);
-	/* Start where the link's known speed says; gz_adapt moves on from it. */
-	struct link_estimate e;
-	linkrate_estimate(r, &e);
-	g->level = e.bound && e.bps < (4u << 20) ? 9 : e.bound && e.bps < (16u << 20) ? 6 : PGZ_LEVEL_DEFAULT;
 	for (int i = 0; i < GZSEND_SLOTS; i++) {
 		g->slot[i].g = g;
 		pgz_block_init(&g->slot[i].pb, PGZ_LEVEL_DEFAULT);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &g->t0);
-	r->ud = g;
+	if (reqjob_handoff(from, &g->job) < 0)
+		goto out; /* the exchange is gone: nothing to send */
+	r = gz_req(g);
+	/* Start where the link's known speed says; gz_adapt moves on from it. */
+	struct link_estimate e;
+	linkrate_estimate(r, &e);
+	g->level = e.bound && e.bps < (4u << 20) ? 9 : e.bound && e.bps < (16u << 20) ? 6 : PGZ_LEVEL_DEFAULT;
 	r->on_writable = gz_on_writable;
-	r->on_close = gz_on_close;
 	if (http_resp_begin(r, 200, h, n, -1) < 0)
-		return; /* on_close follows */
+		goto out; /* on_close follows */
 	pgz_header(hdr);
 	if (http_resp_write(r, hdr, sizeof(hdr)) < 0)
-		return;
+		goto out;
 	gz_drive(g);
+out:
+	reqjob_release(&g->job);
 }

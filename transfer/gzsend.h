@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/reqjob.h"
 #include "http/http.h"
 
 #define GZSEND_BLOCK (128 * 1024)
@@ -35,14 +36,16 @@ struct gzsend_src {
 };
 
 /*
- * Begin a 200 response with headers h[0..n) (the caller includes
- * Content-Encoding: gzip) and stream src->fd as its gzip body. Takes the
- * fd in every case. Sets r->ud, r->on_writable and r->on_close; the
- * exchange owns the state from here. On an allocation failure before the
- * response began, a 500 is sent. A read that outlives its deadline (a
- * hung mount) cuts the stream (http_resp_abort); the fd is closed once
- * the read returns, never on the loop unless src->local.
+ * Take the exchange over from `from` (a reqjob bound to it with
+ * http/httpjob.h, handed on with reqjob_handoff), begin a 200 response
+ * with headers h[0..n) (the caller includes Content-Encoding: gzip) and
+ * stream src->fd as its gzip body. Takes the fd in every case. The
+ * sender's own reqjob holds its state from here, until the exchange and
+ * the last read in flight have let go. On an allocation failure, a 500 is
+ * sent on the exchange, which stays with `from`. A read that outlives its
+ * deadline (a hung mount) cuts the stream (http_resp_abort); the fd is
+ * closed once the read returns, never on the loop unless src->local.
  */
-void gzsend_start(struct http_req *r, const struct gzsend_src *src, const struct http_hdr *h, size_t n);
+void gzsend_start(struct reqjob *from, const struct gzsend_src *src, const struct http_hdr *h, size_t n);
 
 #endif
