@@ -10,9 +10,10 @@
  *
  * Upload: a first worker job checks DIR and prepares the spool (a 504
  * when the filesystem does not answer in time); the body (inflated if
- * Content-Encoding: gzip) is then spooled
- * to an unnamed temporary file in DIR's parent directory by worker jobs,
- * the client being paused while a job is behind (as plain uploads do).
+ * Content-Encoding: gzip) is then spooled to an unnamed temporary file
+ * in DIR's parent directory by worker jobs, through the upload pump of
+ * plain uploads (transfer/uppump.h), which pauses the client while a job
+ * is behind.
  * Once it is complete, one worker job extracts it into a temporary
  * directory beside DIR and moves the result into place. Memory stays at
  * two 1 MiB body buffers whatever the archive's size; disk holds the
@@ -22,8 +23,8 @@
  * Lifetime: a download's context is a reqjob (base/reqjob.h) that the
  * exchange is handed to by GET /files; the exchange and each job in
  * flight hold a reference, so a job still running when the client goes
- * away frees it on return. An extraction's context lives in r->ud until
- * on_close; a job in flight when the client goes away frees it on return.
+ * away frees it on return. An extraction embeds the upload pump, a reqjob
+ * too.
  */
 #include "transfer/files_archive.h"
 
@@ -36,7 +37,6 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "base/errstr.h"
 #include "base/log.h"
@@ -47,6 +47,7 @@
 #include "fs/entry.h"
 #include "transfer/files_util.h"
 #include "transfer/fsjob.h"
+#include "transfer/uppump.h"
 
 #define FILL_WANT (256 * 1024)
 
@@ -238,17 +239,13 @@ void files_archive_get(struct reqjob *from, const char *dir, const char *format)
 
 /* ======================= POST ======================= */
 
-#define AUP_KICK (128 * 1024)
-#define AUP_IN_HIGH (1024 * 1024)
-#define AUP_IN_MAX (4 * 1024 * 1024)
-#define ZCHUNK (64 * 1024)
-
 struct aup {
-	struct http_req *r;
+	/* The body, the exchange, the jobs (key: the parent's mount). Its
+	 * `shown` is DIR as the client named it, for the list too. */
+	struct uppump pump;
 	struct user u;
 	enum arch_format fmt;
 	char dir[PATH_MAX];     /* where to extract (symlinks resolved) */
-	char shown[PATH_MAX];   /* the path as the client named it, for the list */
 	char parent[PATH_MAX];
 	char base[NAME_MAX + 1];
 	int parent_fd;          /* where the temporary directory goes */
@@ -256,71 +253,31 @@ struct aup {
 	int spool_fd;
 	int list_fd;
 	uint64_t spooled;
+	/* Set by the jobs, read on the loop between them. */
 	uint64_t key;           /* the mount of the parent, for every job */
 	bool local;             /* ... which cannot hang: fds closed on the loop */
-	double timeout;
-	bool expired;
 	char *list_mem;         /* the entry list, read back when not local */
-
-	bool gzip, zinit, zended, got_input;
-	z_stream zs;
-	uint8_t *zout;
-
-	/* body hand-off, as in files_post.c's uploads */
-	uint8_t *in, *work;
-	size_t in_len, work_len;
-	bool busy, paused, body_ended, finishing, aborted, overrun, done;
-
-	/* outcome */
-	bool failed;
-	int status;
-	char msg[1024];
 	struct arch_extract x;
 };
 
-static void aup_free(struct aup *a)
+static struct aup *aup_of(struct uppump *p)
 {
+	return UPPUMP_OWNER(p, struct aup, pump);
+}
+
+static void aup_free(struct uppump *p)
+{
+	struct aup *a = aup_of(p);
+
 	fsjob_close(a->parent_fd, a->key, a->local);
 	fsjob_close(a->spool_fd, a->key, a->local);
 	fsjob_close(a->list_fd, a->key, a->local);
 	free(a->list_mem);
-	if (a->zinit)
-		inflateEnd(&a->zs);
-	free(a->zout);
-	free(a->in);
-	free(a->work);
 	free(a);
 }
 
-static void aup_on_close(struct http_req *r, bool completed)
-{
-	struct aup *a = r->ud;
-
-	r->ud = NULL;
-	if (!a)
-		return;
-	if (a->busy) {
-		a->aborted = true;
-		a->r = NULL;
-		return;
-	}
-	aup_free(a);
-}
-
-static int aup_error(struct aup *a, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int aup_error(struct aup *a, int status, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (a->failed)
-		return -ECANCELED;
-	a->failed = true;
-	a->status = status;
-	va_start(ap, fmt);
-	vsnprintf(a->msg, sizeof(a->msg), fmt, ap);
-	va_end(ap);
-	return -ECANCELED;
-}
+/* Record the extraction's error (the first one wins); the loop sends it. */
+#define aup_error(a, ...) uppump_fail(&(a)->pump, __VA_ARGS__)
 
 /* An unnamed file in dir (removed by the kernel however we exit). */
 static int anon_file(int dirfd)
@@ -360,35 +317,14 @@ static int aup_spool(struct aup *a, const uint8_t *p, size_t n)
 	return 0;
 }
 
-static int aup_inflate(struct aup *a, const uint8_t *p, size_t n)
+static int aup_spool_cb(struct uppump *p, const uint8_t *b, size_t n)
 {
-	a->zs.next_in = (Bytef *)p;
-	a->zs.avail_in = (uInt)n;
-	if (n)
-		a->got_input = true;
-	while (a->zs.avail_in > 0) {
-		if (a->zended) {
-			inflateReset(&a->zs); /* another gzip member follows */
-			a->zended = false;
-		}
-		a->zs.next_out = a->zout;
-		a->zs.avail_out = ZCHUNK;
-		int zr = inflate(&a->zs, Z_NO_FLUSH);
-		size_t have = ZCHUNK - a->zs.avail_out;
-		if (zr == Z_DATA_ERROR || zr == Z_NEED_DICT || zr == Z_STREAM_ERROR || zr == Z_MEM_ERROR)
-			return aup_error(a, 400, "error decompressing request body: gzip: %s",
-					 a->zs.msg ? a->zs.msg : "invalid data");
-		if (have) {
-			int rc = aup_spool(a, a->zout, have);
-			if (rc)
-				return rc;
-		}
-		if (zr == Z_STREAM_END)
-			a->zended = true;
-		else if (zr == Z_BUF_ERROR && have == 0)
-			break;
-	}
-	return 0;
+	return aup_spool(aup_of(p), b, n);
+}
+
+static int aup_bad_gzip(struct uppump *p, const char *zmsg)
+{
+	return aup_error(aup_of(p), 400, "error decompressing request body: gzip: %s", zmsg);
 }
 
 static void random_name(char *out, size_t len, const char *base)
@@ -449,7 +385,7 @@ static void aup_extract(struct aup *a)
 	x->archive_size = a->spooled;
 	x->format = a->fmt;
 	x->root_fd = root;
-	x->final_dir = a->shown;
+	x->final_dir = a->pump.shown;
 	x->uid = a->u.uid;
 	x->gid = a->u.gid;
 	x->keep_setid = a->u.uid == 0;
@@ -507,7 +443,7 @@ static void aup_list_read(struct aup *a)
 {
 	size_t got = 0, n = (size_t)a->x.list_len;
 
-	if (a->local || !n || a->failed)
+	if (a->local || !n || a->pump.failed)
 		return;
 	if (!(a->list_mem = malloc(n))) {
 		aup_error(a, 500, "out of memory");
@@ -531,21 +467,21 @@ static void aup_setup(struct aup *a)
 	char err[1024];
 	struct stat st;
 
-	if (stat(a->shown, &st) == 0) {
+	if (stat(a->pump.shown, &st) == 0) {
 		if (!S_ISDIR(st.st_mode)) {
-			aup_error(a, 400, "path '%s' is not a directory", a->shown);
+			aup_error(a, 400, "path '%s' is not a directory", a->pump.shown);
 			return;
 		}
 		/* A symlinked DIR: work beside its target so renames stay on
 		 * one filesystem. */
-		if (!realpath(a->shown, a->dir)) {
-			aup_error(a, 500, "error resolving '%s': %s", a->shown, go_strerror(errno));
+		if (!realpath(a->pump.shown, a->dir)) {
+			aup_error(a, 500, "error resolving '%s': %s", a->pump.shown, go_strerror(errno));
 			return;
 		}
 	} else if (errno == ENOENT) {
-		snprintf(a->dir, sizeof(a->dir), "%s", a->shown);
+		snprintf(a->dir, sizeof(a->dir), "%s", a->pump.shown);
 	} else {
-		aup_error(a, 500, "error checking path '%s': %s", a->shown, go_strerror(errno));
+		aup_error(a, 500, "error checking path '%s': %s", a->pump.shown, go_strerror(errno));
 		return;
 	}
 	fs_path_dir(a->dir, a->parent, sizeof(a->parent));
@@ -570,26 +506,21 @@ static void aup_setup(struct aup *a)
 	}
 }
 
-static void aup_job(void *arg)
+/* Worker, before each job's bytes: the first one sets up. */
+static void aup_prepare(struct uppump *p)
 {
-	struct aup *a = arg;
+	struct aup *a = aup_of(p);
 
-	if (a->parent_fd < 0 && !a->failed) {
+	if (a->parent_fd < 0)
 		aup_setup(a);
-		if (a->failed)
-			return;
-	}
+}
 
-	if (!a->failed && a->work_len) {
-		if (a->gzip)
-			aup_inflate(a, a->work, a->work_len);
-		else
-			aup_spool(a, a->work, a->work_len);
-	}
-	a->work_len = 0;
-	if (!a->finishing || a->failed)
-		return;
-	if (a->gzip && (!a->got_input || !a->zended)) {
+/* Worker: the whole archive is spooled: extract it. */
+static void aup_finish(struct uppump *p)
+{
+	struct aup *a = aup_of(p);
+
+	if (p->gzip && (!p->got_input || !p->zended)) {
 		aup_error(a, 400, "error decompressing request body: gzip: unexpected EOF");
 		return;
 	}
@@ -597,11 +528,26 @@ static void aup_job(void *arg)
 	aup_list_read(a);
 }
 
-static void aup_respond(struct aup *a)
+/* Loop: a job is back; the next runs where the parent really is. */
+static void aup_back(struct uppump *p)
 {
-	struct http_req *r = a->r;
+	p->job.key = aup_of(p)->key;
+}
+
+/* Setting up and spooling have the deadline; the extraction itself has
+ * none (a large archive takes its time on a healthy disk). */
+static bool aup_unbounded(struct uppump *p, bool finishing)
+{
+	return finishing && aup_of(p)->parent_fd >= 0 && !p->failed;
+}
+
+static void aup_respond(struct uppump *p, struct http_req *r)
+{
+	struct aup *a = aup_of(p);
 	struct http_hdr h[] = { { "content-type", "application/json" } };
 
+	log_info("files", "files_post: extracted %llu entries (%llu bytes) into %s", (unsigned long long)a->x.entries,
+		 (unsigned long long)a->x.bytes, a->dir);
 	if (http_resp_begin(r, 200, h, 1, (int64_t)a->x.list_len + 3) < 0)
 		return;
 	if (http_resp_write(r, "[", 1) < 0)
@@ -611,141 +557,19 @@ static void aup_respond(struct aup *a)
 		return;
 	if (http_resp_write(r, "]\n", 2) < 0)
 		return;
-	http_resp_end(r, NULL, 0); /* may free a */
+	http_resp_end(r, NULL, 0); /* may call on_close */
 }
 
-static void aup_kick(struct aup *a);
-
-static void aup_job_done(void *arg)
-{
-	struct aup *a = arg;
-	struct http_req *r = a->r;
-
-	a->busy = false;
-	if (a->aborted) {
-		aup_free(a);
-		return;
-	}
-	if (a->expired)
-		return; /* answered (504); on_close frees a */
-	if (a->overrun)
-		aup_error(a, 500, "error reading request body: too much data buffered");
-	if (a->failed) {
-		a->done = true;
-		if (a->paused) {
-			a->paused = false;
-			http_req_pause_body(r, false); /* drain the rest, ignored */
-		}
-		http_respond_json_error(r, a->status, a->msg); /* may free a */
-		return;
-	}
-	if (a->finishing) {
-		a->done = true;
-		log_info("files", "files_post: extracted %llu entries (%llu bytes) into %s", (unsigned long long)a->x.entries,
-			 (unsigned long long)a->x.bytes, a->dir);
-		aup_respond(a);
-		return;
-	}
-	if (a->in_len >= AUP_KICK || a->body_ended) {
-		aup_kick(a);
-		return;
-	}
-	if (a->paused) {
-		a->paused = false;
-		http_req_pause_body(r, false);
-	}
-}
-
-/* A job outlived its deadline: answer 504 while its thread stays stuck. */
-static void aup_expired(void *arg)
-{
-	struct aup *a = arg;
-	char msg[PATH_MAX + 128];
-
-	a->expired = true;
-	if (!a->r || a->done)
-		return;
-	a->done = true;
-	if (a->paused) {
-		a->paused = false;
-		http_req_pause_body(a->r, false); /* drain the rest, ignored */
-	}
-	fsjob_timeout_msg(msg, sizeof(msg), a->timeout, a->shown);
-	http_respond_json_error(a->r, 504, msg); /* may call on_close */
-}
-
-/*
- * Hand the next step to the pool, keyed by the parent's mount. Setting
- * up and spooling have the deadline; the extraction itself has none (a
- * large archive takes its time on a healthy disk).
- */
-static void aup_submit(struct aup *a)
-{
-	bool extracting = a->finishing && a->parent_fd >= 0 && !a->failed;
-	struct worker_req req = { .work = aup_job, .done = aup_job_done, .expired = aup_expired, .arg = a,
-				  .key = a->key, .timeout = extracting ? 0 : a->timeout };
-	char msg[PATH_MAX + 128];
-
-	a->busy = true;
-	if (worker_run(&req) == 0)
-		return;
-	a->busy = false;
-	a->done = true;
-	if (a->paused) {
-		a->paused = false;
-		http_req_pause_body(a->r, false);
-	}
-	fsjob_busy_msg(msg, sizeof(msg), a->shown);
-	http_respond_json_error(a->r, 503, msg); /* may free a */
-}
-
-static void aup_kick(struct aup *a)
-{
-	if (a->busy || a->done)
-		return;
-	if (!a->body_ended && a->in_len < AUP_KICK)
-		return;
-	uint8_t *t = a->work;
-	a->work = a->in;
-	a->work_len = a->in_len;
-	a->in = t;
-	a->in_len = 0;
-	a->finishing = a->body_ended;
-	aup_submit(a);
-}
-
-static void aup_on_body(struct http_req *r, const uint8_t *p, size_t n)
-{
-	struct aup *a = r->ud;
-
-	if (!a || a->done || (!a->busy && a->failed))
-		return;
-	if (a->in_len + n > AUP_IN_MAX) {
-		a->overrun = true;
-		if (!a->busy) {
-			a->done = true;
-			http_respond_json_error(r, 500, "error reading request body: too much data buffered");
-		}
-		return;
-	}
-	memcpy(a->in + a->in_len, p, n);
-	a->in_len += n;
-	if (a->busy && a->in_len >= AUP_IN_HIGH && !a->paused) {
-		a->paused = true;
-		http_req_pause_body(r, true);
-	}
-	aup_kick(a);
-}
-
-static void aup_on_body_end(struct http_req *r)
-{
-	struct aup *a = r->ud;
-
-	if (!a || a->done || (!a->busy && a->failed))
-		return;
-	a->body_ended = true;
-	aup_kick(a);
-}
+static const struct uppump_ops aup_pump_ops = {
+	.prepare = aup_prepare,
+	.sink = aup_spool_cb,
+	.bad_gzip = aup_bad_gzip,
+	.finish = aup_finish,
+	.back = aup_back,
+	.unbounded = aup_unbounded,
+	.respond = aup_respond,
+	.free = aup_free,
+};
 
 void files_archive_post(struct http_req *r, const struct user *u, const char *dir, const char *format, bool gzip)
 {
@@ -762,35 +586,20 @@ void files_archive_post(struct http_req *r, const struct user *u, const char *di
 		http_respond_json_error(r, 500, "out of memory");
 		return;
 	}
-	a->r = r;
+	uppump_init(&a->pump, &aup_pump_ops);
 	a->u = *u;
 	a->fmt = (enum arch_format)f;
-	a->gzip = gzip;
 	a->parent_fd = a->spool_fd = a->list_fd = -1;
-	snprintf(a->shown, sizeof(a->shown), "%s", dir);
-	a->key = worker_path_key(dir);
-	a->timeout = worker_fs_timeout;
-	a->in = malloc(AUP_IN_MAX);
-	a->work = malloc(AUP_IN_MAX);
-	if (!a->in || !a->work)
-		goto nomem;
-	if (gzip) {
-		a->zout = malloc(ZCHUNK);
-		if (!a->zout || inflateInit2(&a->zs, 16 + MAX_WBITS) != Z_OK)
-			goto nomem;
-		a->zinit = true;
+	snprintf(a->pump.shown, sizeof(a->pump.shown), "%s", dir);
+	a->key = a->pump.job.key = worker_path_key(dir);
+	a->pump.job.timeout = worker_fs_timeout;
+	if (uppump_alloc(&a->pump, gzip) < 0) {
+		http_respond_json_error(r, 500, "out of memory");
+	} else {
+		/* The first job checks DIR and opens the spool; body bytes
+		 * collect meanwhile (the client is paused once a buffer's
+		 * worth waits). */
+		uppump_start(&a->pump, r, true);
 	}
-	r->ud = a;
-	r->on_body = aup_on_body;
-	r->on_body_end = aup_on_body_end;
-	r->on_close = aup_on_close;
-	/* The first job checks DIR and opens the spool; body bytes collect
-	 * meanwhile (the client is paused once a buffer's worth waits). */
-	aup_submit(a);
-	if (r->body_done && r->ud == a)
-		aup_on_body_end(r);
-	return;
-nomem:
-	http_respond_json_error(r, 500, "out of memory");
-	aup_free(a);
+	reqjob_release(&a->pump.job);
 }

@@ -2,9 +2,12 @@
 /*
  * files_post.c - POST /files (files_post.h).
  *
- * Lifetime: the upload lives in r->ud from the first callback
- * registration until on_close, which frees it, or, when a job is in
- * flight then, until that job's completion.
+ * The body goes through the upload pump (transfer/uppump.h): collected on
+ * the loop, inflated and parsed on the worker pool; this file is its sink
+ * (the multipart parts, or the raw body, written to their targets).
+ *
+ * Lifetime: the upload embeds the pump, a reqjob bound to the exchange;
+ * it is freed once the exchange and the job in flight have let go.
  */
 #include "transfer/files_post.h"
 
@@ -12,14 +15,12 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "base/errstr.h"
 #include "base/state.h"
@@ -31,24 +32,14 @@
 #include "transfer/files_common.h"
 #include "transfer/fsjob.h"
 #include "transfer/multipart.h"
-
-/* Output room of one inflate step. */
-#define CHUNK (64 * 1024)
+#include "transfer/uppump.h"
 
 struct upload {
-	struct http_req *r;
+	struct uppump pump;  /* the body, the exchange, the jobs (key: the target's mount) */
 	struct user u;
 	struct fs_meta meta;
 	int64_t content_length;
 	bool atomic;        /* replace by rename where it can (default) */
-
-	/* body decoding */
-	bool gzip;
-	bool zinit;
-	bool zended;        /* a gzip member ended and no more input followed */
-	bool got_input;     /* any compressed byte seen */
-	z_stream zs;
-	uint8_t *zout;
 
 	/* sink */
 	bool multipart;
@@ -72,41 +63,16 @@ struct upload {
 	size_t n_written;
 	char workdir[PATH_MAX];     /* default workdir at request time */
 
-	/*
-	 * Hand-off to the worker pool. Body bytes collect in `in` on the
-	 * loop; a job takes them (swapped into `work`) and does the
-	 * inflating, parsing and writing. While `busy`, the state above
-	 * belongs to the job and the loop touches only `in`.
-	 */
-	uint8_t *in, *work;
-	size_t in_len, work_len;
-	bool busy;
-	bool paused;
-	bool body_ended;
-	bool finishing;     /* the queued job ends the upload */
-	bool aborted;       /* the exchange ended while busy: done frees */
-	bool overrun;       /* body bytes arrived beyond UP_IN_MAX */
-	bool expired;       /* a job outlived its deadline: answered 504 */
+	/* Set by the jobs, read on the loop between them. */
 	uint64_t key;       /* the mount of the file being written */
 	bool local;         /* ... which cannot hang: closed on the loop */
-	double timeout;
-	char shown[PATH_MAX]; /* the target as the loop last knew it */
-
-	/* outcome, set by jobs, sent by the loop */
-	bool failed;
-	int err_status;
-	char err_msg[FILES_MSGLEN];
-	char *resp_body;
-
-	bool done;          /* response sent (success or error) */
+	char *resp_body;    /* the reply, once finished */
 };
 
-/* Bytes worth a job of their own (less waits for more, or the end). */
-#define UP_KICK (128 * 1024)
-/* Body bytes buffered while a job runs before the client is paused. */
-#define UP_IN_HIGH (1024 * 1024)
-/* Hard cap for what a transport may still deliver after the pause. */
-#define UP_IN_MAX (4 * 1024 * 1024)
+static struct upload *up_of(struct uppump *p)
+{
+	return UPPUMP_OWNER(p, struct upload, pump);
+}
 
 static void up_discard_current(struct upload *up)
 {
@@ -129,16 +95,11 @@ static void up_discard_current(struct upload *up)
 static void up_free(struct upload *up)
 {
 	up_discard_current(up);
-	if (up->zinit)
-		inflateEnd(&up->zs);
-	free(up->zout);
 	fs_meta_clear(&up->meta);
 	json_decref(up->results);
 	for (size_t i = 0; i < up->n_written; i++)
 		free(up->written[i]);
 	free(up->written);
-	free(up->in);
-	free(up->work);
 	free(up->resp_body);
 	free(up);
 }
@@ -148,51 +109,26 @@ static void up_free_cb(void *arg)
 	up_free(arg);
 }
 
-/* Free an upload; a half-written file on a mount that may hang is closed
- * and removed by a worker job. */
-static void up_release(struct upload *up)
+/* The pump's last reference: a half-written file on a mount that may hang
+ * is closed and removed by a worker job. */
+static void up_release(struct uppump *p)
 {
+	struct upload *up = up_of(p);
+
 	if (up->fd >= 0 && !up->local)
 		fsjob_release(up_free_cb, up, up->key);
 	else
 		up_free(up);
 }
 
-static void up_on_close(struct http_req *r, bool completed)
+/* An error drops the file in progress: nothing half-written stays. */
+static void up_discard(struct uppump *p)
 {
-	struct upload *up = r->ud;
-
-	r->ud = NULL;
-	if (!up)
-		return;
-	if (up->busy) {
-		/* A job still owns the state: its completion frees it. */
-		up->aborted = true;
-		up->r = NULL;
-		return;
-	}
-	up_release(up);
+	up_discard_current(up_of(p));
 }
 
-/*
- * Record the upload's error (the first one wins) and drop the file in
- * progress. Runs on whichever thread owns the upload; the loop sends it.
- */
-static int up_error(struct upload *up, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int up_error(struct upload *up, int status, const char *fmt, ...)
-{
-	va_list ap;
-
-	up_discard_current(up);
-	if (up->failed)
-		return -ECANCELED;
-	up->failed = true;
-	up->err_status = status;
-	va_start(ap, fmt);
-	vsnprintf(up->err_msg, sizeof(up->err_msg), fmt, ap);
-	va_end(ap);
-	return -ECANCELED;
-}
+/* Record the upload's error (the first one wins); the loop sends it. */
+#define up_error(up, ...) uppump_fail(&(up)->pump, __VA_ARGS__)
 
 /*
  * Whether an upload to `target` may replace it by rename: it is absent or
@@ -446,50 +382,33 @@ static int up_sink(struct upload *up, const uint8_t *p, size_t n)
 	return up_write(up, p, n);
 }
 
-static int up_inflate(struct upload *up, const uint8_t *p, size_t n)
+/* Worker: the gzip body is corrupt. Before any byte came out of it, that
+ * is what Go's gzip reader says of a bad header. */
+static int up_bad_gzip(struct uppump *p, const char *zmsg)
 {
-	up->zs.next_in = (Bytef *)p;
-	up->zs.avail_in = (uInt)n;
-	if (n)
-		up->got_input = true;
-	while (up->zs.avail_in > 0) {
-		if (up->zended) {
-			/* Another gzip member follows (Go reads multistream). */
-			inflateReset(&up->zs);
-			up->zended = false;
-		}
-		up->zs.next_out = up->zout;
-		up->zs.avail_out = CHUNK;
-		int zr = inflate(&up->zs, Z_NO_FLUSH);
-		size_t have = CHUNK - up->zs.avail_out;
-		if (zr == Z_DATA_ERROR || zr == Z_NEED_DICT || zr == Z_STREAM_ERROR || zr == Z_MEM_ERROR) {
-			if (up->zs.total_out == 0 && !up->raw_begun && !up->mp.n_parts)
-				return up_error(up, 400,
-						"error decompressing request body: failed to create gzip reader: gzip: invalid header");
-			return up_error(up, 500, "error writing file: gzip: %s", up->zs.msg ? up->zs.msg : "invalid data");
-		}
-		if (have) {
-			int rc = up_sink(up, up->zout, have);
-			if (rc)
-				return rc;
-		}
-		if (zr == Z_STREAM_END)
-			up->zended = true;
-		else if (zr == Z_BUF_ERROR && have == 0)
-			break;
-	}
-	return 0;
+	struct upload *up = up_of(p);
+
+	if (p->zs.total_out == 0 && !up->raw_begun && !up->mp.n_parts)
+		return up_error(up, 400, "error decompressing request body: failed to create gzip reader: gzip: invalid header");
+	return up_error(up, 500, "error writing file: gzip: %s", zmsg);
+}
+
+static int up_sink_cb(struct uppump *p, const uint8_t *b, size_t n)
+{
+	return up_sink(up_of(p), b, n);
 }
 
 /* Worker side: the last step once the whole body went through. */
-static void up_finalize(struct upload *up)
+static void up_finalize(struct uppump *p)
 {
-	if (up->gzip) {
-		if (!up->got_input) {
+	struct upload *up = up_of(p);
+
+	if (p->gzip) {
+		if (!p->got_input) {
 			up_error(up, 400, "error decompressing request body: failed to create gzip reader: EOF");
 			return;
 		}
-		if (!up->zended) {
+		if (!p->zended) {
 			up_error(up, 500, "error writing file: unexpected EOF");
 			return;
 		}
@@ -514,152 +433,33 @@ static void up_finalize(struct upload *up)
 		up_error(up, 500, "out of memory");
 }
 
-/* Worker: consume `work`, and finish when asked. Blocking file I/O lives here. */
-static void up_job(void *arg)
+/* Loop: a job is back. The next job runs on the mount of the file it
+ * opened, and a 503 or 504 names it. */
+static void up_back(struct uppump *p)
 {
-	struct upload *up = arg;
+	struct upload *up = up_of(p);
 
-	if (!up->failed && up->work_len) {
-		if (up->gzip)
-			up_inflate(up, up->work, up->work_len);
-		else
-			up_sink(up, up->work, up->work_len);
-	}
-	up->work_len = 0;
-	if (up->finishing && !up->failed)
-		up_finalize(up);
-}
-
-static void up_job_done(void *arg);
-static void up_expired(void *arg);
-
-/* Loop: hand the buffered bytes (or the final step) to the worker. */
-static void up_kick(struct upload *up)
-{
-	uint8_t *t;
-	int rc;
-
-	if (up->busy || up->done)
-		return;
-	/* Batch small deliveries: one thread hand-off per UP_KICK bytes. */
-	if (!up->body_ended && up->in_len < UP_KICK)
-		return;
-	t = up->work;
-	up->work = up->in;
-	up->work_len = up->in_len;
-	up->in = t;
-	up->in_len = 0;
-	up->finishing = up->body_ended;
-	up->busy = true;
-	struct worker_req req = { .work = up_job, .done = up_job_done, .expired = up_expired, .arg = up,
-				  .key = up->key, .timeout = up->timeout };
-	rc = worker_run(&req);
-	if (rc < 0) {
-		char msg[FILES_MSGLEN];
-		up->busy = false;
-		fsjob_busy_msg(msg, sizeof(msg), up->shown);
-		up_error(up, 503, "%s", msg);
-		up->done = true;
-		http_req_pause_body(up->r, false);
-		http_respond_json_error(up->r, 503, up->err_msg); /* may free up */
-	}
-}
-
-/* A job outlived its deadline: answer 504 while its thread stays stuck. */
-static void up_expired(void *arg)
-{
-	struct upload *up = arg;
-	char msg[FILES_MSGLEN];
-
-	up->expired = true;
-	if (!up->r || up->done)
-		return;
-	up->done = true;
-	if (up->paused) {
-		up->paused = false;
-		http_req_pause_body(up->r, false); /* drain the rest, ignored */
-	}
-	fsjob_timeout_msg(msg, sizeof(msg), up->timeout, up->shown);
-	http_respond_json_error(up->r, 504, msg); /* may call on_close */
-}
-
-static void up_job_done(void *arg)
-{
-	struct upload *up = arg;
-	struct http_req *r = up->r;
-
-	up->busy = false;
-	if (up->aborted) {
-		up_release(up); /* discards a half-written new file */
-		return;
-	}
-	if (up->expired)
-		return; /* answered (504); on_close frees up */
 	if (up->target[0])
-		snprintf(up->shown, sizeof(up->shown), "%s", up->target);
-	if (up->overrun)
-		up_error(up, 500, "error reading request body: too much data buffered");
-	if (up->failed) {
-		up->done = true;
-		/* Let the rest of the body drain (ignored) so the connection lives on. */
-		if (up->paused) {
-			up->paused = false;
-			http_req_pause_body(r, false);
-		}
-		http_respond_json_error(r, up->err_status, up->err_msg); /* may free up */
-		return;
-	}
-	if (up->finishing) {
-		up->done = true;
-		http_respond(r, 200, "application/json", up->resp_body, strlen(up->resp_body), NULL, 0); /* may free up */
-		return;
-	}
-	if (up->in_len >= UP_KICK || up->body_ended) {
-		up_kick(up);
-		return;
-	}
-	if (up->paused) {
-		up->paused = false;
-		http_req_pause_body(r, false);
-	}
+		snprintf(p->shown, sizeof(p->shown), "%s", up->target);
+	p->job.key = up->key;
 }
 
-static void up_on_body(struct http_req *r, const uint8_t *p, size_t n)
+static void up_respond(struct uppump *p, struct http_req *r)
 {
-	struct upload *up = r->ud;
+	struct upload *up = up_of(p);
 
-	/* `failed` belongs to a running job; look at it only when idle. */
-	if (!up || up->done || (!up->busy && up->failed))
-		return; /* drained and ignored after an error */
-	if (up->in_len + n > UP_IN_MAX) {
-		/* The transport kept delivering far past the pause: fail rather
-		 * than lose bytes or buffer without bound. */
-		up->overrun = true;
-		if (!up->busy) {
-			up_error(up, 500, "error reading request body: too much data buffered");
-			up->done = true;
-			http_respond_json_error(r, 500, up->err_msg); /* may free up */
-		}
-		return;
-	}
-	memcpy(up->in + up->in_len, p, n);
-	up->in_len += n;
-	if (up->busy && up->in_len >= UP_IN_HIGH && !up->paused) {
-		up->paused = true;
-		http_req_pause_body(r, true);
-	}
-	up_kick(up);
+	http_respond(r, 200, "application/json", up->resp_body, strlen(up->resp_body), NULL, 0);
 }
 
-static void up_on_body_end(struct http_req *r)
-{
-	struct upload *up = r->ud;
-
-	if (!up || up->done || (!up->busy && up->failed))
-		return;
-	up->body_ended = true;
-	up_kick(up);
-}
+static const struct uppump_ops up_pump_ops = {
+	.sink = up_sink_cb,
+	.bad_gzip = up_bad_gzip,
+	.finish = up_finalize,
+	.back = up_back,
+	.respond = up_respond,
+	.discard = up_discard,
+	.free = up_release,
+};
 
 /* Go's textproto canonical-header + TrimSpace behaviour for X-Metadata-*. */
 static int collect_metadata(struct http_req *r, struct fs_meta *m)
@@ -732,9 +532,8 @@ void files_post(struct http_req *r)
 		http_respond_json_error(r, 500, "out of memory");
 		return;
 	}
-	up->r = r;
+	uppump_init(&up->pump, &up_pump_ops);
 	up->fd = -1;
-	up->gzip = gzip;
 	up->content_length = r->content_length;
 	if (files_lookup_user(r, uname, &up->u))
 		goto fail;
@@ -786,37 +585,26 @@ void files_post(struct http_req *r)
 		goto fail;
 	}
 	up->results = json_array();
-	up->in = malloc(UP_IN_MAX);
-	up->work = malloc(UP_IN_MAX);
-	if (!up->results || !up->in || !up->work)
+	if (!up->results || uppump_alloc(&up->pump, gzip) < 0)
 		goto nomem;
 	if (state_default_workdir())
 		snprintf(up->workdir, sizeof(up->workdir), "%s", state_default_workdir());
 	/* Until the first job opens the target, the mount is guessed from
 	 * the path the client named (path_resolve is pure). */
+	char *shown = up->pump.shown;
 	if (up->raw_target[0])
-		snprintf(up->shown, sizeof(up->shown), "%s", up->raw_target);
+		snprintf(shown, PATH_MAX, "%s", up->raw_target);
 	else if (!up->has_path_param ||
-		 path_resolve(&up->u, up->path_param, up->workdir[0] ? up->workdir : NULL, up->shown, sizeof(up->shown),
-			      err, sizeof(err)) < 0)
-		snprintf(up->shown, sizeof(up->shown), "%s", up->workdir[0] ? up->workdir : up->u.home);
-	up->key = worker_path_key(up->shown);
-	up->timeout = worker_fs_timeout;
-	if (gzip) {
-		up->zout = malloc(CHUNK);
-		if (!up->zout || inflateInit2(&up->zs, 16 + MAX_WBITS) != Z_OK)
-			goto nomem;
-		up->zinit = true;
-	}
-	r->ud = up;
-	r->on_body = up_on_body;
-	r->on_body_end = up_on_body_end;
-	r->on_close = up_on_close;
-	if (r->body_done)
-		up_on_body_end(r);
+		 path_resolve(&up->u, up->path_param, up->workdir[0] ? up->workdir : NULL, shown, PATH_MAX, err,
+			      sizeof(err)) < 0)
+		snprintf(shown, PATH_MAX, "%s", up->workdir[0] ? up->workdir : up->u.home);
+	up->key = up->pump.job.key = worker_path_key(shown);
+	up->pump.job.timeout = worker_fs_timeout;
+	uppump_start(&up->pump, r, false);
+	reqjob_release(&up->pump.job);
 	return;
 nomem:
 	http_respond_json_error(r, 500, "out of memory");
 fail:
-	up_free(up);
+	reqjob_release(&up->pump.job); /* frees it: nothing else holds it yet */
 }
