@@ -30,6 +30,7 @@
 #include "base/worker.h"
 #include "http/httpjob.h"
 #include "http/linkrate.h"
+#include "transfer/dlplan.h"
 #include "transfer/files_archive.h"
 #include "transfer/files_common.h"
 #include "transfer/files_util.h"
@@ -39,7 +40,6 @@
 /* File bytes queued per write_file call on identity downloads. */
 #define FILE_SEGMENT (4 * 1024 * 1024)
 
-#define MAX_RANGES 32
 /* Bytes one read job brings in (files on mounts that may hang). */
 #define READ_CHUNK (256 * 1024)
 
@@ -78,7 +78,7 @@ struct download {
 	double ratio;           /* ... its answer: expected gzip size / size */
 
 	/* the body */
-	struct dl_seg seg[2 * MAX_RANGES + 1];
+	struct dl_seg seg[2 * DLPLAN_MAX_RANGES + 1];
 	size_t nseg, cur;
 	uint8_t *rbuf;          /* the read job's buffer */
 	size_t rlen;
@@ -258,41 +258,6 @@ static void dl_on_writable(struct http_req *r)
 	dl_pump(REQJOB_CONTAINER(j, struct download, job));
 }
 
-/*
- * Conditional request evaluation against Last-Modified (Go ServeContent,
- * without ETags). Returns 0 to serve, 304 or 412; clears *range_ok when an
- * If-Range does not match.
- */
-static int check_conditions(struct http_req *r, time_t mtime, bool *range_ok)
-{
-	const char *h;
-	time_t t;
-
-	if ((h = http_req_header(r, "if-match"))) {
-		if (strcmp(h, "*") != 0)
-			return 412;
-	} else if ((h = http_req_header(r, "if-unmodified-since")) && mtime > 0) {
-		t = files_parse_http_date(h);
-		if (t >= 0 && mtime > t)
-			return 412;
-	}
-	if ((h = http_req_header(r, "if-none-match"))) {
-		/* No ETags: only "*" matches an existing file. */
-		if (strcmp(h, "*") == 0)
-			return 304;
-	} else if ((h = http_req_header(r, "if-modified-since")) && mtime > 0) {
-		t = files_parse_http_date(h);
-		if (t >= 0 && mtime <= t)
-			return 304;
-	}
-	if ((h = http_req_header(r, "if-range"))) {
-		t = files_parse_http_date(h);
-		if (t < 0 || mtime <= 0 || mtime > t)
-			*range_ok = false;
-	}
-	return 0;
-}
-
 /* Begin the response and send the segments set up in d. */
 static void dl_begin(struct download *d, int status, const struct http_hdr *h, size_t nh, int64_t len)
 {
@@ -307,12 +272,16 @@ static void dl_begin(struct download *d, int status, const struct http_hdr *h, s
 
 /*
  * 206 multipart/byteranges (Go's ServeContent layout): part headers are
- * small memory pieces, part bodies file ranges (bounded by MAX_RANGES).
+ * small memory pieces, part bodies file ranges (bounded by DLPLAN_MAX_RANGES).
  * h[] may contain a NULL-named slot to drop.
  */
-static void serve_byteranges(struct download *d, const struct http_hdr *h, size_t nh,
-			     const struct files_range *rg, size_t n, int64_t size, const char *ctype)
+static void serve_byteranges(struct download *d, const struct dlplan *p)
 {
+	const struct http_hdr *h = p->h;
+	const struct files_range *rg = p->rg;
+	size_t nh = p->nh, n = p->nrg;
+	int64_t size = d->size;
+	const char *ctype = p->ctype;
 	char boundary[40], ctbuf[96], ph[256];
 	struct http_hdr hh[12];
 	size_t k = 0;
@@ -386,8 +355,10 @@ static bool dl_gzip_wins(const struct http_req *r, const struct download *d)
 {
 	struct link_estimate e;
 
+	if (!d->want_sample)
+		return false;
 	linkrate_estimate(r, &e);
-	return d->want_sample && linkrate_prefer_gzip(&e, d->ratio);
+	return linkrate_prefer_gzip(&e, d->ratio);
 }
 
 /* Worker: everything GET needs from the file before answering. Each call
@@ -446,141 +417,61 @@ static void dl_open_work(void *arg)
 		dl_sample(d);
 }
 
-/* Loop, while the exchange is live: answer from what the open found. */
+/* Hand the exchange to the gzip sender, with the open file. */
+static void dl_send_gzip(struct download *d, const struct dlplan *p)
+{
+	struct gzsend_src src = { .fd = d->fd, .size = S_ISREG(d->st.st_mode) ? (int64_t)d->st.st_size : 0,
+				  .key = d->key, .local = d->local, .timeout = d->job.timeout };
+
+	snprintf(src.path, sizeof(src.path), "%s", d->path);
+	d->fd = -1; /* the sender's now */
+	gzsend_start(&d->job, &src, p->h, p->nh);
+}
+
+/* Loop, while the exchange is live: plan the answer from what the open
+ * found (transfer/dlplan.h), then carry it out. */
 static void dl_open_done(void *arg)
 {
 	struct download *d = arg;
 	struct http_req *r = httpjob_req(&d->job);
-	char base[PATH_MAX], disp[PATH_MAX * 3 + 64], lastmod[40], crange[96];
-	struct http_hdr h[8];
-	size_t nh = 0;
-	bool id_rejected, range_ok = true;
-	const char *path = d->path;
+	struct dlplan p;
+	struct dlplan_in in = { .path = d->path, .qpath = d->qpath, .archive = d->archive, .err = d->err,
+				.err_open = d->err_open, .mode = d->st.st_mode, .mtime = d->st.st_mtim.tv_sec,
+				.size = d->size, .sniff = d->sniff, .sniff_n = d->sniff_n,
+				.gzip_always = files_gzip_always, .gzip_wins = dl_gzip_wins(r, d) };
 
 	d->job.key = d->key; /* the reads' mount: where the file really is */
-	if (d->err && !d->err_open) {
-		if (d->err == ENOENT)
-			files_respond_fmt(r, 404, "path '%s' does not exist", path);
-		else
-			files_respond_fmt(r, 500, "error checking if path exists '%s': stat %s: %s", path, path,
-				    go_strerror(d->err));
+	dlplan_make(r, &in, &p);
+	if (p.vary)
+		http_req_extra_header(r, "Vary", "Accept-Encoding", true);
+	switch (p.kind) {
+	case DLPLAN_ERROR:
+		http_respond_json_error(r, p.status, p.msg);
 		return;
-	}
-	if (d->archive) {
-		char dir[PATH_MAX], fmt[16];
-		if (!S_ISDIR(d->st.st_mode)) {
-			files_respond_fmt(r, 400, "path '%s' is not a directory", path);
-			return;
-		}
-		snprintf(dir, sizeof(dir), "%s", d->path);
-		snprintf(fmt, sizeof(fmt), "%s", d->fmt);
-		files_archive_get(&d->job, dir, fmt);
+	case DLPLAN_ARCHIVE:
+		files_archive_get(&d->job, d->path, d->fmt);
 		return;
-	}
-	if (S_ISDIR(d->st.st_mode)) {
-		files_respond_fmt(r, 400, "path '%s' is a directory", path);
+	case DLPLAN_GZIP:
+		dl_send_gzip(d, &p);
 		return;
-	}
-	enum files_encoding enc = files_negotiate(http_req_header(r, "accept-encoding"), &id_rejected);
-	if (enc == FILES_ENC_NONE) {
-		http_respond_json_error(r, 406,
-					"error parsing Accept-Encoding: no acceptable encoding found, supported: [gzip]");
-		return;
-	}
-	http_req_extra_header(r, "Vary", "Accept-Encoding", true);
-	const char *range = http_req_header(r, "range");
-	if (range || http_req_header(r, "if-modified-since") || http_req_header(r, "if-none-match") ||
-	    http_req_header(r, "if-range")) {
-		if (id_rejected) {
-			http_respond_json_error(r, 406, "identity encoding not acceptable for Range or conditional request");
-			return;
-		}
-		enc = FILES_ENC_IDENTITY;
-	}
-	if (d->err) {
-		files_respond_fmt(r, 500, "error opening file '%s': open %s: %s", path, path, go_strerror(d->err));
-		return;
-	}
-	path_base(path, base, sizeof(base));
-	files_content_disposition(base, disp, sizeof(disp));
-	h[nh++] = (struct http_hdr){ "content-disposition", disp };
-	const char *ctype = files_mime_by_ext(d->qpath);
-
-	if (enc == FILES_ENC_GZIP && !id_rejected && !files_gzip_always && !dl_gzip_wins(r, d))
-		enc = FILES_ENC_IDENTITY;
-	if (enc == FILES_ENC_GZIP) {
-		/* Read and compressed block by block on the worker pool. */
-		struct gzsend_src src = { .fd = d->fd, .size = S_ISREG(d->st.st_mode) ? (int64_t)d->st.st_size : 0,
-					  .key = d->key, .local = d->local, .timeout = d->job.timeout };
-		snprintf(src.path, sizeof(src.path), "%s", d->path);
-		h[nh++] = (struct http_hdr){ "content-encoding", "gzip" };
-		h[nh++] = (struct http_hdr){ "content-type", ctype ? ctype : "application/octet-stream" };
-		d->fd = -1;
-		gzsend_start(&d->job, &src, h, nh);
-		return;
-	}
-
-	int64_t size = d->size;
-	if (!ctype)
-		ctype = files_sniff(d->sniff, d->sniff_n);
-	int cond = check_conditions(r, d->st.st_mtim.tv_sec, &range_ok);
-	if (d->st.st_mtim.tv_sec > 0) {
-		files_format_http_date(d->st.st_mtim.tv_sec, lastmod, sizeof(lastmod));
-		h[nh++] = (struct http_hdr){ "last-modified", lastmod };
-	}
-	if (cond) {
+	case DLPLAN_EMPTY:
 		d->begun = true;
-		http_resp_begin(r, cond, h + 1, nh - 1, 0);
+		http_resp_begin(r, p.status, p.h, p.nh, 0);
 		http_resp_end(r, NULL, 0); /* may call on_close */
 		return;
+	case DLPLAN_UNSATISFIABLE:
+		http_respond(r, p.status, "text/plain; charset=utf-8", p.msg, strlen(p.msg), p.h, p.nh);
+		return;
+	case DLPLAN_BYTERANGES:
+		serve_byteranges(d, &p);
+		return;
+	case DLPLAN_BODY:
+		d->seg[0].off = p.start;
+		d->seg[0].len = p.len;
+		d->nseg = 1;
+		dl_begin(d, p.status, p.h, p.nh, p.len);
+		return;
 	}
-	h[nh++] = (struct http_hdr){ "content-type", ctype };
-	h[nh++] = (struct http_hdr){ "accept-ranges", "bytes" };
-	int status = 200;
-	int64_t start = 0, len = size;
-	struct files_range rg[MAX_RANGES];
-	if (range && range_ok) {
-		int rr = files_parse_ranges(range, size, rg, MAX_RANGES);
-		/* Go ignores an unsatisfiable range on an empty file (clients
-		 * that always send Range get a 200, not a 416). */
-		if (rr == -ERANGE && size == 0)
-			rr = 0;
-		if (rr < 0) {
-			snprintf(crange, sizeof(crange), "bytes */%lld", (long long)size);
-			static const char msg[] = "invalid range: failed to overlap\n";
-			struct http_hdr eh[] = { { "content-range", crange },
-						 { "x-content-type-options", "nosniff" } };
-			http_respond(r, 416, "text/plain; charset=utf-8", msg, sizeof(msg) - 1, eh, 2);
-			return;
-		}
-		if (rr > 1) {
-			int64_t sum = 0;
-			for (int i = 0; i < rr; i++)
-				sum += rg[i].len;
-			/* Go serves the whole file when the parts add up to more. */
-			if (sum <= size) {
-				h[nh - 2].name = NULL; /* the part headers carry the type */
-				serve_byteranges(d, h, nh, rg, (size_t)rr, size, ctype);
-				return;
-			}
-			rr = 0;
-		}
-		if (rr == 1) {
-			start = rg[0].start;
-			len = rg[0].len;
-			status = 206;
-			snprintf(crange, sizeof(crange), "bytes %lld-%lld/%lld", (long long)start,
-				 (long long)(start + len - 1), (long long)size);
-			h[nh++] = (struct http_hdr){ "content-range", crange };
-		} else {
-			start = 0;
-			len = size;
-		}
-	}
-	d->seg[0].off = start;
-	d->seg[0].len = len;
-	d->nseg = 1;
-	dl_begin(d, status, h, nh, len);
 }
 
 void files_get(struct http_req *r)

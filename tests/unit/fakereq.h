@@ -37,12 +37,12 @@ struct fake {
 	size_t queued;       /* what queued() reports */
 };
 
-static struct fake *fake_of(struct http_req *r)
+static inline struct fake *fake_of(struct http_req *r)
 {
 	return (struct fake *)(void *)((char *)r - offsetof(struct fake, r));
 }
 
-static void fake_append(struct fake *f, const void *p, size_t n)
+static inline void fake_append(struct fake *f, const void *p, size_t n)
 {
 	f->body = realloc(f->body, f->body_len + n + 1);
 	memcpy(f->body + f->body_len, p, n);
@@ -50,7 +50,7 @@ static void fake_append(struct fake *f, const void *p, size_t n)
 	f->body[f->body_len] = '\0';
 }
 
-static int fake_begin(struct http_req *r, int status, const struct http_hdr *h, size_t n, int64_t len)
+static inline int fake_begin(struct http_req *r, int status, const struct http_hdr *h, size_t n, int64_t len)
 {
 	struct fake *f = fake_of(r);
 
@@ -68,13 +68,13 @@ static int fake_begin(struct http_req *r, int status, const struct http_hdr *h, 
 	return 0;
 }
 
-static int fake_write(struct http_req *r, const void *p, size_t n)
+static inline int fake_write(struct http_req *r, const void *p, size_t n)
 {
 	fake_append(fake_of(r), p, n);
 	return 0;
 }
 
-static int fake_write_file(struct http_req *r, int fd, off_t off, size_t len)
+static inline int fake_write_file(struct http_req *r, int fd, off_t off, size_t len)
 {
 	char buf[65536];
 
@@ -89,18 +89,18 @@ static int fake_write_file(struct http_req *r, int fd, off_t off, size_t len)
 	return 0;
 }
 
-static int fake_end(struct http_req *r, const struct http_hdr *t, size_t n)
+static inline int fake_end(struct http_req *r, const struct http_hdr *t, size_t n)
 {
 	fake_of(r)->ended = true;
 	return 0;
 }
 
-static size_t fake_queued(const struct http_req *r)
+static inline size_t fake_queued(const struct http_req *r)
 {
 	return fake_of((struct http_req *)r)->queued;
 }
 
-static void fake_pause(struct http_req *r, bool paused)
+static inline void fake_pause(struct http_req *r, bool paused)
 {
 	struct fake *f = fake_of(r);
 
@@ -111,7 +111,7 @@ static void fake_pause(struct http_req *r, bool paused)
 	f->paused = paused;
 }
 
-static void fake_abort(struct http_req *r)
+static inline void fake_abort(struct http_req *r)
 {
 	fake_of(r)->cut = true;
 }
@@ -127,7 +127,7 @@ static const struct http_transport_ops fake_ops = {
 };
 
 /* A request: method, path, query ("" for none), headers as name/value pairs (lower-case names), then NULL. */
-static struct fake *fake_new(enum http_verb method, const char *path, const char *query, ...)
+static inline struct fake *fake_new(enum http_verb method, const char *path, const char *query, ...)
 {
 	struct fake *f = calloc(1, sizeof(*f));
 	va_list ap;
@@ -150,7 +150,7 @@ static struct fake *fake_new(enum http_verb method, const char *path, const char
 }
 
 /* Deliver body bytes as the transport would (unless paused: then false). */
-static bool fake_body(struct fake *f, const void *p, size_t n)
+static inline bool fake_body(struct fake *f, const void *p, size_t n)
 {
 	if (f->paused)
 		return false;
@@ -159,7 +159,7 @@ static bool fake_body(struct fake *f, const void *p, size_t n)
 	return true;
 }
 
-static void fake_body_end(struct fake *f)
+static inline void fake_body_end(struct fake *f)
 {
 	f->r.body_done = true;
 	if (f->r.on_body_end)
@@ -167,7 +167,7 @@ static void fake_body_end(struct fake *f)
 }
 
 /* The exchange is over (answered and drained, or the client left). */
-static void fake_close(struct fake *f, bool completed)
+static inline void fake_close(struct fake *f, bool completed)
 {
 	if (f->closed)
 		return;
@@ -178,7 +178,7 @@ static void fake_close(struct fake *f, bool completed)
 	http_req_release(&f->r);
 }
 
-static void fake_free(struct fake *f)
+static inline void fake_free(struct fake *f)
 {
 	fake_close(f, false);
 	free(f->r.path);
