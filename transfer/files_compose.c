@@ -25,12 +25,10 @@
 #include "base/users.h"
 #include "base/worker.h"
 #include "fs/entry.h"
+#include "fs/fwrite.h"
 #include "http/httpjob.h"
 #include "transfer/files_common.h"
 #include "transfer/fsjob.h"
-
-/* The copy's buffer where the kernel cannot copy by itself. */
-#define CHUNK (64 * 1024)
 
 static void random_suffix(char *out, size_t len)
 {
@@ -82,44 +80,6 @@ static void compose_on_body(struct http_req *r, const uint8_t *p, size_t n)
 
 	if (!c->too_big && buf_append(&c->body, p, n) < 0)
 		c->too_big = true;
-}
-
-/* Copy all of src into dst at its end with the kernel doing the work. */
-static int copy_all(int in, int out)
-{
-	for (;;) {
-		ssize_t n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
-		if (n == 0)
-			return 0;
-		if (n > 0)
-			continue;
-		if (errno == EINTR)
-			continue;
-		if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP)
-			return -errno;
-		break;
-	}
-	/* Fallback for filesystems without copy_file_range. */
-	static _Thread_local char buf[CHUNK];
-	for (;;) {
-		ssize_t n = read(in, buf, sizeof(buf));
-		if (n == 0)
-			return 0;
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		for (ssize_t o = 0; o < n;) {
-			ssize_t w = write(out, buf + o, (size_t)(n - o));
-			if (w < 0) {
-				if (errno == EINTR)
-					continue;
-				return -errno;
-			}
-			o += w;
-		}
-	}
 }
 
 /* Worker, first job: the sources are files, the destination's directory exists. */
@@ -188,7 +148,7 @@ static void compose_work(void *arg)
 				 c->srcs[i], go_strerror(errno));
 			goto fail;
 		}
-		rc = copy_all(in, out);
+		rc = fwrite_copy_fds(in, out);
 		close(in);
 		if (rc < 0) {
 			c->status = rc == -ENOSPC || rc == -EDQUOT ? 507 : 500;

@@ -24,10 +24,10 @@
 
 #include "base/errstr.h"
 #include "base/state.h"
-#include "base/uptmp.h"
 #include "base/users.h"
 #include "base/worker.h"
 #include "fs/entry.h"
+#include "fs/fwrite.h"
 #include "transfer/files_archive.h"
 #include "transfer/files_common.h"
 #include "transfer/fsjob.h"
@@ -50,12 +50,9 @@ struct upload {
 	bool raw_begun;
 
 	/* current file */
-	int fd;
 	bool skip_part;     /* a non-file form field */
-	bool created;       /* the target did not exist before */
 	char target[PATH_MAX];
-	char tmp[PATH_MAX]; /* atomic mode: the temporary file */
-	char reg[320];      /* ... and its registry entry (base/uptmp.h) */
+	struct fwrite w;    /* its write, atomic or in place (fs/fwrite.h) */
 
 	/* results */
 	json_t *results;
@@ -76,20 +73,7 @@ static struct upload *up_of(struct uppump *p)
 
 static void up_discard_current(struct upload *up)
 {
-	if (up->fd >= 0) {
-		close(up->fd);
-		up->fd = -1;
-		/* Nothing half-written stays behind that was not there before. */
-		if (up->tmp[0])
-			unlink(up->tmp);
-		else if (up->created)
-			unlink(up->target);
-	}
-	if (up->tmp[0])
-		uptmp_forget(up->reg);
-	up->tmp[0] = '\0';
-	up->reg[0] = '\0';
-	up->created = false;
+	fwrite_discard(&up->w);
 }
 
 static void up_free(struct upload *up)
@@ -115,7 +99,7 @@ static void up_release(struct uppump *p)
 {
 	struct upload *up = up_of(p);
 
-	if (up->fd >= 0 && !up->local)
+	if (up->w.fd >= 0 && !up->local)
 		fsjob_release(up_free_cb, up, up->key);
 	else
 		up_free(up);
@@ -130,146 +114,44 @@ static void up_discard(struct uppump *p)
 /* Record the upload's error (the first one wins); the loop sends it. */
 #define up_error(up, ...) uppump_fail(&(up)->pump, __VA_ARGS__)
 
-/*
- * Whether an upload to `target` may replace it by rename: it is absent or
- * a regular file with no other name. A symlink (even a dangling one), a
- * device, a FIFO or a hard-linked file is written in place, as the client
- * meant the object behind that name.
- */
-static bool up_can_rename(const char *target)
+/* An error of fs/fwrite.h as the upload's status. */
+static int up_fwrite_error(struct upload *up, int rc, const char *msg)
 {
-	struct stat lst;
-
-	if (lstat(target, &lst) < 0)
-		return errno == ENOENT;
-	return S_ISREG(lst.st_mode) && lst.st_nlink == 1;
+	return up_error(up, rc == -EISDIR || rc == -ENAMETOOLONG ? 400 : rc == -ENOSPC ? 507 : 500, "%s", msg);
 }
 
-/* Open up->target for writing: create its parent directories, refuse a
-   directory, chown an existing file, open (a temporary beside it when
-   atomic, which gets the target's mode and extended attributes). */
+/* Open up->target for writing (fs/fwrite.h); the next jobs run on its mount. */
 static int up_begin_file(struct upload *up)
 {
-	char parent[PATH_MAX], err[FILES_MSGLEN];
-	struct stat st;
-	bool existed, atomic;
+	char err[FILES_MSGLEN];
+	int rc = fwrite_begin(&up->w, up->target, up->u.uid, up->u.gid, up->atomic, err, sizeof(err));
 
-	fs_path_dir(up->target, parent, sizeof(parent));
-	if (fs_ensure_dirs(parent, up->u.uid, up->u.gid, err, sizeof(err)) < 0)
-		return up_error(up, 500, "error ensuring directories: %s", err);
-	if (stat(up->target, &st) == 0) {
-		if (S_ISDIR(st.st_mode))
-			return up_error(up, 400, "path is a directory: %s", up->target);
-		existed = true;
-		atomic = up->atomic && up_can_rename(up->target);
-		if (!atomic && chown(up->target, up->u.uid, up->u.gid) < 0 && errno != ENOENT)
-			return up_error(up, 500, "error changing file ownership: chown %s: %s", up->target,
-					go_strerror(errno));
-	} else if (errno == ENOENT) {
-		existed = false;
-		atomic = up->atomic && up_can_rename(up->target);
-	} else {
-		return up_error(up, 500, "error getting file info: stat %s: %s", up->target, go_strerror(errno));
-	}
-
-	if (atomic) {
-		int fd = uptmp_open(parent, existed, up->tmp, sizeof(up->tmp), up->reg, sizeof(up->reg));
-		if (fd == -ENAMETOOLONG)
-			return up_error(up, 400, "error resolving path: %s", go_strerror(ENAMETOOLONG));
-		errno = fd < 0 ? -fd : 0;
-		up->fd = fd < 0 ? -1 : fd;
-	} else {
-		/* O_NONBLOCK only matters for FIFOs: fail (ENXIO) instead of
-		 * blocking the loop until some reader shows up. */
-		up->fd = open(up->target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
-		up->created = !existed;
-	}
-	if (up->fd < 0) {
-		int e = errno;
-		up->tmp[0] = '\0';
-		up->created = false;
-		if (e == ENOSPC)
-			return up_error(up, 507, "not enough inodes available: open %s: %s", up->target, go_strerror(e));
-		return up_error(up, 500, "error opening file: open %s: %s", up->target, go_strerror(e));
-	}
-	fsjob_fd_mount(up->fd, &up->key, &up->local);
-	/* The replacement ends as an in-place write would leave the file:
-	 * chowned to the user, the target's mode (after fchown, which clears
-	 * set-id bits) and its other extended attributes (ACLs among them). */
-	if ((!existed || atomic) && fchown(up->fd, up->u.uid, up->u.gid) < 0)
-		return up_error(up, 500, "error changing file ownership: chown %s: %s", up->target, go_strerror(errno));
-	if (atomic && existed) {
-		int rc;
-		fchmod(up->fd, st.st_mode & 07777);
-		if ((rc = uptmp_copy_attrs(up->target, up->fd)) < 0)
-			return up_error(up, 507, "not enough space for file metadata: %s", go_strerror(-rc));
-	}
+	if (rc < 0)
+		return up_fwrite_error(up, rc, err);
+	fsjob_fd_mount(up->w.fd, &up->key, &up->local);
 	return 0;
 }
 
 static int up_write(struct upload *up, const uint8_t *p, size_t n)
 {
-	while (n) {
-		ssize_t w = write(up->fd, p, n);
-		if (w < 0) {
-			int e = errno;
-			if (e == EINTR)
-				continue;
-			if (e == ENOSPC || e == EDQUOT) {
-				if (up->content_length > 0)
-					return up_error(up, 507, "attempted to write %lld bytes: not enough disk space available",
-							(long long)up->content_length);
-				return up_error(up, 507, "not enough disk space available");
-			}
-			return up_error(up, 500, "error writing file: write %s: %s", up->target, go_strerror(e));
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
+	char err[FILES_MSGLEN];
+	int rc = fwrite_write(&up->w, p, n, err, sizeof(err));
+
+	if (rc == -ENOSPC && up->content_length > 0)
+		return up_error(up, 507, "attempted to write %lld bytes: not enough disk space available",
+				(long long)up->content_length);
+	return rc < 0 ? up_fwrite_error(up, rc, err) : 0;
 }
 
-/* Steps 5-6 and the response entry. */
+/* The file is complete: metadata, into place, and its entry in the reply. */
 static int up_finish_file(struct upload *up)
 {
-	char base[PATH_MAX];
+	char base[PATH_MAX], err[FILES_MSGLEN];
 	struct fs_meta rb;
-	int rc;
+	int rc = fwrite_commit(&up->w, &up->meta, err, sizeof(err));
 
-	rc = fs_meta_replace_fd(up->fd, &up->meta);
-	if (rc == -ENOSPC || rc == -EDQUOT)
-		return up_error(up, 507, "not enough space for file metadata: %s", go_strerror(-rc));
 	if (rc < 0)
-		return up_error(up, 500, "error writing file metadata: %s", go_strerror(-rc));
-	if (close(up->fd) < 0) {
-		int e = errno;
-		up->fd = -1;
-		if (up->tmp[0]) {
-			unlink(up->tmp);
-			uptmp_forget(up->reg);
-			up->tmp[0] = '\0';
-		} else if (up->created) {
-			unlink(up->target);
-		}
-		if (e == ENOSPC || e == EDQUOT)
-			return up_error(up, 507, "not enough disk space available");
-		return up_error(up, 500, "error writing file: close %s: %s", up->target, go_strerror(e));
-	}
-	up->fd = -1;
-	if (up->tmp[0]) {
-		if (rename(up->tmp, up->target) < 0) {
-			int e = errno;
-			char tmp[PATH_MAX];
-			snprintf(tmp, sizeof(tmp), "%s", up->tmp);
-			unlink(up->tmp);
-			uptmp_forget(up->reg);
-			up->tmp[0] = '\0';
-			return up_error(up, 500, "error writing file: rename %s %s: %s", tmp, up->target, go_strerror(e));
-		}
-		uptmp_forget(up->reg);
-		up->tmp[0] = '\0';
-	}
-	up->created = false;
+		return up_fwrite_error(up, rc, err);
 
 	char **nw = realloc(up->written, (up->n_written + 1) * sizeof(*nw));
 	if (!nw)
@@ -347,7 +229,7 @@ static int up_part_begin(void *ud, const struct mp_part *part)
 static int up_part_data(void *ud, const uint8_t *p, size_t n)
 {
 	struct upload *up = ud;
-	if (up->skip_part || up->fd < 0)
+	if (up->skip_part || up->w.fd < 0)
 		return 0;
 	return up_write(up, p, n);
 }
@@ -355,7 +237,7 @@ static int up_part_data(void *ud, const uint8_t *p, size_t n)
 static int up_part_end(void *ud)
 {
 	struct upload *up = ud;
-	if (up->skip_part || up->fd < 0)
+	if (up->skip_part || up->w.fd < 0)
 		return 0;
 	return up_finish_file(up);
 }
@@ -533,7 +415,7 @@ void files_post(struct http_req *r)
 		return;
 	}
 	uppump_init(&up->pump, &up_pump_ops);
-	up->fd = -1;
+	fwrite_init(&up->w);
 	up->content_length = r->content_length;
 	if (files_lookup_user(r, uname, &up->u))
 		goto fail;
