@@ -337,22 +337,20 @@ static void random_name(char *out, size_t len, const char *base)
 }
 
 /* Worker: the whole archive is spooled; extract it and move it into place. */
-static void aup_extract(struct aup *a)
+/*
+ * Worker: where the temporary directory goes. Beside DIR, so a new DIR is
+ * one rename; inside DIR when DIR is a mount point, or nothing could be
+ * renamed into it. 0, or the error recorded.
+ */
+static int aup_workdir(struct aup *a)
 {
-	char tmp[NAME_MAX + 1];
-	int root = -1, dst = -1;
-
-	random_name(tmp, sizeof(tmp), a->base);
-	/* Beside DIR, so a new DIR is one rename; inside DIR when DIR is a
-	 * mount point, or nothing could be renamed into it. */
 	struct stat pst, dst_st;
+
 	if (fstatat(a->parent_fd, a->base, &dst_st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(dst_st.st_mode) &&
 	    fstat(a->parent_fd, &pst) == 0 && pst.st_dev != dst_st.st_dev) {
 		int dfd = openat(a->parent_fd, a->base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (dfd < 0) {
-			aup_error(a, 500, "error opening '%s': %s", a->dir, go_strerror(errno));
-			return;
-		}
+		if (dfd < 0)
+			return aup_error(a, 500, "error opening '%s': %s", a->dir, go_strerror(errno));
 		uint64_t k2;
 		bool l2;
 		fsjob_fd_mount(dfd, &k2, &l2);
@@ -364,6 +362,17 @@ static void aup_extract(struct aup *a)
 		a->parent_fd = dfd;
 		a->inside = true;
 	}
+	return 0;
+}
+
+static void aup_extract(struct aup *a)
+{
+	char tmp[NAME_MAX + 1];
+	int root = -1, dst = -1;
+
+	random_name(tmp, sizeof(tmp), a->base);
+	if (aup_workdir(a) < 0)
+		return;
 	if (mkdirat(a->parent_fd, tmp, 0700) < 0) {
 		int e = errno;
 		if (e == ENOSPC || e == EDQUOT)

@@ -251,6 +251,44 @@ static void compose_done(void *arg)
 	free(s);
 }
 
+/* The sources, resolved, none the destination. 0, or -1 once answered. */
+static int compose_sources(struct compose *c, struct http_req *r, json_t *srcs)
+{
+	char err[FILES_MSGLEN], rp[PATH_MAX];
+	size_t n = json_array_size(srcs);
+
+	c->srcs = calloc(n, sizeof(char *));
+	c->srcs_given = calloc(n, sizeof(char *));
+	if (!c->srcs || !c->srcs_given) {
+		http_respond_json_error(r, 500, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *s = json_array_get(srcs, i);
+		if (!json_is_string(s)) {
+			http_respond_json_error(r, 400, "invalid request body: source_paths must be strings");
+			return -1;
+		}
+		const char *given = json_string_value(s);
+		if (path_resolve(&c->u, given, state_default_workdir(), rp, sizeof(rp), err, sizeof(err)) < 0) {
+			files_respond_fmt(r, 400, "error resolving source path \"%s\": %s", given, err);
+			return -1;
+		}
+		if (strcmp(rp, c->dest) == 0) {
+			files_respond_fmt(r, 400, "source path \"%s\" cannot be the same as destination", given);
+			return -1;
+		}
+		c->srcs[i] = strdup(rp);
+		c->srcs_given[i] = strdup(given);
+		c->n = i + 1;
+		if (!c->srcs[i] || !c->srcs_given[i]) {
+			http_respond_json_error(r, 500, "out of memory");
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static void compose_on_body_end(struct http_req *r)
 {
 	struct compose *c = compose_of(r);
@@ -295,37 +333,8 @@ static void compose_on_body_end(struct http_req *r)
 		files_respond_fmt(r, 400, "error resolving destination path: %s", err);
 		goto out;
 	}
-	size_t n = json_array_size(srcs);
-	c->srcs = calloc(n, sizeof(char *));
-	c->srcs_given = calloc(n, sizeof(char *));
-	if (!c->srcs || !c->srcs_given) {
-		http_respond_json_error(r, 500, "out of memory");
+	if (compose_sources(c, r, srcs) < 0)
 		goto out;
-	}
-	for (size_t i = 0; i < n; i++) {
-		json_t *s = json_array_get(srcs, i);
-		char rp[PATH_MAX];
-		if (!json_is_string(s)) {
-			http_respond_json_error(r, 400, "invalid request body: source_paths must be strings");
-			goto out;
-		}
-		const char *given = json_string_value(s);
-		if (path_resolve(&c->u, given, state_default_workdir(), rp, sizeof(rp), err, sizeof(err)) < 0) {
-			files_respond_fmt(r, 400, "error resolving source path \"%s\": %s", given, err);
-			goto out;
-		}
-		if (strcmp(rp, c->dest) == 0) {
-			files_respond_fmt(r, 400, "source path \"%s\" cannot be the same as destination", given);
-			goto out;
-		}
-		c->srcs[i] = strdup(rp);
-		c->srcs_given[i] = strdup(given);
-		c->n = i + 1;
-		if (!c->srcs[i] || !c->srcs_given[i]) {
-			http_respond_json_error(r, 500, "out of memory");
-			goto out;
-		}
-	}
 	/* Every call on the paths runs in worker jobs of the destination's
 	 * mount: first the checks, with the deadline, then the copy. */
 	c->job.key = worker_path_key(c->dest);

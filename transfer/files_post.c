@@ -372,41 +372,143 @@ static int collect_metadata(struct http_req *r, struct fs_meta *m)
 	return 0;
 }
 
+/*
+ * Content-Encoding: gzip or identity. Returns 1 for gzip, 0 for none; -1
+ * when the 400 has been sent.
+ */
+static int post_coding(struct http_req *r)
+{
+	const char *ce = http_req_header(r, "content-encoding");
+	size_t l;
+
+	if (!ce || !*ce)
+		return 0;
+	l = strcspn(ce, ";, \t");
+	if (l == 4 && strncasecmp(ce, "gzip", 4) == 0)
+		return 1;
+	if (l == 8 && strncasecmp(ce, "identity", 8) == 0)
+		return 0;
+	files_respond_fmt(r, 400, "error decompressing request body: unsupported Content-Encoding: %s, supported: [gzip]",
+			  ce);
+	return -1;
+}
+
+/* ?extract=: the user and the directory, then the archive edge. */
+static void post_extract(struct http_req *r, const char *uname, const char *fmt, bool gzip)
+{
+	char qpath[PATH_MAX], dir[PATH_MAX], err[FILES_MSGLEN];
+	struct user u;
+
+	if (files_lookup_user(r, uname, &u))
+		return;
+	if (http_query_get(r->query, "path", qpath, sizeof(qpath)) <= 0) {
+		http_respond_json_error(r, 400, "path query parameter is required for extraction");
+		return;
+	}
+	if (path_resolve(&u, qpath, state_default_workdir(), dir, sizeof(dir), err, sizeof(err)) < 0) {
+		files_respond_fmt(r, 400, "error resolving path: %s", err);
+		return;
+	}
+	files_archive_post(r, &u, dir, fmt, gzip);
+}
+
+/* The user, the metadata headers and the query. 0, or -1 once answered. */
+static int up_params(struct upload *up, struct http_req *r, const char *uname)
+{
+	char err[FILES_MSGLEN], atomic[8];
+
+	if (files_lookup_user(r, uname, &up->u))
+		return -1;
+	if (collect_metadata(r, &up->meta) < 0) {
+		http_respond_json_error(r, 500, "out of memory");
+		return -1;
+	}
+	if (fs_meta_validate(&up->meta, err, sizeof(err)) < 0) {
+		files_respond_fmt(r, 400, "invalid metadata: %s", err);
+		return -1;
+	}
+	/* Atomic unless asked not to: a cut connection or a crash never
+	 * leaves a half-written target nor loses its previous content. */
+	up->atomic = true;
+	if (http_query_get(r->query, "atomic", atomic, sizeof(atomic)) > 0)
+		up->atomic = !(strcmp(atomic, "false") == 0 || strcmp(atomic, "0") == 0);
+	up->has_path_param = http_query_get(r->query, "path", up->path_param, sizeof(up->path_param)) > 0;
+	return 0;
+}
+
+/* A raw body (its target) or a multipart one (its parser). 0, or -1 once answered. */
+static int up_content_type(struct upload *up, struct http_req *r)
+{
+	const char *ct = http_req_header(r, "content-type");
+	size_t mtl = ct ? strcspn(ct, ";") : 0;
+	char err[FILES_MSGLEN], ctbuf[128];
+
+	while (mtl && (ct[mtl - 1] == ' ' || ct[mtl - 1] == '\t'))
+		mtl--;
+	if (ct && mtl == strlen("application/octet-stream") && strncasecmp(ct, "application/octet-stream", mtl) == 0) {
+		if (!up->has_path_param) {
+			http_respond_json_error(r, 400, "path query parameter is required for raw body upload");
+			return -1;
+		}
+		if (path_resolve(&up->u, up->path_param, state_default_workdir(), up->raw_target, sizeof(up->raw_target),
+				 err, sizeof(err)) < 0) {
+			files_respond_fmt(r, 400, "error resolving path: %s", err);
+			return -1;
+		}
+		return 0;
+	}
+	if (ct && strncasecmp(ct, "multipart/", 10) == 0) {
+		int b = mp_content_type_boundary(ct, ctbuf, sizeof(ctbuf));
+		if (b < 0) {
+			http_respond_json_error(r, 500,
+						"error parsing multipart form: request Content-Type isn't multipart/form-data");
+			return -1;
+		}
+		if (b == 0 || mp_init(&up->mp, ctbuf, &up_mp_cbs, up) < 0) {
+			http_respond_json_error(r, 500,
+						"error parsing multipart form: no multipart boundary param in Content-Type");
+			return -1;
+		}
+		up->multipart = true;
+		return 0;
+	}
+	files_respond_fmt(r, 400, "unsupported content type: %s, expected multipart/form-data or application/octet-stream",
+			  ct ? ct : "");
+	return -1;
+}
+
+/* Where the jobs go until the first one opens the target: the mount is
+ * guessed from the path the client named (path_resolve is pure). */
+static void up_first_key(struct upload *up)
+{
+	char err[FILES_MSGLEN];
+	char *shown = up->pump.shown;
+
+	if (state_default_workdir())
+		snprintf(up->workdir, sizeof(up->workdir), "%s", state_default_workdir());
+	if (up->raw_target[0])
+		snprintf(shown, PATH_MAX, "%s", up->raw_target);
+	else if (!up->has_path_param ||
+		 path_resolve(&up->u, up->path_param, up->workdir[0] ? up->workdir : NULL, shown, PATH_MAX, err,
+			      sizeof(err)) < 0)
+		snprintf(shown, PATH_MAX, "%s", up->workdir[0] ? up->workdir : up->u.home);
+	up->key = up->pump.job.key = worker_path_key(shown);
+	up->pump.job.timeout = worker_fs_timeout;
+}
+
 void files_post(struct http_req *r)
 {
-	char uname[256], err[FILES_MSGLEN], ctbuf[128], atomic[8];
+	char uname[256], fmt[16];
 	struct upload *up;
-	const char *ce, *ct;
+	int gzip;
 
 	if (files_check_signing(r, "write"))
 		return;
 	files_request_username(r, uname, sizeof(uname));
-	ce = http_req_header(r, "content-encoding");
-	bool gzip = false;
-	if (ce && *ce) {
-		size_t l = strcspn(ce, ";, \t");
-		if (l == 4 && strncasecmp(ce, "gzip", 4) == 0)
-			gzip = true;
-		else if (!(l == 8 && strncasecmp(ce, "identity", 8) == 0))
-			return files_respond_fmt(r, 400,
-					   "error decompressing request body: unsupported Content-Encoding: %s, supported: [gzip]",
-					   ce);
-	}
-	char fmt[16];
+	if ((gzip = post_coding(r)) < 0)
+		return;
 	if (http_query_get(r->query, "extract", fmt, sizeof(fmt)) > 0) {
-		char qpath[PATH_MAX], dir[PATH_MAX];
-		struct user u;
-		if (files_lookup_user(r, uname, &u))
-			return;
-		if (http_query_get(r->query, "path", qpath, sizeof(qpath)) <= 0) {
-			http_respond_json_error(r, 400, "path query parameter is required for extraction");
-			return;
-		}
-		if (path_resolve(&u, qpath, state_default_workdir(), dir, sizeof(dir), err, sizeof(err)) < 0) {
-			files_respond_fmt(r, 400, "error resolving path: %s", err);
-			return;
-		}
-		files_archive_post(r, &u, dir, fmt, gzip);
+		post_extract(r, uname, fmt, gzip);
 		return;
 	}
 	up = calloc(1, sizeof(*up));
@@ -417,76 +519,15 @@ void files_post(struct http_req *r)
 	uppump_init(&up->pump, &up_pump_ops);
 	fwrite_init(&up->w);
 	up->content_length = r->content_length;
-	if (files_lookup_user(r, uname, &up->u))
-		goto fail;
-	if (collect_metadata(r, &up->meta) < 0) {
-		http_respond_json_error(r, 500, "out of memory");
-		goto fail;
-	}
-	if (fs_meta_validate(&up->meta, err, sizeof(err)) < 0) {
-		files_respond_fmt(r, 400, "invalid metadata: %s", err);
-		goto fail;
-	}
-	/* Atomic unless asked not to: a cut connection or a crash never
-	 * leaves a half-written target nor loses its previous content. */
-	up->atomic = true;
-	if (http_query_get(r->query, "atomic", atomic, sizeof(atomic)) > 0)
-		up->atomic = !(strcmp(atomic, "false") == 0 || strcmp(atomic, "0") == 0);
-	up->has_path_param = http_query_get(r->query, "path", up->path_param, sizeof(up->path_param)) > 0;
-
-	ct = http_req_header(r, "content-type");
-	size_t mtl = ct ? strcspn(ct, ";") : 0;
-	while (mtl && (ct[mtl - 1] == ' ' || ct[mtl - 1] == '\t'))
-		mtl--;
-	if (ct && mtl == strlen("application/octet-stream") && strncasecmp(ct, "application/octet-stream", mtl) == 0) {
-		if (!up->has_path_param) {
-			http_respond_json_error(r, 400, "path query parameter is required for raw body upload");
-			goto fail;
-		}
-		if (path_resolve(&up->u, up->path_param, state_default_workdir(), up->raw_target, sizeof(up->raw_target),
-				 err, sizeof(err)) < 0) {
-			files_respond_fmt(r, 400, "error resolving path: %s", err);
-			goto fail;
-		}
-	} else if (ct && strncasecmp(ct, "multipart/", 10) == 0) {
-		int b = mp_content_type_boundary(ct, ctbuf, sizeof(ctbuf));
-		if (b < 0) {
-			http_respond_json_error(r, 500,
-						"error parsing multipart form: request Content-Type isn't multipart/form-data");
-			goto fail;
-		}
-		if (b == 0 || mp_init(&up->mp, ctbuf, &up_mp_cbs, up) < 0) {
-			http_respond_json_error(r, 500,
-						"error parsing multipart form: no multipart boundary param in Content-Type");
-			goto fail;
-		}
-		up->multipart = true;
-	} else {
-		files_respond_fmt(r, 400, "unsupported content type: %s, expected multipart/form-data or application/octet-stream",
-			    ct ? ct : "");
-		goto fail;
-	}
+	if (up_params(up, r, uname) < 0 || up_content_type(up, r) < 0)
+		goto out; /* answered; the release frees it: nothing else holds it yet */
 	up->results = json_array();
-	if (!up->results || uppump_alloc(&up->pump, gzip) < 0)
-		goto nomem;
-	if (state_default_workdir())
-		snprintf(up->workdir, sizeof(up->workdir), "%s", state_default_workdir());
-	/* Until the first job opens the target, the mount is guessed from
-	 * the path the client named (path_resolve is pure). */
-	char *shown = up->pump.shown;
-	if (up->raw_target[0])
-		snprintf(shown, PATH_MAX, "%s", up->raw_target);
-	else if (!up->has_path_param ||
-		 path_resolve(&up->u, up->path_param, up->workdir[0] ? up->workdir : NULL, shown, PATH_MAX, err,
-			      sizeof(err)) < 0)
-		snprintf(shown, PATH_MAX, "%s", up->workdir[0] ? up->workdir : up->u.home);
-	up->key = up->pump.job.key = worker_path_key(shown);
-	up->pump.job.timeout = worker_fs_timeout;
+	if (!up->results || uppump_alloc(&up->pump, gzip) < 0) {
+		http_respond_json_error(r, 500, "out of memory");
+		goto out;
+	}
+	up_first_key(up);
 	uppump_start(&up->pump, r, false);
+out:
 	reqjob_release(&up->pump.job);
-	return;
-nomem:
-	http_respond_json_error(r, 500, "out of memory");
-fail:
-	reqjob_release(&up->pump.job); /* frees it: nothing else holds it yet */
 }
