@@ -229,8 +229,8 @@ void files_archive_get(struct reqjob *from, const char *dir, const char *format)
 	d->zero_copy = r->version < 20;
 	d->job.key = worker_path_key(dir);
 	d->job.timeout = worker_fs_timeout;
-	reqjob_handoff(from, &d->job);
-	if (reqjob_run(&d->job, adl_open_work, adl_open_done, d, 0) < 0) {
+	/* Handed over, the exchange holds d; if it is gone, the release below frees d. */
+	if (reqjob_handoff(from, &d->job) == 0 && reqjob_run(&d->job, adl_open_work, adl_open_done, d, 0) < 0) {
 		fsjob_busy_msg(msg, sizeof(msg), dir);
 		http_respond_json_error(r, 503, msg); /* may call on_close */
 	}
