@@ -36,7 +36,7 @@ COMMIT  := $(shell git rev-parse --short=7 HEAD 2>/dev/null)
 JOBS    ?= $(shell echo $$((2 * $$(nproc 2>/dev/null || echo 1))))
 
 # Sources by folder, lowest layer first (docs/architecture.md).
-LAYERS    := base proto http rpc pty process changes fs transfer sandbox envd
+LAYERS    := base search proto http rpc pty process changes fs transfer sandbox envd
 SRCS      := $(foreach d,$(LAYERS),$(sort $(wildcard $(d)/*.c)))
 PROTOS    := proto/process.proto proto/filesystem.proto proto/handover.proto proto/google/protobuf/timestamp.proto
 GEN_SRCS  := $(GEN)/process.pb-c.c $(GEN)/filesystem.pb-c.c $(GEN)/handover.pb-c.c $(GEN)/google/protobuf/timestamp.pb-c.c
@@ -50,7 +50,7 @@ INIT_SRCS := $(sort $(wildcard init/*.c)) base/sdnotify.c base/exitrec.c
 INCS     := -iquote . -iquote $(GEN)
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-missing-braces
 DEFS     := -D_GNU_SOURCE -DENVD_VERSION=\"$(VERSION)\" -DENVD_COMMIT=\"$(COMMIT)\"
-LIBS     := -lnghttp2 -lev -lprotobuf-c -ljansson -lhttp_parser -larchive -lz -lm -lpthread
+LIBS     := -lnghttp2 -lev -lprotobuf-c -ljansson -lhttp_parser -larchive -lpcre2-8 -lz -lm -lpthread
 
 # Static musl build: the product.
 MUSL_CFLAGS := -std=gnu11 -Os -fno-strict-aliasing -ffunction-sections -fdata-sections $(WARN) $(DEFS) $(INCS) -I$(DEPS)/include

@@ -241,6 +241,25 @@ if ! stamp libarchive; then
 	done_ libarchive
 fi
 
+if ! stamp pcre2; then
+	# The regular expressions of the agent tools' Grep (search/pattern.c):
+	# the 8-bit library only, with Unicode (UTF-8 subjects, \p{..}) and the
+	# JIT compiler (x86-64 and aarch64); no pcre2grep, no POSIX wrapper,
+	# no shared library.
+	d=$(fetch pcre2)
+	rm -rf "$d/build-musl"
+	(cd "$d" && cmake -S . -B build-musl -DCMAKE_C_COMPILER="$CC" ${cmake_cross[@]+"${cmake_cross[@]}"} -DCMAKE_BUILD_TYPE=MinSizeRel \
+		-DCMAKE_C_FLAGS="$CFLAGS" -DBUILD_SHARED_LIBS=OFF -DBUILD_STATIC_LIBS=ON \
+		-DPCRE2_BUILD_PCRE2_8=ON -DPCRE2_BUILD_PCRE2_16=OFF -DPCRE2_BUILD_PCRE2_32=OFF \
+		-DPCRE2_SUPPORT_JIT=ON -DPCRE2_SUPPORT_UNICODE=ON -DPCRE2_BUILD_PCRE2GREP=OFF \
+		-DPCRE2_BUILD_TESTS=OFF -DPCRE2_SUPPORT_LIBBZ2=OFF -DPCRE2_SUPPORT_LIBZ=OFF \
+		-DPCRE2_SUPPORT_LIBEDIT=OFF -DPCRE2_SUPPORT_LIBREADLINE=OFF \
+		-DCMAKE_INSTALL_PREFIX="$out" -DCMAKE_INSTALL_LIBDIR=lib >/dev/null \
+		&& cmake --build build-musl -j"$jobs" --target pcre2-8-static >/dev/null \
+		&& cp build-musl/libpcre2-8.a "$out/lib/" && cp build-musl/pcre2.h "$out/include/")
+	done_ pcre2
+fi
+
 # The versions built, one "package version" a line; make prints them once,
 # when the libraries are built.
 for f in "$out"/.*.done; do
