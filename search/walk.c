@@ -1,0 +1,588 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * walk.c - the parallel filtered walk (walk.h).
+ */
+#include "search/walk.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "search/ignore.h"
+
+struct dirent64_ {
+	uint64_t d_ino;
+	int64_t d_off;
+	unsigned short d_reclen;
+	unsigned char d_type;
+	char d_name[];
+};
+
+#ifndef DT_UNKNOWN
+#define DT_UNKNOWN 0
+#define DT_DIR 4
+#define DT_REG 8
+#define DT_LNK 10
+#endif
+
+struct dir_item {
+	struct dir_item *next;
+	struct ignore_level *level; /* what applies to the directory's entries, before its own files */
+	size_t len;
+	char path[];
+};
+
+struct walk {
+	char *root;
+	size_t rootlen;
+	size_t relbase;  /* where a path relative to the root starts */
+	struct walk_opts o;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct dir_item *stack;
+	unsigned active;    /* cursors holding a directory */
+	bool started, root_file, root_given;
+	int root_err;
+	struct ignore_level *base; /* the root's ancestors */
+	bool stop;          /* atomic */
+	struct walk_stats st;
+};
+
+struct walk_cursor {
+	struct walk *w;
+	int fd;
+	struct dir_item *dir;
+	struct ignore_level *level;
+	char *buf;
+	size_t buflen, bufpos;
+	bool more;          /* the directory did not fit in buf */
+	bool holds;
+	char path[PATH_MAX];
+	struct walk_stats st;
+};
+
+struct walk *walk_new(const char *root, const struct walk_opts *o)
+{
+	struct walk *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return NULL;
+	w->root = strdup(root);
+	if (!w->root) {
+		free(w);
+		return NULL;
+	}
+	/* "/a/b/" walks as "/a/b" */
+	w->rootlen = strlen(w->root);
+	while (w->rootlen > 1 && w->root[w->rootlen - 1] == '/')
+		w->root[--w->rootlen] = '\0';
+	w->relbase = w->rootlen == 1 ? 1 : w->rootlen + 1;
+	w->o = *o;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	return w;
+}
+
+void walk_free(struct walk *w)
+{
+	if (!w)
+		return;
+	while (w->stack) {
+		struct dir_item *d = w->stack;
+		w->stack = d->next;
+		ignore_level_unref(d->level);
+		free(d);
+	}
+	ignore_level_unref(w->base);
+	pthread_mutex_destroy(&w->mu);
+	pthread_cond_destroy(&w->cv);
+	free(w->root);
+	free(w);
+}
+
+void walk_stop(struct walk *w)
+{
+	pthread_mutex_lock(&w->mu);
+	__atomic_store_n(&w->stop, true, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+bool walk_stopped(const struct walk *w)
+{
+	return __atomic_load_n(&w->stop, __ATOMIC_ACQUIRE);
+}
+
+struct walk_cursor *walk_cursor_new(struct walk *w)
+{
+	struct walk_cursor *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->buf = malloc(WALK_DIR_BUF);
+	if (!c->buf) {
+		free(c);
+		return NULL;
+	}
+	c->w = w;
+	c->fd = -1;
+	return c;
+}
+
+/* The cursor is done with its directory. */
+static void release_dir(struct walk_cursor *c)
+{
+	struct walk *w = c->w;
+
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	ignore_level_unref(c->level);
+	c->level = NULL;
+	if (c->dir) {
+		ignore_level_unref(c->dir->level);
+		free(c->dir);
+		c->dir = NULL;
+	}
+	if (c->holds) {
+		c->holds = false;
+		pthread_mutex_lock(&w->mu);
+		if (--w->active == 0 && !w->stack)
+			pthread_cond_broadcast(&w->cv);
+		pthread_mutex_unlock(&w->mu);
+	}
+}
+
+void walk_cursor_free(struct walk_cursor *c)
+{
+	if (!c)
+		return;
+	release_dir(c);
+	pthread_mutex_lock(&c->w->mu);
+	c->w->st.dirs += c->st.dirs;
+	c->w->st.dirs_denied += c->st.dirs_denied;
+	c->w->st.dirs_failed += c->st.dirs_failed;
+	c->w->st.entries += c->st.entries;
+	pthread_mutex_unlock(&c->w->mu);
+	free(c->buf);
+	free(c);
+}
+
+void walk_get_stats(struct walk *w, struct walk_stats *st)
+{
+	pthread_mutex_lock(&w->mu);
+	*st = w->st;
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* --- ignore files --- */
+
+/* Read and parse dirfd/name; NULL rules when absent or empty. */
+static int read_rules(int dirfd, const char *name, struct ignore_rules **out)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	char *text = NULL;
+	size_t len = 0, cap = 0;
+	int rc;
+
+	*out = NULL;
+	if (fd < 0)
+		return 0; /* absent or unreadable: no rules, as ripgrep */
+	for (;;) {
+		ssize_t n;
+		if (len == cap) {
+			if (cap >= IGNORE_FILE_MAX)
+				break;
+			char *t = realloc(text, cap = cap ? cap * 4 : 4096);
+			if (!t) {
+				free(text);
+				close(fd);
+				return -ENOMEM;
+			}
+			text = t;
+		}
+		n = read(fd, text + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	rc = ignore_parse(text ? text : "", len, out);
+	free(text);
+	return rc;
+}
+
+/*
+ * The level of a directory (fd open on it, `len` bytes of path), given
+ * what its listing showed: NULL when it adds nothing (the caller keeps
+ * the parent's). *made says whether a level was made.
+ */
+static int dir_level(const struct walk *w, int fd, size_t len, bool has_gi, bool has_ig, bool has_rg, bool has_git,
+		     bool git_is_dir, struct ignore_level *parent, struct ignore_level **out)
+{
+	struct ignore_rules *rules[IGNORE_KINDS] = { 0 };
+	int rc = 0;
+
+	*out = NULL;
+	if (w->o.no_ignore)
+		return 0;
+	if (has_gi)
+		rc = read_rules(fd, ".gitignore", &rules[IGNORE_GIT]);
+	if (!rc && has_ig)
+		rc = read_rules(fd, ".ignore", &rules[IGNORE_IGNORE]);
+	if (!rc && has_rg)
+		rc = read_rules(fd, ".rgignore", &rules[IGNORE_RG]);
+	if (!rc && has_git && git_is_dir)
+		rc = read_rules(fd, ".git/info/exclude", &rules[IGNORE_EXCLUDE]);
+	if (rc) {
+		for (int k = 0; k < IGNORE_KINDS; k++)
+			ignore_rules_free(rules[k]);
+		return rc;
+	}
+	if (!has_git && !rules[0] && !rules[1] && !rules[2] && !rules[3])
+		return 0;
+	*out = ignore_level_new(parent, len == 1 ? 0 : len, has_git, rules);
+	return *out ? 0 : -ENOMEM;
+}
+
+/* Levels for the ancestors of the root (not the root itself). */
+static int ancestors(struct walk *w)
+{
+	char dir[PATH_MAX];
+	size_t end = 0;
+
+	for (;;) {
+		/* the next ancestor: "/" then "/a", "/a/b", ... short of the root */
+		size_t next;
+		if (end == 0) {
+			next = 1;
+		} else {
+			const char *slash = memchr(w->root + end + (end > 1), '/', w->rootlen - end - (end > 1));
+			if (!slash)
+				break;
+			next = (size_t)(slash - w->root);
+		}
+		if (next >= w->rootlen)
+			break;
+		memcpy(dir, w->root, next);
+		dir[next] = '\0';
+		int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd >= 0) {
+			struct stat st;
+			bool has_git = fstatat(fd, ".git", &st, 0) == 0;
+			struct ignore_level *lv;
+			int rc = dir_level(w, fd, next, faccessat(fd, ".gitignore", F_OK, 0) == 0,
+					   faccessat(fd, ".ignore", F_OK, 0) == 0, faccessat(fd, ".rgignore", F_OK, 0) == 0,
+					   has_git, has_git && S_ISDIR(st.st_mode), w->base, &lv);
+			close(fd);
+			if (rc)
+				return rc;
+			if (lv) {
+				ignore_level_unref(w->base);
+				w->base = lv;
+			}
+		}
+		end = next;
+	}
+	return 0;
+}
+
+static int push_dir(struct walk *w, const char *path, size_t len, struct ignore_level *level)
+{
+	struct dir_item *d = malloc(sizeof(*d) + len + 1);
+
+	if (!d)
+		return -ENOMEM;
+	memcpy(d->path, path, len);
+	d->path[len] = '\0';
+	d->len = len;
+	d->level = ignore_level_ref(level);
+	pthread_mutex_lock(&w->mu);
+	d->next = w->stack;
+	w->stack = d;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	return 0;
+}
+
+/* Under w->mu: the first cursor looks at the root. */
+static void start(struct walk *w)
+{
+	struct stat st;
+	int rc;
+
+	w->started = true;
+	if (stat(w->root, &st) < 0) {
+		w->root_err = -errno;
+		return;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		w->root_file = true;
+		return;
+	}
+	if (!w->o.no_ignore && (rc = ancestors(w)) < 0) {
+		w->root_err = rc;
+		return;
+	}
+	struct dir_item *d = malloc(sizeof(*d) + w->rootlen + 1);
+	if (!d) {
+		w->root_err = -ENOMEM;
+		return;
+	}
+	memcpy(d->path, w->root, w->rootlen + 1);
+	d->len = w->rootlen;
+	d->level = ignore_level_ref(w->base);
+	d->next = NULL;
+	w->stack = d;
+}
+
+static long getdents(int fd, char *buf, size_t n)
+{
+	return syscall(SYS_getdents64, fd, buf, n);
+}
+
+/* Open the directory and read its listing; false when it cannot be read. */
+static int open_dir(struct walk_cursor *c)
+{
+	struct walk *w = c->w;
+	struct dir_item *d = c->dir;
+	bool gi = false, ig = false, rg = false, git = false, git_dir = false;
+	long n;
+	int rc;
+
+	c->fd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (c->fd < 0) {
+		rc = -errno;
+		if (rc == -EACCES || rc == -EPERM)
+			c->st.dirs_denied++;
+		else
+			c->st.dirs_failed++;
+		/* the root itself: the caller is told */
+		return d->len == w->rootlen && memcmp(d->path, w->root, d->len) == 0 ? rc : 1;
+	}
+	c->st.dirs++;
+	c->buflen = c->bufpos = 0;
+	c->more = false;
+	for (;;) {
+		n = getdents(c->fd, c->buf + c->buflen, WALK_DIR_BUF - c->buflen);
+		if (n < 0 && errno == EINVAL && c->buflen) {
+			c->more = true; /* the next entry does not fit */
+			break;
+		}
+		if (n < 0) {
+			c->st.dirs_failed++;
+			return 1;
+		}
+		if (n == 0)
+			break;
+		c->buflen += (size_t)n;
+		if (WALK_DIR_BUF - c->buflen < 512) {
+			c->more = true;
+			break;
+		}
+	}
+	if (w->o.no_ignore) {
+		c->level = ignore_level_ref(d->level);
+		return 0;
+	}
+	if (!c->more) {
+		for (size_t off = 0; off < c->buflen;) {
+			const struct dirent64_ *e = (const struct dirent64_ *)(c->buf + off);
+			off += e->d_reclen;
+			if (e->d_name[0] != '.')
+				continue;
+			if (!strcmp(e->d_name, ".gitignore"))
+				gi = true;
+			else if (!strcmp(e->d_name, ".ignore"))
+				ig = true;
+			else if (!strcmp(e->d_name, ".rgignore"))
+				rg = true;
+			else if (!strcmp(e->d_name, ".git")) {
+				git = true;
+				git_dir = e->d_type == DT_DIR || e->d_type == DT_UNKNOWN;
+			}
+		}
+	} else {
+		/* too many entries to hold: ask for the files by name */
+		struct stat st;
+		gi = faccessat(c->fd, ".gitignore", F_OK, 0) == 0;
+		ig = faccessat(c->fd, ".ignore", F_OK, 0) == 0;
+		rg = faccessat(c->fd, ".rgignore", F_OK, 0) == 0;
+		git = fstatat(c->fd, ".git", &st, AT_SYMLINK_NOFOLLOW) == 0;
+		git_dir = git && S_ISDIR(st.st_mode);
+	}
+	rc = dir_level(w, c->fd, d->len, gi, ig, rg, git, git_dir, d->level, &c->level);
+	if (rc)
+		return rc;
+	if (!c->level)
+		c->level = ignore_level_ref(d->level);
+	return 0;
+}
+
+static bool any_match(const struct glob *const *g, size_t n, const char *s, size_t len)
+{
+	for (size_t i = 0; i < n; i++)
+		if (glob_match(g[i], s, len))
+			return true;
+	return false;
+}
+
+/* One directory entry: 1 to hand it out, 0 to skip it, < 0 an error. */
+static int consider(struct walk_cursor *c, const struct dirent64_ *de, struct walk_entry *e)
+{
+	struct walk *w = c->w;
+	struct dir_item *d = c->dir;
+	const char *name = de->d_name;
+	size_t nl = strlen(name), len, dl = d->len == 1 ? 0 : d->len;
+	unsigned type = de->d_type;
+	bool is_dir;
+
+	if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
+		return 0;
+	if (w->o.progress)
+		w->o.progress();
+	c->st.entries++;
+	if (type == DT_UNKNOWN) {
+		struct stat st;
+		if (fstatat(c->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return 0;
+		type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : S_ISLNK(st.st_mode) ? DT_LNK : 1;
+	}
+	if (type != DT_DIR && type != DT_REG)
+		return 0; /* symbolic links are not followed; sockets, devices... are not files */
+	is_dir = type == DT_DIR;
+	if (dl + 1 + nl >= sizeof(c->path))
+		return 0;
+	memcpy(c->path, d->path, dl);
+	c->path[dl] = '/';
+	memcpy(c->path + dl + 1, name, nl + 1);
+	len = dl + 1 + nl;
+	const char *rel = c->path + w->relbase;
+	size_t rel_len = len - w->relbase;
+	/* The include and exclude globs come first and, when one matches,
+	 * decide alone (ripgrep's -g): an exclude leaves the entry out, an
+	 * include takes it whatever ignore files and hidden say. A file that
+	 * matches no include is left out; a directory goes on to the rest. */
+	bool whitelisted = false;
+	if (w->o.n_exclude && any_match(w->o.exclude, w->o.n_exclude, rel, rel_len))
+		return 0;
+	if (w->o.n_include) {
+		whitelisted = any_match(w->o.include, w->o.n_include, rel, rel_len);
+		if (!whitelisted && !is_dir)
+			return 0;
+	}
+	if (!whitelisted) {
+		enum ignore_match m = w->o.no_ignore ? IGNORE_NONE
+						     : ignore_judge(c->level, c->path, len, is_dir, w->o.git_anywhere);
+		if (m == IGNORE_IGNORED)
+			return 0;
+		if (m == IGNORE_NONE && name[0] == '.' && !w->o.hidden)
+			return 0;
+	}
+	if (is_dir) {
+		if (w->o.prune && !glob_may_match_under(w->o.prune, rel, rel_len))
+			return 0;
+		int rc = push_dir(w, c->path, len, c->level);
+		if (rc)
+			return rc;
+		if (!w->o.dirs)
+			return 0;
+	}
+	e->path = c->path;
+	e->len = len;
+	e->rel = rel;
+	e->rel_len = rel_len;
+	e->dirfd = c->fd;
+	e->name = c->path + dl + 1;
+	e->is_dir = is_dir;
+	e->explicit_file = false;
+	return 1;
+}
+
+int walk_next(struct walk_cursor *c, struct walk_entry *e)
+{
+	struct walk *w = c->w;
+	int rc;
+
+	for (;;) {
+		if (walk_stopped(w))
+			return -ECANCELED;
+		if (c->fd >= 0) {
+			while (c->bufpos < c->buflen) {
+				const struct dirent64_ *de = (const struct dirent64_ *)(c->buf + c->bufpos);
+				c->bufpos += de->d_reclen;
+				rc = consider(c, de, e);
+				if (rc)
+					return rc;
+				if (walk_stopped(w))
+					return -ECANCELED;
+			}
+			if (c->more) {
+				long n = getdents(c->fd, c->buf, WALK_DIR_BUF);
+				if (n > 0) {
+					c->buflen = (size_t)n;
+					c->bufpos = 0;
+					continue;
+				}
+				if (n < 0)
+					c->st.dirs_failed++;
+			}
+			release_dir(c);
+		}
+		pthread_mutex_lock(&w->mu);
+		if (!w->started)
+			start(w);
+		if (w->root_err) {
+			rc = w->root_err;
+			pthread_mutex_unlock(&w->mu);
+			return rc;
+		}
+		if (w->root_file) {
+			bool mine = !w->root_given;
+			w->root_given = true;
+			pthread_mutex_unlock(&w->mu);
+			if (!mine)
+				return 0;
+			const char *slash = strrchr(w->root, '/');
+			e->path = w->root;
+			e->len = w->rootlen;
+			e->rel = slash ? slash + 1 : w->root;
+			e->rel_len = strlen(e->rel);
+			e->dirfd = AT_FDCWD;
+			e->name = w->root;
+			e->is_dir = false;
+			e->explicit_file = true;
+			return 1;
+		}
+		while (!w->stack && w->active && !walk_stopped(w))
+			pthread_cond_wait(&w->cv, &w->mu);
+		if (walk_stopped(w)) {
+			pthread_mutex_unlock(&w->mu);
+			return -ECANCELED;
+		}
+		if (!w->stack) {
+			pthread_cond_broadcast(&w->cv);
+			pthread_mutex_unlock(&w->mu);
+			return 0;
+		}
+		c->dir = w->stack;
+		w->stack = c->dir->next;
+		w->active++;
+		c->holds = true;
+		pthread_mutex_unlock(&w->mu);
+		rc = open_dir(c);
+		if (rc < 0) {
+			release_dir(c);
+			return rc;
+		}
+		if (rc > 0)
+			release_dir(c);
+	}
+}

@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The walk against ripgrep itself: the same tree, `rg --files` with the
+ * same options, the same list of files.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "search/walk.h"
+
+static char root[64];
+
+static void put(const char *rel, const char *text)
+{
+	char path[512], dir[512];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	snprintf(dir, sizeof(dir), "mkdir -p \"$(dirname '%s')\"", path);
+	cr_assert_eq(system(dir), 0);
+	fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+	cr_assert_geq(fd, 0, "%s", path);
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+static void tree(void)
+{
+	char cmd[256];
+
+	snprintf(root, sizeof(root), "/tmp/walk_test.XXXXXX");
+	cr_assert_not_null(mkdtemp(root));
+	/* a repository... */
+	put("repo/.git/HEAD", "ref: refs/heads/main\n");
+	put("repo/.git/info/exclude", "*.excluded\n");
+	put("repo/.gitignore", "*.log\n!keep.log\ndist/\n!dist/keep.js\nout/*\n!out/keep.js\n/build\nnode_modules\n");
+	put("repo/a.ts", "a");
+	put("repo/a.log", "x");
+	put("repo/keep.log", "x");
+	put("repo/x.excluded", "x");
+	put("repo/dist/keep.js", "x");
+	put("repo/dist/other.js", "x");
+	put("repo/out/keep.js", "x");
+	put("repo/out/other.js", "x");
+	put("repo/build/b.c", "x");
+	put("repo/src/build/kept.c", "x");
+	put("repo/node_modules/m/index.js", "x");
+	put("repo/src/.gitignore", "*.gen.ts\n!important.gen.ts\n/local\n");
+	put("repo/src/x.gen.ts", "x");
+	put("repo/src/important.gen.ts", "x");
+	put("repo/src/local/l.ts", "x");
+	put("repo/src/deep/local/l.ts", "x");
+	put("repo/src/.hidden.ts", "x");
+	put("repo/.config/c.json", "x");
+	put("repo/.ignore", "*.ign\n");
+	put("repo/y.ign", "x");
+	put("repo/sub/.rgignore", "!y.ign\n*.rg\n");
+	put("repo/sub/y.ign", "x");
+	put("repo/sub/z.rg", "x");
+	/* ...and a plain directory, where .gitignore means nothing */
+	put("plain/.gitignore", "x.txt\n");
+	put("plain/.ignore", "y.txt\n");
+	put("plain/x.txt", "x");
+	put("plain/y.txt", "x");
+	snprintf(cmd, sizeof(cmd), "ln -s ../plain %s/repo/link && ln -s a.ts %s/repo/alink.ts", root, root);
+	cr_assert_eq(system(cmd), 0);
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	system(cmd);
+}
+
+TestSuite(walk, .init = tree, .fini = teardown);
+
+struct list {
+	char *v[256];
+	size_t n;
+	pthread_mutex_t mu;
+};
+
+static int cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+struct run {
+	struct walk *w;
+	struct list *l;
+};
+
+static void *thread(void *arg)
+{
+	struct run *r = arg;
+	struct walk_cursor *c = walk_cursor_new(r->w);
+	struct walk_entry e;
+	int rc;
+
+	while ((rc = walk_next(c, &e)) == 1) {
+		pthread_mutex_lock(&r->l->mu);
+		if (r->l->n < 256)
+			r->l->v[r->l->n++] = strndup(e.rel, e.rel_len);
+		pthread_mutex_unlock(&r->l->mu);
+	}
+	walk_cursor_free(c);
+	return (void *)(intptr_t)rc;
+}
+
+static void ours(const char *sub, const struct walk_opts *o, struct list *l)
+{
+	char path[256];
+	struct walk *w;
+	pthread_t t[2];
+	struct run r;
+
+	snprintf(path, sizeof(path), "%s/%s", root, sub);
+	w = walk_new(path, o);
+	r = (struct run){ w, l };
+	pthread_mutex_init(&l->mu, NULL);
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, thread, &r);
+	for (int i = 0; i < 2; i++) {
+		void *rc;
+		pthread_join(t[i], &rc);
+		cr_expect_eq((intptr_t)rc, 0);
+	}
+	walk_free(w);
+	qsort(l->v, l->n, sizeof(char *), cmp);
+}
+
+static void theirs(const char *sub, const char *flags, struct list *l)
+{
+	char cmd[256], line[512];
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "cd %s/%s && rg --files %s 2>/dev/null", root, sub, flags);
+	f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f) && l->n < 256) {
+		line[strcspn(line, "\n")] = '\0';
+		l->v[l->n++] = strdup(line);
+	}
+	pclose(f);
+	qsort(l->v, l->n, sizeof(char *), cmp);
+}
+
+static void same(const char *sub, const struct walk_opts *o, const char *flags)
+{
+	struct list a = { .n = 0 }, b = { .n = 0 };
+	char as[4096] = "", bs[4096] = "";
+
+	if (system("command -v rg >/dev/null 2>&1") != 0)
+		cr_skip_test("ripgrep is not installed (scripts/setup.sh installs it)");
+	ours(sub, o, &a);
+	theirs(sub, flags, &b);
+	for (size_t i = 0; i < a.n; i++) {
+		strcat(as, a.v[i]);
+		strcat(as, " ");
+		free(a.v[i]);
+	}
+	for (size_t i = 0; i < b.n; i++) {
+		strcat(bs, b.v[i]);
+		strcat(bs, " ");
+		free(b.v[i]);
+	}
+	cr_expect_str_eq(as, bs, "walk of %s vs rg --files %s:\n ours: %s\n   rg: %s", sub, flags, as, bs);
+}
+
+Test(walk, defaults_in_a_repository)
+{
+	struct walk_opts o = { 0 };
+	same("repo", &o, "");
+}
+
+Test(walk, a_subdirectory_sees_the_top_gitignore)
+{
+	struct walk_opts o = { 0 };
+	same("repo/src", &o, "");
+}
+
+Test(walk, hidden)
+{
+	struct walk_opts o = { .hidden = true };
+	same("repo", &o, "--hidden");
+}
+
+Test(walk, no_ignore)
+{
+	struct walk_opts o = { .no_ignore = true };
+	same("repo", &o, "--no-ignore");
+}
+
+Test(walk, no_ignore_hidden)
+{
+	struct walk_opts o = { .no_ignore = true, .hidden = true };
+	same("repo", &o, "--no-ignore --hidden");
+}
+
+Test(walk, outside_a_repository)
+{
+	struct walk_opts o = { 0 };
+	same("plain", &o, "");
+}
+
+Test(walk, include_and_exclude_globs)
+{
+	struct glob *inc, *exc;
+	char err[64];
+	const struct glob *incs[1], *excs[1];
+
+	cr_assert_eq(glob_compile("*.ts", 4, GLOB_BASENAME, &inc, err, sizeof(err)), 0);
+	cr_assert_eq(glob_compile("local", 5, GLOB_BASENAME, &exc, err, sizeof(err)), 0);
+	incs[0] = inc;
+	excs[0] = exc;
+	struct walk_opts o = { .include = incs, .n_include = 1, .exclude = excs, .n_exclude = 1 };
+	same("repo", &o, "-g '*.ts' -g '!local'");
+	o.hidden = true;
+	same("repo", &o, "-g '*.ts' -g '!local' --hidden");
+	glob_free(inc);
+	glob_free(exc);
+}
+
+Test(walk, root_is_a_file)
+{
+	struct walk_opts o = { 0 };
+	struct list a = { .n = 0 };
+
+	ours("repo/a.log", &o, &a);
+	cr_assert_eq(a.n, 1);
+	cr_expect_str_eq(a.v[0], "a.log");
+	free(a.v[0]);
+}
+
+Test(walk, missing_root)
+{
+	struct walk_opts o = { 0 };
+	char path[256];
+	struct walk *w;
+	struct walk_cursor *c;
+	struct walk_entry e;
+
+	snprintf(path, sizeof(path), "%s/nope", root);
+	w = walk_new(path, &o);
+	c = walk_cursor_new(w);
+	cr_expect_eq(walk_next(c, &e), -ENOENT);
+	walk_cursor_free(c);
+	walk_free(w);
+}
