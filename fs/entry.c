@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "base/errstr.h"
+#include "base/sha2.h"
 #include "base/users.h"
 
 void fs_perm_string(mode_t mode, char *buf, size_t len)
@@ -181,6 +182,7 @@ static void cached_name(struct name_cache_set *c, const char *file, unsigned lon
 struct entry_block {
 	Filesystem__EntryInfo e; /* first: the block is freed through it */
 	Google__Protobuf__Timestamp mtime;
+	char version[FS_VERSION_LEN + 1];
 	bool path_heap;          /* e.path was replaced by fs_entry_set_path */
 	bool in_caller;          /* in the caller's storage (fs_entry_info_in) */
 	char str[];              /* name, path, permissions, owner, group */
@@ -250,6 +252,10 @@ Filesystem__EntryInfo *fs_entry_dup(const Filesystem__EntryInfo *src)
 	e->type = src->type;
 	e->size = src->size;
 	e->mode = src->mode;
+	if (src->version && src->version[0]) {
+		snprintf(b->version, sizeof(b->version), "%s", src->version);
+		e->version = b->version;
+	}
 	if (src->modified_time) {
 		b->mtime = *src->modified_time;
 		e->modified_time = &b->mtime;
@@ -372,6 +378,16 @@ int fs_entry_info_in(const char *path, void *buf, size_t len, Filesystem__EntryI
 	} else {
 		e->type = fs_file_type(st.st_mode);
 		e->mode = st.st_mode & 0777;
+		if (S_ISREG(st.st_mode)) {
+			/* A file changed within the clock's current tick is
+			 * looked at again once the tick is over (fs_version). */
+			if (fs_version_settle(&st) && lstat(path, &tst) == 0 && S_ISREG(tst.st_mode)) {
+				st = tst;
+				e->size = st.st_size;
+			}
+			fs_version(&st, b->version);
+			e->version = b->version;
+		}
 	}
 	if (st.st_mtim.tv_sec || st.st_mtim.tv_nsec) {
 		e->modified_time = &b->mtime;
@@ -387,6 +403,53 @@ nomem:
 	fs_entry_free(e);
 	snprintf(err, errlen, "error getting file info: %s", go_strerror(ENOMEM));
 	return -ENOMEM;
+}
+
+/* --- versions --- */
+
+/*
+ * File timestamps come from the kernel's coarse clock (one tick: 1 to
+ * 10 ms), so two writes within one tick that keep the size leave stat()
+ * unchanged. A version handed out while the clock is still in the tick
+ * of the file's last change could thus stay the same across a later
+ * write in that tick. Once the coarse clock has moved past the ctime,
+ * every later change gets a later ctime: waiting out the tick (only for
+ * a file changed that recently) makes the version strong.
+ */
+#define SETTLE_MAX_NS (20 * 1000000L)
+
+static int64_t ts_ns(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+bool fs_version_settle(const struct stat *st)
+{
+	struct timespec now;
+	int64_t c = ts_ns(&st->st_ctim), waited = 0;
+	bool slept = false;
+
+	for (;;) {
+		clock_gettime(CLOCK_REALTIME_COARSE, &now);
+		if (ts_ns(&now) > c || waited >= SETTLE_MAX_NS)
+			return slept;
+		/* a tick is at least a millisecond: sleep in steps of one */
+		struct timespec d = { 0, 1000000 };
+		nanosleep(&d, NULL);
+		waited += 1000000;
+		slept = true;
+	}
+}
+
+void fs_version(const struct stat *st, char out[FS_VERSION_LEN + 1])
+{
+	uint64_t v[6] = { (uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
+			  (uint64_t)ts_ns(&st->st_mtim), (uint64_t)ts_ns(&st->st_ctim), (uint64_t)st->st_mode };
+	uint8_t d[SHA256_DIGEST_LEN];
+
+	sha256(v, sizeof(v), d);
+	sha2_hex(d, FS_VERSION_LEN / 2, out);
+	out[FS_VERSION_LEN] = '\0';
 }
 
 /* --- metadata --- */

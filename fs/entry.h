@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "filesystem.pb-c.h"
@@ -50,6 +51,28 @@ Filesystem__EntryInfo *fs_entry_dup(const Filesystem__EntryInfo *src);
 
 /* Replace e->path with a copy of `path`. 0 or -ENOMEM. */
 int fs_entry_set_path(Filesystem__EntryInfo *e, const char *path);
+
+/* --- versions --- */
+
+/*
+ * A file's version: an opaque strong validator of its content (the
+ * EntryInfo's `version`, ReadLines' `version`), built from what stat()
+ * gives without reading the content: device, inode, size, mtime and ctime
+ * in nanoseconds, mode; 32 hex digits (the first half of their SHA-256).
+ * Any write, truncation, rename over the file or change of mode gives a
+ * new ctime or inode, so a new version: see fs_version_settle() for
+ * writes within one tick of the clock. Any thread.
+ */
+#define FS_VERSION_LEN 32
+void fs_version(const struct stat *st, char out[FS_VERSION_LEN + 1]);
+/*
+ * Before fs_version() of a file whose ctime is still within the coarse
+ * clock's current tick: wait (up to 20 ms) until the tick is over, so
+ * that a later write in the same tick cannot keep the version. Returns
+ * true when it waited: the caller stats the file again. Worker threads
+ * only (it sleeps).
+ */
+bool fs_version_settle(const struct stat *st);
 
 /* --- metadata (user.e2b.* xattrs) --- */
 

@@ -34,6 +34,7 @@
 #include "base/state.h"
 #include "base/users.h"
 #include "fs/legacy.h"
+#include "fs/tools.h"
 #include "fs/watch.h"
 #include "http/http.h"
 #include "rpc/rpcerr.h"
@@ -1119,6 +1120,9 @@ static const struct rpc_method_impl fs_methods[] = {
 	{ "GetWatcherEvents", RPC_UNARY, fs_get_watcher_events },
 	{ "RemoveWatcher", RPC_UNARY, fs_remove_watcher },
 	{ "Changes", RPC_UNARY, changes_rpc },
+	{ "Glob", RPC_UNARY, fs_tools_glob },
+	{ "Grep", RPC_SERVER_STREAM, fs_tools_grep },
+	{ "ReadLines", RPC_UNARY, fs_tools_read_lines },
 };
 
 const struct rpc_service fs_service = {

@@ -670,6 +670,54 @@ static void reply_copied(struct rpc_call *c, uint8_t *h, size_t n, bool gzipped)
 	call_unref(c);
 }
 
+int rpc_frame_append(const struct rpc_codec *codec, const ProtobufCMessage *msg, uint8_t **buf, size_t *len,
+		     size_t *cap)
+{
+	struct rpc_encoded e;
+	size_t need;
+	int rc = rpc_encode(codec, msg, &e);
+
+	if (rc < 0)
+		return rc;
+	need = *len + ENV_HDR + e.len;
+	if (need > *cap) {
+		size_t ncap = *cap ? *cap : 4096;
+		while (ncap < need)
+			ncap *= 2;
+		uint8_t *nb = realloc(*buf, ncap);
+		if (!nb) {
+			rpc_encoded_free(&e);
+			return -ENOMEM;
+		}
+		*buf = nb;
+		*cap = ncap;
+	}
+	uint8_t *h = *buf + *len;
+	h[0] = e.gzipped ? 0x01 : 0;
+	h[1] = (uint8_t)(e.len >> 24);
+	h[2] = (uint8_t)(e.len >> 16);
+	h[3] = (uint8_t)(e.len >> 8);
+	h[4] = (uint8_t)e.len;
+	memcpy(h + ENV_HDR, (uint8_t *)e.mem + ENV_HDR, e.len);
+	*len = need;
+	rpc_encoded_free(&e);
+	return 0;
+}
+
+int rpc_send_framed(struct rpc_call *c, void *mem, size_t len)
+{
+	if (c->finished || c->http_gone) {
+		free(mem);
+		return -EPIPE;
+	}
+	if (!len) {
+		free(mem);
+		return 0;
+	}
+	begin_stream_response(c);
+	return http_resp_write_owned(c->r, mem, len, free, mem);
+}
+
 void rpc_reply_encoded(struct rpc_call *c, struct rpc_encoded *e)
 {
 	uint8_t *h = (uint8_t *)e->mem;

@@ -201,6 +201,18 @@ void rpc_encoded_free(struct rpc_encoded *e);
    already ended just frees it). Ends the call. */
 void rpc_reply_encoded(struct rpc_call *call, struct rpc_encoded *e);
 
+/*
+ * Stream messages encoded off the loop: rpc_frame_append() (any thread)
+ * appends msg's envelope (header and message, gzipped as the codec says)
+ * to a growing buffer (*buf, *len bytes used of *cap; realloc'd); returns
+ * 0, -ENOMEM or -EMSGSIZE. rpc_send_framed() (loop) sends such a buffer
+ * of whole envelopes as it is and takes it (freed with free()); 0, or
+ * -EPIPE if the call is over.
+ */
+int rpc_frame_append(const struct rpc_codec *codec, const ProtobufCMessage *msg, uint8_t **buf, size_t *len,
+		     size_t *cap);
+int rpc_send_framed(struct rpc_call *call, void *mem, size_t len);
+
 /* Unary success. Ends the call. */
 void rpc_reply(struct rpc_call *call, const ProtobufCMessage *msg);
 /* Stream success (end-stream `{}` / grpc-status 0). Ends the call. */

@@ -72,7 +72,7 @@ size_t scan_utf8_copy(char *dst, const char *src, size_t n, size_t max, bool *cu
 		size_t k = 0;
 		unsigned cp = c, min = 0;
 
-		if (c < 0x80) {
+		if (c < 0x80 && c) {
 			if (w + 1 > max)
 				break;
 			dst[w++] = (char)c;
@@ -127,6 +127,7 @@ static bool ctx_set(struct scanner *s, struct ctx_line *c, uint64_t no, const ch
 	}
 	c->no = no;
 	c->len = scan_utf8_copy(c->text, src, n, s->o.max_line, &c->cut);
+	c->text[c->len] = '\0';
 	return true;
 }
 
@@ -589,6 +590,11 @@ static int rl_take(struct rl *r, const char *text, size_t n, bool complete)
 
 	if (r->no < r->offset || rl_full(r))
 		return 0;
+	if (o->n && n > r->left) {
+		/* only the first line is ever given in part */
+		r->left = 0;
+		return 0;
+	}
 	if (o->n == r->cap) {
 		size_t cap = r->cap ? r->cap * 2 : 64;
 		char **v = realloc(o->lines, cap * sizeof(*v));

@@ -14,8 +14,9 @@
  * (2 * SCAN_CONTEXT_MAX + 1) lines of SCAN_LINE_MAX bytes per pending
  * match, SCAN_CONTEXT_MAX + 1 of them), whatever the file's size.
  *
- * Text handed out is valid UTF-8: a line is cut at max_line bytes on a
- * character boundary, and bytes that are not UTF-8 become U+FFFD.
+ * Text handed out is valid UTF-8 without NUL bytes: a line is cut at
+ * max_line bytes on a character boundary, and NULs and bytes that are not
+ * UTF-8 become U+FFFD.
  *
  * A scanner belongs to one thread at a time; it can be paused between two
  * matches (the emit callback asks) and resumed with scanner_run(), so a
@@ -57,7 +58,7 @@ struct scan_opts {
 
 struct scan_line {
 	uint64_t no;      /* 1-based */
-	const char *text; /* valid UTF-8, not NUL-terminated */
+	const char *text; /* valid UTF-8, len bytes and a NUL */
 	size_t len;
 	bool cut;         /* the line was longer than max_line */
 };
@@ -118,9 +119,10 @@ void scan_lines_free(struct scan_lines *l);
 /* Newlines in s[0, n) (vectorised). */
 size_t scan_count_lines(const char *s, size_t n);
 
-/* Copy up to max bytes of src into dst (room for max + 3 bytes) as valid
- * UTF-8, cut on a character boundary; returns the length; *cut when src
- * did not fit. */
+/* Copy up to max bytes of src into dst (room for max bytes) as valid
+ * UTF-8 without NULs (U+FFFD for a NUL or a byte that is not UTF-8), cut
+ * on a character boundary; returns the length; *cut when src did not
+ * fit. */
 size_t scan_utf8_copy(char *dst, const char *src, size_t n, size_t max, bool *cut);
 
 #endif

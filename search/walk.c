@@ -158,17 +158,24 @@ static void release_dir(struct walk_cursor *c)
 	}
 }
 
-void walk_cursor_free(struct walk_cursor *c)
+/* The cursor's counts into the walk's. */
+static void flush_stats(struct walk_cursor *c)
 {
-	if (!c)
-		return;
-	release_dir(c);
 	pthread_mutex_lock(&c->w->mu);
 	c->w->st.dirs += c->st.dirs;
 	c->w->st.dirs_denied += c->st.dirs_denied;
 	c->w->st.dirs_failed += c->st.dirs_failed;
 	c->w->st.entries += c->st.entries;
 	pthread_mutex_unlock(&c->w->mu);
+	memset(&c->st, 0, sizeof(c->st));
+}
+
+void walk_cursor_free(struct walk_cursor *c)
+{
+	if (!c)
+		return;
+	release_dir(c);
+	flush_stats(c);
 	free(c->buf);
 	free(c);
 }
@@ -570,6 +577,7 @@ int walk_next(struct walk_cursor *c, struct walk_entry *e)
 		if (!w->stack) {
 			pthread_cond_broadcast(&w->cv);
 			pthread_mutex_unlock(&w->mu);
+			flush_stats(c);
 			return 0;
 		}
 		c->dir = w->stack;

@@ -97,7 +97,8 @@ void walk_cursor_free(struct walk_cursor *c);
 
 int walk_next(struct walk_cursor *c, struct walk_entry *e);
 
-/* Summed over the cursors (call when they are done). */
+/* Summed over the cursors whose walk_next() said the walk is over, or
+ * that were freed. */
 void walk_get_stats(struct walk *w, struct walk_stats *st);
 
 #endif

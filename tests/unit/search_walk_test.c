@@ -19,7 +19,7 @@ static char root[64];
 
 static void put(const char *rel, const char *text)
 {
-	char path[512], dir[512];
+	char path[512], dir[600];
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s", root, rel);

@@ -1,0 +1,1236 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tools.c - Glob, Grep and ReadLines (tools.h).
+ *
+ * A call is a struct tool owned by the loop. Its walk jobs run on the
+ * pool, each with a cursor of the shared walk and (Grep) a scanner; what
+ * they find goes, encoded and framed, into the tool's output buffer,
+ * from which the loop (woken through an ev_async) sends it. The buffer is
+ * bounded (TOOLS_OUT_MAX): a job that finds it full keeps its place (the
+ * file it is in, the scanner's state) and returns, "parked"; the loop
+ * submits it again once the client has read enough. The tool is freed
+ * when the call is over and no job of it is left on the pool.
+ */
+#include "fs/tools.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/errstr.h"
+#include "base/fsid.h"
+#include "base/loop.h"
+#include "base/state.h"
+#include "base/users.h"
+#include "base/worker.h"
+#include "filesystem.pb-c.h"
+#include "fs/entry.h"
+#include "search/glob.h"
+#include "search/pattern.h"
+#include "search/scan.h"
+#include "search/walk.h"
+
+#define ERRLEN (PATH_MAX + 256)
+/* Framed output waiting for the loop, and one job's batch before it is
+ * handed over. */
+#define TOOLS_OUT_MAX (256 * 1024)
+#define TOOLS_BATCH_MAX (64 * 1024)
+
+enum tool_kind { TOOL_GLOB, TOOL_GREP };
+enum grep_mode { MODE_CONTENT, MODE_FILES, MODE_COUNT };
+
+/* A file kept for the end (Glob's entries, Grep's "files"): the best
+ * `limit` of them by the call's order, in a heap whose top is the worst. */
+struct hit {
+	char *rel;
+	int64_t mtime;
+};
+
+struct heap {
+	struct hit *v;
+	size_t n, cap;
+	bool by_mtime; /* newest first; else by path */
+};
+
+struct tool;
+
+struct tool_worker {
+	struct tool *t;
+	struct walk_cursor *cur;
+	struct scanner *sc;
+	bool running;  /* submitted, done() not yet run */
+	bool parked;   /* stopped for room in the output; to be submitted again */
+	bool in_file;  /* sc is in the middle of fd */
+	bool over;     /* its walk is over */
+	int fd;
+	char rel[PATH_MAX];
+	uint8_t *batch;
+	size_t blen, bcap;
+};
+
+struct tool {
+	enum tool_kind kind;
+	struct rpc_call *call; /* loop; NULL once answered or gone */
+	bool gone;             /* the client left or was answered early */
+	struct fsid id;
+	gid_t groups[USER_MAX_GROUPS];
+	char root[PATH_MAX];
+	uint64_t key;
+	double timeout;        /* seconds, for the messages */
+	double deadline;       /* ev_now() + timeout */
+	bool stall;
+	struct rpc_codec codec;
+	unsigned nworkers, running;
+	struct tool_worker w[TOOLS_WORKERS];
+	ev_async async;
+	/* the search */
+	struct walk *walk;
+	struct walk_opts wo;
+	struct glob *pattern_glob;   /* Glob */
+	struct glob *inc[64], *exc[64];
+	size_t n_inc, n_exc;
+	struct pattern *pat;         /* Grep */
+	struct scan_opts so;
+	enum grep_mode mode;
+	uint32_t limit;
+	/* shared by the jobs */
+	pthread_mutex_t mu;
+	uint8_t *out;
+	size_t out_len, out_cap;
+	bool notified;
+	struct heap heap;
+	uint64_t kept_total;         /* files offered to the heap */
+	int err_code;                /* first failure: an rpc code, 0 none */
+	char err[ERRLEN];
+	/* counters (atomic) */
+	uint32_t sent, files_searched, files_matched, matches, files_skipped, binary_skipped;
+	uint64_t bytes;
+	bool truncated, stop;
+	/* Glob's last job: the entries and the encoded reply */
+	bool finishing;
+	struct rpc_encoded enc;
+};
+
+static uint32_t add32(uint32_t *p, uint32_t v)
+{
+	return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+
+static bool stopped(struct tool *t)
+{
+	return __atomic_load_n(&t->stop, __ATOMIC_ACQUIRE);
+}
+
+/* First failure wins; the walk stops. Any thread. */
+static void tool_fail(struct tool *t, enum rpc_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void tool_fail(struct tool *t, enum rpc_code code, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&t->mu);
+	if (!t->err_code) {
+		t->err_code = (int)code;
+		va_start(ap, fmt);
+		vsnprintf(t->err, sizeof(t->err), fmt, ap);
+		va_end(ap);
+	}
+	pthread_mutex_unlock(&t->mu);
+	__atomic_store_n(&t->stop, true, __ATOMIC_RELEASE);
+	if (t->walk)
+		walk_stop(t->walk);
+}
+
+/* --- the heap of kept files --- */
+
+static bool worse(const struct heap *h, const struct hit *a, const struct hit *b)
+{
+	if (h->by_mtime)
+		return a->mtime < b->mtime || (a->mtime == b->mtime && strcmp(a->rel, b->rel) > 0);
+	return strcmp(a->rel, b->rel) > 0;
+}
+
+static void sift_down(struct heap *h, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < h->n && worse(h, &h->v[l], &h->v[m]))
+			m = l;
+		if (r < h->n && worse(h, &h->v[r], &h->v[m]))
+			m = r;
+		if (m == i)
+			return;
+		struct hit tmp = h->v[i];
+		h->v[i] = h->v[m];
+		h->v[m] = tmp;
+		i = m;
+	}
+}
+
+/* Under t->mu. Keeps the best `limit`; -ENOMEM. */
+static int heap_offer(struct tool *t, const char *rel, int64_t mtime)
+{
+	struct heap *h = &t->heap;
+	struct hit x = { (char *)rel, mtime };
+
+	t->kept_total++;
+	if (h->n == t->limit) {
+		if (!worse(h, &h->v[0], &x))
+			return 0;
+		char *s = strdup(rel);
+		if (!s)
+			return -ENOMEM;
+		free(h->v[0].rel);
+		h->v[0] = (struct hit){ s, mtime };
+		sift_down(h, 0);
+		return 0;
+	}
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 64;
+		struct hit *v = realloc(h->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		h->v = v;
+		h->cap = cap;
+	}
+	x.rel = strdup(rel);
+	if (!x.rel)
+		return -ENOMEM;
+	size_t i = h->n++;
+	h->v[i] = x;
+	while (i && worse(h, &h->v[i], &h->v[(i - 1) / 2])) {
+		struct hit tmp = h->v[i];
+		h->v[i] = h->v[(i - 1) / 2];
+		h->v[(i - 1) / 2] = tmp;
+		i = (i - 1) / 2;
+	}
+	return 0;
+}
+
+static const struct heap *sort_heap;
+
+static int best_first(const void *a, const void *b)
+{
+	const struct hit *x = a, *y = b;
+	if (worse(sort_heap, x, y))
+		return 1;
+	if (worse(sort_heap, y, x))
+		return -1;
+	return 0;
+}
+
+/* The kept files, best first (loop thread or the last job: one at a time). */
+static void heap_sort(struct heap *h)
+{
+	sort_heap = h;
+	qsort(h->v, h->n, sizeof(*h->v), best_first);
+}
+
+static void heap_free(struct heap *h)
+{
+	for (size_t i = 0; i < h->n; i++)
+		free(h->v[i].rel);
+	free(h->v);
+	memset(h, 0, sizeof(*h));
+}
+
+/* --- the tool's life --- */
+
+static void tool_free(struct tool *t)
+{
+	for (unsigned i = 0; i < t->nworkers; i++) {
+		struct tool_worker *w = &t->w[i];
+		if (w->in_file)
+			close(w->fd);
+		walk_cursor_free(w->cur);
+		scanner_free(w->sc);
+		free(w->batch);
+	}
+	if (ev_is_active(&t->async))
+		ev_async_stop(envd_loop, &t->async);
+	walk_free(t->walk);
+	glob_free(t->pattern_glob);
+	for (size_t i = 0; i < t->n_inc; i++)
+		glob_free(t->inc[i]);
+	for (size_t i = 0; i < t->n_exc; i++)
+		glob_free(t->exc[i]);
+	pattern_free(t->pat);
+	heap_free(&t->heap);
+	free(t->out);
+	rpc_encoded_free(&t->enc);
+	pthread_mutex_destroy(&t->mu);
+	free(t);
+}
+
+static void tool_on_cancel(struct rpc_call *call, enum rpc_code why)
+{
+	struct tool *t = rpc_call_ud(call);
+
+	t->call = NULL;
+	t->gone = true;
+	__atomic_store_n(&t->stop, true, __ATOMIC_RELEASE);
+	if (t->walk)
+		walk_stop(t->walk);
+	if (!t->running)
+		tool_free(t);
+}
+
+static void tool_pump(struct tool *t);
+
+static void tool_on_writable(struct rpc_call *call)
+{
+	tool_pump(rpc_call_ud(call));
+}
+
+static const struct rpc_call_hooks tool_hooks = { .on_cancel = tool_on_cancel, .on_writable = tool_on_writable };
+
+/* Hand the call's answer over: no hooks, no more pointer to it. */
+static struct rpc_call *tool_take_call(struct tool *t)
+{
+	struct rpc_call *call = t->call;
+
+	if (call)
+		rpc_call_set_hooks(call, NULL, NULL);
+	t->call = NULL;
+	return call;
+}
+
+/* --- jobs --- */
+
+static void job_work(void *arg);
+static void job_done(void *arg);
+static void job_expired(void *arg);
+
+static int submit(struct tool_worker *w)
+{
+	struct tool *t = w->t;
+	double left = t->timeout;
+
+	/* a client's deadline is the call's: what is left of it; the
+	 * server's default bounds each job's stall */
+	if (!t->stall) {
+		left = t->deadline - ev_now(envd_loop);
+		if (left < 0.001)
+			left = 0.001;
+	}
+	int rc = worker_run(&(struct worker_req){ .work = job_work, .done = job_done, .expired = job_expired,
+						  .arg = w, .key = t->key, .timeout = left, .stall = t->stall });
+	if (rc < 0)
+		return rc;
+	w->running = true;
+	w->parked = false;
+	t->running++;
+	return 0;
+}
+
+/* Publish a job's batch; false when the output is full (park). */
+static bool publish(struct tool_worker *w)
+{
+	struct tool *t = w->t;
+	bool wake = false;
+
+	if (!w->blen)
+		return true;
+	pthread_mutex_lock(&t->mu);
+	if (t->out_len && t->out_len + w->blen > TOOLS_OUT_MAX) {
+		pthread_mutex_unlock(&t->mu);
+		return false;
+	}
+	if (!t->out_len) {
+		/* swap the buffers: no copy */
+		uint8_t *o = t->out;
+		size_t ocap = t->out_cap;
+		t->out = w->batch;
+		t->out_cap = w->bcap;
+		t->out_len = w->blen;
+		w->batch = o;
+		w->bcap = ocap;
+	} else {
+		if (t->out_len + w->blen > t->out_cap) {
+			size_t cap = t->out_cap * 2 > t->out_len + w->blen ? t->out_cap * 2 : t->out_len + w->blen;
+			uint8_t *o = realloc(t->out, cap);
+			if (!o) {
+				pthread_mutex_unlock(&t->mu);
+				tool_fail(t, RPC_RESOURCE_EXHAUSTED, "out of memory");
+				w->blen = 0;
+				return true;
+			}
+			t->out = o;
+			t->out_cap = cap;
+		}
+		memcpy(t->out + t->out_len, w->batch, w->blen);
+		t->out_len += w->blen;
+	}
+	w->blen = 0;
+	if (!t->notified)
+		wake = t->notified = true;
+	pthread_mutex_unlock(&t->mu);
+	if (wake)
+		ev_async_send(envd_loop, &t->async);
+	return true;
+}
+
+static void frame(struct tool_worker *w, const ProtobufCMessage *msg)
+{
+	int rc = rpc_frame_append(&w->t->codec, msg, &w->batch, &w->blen, &w->bcap);
+
+	if (rc < 0)
+		tool_fail(w->t, RPC_RESOURCE_EXHAUSTED, "cannot encode a match: %s", go_strerror(-rc));
+}
+
+/* The scanner's lines end with a NUL (scan.h): usable as they are. */
+static char *line_str(const struct scan_line *l)
+{
+	return (char *)l->text;
+}
+
+static bool grep_emit(void *ud, const struct scan_match *m)
+{
+	struct tool_worker *w = ud;
+	struct tool *t = w->t;
+	Filesystem__GrepResponse resp = FILESYSTEM__GREP_RESPONSE__INIT;
+	Filesystem__GrepMatch gm = FILESYSTEM__GREP_MATCH__INIT;
+	char *before[SCAN_CONTEXT_MAX], *after[SCAN_CONTEXT_MAX];
+
+	if (add32(&t->sent, 1) >= t->limit) {
+		__atomic_store_n(&t->truncated, true, __ATOMIC_RELAXED);
+		__atomic_store_n(&t->stop, true, __ATOMIC_RELEASE);
+		walk_stop(t->walk);
+		return true;
+	}
+	gm.path = w->rel;
+	gm.line = (uint32_t)m->line.no;
+	gm.column = (uint32_t)m->column;
+	gm.text = line_str(&m->line);
+	gm.text_truncated = m->line.cut;
+	for (size_t i = 0; i < m->n_before; i++)
+		before[i] = line_str(&m->before[i]);
+	for (size_t i = 0; i < m->n_after; i++)
+		after[i] = line_str(&m->after[i]);
+	gm.before = before;
+	gm.n_before = m->n_before;
+	gm.after = after;
+	gm.n_after = m->n_after;
+	resp.event_case = FILESYSTEM__GREP_RESPONSE__EVENT_MATCH;
+	resp.match = &gm;
+	frame(w, &resp.base);
+	return w->blen >= TOOLS_BATCH_MAX || stopped(t);
+}
+
+/* Open the entry as a file to read; -errno. */
+static int open_entry(const struct walk_entry *e)
+{
+	int fd;
+
+	if (e->explicit_file)
+		fd = open(e->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	else
+		fd = openat(e->dirfd, e->name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
+	return fd < 0 ? -errno : fd;
+}
+
+static void root_error(struct tool *t, int rc)
+{
+	if (rc == -ENOENT)
+		tool_fail(t, RPC_NOT_FOUND, "path not found: %s", t->root);
+	else if (rc == -EACCES || rc == -EPERM)
+		tool_fail(t, RPC_PERMISSION_DENIED, "permission denied: %s", t->root);
+	else if (rc == -ENOMEM)
+		tool_fail(t, RPC_RESOURCE_EXHAUSTED, "out of memory");
+	else
+		tool_fail(t, RPC_INTERNAL, "error reading %s: %s", t->root, go_strerror(-rc));
+}
+
+/* A file done: counters and what the mode reports per file. */
+static void grep_file_done(struct tool_worker *w)
+{
+	struct tool *t = w->t;
+	const struct scan_result *r = scanner_result(w->sc);
+
+	add32(&t->files_searched, 1);
+	__atomic_fetch_add(&t->bytes, r->bytes, __ATOMIC_RELAXED);
+	add32(&t->matches, (uint32_t)r->matches);
+	if (r->quit && !r->matches)
+		add32(&t->binary_skipped, 1);
+	if (r->matches) {
+		add32(&t->files_matched, 1);
+		if (t->mode == MODE_FILES) {
+			struct stat st;
+			int64_t mt = fstat(w->fd, &st) == 0 ? (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec : 0;
+			pthread_mutex_lock(&t->mu);
+			int rc = heap_offer(t, w->rel, mt);
+			pthread_mutex_unlock(&t->mu);
+			if (rc)
+				tool_fail(t, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		} else if (t->mode == MODE_COUNT) {
+			if (add32(&t->sent, 1) >= t->limit) {
+				__atomic_store_n(&t->truncated, true, __ATOMIC_RELAXED);
+				__atomic_store_n(&t->stop, true, __ATOMIC_RELEASE);
+				walk_stop(t->walk);
+			} else {
+				Filesystem__GrepResponse resp = FILESYSTEM__GREP_RESPONSE__INIT;
+				Filesystem__GrepMatch gm = FILESYSTEM__GREP_MATCH__INIT;
+				gm.path = w->rel;
+				gm.count = (uint32_t)r->matches;
+				resp.event_case = FILESYSTEM__GREP_RESPONSE__EVENT_MATCH;
+				resp.match = &gm;
+				frame(w, &resp.base);
+			}
+		}
+	}
+	close(w->fd);
+	w->in_file = false;
+}
+
+/* Grep's job: files from the walk, each scanned; false when parked. */
+static bool grep_run(struct tool_worker *w)
+{
+	struct tool *t = w->t;
+	struct walk_entry e;
+	int rc;
+
+	for (;;) {
+		if (stopped(t))
+			break;
+		if (!w->in_file) {
+			if (!publish(w))
+				return false;
+			rc = walk_next(w->cur, &e);
+			if (rc == 0) {
+				w->over = true;
+				break;
+			}
+			if (rc < 0) {
+				if (rc != -ECANCELED)
+					root_error(t, rc);
+				break;
+			}
+			int fd = open_entry(&e);
+			if (fd < 0) {
+				/* not readable by the user (or gone meanwhile) */
+				if (fd == -EACCES || fd == -EPERM)
+					add32(&t->files_skipped, 1);
+				continue;
+			}
+			snprintf(w->rel, sizeof(w->rel), "%.*s", (int)e.rel_len, e.rel);
+			w->fd = fd;
+			w->in_file = true;
+			scanner_start(w->sc, fd);
+			if (e.explicit_file) {
+				/* a named file is searched even when it is binary */
+				scanner_free(w->sc);
+				struct scan_opts so = t->so;
+				so.quit_on_binary = false;
+				w->sc = scanner_new(t->pat, &so);
+				if (!w->sc) {
+					tool_fail(t, RPC_RESOURCE_EXHAUSTED, "out of memory");
+					break;
+				}
+				scanner_start(w->sc, fd);
+			}
+		}
+		rc = scanner_run(w->sc, grep_emit, w);
+		if (rc == SCAN_PAUSED) {
+			if (stopped(t))
+				break;
+			if (!publish(w))
+				return false;
+			continue;
+		}
+		if (rc == -E2BIG) {
+			tool_fail(t, RPC_RESOURCE_EXHAUSTED,
+				  "pattern too complex: it hit its match limit on %s line %llu (simplify it, or make it "
+				  "fixedString)", w->rel, (unsigned long long)scanner_result(w->sc)->limit_line);
+			break;
+		}
+		if (rc < 0) {
+			/* a file that cannot be read after all (EIO, EISDIR...): left out */
+			if (rc == -EACCES || rc == -EPERM)
+				add32(&t->files_skipped, 1);
+			close(w->fd);
+			w->in_file = false;
+			continue;
+		}
+		grep_file_done(w);
+	}
+	if (w->in_file) {
+		close(w->fd);
+		w->in_file = false;
+	}
+	publish(w); /* what is left goes even past the bound: it is small */
+	return true;
+}
+
+/* Glob's job: matching files into the heap. */
+static void glob_run(struct tool_worker *w)
+{
+	struct tool *t = w->t;
+	struct walk_entry e;
+	int rc;
+
+	for (;;) {
+		if (stopped(t))
+			return;
+		rc = walk_next(w->cur, &e);
+		if (rc == 0) {
+			w->over = true;
+			return;
+		}
+		if (rc < 0) {
+			if (rc != -ECANCELED)
+				root_error(t, rc);
+			return;
+		}
+		if (!glob_match(t->pattern_glob, e.rel, e.rel_len))
+			continue;
+		int64_t mt = 0;
+		if (t->heap.by_mtime) {
+			struct stat st;
+			if (fstatat(e.dirfd, e.name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+				continue;
+			mt = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+		}
+		pthread_mutex_lock(&t->mu);
+		rc = heap_offer(t, e.rel, mt);
+		pthread_mutex_unlock(&t->mu);
+		if (rc) {
+			tool_fail(t, RPC_RESOURCE_EXHAUSTED, "out of memory");
+			return;
+		}
+	}
+}
+
+/* Glob's last step, on a worker: the entries of the kept files, encoded. */
+static void glob_finish(struct tool *t)
+{
+	Filesystem__GlobResponse resp = FILESYSTEM__GLOB_RESPONSE__INIT;
+	Filesystem__EntryInfo **entries;
+	char path[PATH_MAX], err[ERRLEN];
+	size_t n = 0;
+	int rc;
+
+	heap_sort(&t->heap);
+	entries = calloc(t->heap.n ? t->heap.n : 1, sizeof(*entries));
+	if (!entries) {
+		tool_fail(t, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	for (size_t i = 0; i < t->heap.n; i++) {
+		Filesystem__EntryInfo *ei;
+		if (fs_join(path, sizeof(path), t->root, t->heap.v[i].rel) < 0)
+			continue;
+		if (fs_entry_info(path, &ei, err, sizeof(err)) < 0)
+			continue; /* gone meanwhile */
+		entries[n++] = ei;
+	}
+	resp.entries = entries;
+	resp.n_entries = n;
+	resp.truncated = t->kept_total > t->heap.n;
+	rc = rpc_encode(&t->codec, &resp.base, &t->enc);
+	if (rc < 0)
+		tool_fail(t, RPC_RESOURCE_EXHAUSTED, "cannot encode response: %s", go_strerror(-rc));
+	for (size_t i = 0; i < n; i++)
+		fs_entry_free(entries[i]);
+	free(entries);
+}
+
+static void job_work(void *arg)
+{
+	struct tool_worker *w = arg;
+	struct tool *t = w->t;
+	struct fsid_saved saved;
+	int rc = fsid_enter(&t->id, &saved);
+
+	if (rc < 0) {
+		tool_fail(t, RPC_INTERNAL, "cannot act as uid %u: %s", (unsigned)t->id.uid, go_strerror(-rc));
+		return;
+	}
+	if (t->finishing)
+		glob_finish(t);
+	else if (t->kind == TOOL_GREP)
+		w->parked = !grep_run(w);
+	else
+		glob_run(w);
+	fsid_leave(&saved);
+}
+
+static void job_expired(void *arg)
+{
+	struct tool_worker *w = arg;
+	struct tool *t = w->t;
+	struct rpc_call *call = tool_take_call(t);
+
+	t->gone = true;
+	__atomic_store_n(&t->stop, true, __ATOMIC_RELEASE);
+	walk_stop(t->walk);
+	if (call)
+		rpc_fail(call, RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, t->timeout, t->root);
+}
+
+/* Grep's end: the kept files ("files"), the summary, the end of stream. */
+static void grep_end(struct tool *t)
+{
+	struct rpc_call *call = tool_take_call(t);
+	Filesystem__GrepResponse resp = FILESYSTEM__GREP_RESPONSE__INIT;
+	Filesystem__GrepSummary sum = FILESYSTEM__GREP_SUMMARY__INIT;
+	struct walk_stats ws;
+
+	if (!call)
+		return;
+	if (t->out_len) {
+		rpc_send_framed(call, t->out, t->out_len);
+		t->out = NULL;
+		t->out_len = t->out_cap = 0;
+	}
+	if (t->err_code) {
+		rpc_fail(call, (enum rpc_code)t->err_code, "%s", t->err);
+		return;
+	}
+	if (t->mode == MODE_FILES) {
+		Filesystem__GrepMatch gm = FILESYSTEM__GREP_MATCH__INIT;
+		heap_sort(&t->heap);
+		resp.event_case = FILESYSTEM__GREP_RESPONSE__EVENT_MATCH;
+		resp.match = &gm;
+		for (size_t i = 0; i < t->heap.n; i++) {
+			gm.path = t->heap.v[i].rel;
+			rpc_send(call, &resp.base);
+		}
+		if (t->kept_total > t->heap.n)
+			t->truncated = true;
+	}
+	walk_get_stats(t->walk, &ws);
+	sum.files_searched = t->files_searched;
+	sum.files_matched = t->files_matched;
+	sum.matches = t->matches;
+	sum.bytes_searched = t->bytes;
+	sum.truncated = t->truncated;
+	sum.files_skipped = t->files_skipped + (uint32_t)ws.dirs_denied;
+	sum.binary_skipped = t->binary_skipped;
+	resp.event_case = FILESYSTEM__GREP_RESPONSE__EVENT_SUMMARY;
+	resp.match = NULL;
+	resp.summary = &sum;
+	rpc_send(call, &resp.base);
+	rpc_finish(call);
+}
+
+/* Send what the jobs framed; resume parked jobs when there is room. */
+static void tool_pump(struct tool *t)
+{
+	uint8_t *out = NULL;
+	size_t len = 0;
+
+	pthread_mutex_lock(&t->mu);
+	if (t->call && t->out_len) {
+		out = t->out;
+		len = t->out_len;
+		t->out = NULL;
+		t->out_len = t->out_cap = 0;
+	}
+	t->notified = false;
+	pthread_mutex_unlock(&t->mu);
+	if (out)
+		rpc_send_framed(t->call, out, len);
+	if (!t->call)
+		return;
+	if (rpc_call_queued(t->call) >= RPC_SEND_HIGH / 2)
+		return; /* on_writable comes back here */
+	for (unsigned i = 0; i < t->nworkers; i++) {
+		struct tool_worker *w = &t->w[i];
+		if (w->parked && !w->running && !stopped(t)) {
+			int rc = submit(w);
+			if (rc < 0)
+				tool_fail(t, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s",
+					  t->root);
+		}
+	}
+}
+
+static void tool_async_cb(struct ev_loop *loop, ev_async *a, int revents)
+{
+	tool_pump(a->data);
+}
+
+static bool any_parked(const struct tool *t)
+{
+	for (unsigned i = 0; i < t->nworkers; i++)
+		if (t->w[i].parked && !stopped((struct tool *)t))
+			return true;
+	return false;
+}
+
+static void job_done(void *arg)
+{
+	struct tool_worker *w = arg;
+	struct tool *t = w->t;
+
+	w->running = false;
+	t->running--;
+	if (t->gone) {
+		if (!t->running)
+			tool_free(t);
+		return;
+	}
+	if (t->kind == TOOL_GREP) {
+		tool_pump(t);
+		if (t->running || any_parked(t))
+			return;
+		grep_end(t);
+		tool_free(t);
+		return;
+	}
+	/* Glob */
+	if (t->running)
+		return;
+	if (!t->finishing && !t->err_code) {
+		/* the entries are made off the loop, by one more job */
+		t->finishing = true;
+		if (submit(&t->w[0]) == 0)
+			return;
+		tool_fail(t, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s", t->root);
+	}
+	struct rpc_call *call = tool_take_call(t);
+	if (call) {
+		if (t->err_code)
+			rpc_fail(call, (enum rpc_code)t->err_code, "%s", t->err);
+		else
+			rpc_reply_encoded(call, &t->enc);
+	}
+	tool_free(t);
+}
+
+/* --- the calls --- */
+
+static unsigned nprocs(void)
+{
+	static unsigned n;
+	if (!n) {
+		long v = sysconf(_SC_NPROCESSORS_ONLN);
+		n = v < 1 ? 1 : v > TOOLS_WORKERS ? TOOLS_WORKERS : (unsigned)v;
+	}
+	return n;
+}
+
+/* A tool for the call on req_path: user, path, codec, deadline. NULL when
+ * the call was answered. */
+static struct tool *tool_new(struct rpc_call *call, enum tool_kind kind, const char *req_path)
+{
+	struct tool *t = calloc(1, sizeof(*t));
+	struct user u;
+	char err[ERRLEN];
+	int rc;
+
+	if (!t) {
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		return NULL;
+	}
+	rc = rpc_call_user(call, &u, err, sizeof(err));
+	if (rc) {
+		rpc_fail(call, (enum rpc_code)rc, "%s", err);
+		free(t);
+		return NULL;
+	}
+	if (path_resolve(&u, req_path, state_default_workdir(), t->root, sizeof(t->root), err, sizeof(err)) < 0) {
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
+		free(t);
+		return NULL;
+	}
+	t->kind = kind;
+	t->id.uid = u.uid;
+	t->id.gid = u.gid;
+	t->id.n_groups = u.n_groups < USER_MAX_GROUPS ? u.n_groups : USER_MAX_GROUPS;
+	memcpy(t->groups, u.groups, (size_t)t->id.n_groups * sizeof(gid_t));
+	t->id.groups = t->groups;
+	t->key = worker_path_key(t->root);
+	int64_t ms = rpc_call_timeout_ms(call);
+	t->stall = ms <= 0;
+	t->timeout = worker_deadline_s(ms);
+	t->deadline = ev_now(envd_loop) + t->timeout;
+	rpc_call_codec(call, &t->codec);
+	pthread_mutex_init(&t->mu, NULL);
+	ev_async_init(&t->async, tool_async_cb);
+	t->async.data = t;
+	return t;
+}
+
+/* Start the walk jobs; the call is answered from their done(). */
+static void tool_start(struct rpc_call *call, struct tool *t)
+{
+	int64_t ms = rpc_call_timeout_ms(call);
+
+	t->walk = walk_new(t->root, &t->wo);
+	if (!t->walk)
+		goto nomem;
+	t->nworkers = nprocs();
+	for (unsigned i = 0; i < t->nworkers; i++) {
+		struct tool_worker *w = &t->w[i];
+		w->t = t;
+		w->cur = walk_cursor_new(t->walk);
+		if (!w->cur)
+			goto nomem;
+		if (t->kind == TOOL_GREP && !(w->sc = scanner_new(t->pat, &t->so)))
+			goto nomem;
+	}
+	ev_async_start(envd_loop, &t->async);
+	t->call = call;
+	rpc_call_set_hooks(call, &tool_hooks, t);
+	if (ms > 0)
+		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, worker_deadline_s(ms), t->root);
+	for (unsigned i = 0; i < t->nworkers; i++) {
+		int rc = submit(&t->w[i]);
+		if (rc < 0) {
+			if (i == 0) {
+				tool_take_call(t);
+				rpc_fail(call, RPC_RESOURCE_EXHAUSTED,
+					 "filesystem worker queue is full, retry later: %s: %s", t->root, go_strerror(-rc));
+				tool_free(t);
+				return;
+			}
+			break; /* fewer jobs: the walk still gets done */
+		}
+	}
+	return;
+nomem:
+	rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+	tool_free(t);
+}
+
+static int compile_globs(struct rpc_call *call, char **src, size_t n, struct glob **out, size_t *nout,
+			 const char *what)
+{
+	char err[256];
+
+	if (n > 64) {
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "at most 64 %s globs", what);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int rc = glob_compile(src[i], strlen(src[i]), GLOB_BASENAME | GLOB_LEADING_SLASH, &out[i], err,
+				      sizeof(err));
+		if (rc) {
+			rpc_fail(call, rc == -ENOMEM ? RPC_RESOURCE_EXHAUSTED : RPC_INVALID_ARGUMENT,
+				 "invalid %s glob %s: %s", what, src[i], err);
+			return -1;
+		}
+		(*nout)++;
+	}
+	return 0;
+}
+
+void fs_tools_grep(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Filesystem__GrepRequest *req = (const Filesystem__GrepRequest *)msg;
+	struct pattern_opts po = { .fixed = req->fixed_string, .ignore_case = req->ignore_case };
+	struct tool *t;
+	char err[512];
+	int rc;
+
+	if (req->multiline) {
+		rpc_fail(call, RPC_UNIMPLEMENTED, "multiline is not supported; match within lines");
+		return;
+	}
+	if (req->context_before > SCAN_CONTEXT_MAX || req->context_after > SCAN_CONTEXT_MAX) {
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "contextBefore and contextAfter are at most %d", SCAN_CONTEXT_MAX);
+		return;
+	}
+	if (req->max_line_bytes > SCAN_LINE_MAX) {
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "maxLineBytes is at most %d", SCAN_LINE_MAX);
+		return;
+	}
+	if (req->limit > TOOLS_LIMIT_MAX) {
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "limit is at most %d", TOOLS_LIMIT_MAX);
+		return;
+	}
+	enum grep_mode mode;
+	if (!req->output_mode[0] || !strcmp(req->output_mode, "content"))
+		mode = MODE_CONTENT;
+	else if (!strcmp(req->output_mode, "files"))
+		mode = MODE_FILES;
+	else if (!strcmp(req->output_mode, "count"))
+		mode = MODE_COUNT;
+	else {
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "outputMode must be content, files or count, not %s",
+			 req->output_mode);
+		return;
+	}
+	t = tool_new(call, TOOL_GREP, req->path);
+	if (!t)
+		return;
+	rc = pattern_compile(req->pattern, strlen(req->pattern), &po, &t->pat, err, sizeof(err));
+	if (rc) {
+		rpc_fail(call, rc == -ENOMEM ? RPC_RESOURCE_EXHAUSTED : RPC_INVALID_ARGUMENT, "%s", err);
+		tool_free(t);
+		return;
+	}
+	if (compile_globs(call, req->include, req->n_include, t->inc, &t->n_inc, "include") ||
+	    compile_globs(call, req->exclude, req->n_exclude, t->exc, &t->n_exc, "exclude")) {
+		tool_free(t);
+		return;
+	}
+	t->mode = mode;
+	t->limit = req->limit ? req->limit : TOOLS_LIMIT_DEFAULT;
+	t->heap.by_mtime = true;
+	t->so = (struct scan_opts){
+		.mode = mode == MODE_CONTENT ? SCAN_CONTENT : mode == MODE_FILES ? SCAN_FILES : SCAN_COUNT,
+		.before = req->context_before,
+		.after = req->context_after,
+		.max_line = req->max_line_bytes ? req->max_line_bytes : TOOLS_LINE_DEFAULT,
+		.max_count = req->max_count,
+		.quit_on_binary = true,
+	};
+	t->wo = (struct walk_opts){
+		.hidden = req->hidden,
+		.no_ignore = req->no_ignore,
+		.include = (const struct glob *const *)t->inc,
+		.n_include = t->n_inc,
+		.exclude = (const struct glob *const *)t->exc,
+		.n_exclude = t->n_exc,
+		.progress = worker_progress,
+	};
+	tool_start(call, t);
+}
+
+void fs_tools_glob(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Filesystem__GlobRequest *req = (const Filesystem__GlobRequest *)msg;
+	struct tool *t;
+	char err[256];
+	bool by_mtime;
+	int rc;
+
+	if (!req->sort[0] || !strcmp(req->sort, "path"))
+		by_mtime = false;
+	else if (!strcmp(req->sort, "mtime"))
+		by_mtime = true;
+	else {
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "sort must be path or mtime, not %s", req->sort);
+		return;
+	}
+	if (req->limit > TOOLS_LIMIT_MAX) {
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "limit is at most %d", TOOLS_LIMIT_MAX);
+		return;
+	}
+	if (!req->pattern[0]) {
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "pattern is empty");
+		return;
+	}
+	t = tool_new(call, TOOL_GLOB, req->path);
+	if (!t)
+		return;
+	rc = glob_compile(req->pattern, strlen(req->pattern), 0, &t->pattern_glob, err, sizeof(err));
+	if (rc) {
+		rpc_fail(call, rc == -ENOMEM ? RPC_RESOURCE_EXHAUSTED : RPC_INVALID_ARGUMENT, "invalid glob %s: %s",
+			 req->pattern, err);
+		tool_free(t);
+		return;
+	}
+	t->limit = req->limit ? req->limit : TOOLS_LIMIT_DEFAULT;
+	t->heap.by_mtime = by_mtime;
+	t->wo = (struct walk_opts){
+		.hidden = req->hidden,
+		.no_ignore = req->no_ignore,
+		.prune = t->pattern_glob,
+		.progress = worker_progress,
+	};
+	tool_start(call, t);
+}
+
+/* --- ReadLines: one job --- */
+
+struct read_job {
+	struct rpc_call *call;
+	struct fsid id;
+	gid_t groups[USER_MAX_GROUPS];
+	char path[PATH_MAX];
+	uint32_t offset, limit, max_bytes;
+	double timeout;
+	struct rpc_codec codec;
+	enum rpc_code code;
+	char err[ERRLEN];
+	struct rpc_encoded enc;
+};
+
+static void read_on_cancel(struct rpc_call *call, enum rpc_code why)
+{
+	struct read_job *j = rpc_call_ud(call);
+	j->call = NULL;
+}
+
+static const struct rpc_call_hooks read_hooks = { .on_cancel = read_on_cancel };
+
+static void read_fail(struct read_job *j, enum rpc_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void read_fail(struct read_job *j, enum rpc_code code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(j->err, sizeof(j->err), fmt, ap);
+	va_end(ap);
+	j->code = code;
+}
+
+static void read_lines(struct read_job *j)
+{
+	Filesystem__ReadLinesResponse resp = FILESYSTEM__READ_LINES_RESPONSE__INIT;
+	struct scan_lines l;
+	char version[FS_VERSION_LEN + 1];
+	struct stat st;
+	char *buf;
+	int fd, rc;
+
+	fd = open(j->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		int e = errno;
+		if (e == ENOENT)
+			read_fail(j, RPC_NOT_FOUND, "file not found: %s", j->path);
+		else if (e == EACCES || e == EPERM)
+			read_fail(j, RPC_PERMISSION_DENIED, "permission denied: %s", j->path);
+		else
+			read_fail(j, RPC_INTERNAL, "error opening %s: %s", j->path, go_strerror(e));
+		return;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		read_fail(j, RPC_INVALID_ARGUMENT, "path is not a file: %s", j->path);
+		close(fd);
+		return;
+	}
+	/* The version of what is read: taken before the read, so a change
+	 * during it makes the version stale, never the other way round. */
+	if (fs_version_settle(&st))
+		fstat(fd, &st);
+	fs_version(&st, version);
+	buf = malloc(SCAN_WINDOW);
+	if (!buf) {
+		read_fail(j, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		close(fd);
+		return;
+	}
+	rc = scan_read_lines(fd, j->offset, j->limit, j->max_bytes, buf, &l);
+	free(buf);
+	close(fd);
+	if (rc < 0) {
+		read_fail(j, rc == -ENOMEM ? RPC_RESOURCE_EXHAUSTED : RPC_INTERNAL, "error reading %s: %s", j->path,
+			  go_strerror(-rc));
+		return;
+	}
+	resp.lines = l.lines;
+	resp.n_lines = l.n;
+	resp.first_line = (uint32_t)l.first;
+	resp.total_lines = l.total > UINT32_MAX ? UINT32_MAX : (uint32_t)l.total;
+	resp.truncated = l.truncated;
+	resp.binary = l.binary;
+	resp.version = version;
+	rc = rpc_encode(&j->codec, &resp.base, &j->enc);
+	scan_lines_free(&l);
+	if (rc < 0)
+		read_fail(j, RPC_RESOURCE_EXHAUSTED, "cannot encode response: %s", go_strerror(-rc));
+	else
+		j->code = RPC_OK;
+}
+
+static void read_work(void *arg)
+{
+	struct read_job *j = arg;
+	struct fsid_saved saved;
+	int rc = fsid_enter(&j->id, &saved);
+
+	if (rc < 0) {
+		read_fail(j, RPC_INTERNAL, "cannot act as uid %u: %s", (unsigned)j->id.uid, go_strerror(-rc));
+		return;
+	}
+	read_lines(j);
+	fsid_leave(&saved);
+}
+
+static void read_expired(void *arg)
+{
+	struct read_job *j = arg;
+	struct rpc_call *call = j->call;
+
+	if (!call)
+		return;
+	j->call = NULL;
+	rpc_call_set_hooks(call, NULL, NULL);
+	rpc_fail(call, RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, j->timeout, j->path);
+}
+
+static void read_done(void *arg)
+{
+	struct read_job *j = arg;
+	struct rpc_call *call = j->call;
+
+	if (call) {
+		rpc_call_set_hooks(call, NULL, NULL);
+		if (j->code != RPC_OK)
+			rpc_fail(call, j->code, "%s", j->err);
+		else
+			rpc_reply_encoded(call, &j->enc);
+	}
+	rpc_encoded_free(&j->enc);
+	free(j);
+}
+
+void fs_tools_read_lines(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Filesystem__ReadLinesRequest *req = (const Filesystem__ReadLinesRequest *)msg;
+	struct read_job *j;
+	struct user u;
+	char err[ERRLEN];
+	int64_t ms;
+	int rc;
+
+	if (req->limit > TOOLS_LIMIT_MAX) {
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "limit is at most %d", TOOLS_LIMIT_MAX);
+		return;
+	}
+	if (req->max_bytes > rpc_max_message / 2) {
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "maxBytes is at most %zu", rpc_max_message / 2);
+		return;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	rc = rpc_call_user(call, &u, err, sizeof(err));
+	if (rc) {
+		rpc_fail(call, (enum rpc_code)rc, "%s", err);
+		free(j);
+		return;
+	}
+	if (path_resolve(&u, req->path, state_default_workdir(), j->path, sizeof(j->path), err, sizeof(err)) < 0) {
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
+		free(j);
+		return;
+	}
+	j->id.uid = u.uid;
+	j->id.gid = u.gid;
+	j->id.n_groups = u.n_groups < USER_MAX_GROUPS ? u.n_groups : USER_MAX_GROUPS;
+	memcpy(j->groups, u.groups, (size_t)j->id.n_groups * sizeof(gid_t));
+	j->id.groups = j->groups;
+	j->offset = req->offset ? req->offset : 1;
+	j->limit = req->limit ? req->limit : TOOLS_READ_LIMIT_DEFAULT;
+	j->max_bytes = req->max_bytes ? req->max_bytes : TOOLS_READ_BYTES_DEFAULT;
+	ms = rpc_call_timeout_ms(call);
+	j->timeout = worker_deadline_s(ms);
+	j->call = call;
+	rpc_call_codec(call, &j->codec);
+	rc = worker_run(&(struct worker_req){ .work = read_work, .done = read_done, .expired = read_expired, .arg = j,
+					      .key = worker_path_key(j->path), .timeout = j->timeout, .stall = ms <= 0 });
+	if (rc < 0) {
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s: %s", j->path,
+			 go_strerror(-rc));
+		free(j);
+		return;
+	}
+	rpc_call_set_hooks(call, &read_hooks, j);
+	if (ms > 0)
+		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->timeout, j->path);
+}
