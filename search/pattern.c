@@ -130,8 +130,8 @@ static size_t skip_class(const char *s, size_t len, size_t i)
 		if (s[j] == '\\')
 			j++;
 		else if (s[j] == '[' && j + 1 < len && s[j + 1] == ':') {
-			const char *e = strstr(s + j + 2, ":]");
-			if (e && (size_t)(e - s) < len)
+			const char *e = j + 2 < len ? memmem(s + j + 2, len - j - 2, ":]", 2) : NULL;
+			if (e)
 				j = (size_t)(e - s) + 1;
 		}
 		j++;
