@@ -452,6 +452,27 @@ def build(raw, flag):
                       h["with_hung"][k][p + "_ms"], h["baseline"][k][p + "_ms"], "the same, mount live", "ms",
                       "lower", "hung", target_abs=(100, "100 ms") if p == "p99" else None, env_id="hung",
                       anchor_id="hung", errors=h.get("errors", 0))
+    sec = "7b agent file tools (beside ripgrep, same tree)"
+    t = R.runs("tools")
+    if t and "grep_literal" in t[0]:
+        t = t[0]
+        err = t.get("errors", 0)
+        for key, what, tgt in (("grep_literal", "Grep, a literal (%d matches)", 1.0),
+                               ("grep_class", "Grep, a regex with a character class (%d matches)", 1.2),
+                               ("glob_ts", "Glob **/*.ts, default limit (%d entries) vs rg --files -g '*.ts'", 1.0),
+                               ("glob_ts_all", "Glob **/*.ts, every entry (%d) vs rg --files -g '*.ts'", None)):
+            f = t[key]
+            R.add(sec, what % f["envd_count"], round(f["envd_s"] * 1000, 2), round(f["rg_s"] * 1000, 2),
+                  "rg, same tree, same run", "ms", "lower", "tools", target=tgt, env_id="tools", anchor_id="tools",
+                  errors=err)
+        R.add(sec, "envd peak RSS over the tools runs (whole-tree Grep and Glob)", t["rss_peak_kib"], None,
+              "no anchor", "KiB", "lower", "tools", target_abs=(8192, "8 MiB"), env_id="tools", errors=err)
+    t = R.runs("tools_sdk")
+    if t and "tools_p50_us" in t[0]:
+        t = t[0]
+        R.add(sec, "SDK: a grep finding 20 matches, envd-tools grep(), p50", t["tools_p50_us"], t["shell_p50_us"],
+              "commands.run('grep -rn ...'), parsed", "us", "lower", "tools", target=0.2, env_id="tools_sdk",
+              anchor_id="tools_sdk", errors=t.get("errors", 0))
     sec = "8 the image as a VM"
     v = R.runs("vm_boot")
     if v:

@@ -6,7 +6,7 @@
 #
 #   scripts/bench.sh [--quick] [--only ID,ID...] [--out FILE]
 #
-# IDs: rtt rtt_cgroup sdk_rtt sdk_session unary stream files sdk_files sdk_link archive footprint idle busy sdk_concurrent conns hung vm_boot vm_rtt
+# IDs: rtt rtt_cgroup sdk_rtt sdk_session unary stream files sdk_files sdk_link archive footprint idle busy sdk_concurrent conns hung tools vm_boot vm_rtt
 # Writes FILE (default bench/results/latest.json) and prints a table. Each
 # figure carries the command that reproduces it: `scripts/bench.sh --only ID`
 # (add --quick for the small variant), and the raw client command it ran.
@@ -30,11 +30,11 @@ done
 if [ $QUICK = 1 ]; then
 	N_RTT=100 N_SDK=30 N_SDK_CONC=50 N_UNARY=2000 STREAM_BYTES=$((16 << 20))
 	FILE_MB=16 TEXT_MB=8 SDK_FILE_MB=8 N_IDLE=50 N_BUSY=10 BUSY_BYTES=$((1 << 20)) N_CONNS=200 N_EXEC=5
-	ARCH_FILES=1000 ARCH_MB=16 N_HUNG=30
+	ARCH_FILES=1000 ARCH_MB=16 N_HUNG=30 TOOLS_FILES=10000 TOOLS_ROUNDS=3 TOOLS_SDK=5
 else
 	N_RTT=1000 N_SDK=1000 N_SDK_CONC=1000 N_UNARY=100000 STREAM_BYTES=$((1 << 30))
 	FILE_MB=1024 TEXT_MB=128 SDK_FILE_MB=64 N_IDLE=1000 N_BUSY=100 BUSY_BYTES=$((16 << 20)) N_CONNS=10000 N_EXEC=20
-	ARCH_FILES=10000 ARCH_MB=1024 N_HUNG=200
+	ARCH_FILES=10000 ARCH_MB=1024 N_HUNG=200 TOOLS_FILES=100000 TOOLS_ROUNDS=7 TOOLS_SDK=20
 fi
 MODE_FLAG=$([ $QUICK = 1 ] && echo " --quick" || true)
 
@@ -677,6 +677,27 @@ if want hung; then
 		stop_pid "$EPID"
 	else
 		record hung '{"errors":1}' "bindfs or /dev/fuse missing (scripts/setup.sh)"
+	fi
+fi
+
+# 7b. The agent's file tools beside ripgrep ---------------------------------
+# A generated git checkout (bench/tools_tree.py, kept in build/bench/ between
+# runs), warm; envd fresh so its peak RSS is the tools'.
+if want tools; then
+	if command -v rg >/dev/null; then
+		TREE=$ROOT/build/bench/tools-tree-$TOOLS_FILES
+		log "agent tools: a $TOOLS_FILES-file checkout (made once in $TREE), Grep and Glob beside rg, best of $TOOLS_ROUNDS"
+		"$PY" bench/tools_tree.py "$TREE" "$TOOLS_FILES"
+		chmod -R a+rX "$TREE"
+		start_envd -default-user user
+		run_json tools "$PY" bench/tools.py "$EPORT" "$EPID" "$TREE" "$TOOLS_ROUNDS"
+		if [ $SDK_OK = 1 ]; then
+			sdk_env
+			run_json tools_sdk node bench/tools.mjs "$TOOLS_SDK" "$TREE" zqxjTOKEN
+		fi
+		stop_pid "$EPID"
+	else
+		record tools '{"errors":1}' "ripgrep missing (scripts/setup.sh)"
 	fi
 fi
 

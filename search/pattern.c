@@ -482,46 +482,79 @@ static inline unsigned char lower(unsigned char c)
 	return c >= 'A' && c <= 'Z' ? c + 32 : c;
 }
 
-/* The first position of needle in hay ignoring ASCII case, or NULL. */
-static const char *find_ci(const char *hay, size_t n, const char *needle, size_t m)
+/*
+ * The literal search: a 16-byte vector compares each position's byte with
+ * the needle's first byte and the byte m-1 further with its last (either
+ * case of an ASCII letter when ignoring case), and only where both agree
+ * is the rest compared. GCC's generic vectors become SSE2 on x86-64 and
+ * NEON on aarch64; this carries most agent searches, which are plain
+ * words.
+ */
+typedef unsigned char v16u __attribute__((vector_size(16)));
+
+static inline v16u splat(unsigned char c)
 {
-	unsigned char f = lower((unsigned char)needle[0]), F = f >= 'a' && f <= 'z' ? f - 32 : f;
-	const char *end = hay + n, *p1 = NULL, *p2 = NULL, *at = hay;
+	v16u v;
+	memset(&v, c, sizeof(v));
+	return v;
+}
+
+static inline unsigned char upper(unsigned char c)
+{
+	return c >= 'a' && c <= 'z' ? c - 32 : c;
+}
+
+static bool same_ci(const char *a, const char *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (lower((unsigned char)a[i]) != lower((unsigned char)b[i]))
+			return false;
+	return true;
+}
+
+static const char *find_vec(const char *hay, size_t n, const char *nd, size_t m, bool ci)
+{
+	unsigned char f = (unsigned char)nd[0], l = (unsigned char)nd[m - 1];
+	size_t i = 0;
 
 	if (m > n)
 		return NULL;
-	while (at + m <= end) {
-		const char *c;
-		if (p1 < at)
-			p1 = memchr(at, f, (size_t)(end - at));
-		if (!p1)
-			p1 = end;
-		if (F != f) {
-			if (p2 < at)
-				p2 = memchr(at, F, (size_t)(end - at));
-			if (!p2)
-				p2 = end;
-		} else {
-			p2 = end;
+	if (m == 1 && !ci)
+		return memchr(hay, f, n);
+	if (ci) {
+		f = lower(f);
+		l = lower(l);
+	}
+	const v16u f1 = splat(f), f2 = splat(ci ? upper(f) : f);
+	const v16u l1 = splat(l), l2 = splat(ci ? upper(l) : l);
+	for (; i + (m - 1) + 16 <= n; i += 16) {
+		v16u a, b, eq;
+		memcpy(&a, hay + i, 16);
+		memcpy(&b, hay + i + m - 1, 16);
+		eq = ((a == f1) | (a == f2)) & ((b == l1) | (b == l2));
+		uint64_t w[2];
+		memcpy(w, &eq, 16);
+		for (int h = 0; h < 2; h++) {
+			while (w[h]) {
+				size_t j = i + (size_t)h * 8 + (size_t)__builtin_ctzll(w[h]) / 8;
+				w[h] &= ~(0xffull << (((j - i) % 8) * 8));
+				const char *c = hay + j;
+				if (ci ? same_ci(c + 1, nd + 1, m - 2 + (m < 2)) : memcmp(c + 1, nd + 1, m - 2 + (m < 2)) == 0)
+					return c;
+			}
 		}
-		c = p1 < p2 ? p1 : p2;
-		if (c + m > end)
-			return NULL;
-		size_t k = 1;
-		while (k < m && lower((unsigned char)c[k]) == lower((unsigned char)needle[k]))
-			k++;
-		if (k == m)
+	}
+	for (; i + m <= n; i++) {
+		const char *c = hay + i;
+		if (ci ? same_ci(c, nd, m) : memcmp(c, nd, m) == 0)
 			return c;
-		at = c + 1;
 	}
 	return NULL;
 }
 
 static const char *find_lit(const struct pattern *p, const char *hay, size_t n)
 {
-	if (p->ci)
-		return find_ci(hay, n, p->lit, p->litlen);
-	return memmem(hay, n, p->lit, p->litlen);
+	return find_vec(hay, n, p->lit, p->litlen, p->ci);
 }
 
 static void line_of(const char *buf, size_t len, size_t from, size_t at, struct pattern_hit *hit)

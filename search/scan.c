@@ -40,6 +40,8 @@ struct scanner {
 	char *buf;
 	size_t len, pos;
 	uint64_t file_off;  /* file offset of buf[0] */
+	size_t end;         /* after the window's last newline (all of it at EOF) */
+	bool end_stale;     /* the window changed since end was found */
 	int fd;
 	bool eof, done, stopping, pause, oom;
 	uint64_t lineno;    /* number of the line at pos (SCAN_CONTENT) */
@@ -225,7 +227,8 @@ void scanner_free(struct scanner *s)
 void scanner_start(struct scanner *s, int fd)
 {
 	s->fd = fd;
-	s->len = s->pos = 0;
+	s->len = s->pos = s->end = 0;
+	s->end_stale = true;
 	s->file_off = 0;
 	s->eof = s->done = s->stopping = s->pause = s->oom = false;
 	s->lineno = 1;
@@ -417,6 +420,7 @@ static int fill(struct scanner *s)
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -errno;
+	s->end_stale = true;
 	if (n == 0) {
 		s->eof = true;
 		return 0;
@@ -430,6 +434,7 @@ static int fill(struct scanner *s)
 		}
 	}
 	s->len += (size_t)n;
+	s->end_stale = true;
 	return 0;
 }
 
@@ -503,14 +508,19 @@ int scanner_run(struct scanner *s, scan_emit_fn emit, void *ud)
 				return rc;
 			continue;
 		}
-		size_t end = s->pos;
-		if (s->eof) {
-			end = s->len;
-		} else if (s->len > s->pos) {
-			const char *nl = memrchr(s->buf + s->pos, '\n', s->len - s->pos);
-			if (nl)
-				end = (size_t)(nl - s->buf) + 1;
+		if (s->end_stale) {
+			/* once per read: the search stops at the last whole line */
+			s->end = s->pos;
+			if (s->eof) {
+				s->end = s->len;
+			} else if (s->len > s->pos) {
+				const char *nl = memrchr(s->buf + s->pos, '\n', s->len - s->pos);
+				if (nl)
+					s->end = (size_t)(nl - s->buf) + 1;
+			}
+			s->end_stale = false;
 		}
+		size_t end = s->end > s->pos ? s->end : s->pos;
 		if (end > s->pos) {
 			if (s->stopping) {
 				feed_lines(s, s->pos, end);

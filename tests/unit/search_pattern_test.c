@@ -145,3 +145,52 @@ Test(pattern, window_flags)
 	pattern_matcher_free(m);
 	pattern_free(p);
 }
+
+/* The vectorised literal search against a naive one, at every alignment. */
+static long naive(const char *h, size_t n, const char *nd, size_t m, bool ci)
+{
+	for (size_t i = 0; i + m <= n; i++) {
+		size_t k = 0;
+		while (k < m && (ci ? (h[i + k] | 32) == (nd[k] | 32) || h[i + k] == nd[k] : h[i + k] == nd[k]))
+			k++;
+		if (k == m)
+			return (long)i;
+	}
+	return -1;
+}
+
+Test(pattern, literal_search_matches_a_naive_one)
+{
+	char hay[300], needle[24];
+	unsigned seed = 7;
+
+	for (int round = 0; round < 3000; round++) {
+		size_t n = 1 + (seed = seed * 1103515245 + 12345) % sizeof(hay);
+		size_t m = 1 + (seed = seed * 1103515245 + 12345) % 20;
+		bool ci = round % 2;
+		for (size_t i = 0; i < n; i++)
+			hay[i] = "abAB\n"[(seed = seed * 1103515245 + 12345) >> 16 & 3];
+		for (size_t i = 0; i < m; i++)
+			needle[i] = "abAB"[(seed = seed * 1103515245 + 12345) >> 16 & 3];
+		if (round % 3 == 0 && m <= n) /* plant it */
+			memcpy(hay + (seed >> 8) % (n - m + 1), needle, m);
+		needle[m] = '\0';
+		struct pattern_opts o = { .fixed = true, .ignore_case = ci };
+		struct pattern *p;
+		char err[64];
+		cr_assert_eq(pattern_compile(needle, m, &o, &p, err, sizeof(err)), 0);
+		struct pattern_matcher *mt = pattern_matcher_new(p);
+		struct pattern_hit h;
+		/* one line: the haystack without newlines */
+		for (size_t i = 0; i < n; i++)
+			if (hay[i] == '\n')
+				hay[i] = 'x';
+		long want = naive(hay, n, needle, m, ci);
+		int rc = pattern_line(mt, hay, n, false, false, &h);
+		cr_assert_eq(rc, want >= 0, "round %d: %.*s in %.*s", round, (int)m, needle, (int)n, hay);
+		if (rc == 1)
+			cr_assert_eq((long)h.match_start, want, "round %d", round);
+		pattern_matcher_free(mt);
+		pattern_free(p);
+	}
+}
