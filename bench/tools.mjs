@@ -4,7 +4,8 @@
 // commands.run('grep -rn ...') and parsing its output. Interleaved, N
 // rounds each after one unmeasured round; prints one JSON line.
 //
-//   node bench/tools.mjs N TREE TOKEN
+//   node bench/tools.mjs N DIR TOKEN
+// DIR: the directory searched by both (a module of the generated tree).
 import { createRequire } from 'node:module'
 import { envdTools } from '../clients/js/envd-tools.mjs'
 

@@ -7,12 +7,14 @@
 #
 #   tools_tree.py DIR N
 # Exactly 20 source files hold the token "zqxjTOKEN" once (the SDK
-# figure's 20 matches); node_modules never does.
+# figure's 20 matches), all under src/mod000/ (one module of about 200
+# files: what an agent searches in a project); node_modules never does.
 import os, random, sys
 
 root, n = sys.argv[1], int(sys.argv[2])
 stamp = os.path.join(root, ".bench-stamp")
-if os.path.exists(stamp) and open(stamp).read() == str(n):
+VERSION = "%d:2" % n
+if os.path.exists(stamp) and open(stamp).read() == VERSION:
     sys.exit(0)
 rnd = random.Random(42)
 words = ["const", "let", "function", "return", "import", "export", "from", "async", "await", "if", "else",
@@ -33,6 +35,9 @@ def line():
 def body(lines):
     return "".join(line() for _ in range(lines))
 
+import shutil
+shutil.rmtree(os.path.join(root, "src"), ignore_errors=True)
+shutil.rmtree(os.path.join(root, "node_modules"), ignore_errors=True)
 os.makedirs(os.path.join(root, ".git"), exist_ok=True)
 with open(os.path.join(root, ".git", "HEAD"), "w") as f:
     f.write("ref: refs/heads/main\n")
@@ -55,7 +60,7 @@ while made < nm:
         made += 1
     p += 1
 # sources: modules of 10-30 files
-token_files = set(rnd.sample(range(src), 20))
+token_files = set(rnd.sample(range(min(src, 150)), 20))
 m = 0
 k = 0
 while k < src:
@@ -75,4 +80,4 @@ while k < src:
 with open(os.path.join(root, "build.log"), "w") as f:
     f.write(body(1000))
 with open(stamp, "w") as f:
-    f.write(str(n))
+    f.write(VERSION)

@@ -689,11 +689,14 @@ if want tools; then
 		log "agent tools: a $TOOLS_FILES-file checkout (made once in $TREE), Grep and Glob beside rg, best of $TOOLS_ROUNDS"
 		"$PY" bench/tools_tree.py "$TREE" "$TOOLS_FILES"
 		chmod -R a+rX "$TREE"
-		start_envd -default-user user
+		# No change journal: what is measured is the tools' memory, not
+		# the journal's record of whatever else the machine writes.
+		start_envd -default-user user -changes-max-paths 0
 		run_json tools "$PY" bench/tools.py "$EPORT" "$EPID" "$TREE" "$TOOLS_ROUNDS"
 		if [ $SDK_OK = 1 ]; then
 			sdk_env
-			run_json tools_sdk node bench/tools.mjs "$TOOLS_SDK" "$TREE" zqxjTOKEN
+			run_json tools_sdk node bench/tools.mjs "$TOOLS_SDK" "$TREE/src/mod000" zqxjTOKEN
+			run_json tools_sdk_tree node bench/tools.mjs "$((TOOLS_SDK / 4 + 1))" "$TREE" zqxjTOKEN
 		fi
 		stop_pid "$EPID"
 	else
