@@ -269,6 +269,40 @@ static void tool_free(struct tool *t)
 	free(t);
 }
 
+/* A parked job's file is closed on a worker: close() of a file on a
+ * FUSE mount waits for its daemon (FLUSH), which the loop must never do. */
+static void close_work(void *arg)
+{
+	struct tool *t = arg;
+
+	for (unsigned i = 0; i < t->nworkers; i++) {
+		if (t->w[i].in_file) {
+			close(t->w[i].fd);
+			t->w[i].in_file = false;
+		}
+	}
+}
+
+static void close_done(void *arg)
+{
+	tool_free(arg);
+}
+
+/* No job of the tool is running any more: free it, its open files
+ * closed off the loop. */
+static void tool_release(struct tool *t)
+{
+	bool open = false;
+
+	for (unsigned i = 0; i < t->nworkers; i++)
+		open = open || t->w[i].in_file;
+	t->gone = true;
+	if (open && worker_run(&(struct worker_req){ .work = close_work, .done = close_done, .arg = t,
+						     .key = t->key }) == 0)
+		return;
+	tool_free(t);
+}
+
 static void tool_on_cancel(struct rpc_call *call, enum rpc_code why)
 {
 	struct tool *t = rpc_call_ud(call);
@@ -279,7 +313,7 @@ static void tool_on_cancel(struct rpc_call *call, enum rpc_code why)
 	if (t->walk)
 		walk_stop(t->walk);
 	if (!t->running)
-		tool_free(t);
+		tool_release(t);
 }
 
 static void tool_pump(struct tool *t);
@@ -440,6 +474,8 @@ static void root_error(struct tool *t, int rc)
 {
 	if (rc == -ENOENT)
 		tool_fail(t, RPC_NOT_FOUND, "path not found: %s", t->root);
+	else if (rc == -EINVAL)
+		tool_fail(t, RPC_INVALID_ARGUMENT, "path is neither a file nor a directory: %s", t->root);
 	else if (rc == -EACCES || rc == -EPERM)
 		tool_fail(t, RPC_PERMISSION_DENIED, "permission denied: %s", t->root);
 	else if (rc == -ENOMEM)
@@ -774,7 +810,7 @@ static void job_done(void *arg)
 	t->running--;
 	if (t->gone) {
 		if (!t->running)
-			tool_free(t);
+			tool_release(t);
 		return;
 	}
 	if (t->kind == TOOL_GREP) {
@@ -782,7 +818,7 @@ static void job_done(void *arg)
 		if (t->running || any_parked(t))
 			return;
 		grep_end(t);
-		tool_free(t);
+		tool_release(t);
 		return;
 	}
 	/* Glob */

@@ -330,8 +330,13 @@ static void start(struct walk *w)
 		w->root_err = -errno;
 		return;
 	}
-	if (!S_ISDIR(st.st_mode)) {
+	if (S_ISREG(st.st_mode)) {
 		w->root_file = true;
+		return;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		/* a device or a FIFO could be read forever */
+		w->root_err = -EINVAL;
 		return;
 	}
 	if (!w->o.no_ignore && (rc = ancestors(w)) < 0) {
@@ -364,7 +369,11 @@ static int open_dir(struct walk_cursor *c)
 	long n;
 	int rc;
 
-	c->fd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	bool is_root = d->len == w->rootlen && memcmp(d->path, w->root, d->len) == 0;
+
+	/* the root may be a symbolic link to a directory (a path named
+	 * explicitly is followed, as ripgrep does); nothing below it is */
+	c->fd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (is_root ? 0 : O_NOFOLLOW));
 	if (c->fd < 0) {
 		rc = -errno;
 		if (rc == -EACCES || rc == -EPERM)
@@ -372,7 +381,7 @@ static int open_dir(struct walk_cursor *c)
 		else
 			c->st.dirs_failed++;
 		/* the root itself: the caller is told */
-		return d->len == w->rootlen && memcmp(d->path, w->root, d->len) == 0 ? rc : 1;
+		return is_root ? rc : 1;
 	}
 	c->st.dirs++;
 	c->buflen = c->bufpos = 0;

@@ -30,7 +30,8 @@
  *
  * Errors: walk_next() returns 1 (an entry), 0 (the walk is over),
  * -ECANCELED (walk_stop() was called), -ENOMEM, or a negative errno for
- * the root (-ENOENT: it does not exist, -ENOTDIR never: a file is fine).
+ * the root (-ENOENT: it does not exist; -EINVAL: it is neither a regular
+ * file nor a directory; a symbolic link to either is followed).
  * Directories that cannot be read below the root are counted
  * (walk_stats), not returned.
  */

@@ -65,6 +65,12 @@ echo uploaded >"$T/up.txt"
 expect_match "POST /files" 'up.txt' "$(curl -s -m 300 -F file=@"$T/up.txt" "$ENVD_URL/files?path=$M/up.txt")"
 check "the upload landed" grep -q uploaded "$M/up.txt"
 expect_match "ListDir depth 3" '"name":"b"' "$(rpc ListDir "{\"path\":\"$M/tree\",\"depth\":3}")"
+# The agent file tools: their walk and reads are jobs too.
+echo 'needle in the tree' >"$M/tree/a/b/n.txt"
+expect_match "Glob" '"name":"n.txt"' "$(rpc Glob "{\"path\":\"$M/tree\",\"pattern\":\"**/*.txt\"}")"
+expect_match "ReadLines" 'needle in the tree' "$(rpc ReadLines "{\"path\":\"$M/tree/a/b/n.txt\"}")"
+stream filesystem.Filesystem/Grep "{\"path\":\"$M/tree\",\"pattern\":\"needle\"}" "$T/grep.out" 60000
+check "Grep" grep -q 'needle in the tree' "$T/grep.out"
 wid=$(rpc CreateWatcher "{\"path\":\"$M/made\",\"allowNetworkMounts\":true}" |
 	"$PY" -c 'import json,sys; print(json.load(sys.stdin).get("watcherId",""))')
 expect_match "CreateWatcher" '^w' "$wid"

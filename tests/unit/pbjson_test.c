@@ -162,6 +162,14 @@ static const ProtobufCMessageDescriptor *const all_types[] = {
 	&filesystem__changes_response__descriptor,
 	&filesystem__change__descriptor,
 	&process__command_changes__descriptor,
+	&filesystem__glob_request__descriptor,
+	&filesystem__glob_response__descriptor,
+	&filesystem__grep_request__descriptor,
+	&filesystem__grep_response__descriptor,
+	&filesystem__grep_match__descriptor,
+	&filesystem__grep_summary__descriptor,
+	&filesystem__read_lines_request__descriptor,
+	&filesystem__read_lines_response__descriptor,
 };
 #define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
 
