@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/errstr.h"
@@ -42,6 +43,11 @@
  * handed over. */
 #define TOOLS_OUT_MAX (256 * 1024)
 #define TOOLS_BATCH_MAX (64 * 1024)
+/* A job hands its matches over when it has this many bytes of them, or
+ * when the last hand-over is this old: each one wakes the loop, and a
+ * wake per file with a match costs more than the search of the file. */
+#define TOOLS_BATCH_MIN (16 * 1024)
+#define TOOLS_BATCH_MS 5
 
 enum tool_kind { TOOL_GLOB, TOOL_GREP };
 enum grep_mode { MODE_CONTENT, MODE_FILES, MODE_COUNT };
@@ -73,6 +79,7 @@ struct tool_worker {
 	char rel[PATH_MAX];
 	uint8_t *batch;
 	size_t blen, bcap;
+	int64_t published_ms; /* when the batch was last handed over */
 };
 
 struct tool {
@@ -411,6 +418,28 @@ static bool publish(struct tool_worker *w)
 	return true;
 }
 
+static int64_t coarse_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Between files: hand the batch over when it is big or old enough. */
+static bool publish_due(struct tool_worker *w)
+{
+	int64_t now;
+
+	if (!w->blen)
+		return true;
+	now = coarse_ms();
+	if (w->blen < TOOLS_BATCH_MIN && now - w->published_ms < TOOLS_BATCH_MS)
+		return true;
+	w->published_ms = now;
+	return publish(w);
+}
+
 static void frame(struct tool_worker *w, const ProtobufCMessage *msg)
 {
 	int rc = rpc_frame_append(&w->t->codec, msg, &w->batch, &w->blen, &w->bcap);
@@ -536,7 +565,7 @@ static bool grep_run(struct tool_worker *w)
 		if (stopped(t))
 			break;
 		if (!w->in_file) {
-			if (!publish(w))
+			if (!publish_due(w))
 				return false;
 			rc = walk_next(w->cur, &e);
 			if (rc == 0) {
