@@ -1088,7 +1088,11 @@ void fs_tools_glob(struct rpc_call *call, const ProtobufCMessage *msg)
 	t = tool_new(call, TOOL_GLOB, req->path);
 	if (!t)
 		return;
-	rc = glob_compile(req->pattern, strlen(req->pattern), 0, &t->pattern_glob, err, sizeof(err));
+	/* "./src/x.ts" names what "src/x.ts" names */
+	const char *pat = req->pattern;
+	while (pat[0] == '.' && pat[1] == '/')
+		pat += 2;
+	rc = glob_compile(pat, strlen(pat), 0, &t->pattern_glob, err, sizeof(err));
 	if (rc) {
 		rpc_fail(call, rc == -ENOMEM ? RPC_RESOURCE_EXHAUSTED : RPC_INVALID_ARGUMENT, "invalid glob %s: %s",
 			 req->pattern, err);
