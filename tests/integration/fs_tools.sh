@@ -52,6 +52,8 @@ seq 1 100 | sed 's/^/line /' >"$R/src/lines.txt"
 { head -c 2000 /dev/zero | tr '\0' x; echo ' alpha at the end'; } >"$R/src/long.txt"
 touch -d '2020-01-01' "$R/src/b.ts"
 touch -d '2021-01-01' "$R/src/lib/c.ts"
+touch -d '2022-01-01' "$R/src/a.ts"
+touch -d '2023-01-01' "$R/src/gen/keep.gen.ts"
 chmod -R a+rX "$R/src" "$R/.config" "$R/out" "$R/dist" "$R/docs" "$R/node_modules"
 
 M=$T/mnt

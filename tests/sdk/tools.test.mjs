@@ -38,6 +38,8 @@ before(async () => {
   chownSync(`${dir}/secret.txt`, 0, 0)
   chmodSync(`${dir}/secret.txt`, 0o600)
   utimesSync(`${dir}/src/b.ts`, new Date('2020-01-01'), new Date('2020-01-01'))
+  utimesSync(`${dir}/src/a.ts`, new Date('2021-01-01'), new Date('2021-01-01'))
+  utimesSync(`${dir}/src/c.js`, new Date('2022-01-01'), new Date('2022-01-01'))
   sbx = await Sandbox.create({ debug: true })
   tools = envdTools(sbx)
 })
