@@ -578,6 +578,11 @@ static bool grep_run(struct tool_worker *w)
 				break;
 			}
 			int fd = open_entry(&e);
+			if (fd < 0 && e.explicit_file) {
+				/* the path itself: the caller is told */
+				root_error(t, fd);
+				break;
+			}
 			if (fd < 0) {
 				/* not readable by the user (or gone meanwhile) */
 				if (fd == -EACCES || fd == -EPERM)

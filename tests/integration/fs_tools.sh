@@ -212,6 +212,10 @@ ok("Grep as user: a file and a directory only root reads are skipped and counted
 m, s, e = grep({"path": R, "pattern": "alpha", "limit": 10000})
 got = set(x["path"] for x in m)
 ok("Grep as root reads them", "secret.ts" in got and "secret/s.ts" in got, sorted(got))
+m, s, e = grep({"path": R + "/secret.ts", "pattern": "alpha"}, as_user("user"))
+ok("Grep of a file the user may not read: permission_denied", e and e["error"]["code"] == "permission_denied", e)
+m, s, e = grep({"path": R + "/secret", "pattern": "alpha"}, as_user("user"))
+ok("Grep of a directory the user may not read: permission_denied", e and e["error"]["code"] == "permission_denied", e)
 st, d = unary("ReadLines", {"path": R + "/secret.ts"}, as_user("user"))
 ok("ReadLines of a file the user may not read: permission_denied", d.get("code") == "permission_denied", d)
 
