@@ -7,6 +7,7 @@
 # version beside Stat's, a hung mount under the path failing only its own
 # call by its deadline, a cancelled stream giving everything back, and the
 # memory of a search of a 1 GiB line.
+# arm64: skip: it judges envd's RSS, which under qemu-user is the emulator's
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/lib.sh
@@ -319,8 +320,12 @@ while IFS= read -r line; do
 done <"$T/out"
 
 # ---- a 1 GiB line: memory stays bounded ----
+# (the sanitizer pass, which is slower by far, takes 64 MiB: still 256
+# windows of one line; the static pass carries the volume)
+LINE_MB=1024
+case $ENVD_BIN in *asan*) LINE_MB=64 ;; esac
 L=$T/gigaline
-head -c $((1024 * 1024 * 1024)) /dev/zero | tr '\0' a >"$L"
+head -c $((LINE_MB * 1024 * 1024)) /dev/zero | tr '\0' a >"$L"
 echo ' needle' >>"$L"
 rss_before=$(awk '/^VmRSS/ {print $2}' "/proc/$ENVD_PID/status")
 body="{\"path\":\"$L\",\"pattern\":\"needle\"}"
@@ -342,13 +347,13 @@ print(" ".join(out))
 PY
 )
 rss_peak=$(awk '/^VmHWM/ {print $2}' "/proc/$ENVD_PID/status")
-expect_eq "Grep finds the match at the end of a 1 GiB line" "1:$((1024 * 1024 * 1024 + 2))" "$res"
+expect_eq "Grep finds the match at the end of a $LINE_MB MiB line" "1:$((LINE_MB * 1024 * 1024 + 2))" "$res"
 echo "rss before ${rss_before} KiB, peak ${rss_peak} KiB"
-check "memory of a 1 GiB line search: peak RSS within 32 MiB of where it was" \
+check "memory of a $LINE_MB MiB line search: peak RSS within 32 MiB of where it was" \
 	test $((rss_peak - rss_before)) -lt $((32 * 1024))
 rl=$(curl -s -X POST "$ENVD_URL/filesystem.Filesystem/ReadLines" -H 'Content-Type: application/json' \
 	-d "{\"path\":\"$L\",\"maxBytes\":10}")
-expect_eq "ReadLines of a 1 GiB line: its start, cut, one line" \
+expect_eq "ReadLines of a $LINE_MB MiB line: its start, cut, one line" \
 	'{"lines":["aaaaaaaaaa"],"firstLine":1,"totalLines":1,"truncated":true' "${rl%%,\"version\"*}"
 rss_peak2=$(awk '/^VmHWM/ {print $2}' "/proc/$ENVD_PID/status")
 check "ReadLines of it in bounded memory too" test $((rss_peak2 - rss_before)) -lt $((32 * 1024))
