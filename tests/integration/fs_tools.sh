@@ -258,6 +258,12 @@ out = p.stdout
 ok("Grep over gRPC: a match and the summary, grpc-status 0",
    b"const Gamma = 3;" in out and b"grpc-status: 0" in out, out[-300:])
 
+st, data = post("/filesystem.Filesystem/Grep", b"\0" + struct.pack(">I", len(req)) + req, "application/grpc-web+proto")
+fr = frames(data)
+ok("Grep over gRPC-Web: a match, the summary, the trailer frame",
+   st == 200 and any(b"const Gamma = 3;" in p for f, p in fr if f == 0) and fr and fr[-1][0] == 0x80 and
+   b"grpc-status: 0" in fr[-1][1], fr)
+
 # ---- a hung mount under the path ----
 os.kill(fuse_pid, signal.SIGSTOP)
 try:
