@@ -58,6 +58,15 @@
  */
 #define WORKER_KEY_SPAWN (1ull << 63)
 
+/*
+ * Or'ed into a mount's key for the walk jobs of Glob and Grep: a walk
+ * enters every mount below its path, and a job stuck on a hung one would
+ * otherwise count as a stuck job of the path's own mount, whose other
+ * requests would then get WORKER_SICK_CAP threads until it returns.
+ * Counted apart, it slows only other walks of that mount.
+ */
+#define WORKER_KEY_WALK (1ull << 62)
+
 /* The words of a request whose filesystem job outlived its deadline, for
  * every edge that reports one: printf format, arguments (double seconds,
  * const char *path). */

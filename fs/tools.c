@@ -917,7 +917,7 @@ static struct tool *tool_new(struct rpc_call *call, enum tool_kind kind, const c
 	t->id.n_groups = u.n_groups < USER_MAX_GROUPS ? u.n_groups : USER_MAX_GROUPS;
 	memcpy(t->groups, u.groups, (size_t)t->id.n_groups * sizeof(gid_t));
 	t->id.groups = t->groups;
-	t->key = worker_path_key(t->root);
+	t->key = worker_path_key(t->root) | WORKER_KEY_WALK;
 	int64_t ms = rpc_call_timeout_ms(call);
 	t->stall = ms <= 0;
 	t->timeout = worker_deadline_s(ms);
