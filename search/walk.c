@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -166,6 +167,7 @@ static void flush_stats(struct walk_cursor *c)
 	c->w->st.dirs_denied += c->st.dirs_denied;
 	c->w->st.dirs_failed += c->st.dirs_failed;
 	c->w->st.entries += c->st.entries;
+	c->w->st.dirs_pseudo += c->st.dirs_pseudo;
 	pthread_mutex_unlock(&c->w->mu);
 	memset(&c->st, 0, sizeof(c->st));
 }
@@ -355,6 +357,40 @@ static void start(struct walk *w)
 	w->stack = d;
 }
 
+/* The kernel's own filesystems (their magic numbers, linux/magic.h). */
+static bool pseudo_fs(int fd)
+{
+	static const unsigned long magic[] = {
+		0x9fa0,     /* proc */
+		0x62656572, /* sysfs */
+		0x1cd1,     /* devpts */
+		0x64626720, /* debugfs */
+		0x74726163, /* tracefs */
+		0x73636673, /* securityfs */
+		0x63677270, /* cgroup2 */
+		0x27e0eb,   /* cgroup */
+		0xcafe4a11, /* bpf */
+		0x6e736673, /* nsfs */
+		0x42494e4d, /* binfmt_misc */
+		0x67596969, /* rpc_pipefs */
+		0x19800202, /* mqueue */
+		0x50495045, /* pipefs */
+		0x65735543, /* fusectl */
+		0xf97cff8c, /* selinuxfs */
+		0x6e667364, /* nfsd */
+		0x73717368, /* configfs */
+		0x5a3c69f0, /* aafs (apparmor) */
+	};
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf) < 0)
+		return false;
+	for (size_t i = 0; i < sizeof(magic) / sizeof(magic[0]); i++)
+		if ((unsigned long)sf.f_type == magic[i])
+			return true;
+	return false;
+}
+
 static long getdents(int fd, char *buf, size_t n)
 {
 	return syscall(SYS_getdents64, fd, buf, n);
@@ -382,6 +418,12 @@ static int open_dir(struct walk_cursor *c)
 			c->st.dirs_failed++;
 		/* the root itself: the caller is told */
 		return is_root ? rc : 1;
+	}
+	if (!is_root && pseudo_fs(c->fd)) {
+		/* /proc, /sys and their kind: files that never end or block
+		 * (/proc/kmsg), and nothing a search of files wants */
+		c->st.dirs_pseudo++;
+		return 1;
 	}
 	c->st.dirs++;
 	c->buflen = c->bufpos = 0;

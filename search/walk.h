@@ -13,6 +13,10 @@
  * another still reads a directory wait for it; the walk is over when the
  * stack is empty and no thread holds a directory.
  *
+ * The kernel's own filesystems (proc, sysfs, cgroup, debugfs, ...) are
+ * not entered below the root: their files never end or block (/proc/kmsg)
+ * and are no one's sources. The root itself may be one.
+ *
  * The root may be a file: it is then the only entry, whatever the ignore
  * rules say (a path named explicitly is searched, as ripgrep does). Ignore
  * files of the root's ancestors count as they do for ripgrep (a
@@ -80,6 +84,7 @@ struct walk_stats {
 	uint64_t dirs_denied;   /* directories that could not be read (permission) */
 	uint64_t dirs_failed;   /* ... for another reason */
 	uint64_t entries;       /* directory entries looked at */
+	uint64_t dirs_pseudo;   /* directories of the kernel's filesystems left out */
 };
 
 struct walk;

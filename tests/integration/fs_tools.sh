@@ -18,7 +18,7 @@ command -v rg >/dev/null || { echo "$T_NAME: ripgrep missing (scripts/setup.sh)"
 id user >/dev/null 2>&1 || useradd -m -s /bin/bash user >/dev/null 2>&1
 T=$(mktemp -d /tmp/envd-fstools.XXXXXX)
 chmod 0755 "$T"
-on_exit 'hungfs_cleanup; rm -rf "$T"; _t_cleanup'
+on_exit 'hungfs_cleanup; umount "$T/withproc/proc" 2>/dev/null; rm -rf "$T"; _t_cleanup'
 
 # The tree: a repository with ignore files of every kind, hidden files, a
 # binary file, a file and a directory only root may read.
@@ -57,6 +57,10 @@ touch -d '2022-01-01' "$R/src/a.ts"
 touch -d '2023-01-01' "$R/src/gen/keep.gen.ts"
 chmod -R a+rX "$R/src" "$R/.config" "$R/out" "$R/dist" "$R/docs" "$R/node_modules"
 
+# a proc mount inside a searched tree
+mkdir -p "$T/withproc/proc"
+echo 'VmRSS in a plain file' >"$T/withproc/plain.txt"
+mount -t proc proc "$T/withproc/proc" || { echo "$T_NAME: cannot mount proc"; echo "$T_NAME: 0 passed, 1 failed"; exit 1; }
 M=$T/mnt
 hungfs_mount "$M" || exit 1
 mkdir -p "$HUNGFS_BACK/sub"
@@ -203,6 +207,11 @@ m, s, e = grep({"path": R, "pattern": "x", "outputMode": "lines"})
 ok("Grep bad outputMode: invalid_argument", e and e["error"]["code"] == "invalid_argument", e)
 m, s, e = grep({"path": R, "pattern": "(a+)+$", "fixedString": False, "include": ["long.txt"]})
 ok("Grep: a pattern cannot pin a CPU (a limit, reported)", e == {} or e["error"]["code"] == "resource_exhausted", e)
+
+m, s, e = grep({"path": T + "/withproc", "pattern": "VmRSS", "limit": 100})
+ok("Grep does not enter a proc mount below its path", [x["path"] for x in m] == ["plain.txt"] and e == {}, (m[:3], e))
+m, s, e = grep({"path": T + "/withproc/proc/self/status", "pattern": "VmRSS"})
+ok("but searches it when it is the path", len(m) == 1 and m[0]["text"].startswith("VmRSS"), (m, e))
 
 # ---- the request's user ----
 m, s, e = grep({"path": R, "pattern": "alpha", "limit": 10000}, as_user("user"))
