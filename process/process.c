@@ -22,6 +22,7 @@
 #include "base/child.h"
 #include "base/errstr.h"
 #include "base/log.h"
+#include "base/procstat.h"
 #include "process/cgroup.h"
 #include "process/lifecycle.h"
 #include "base/loop.h"
@@ -497,28 +498,13 @@ static int signal_session(pid_t sid, int sig)
 	if (!d)
 		return 0;
 	while ((de = readdir(d))) {
-		char path[64], buf[512], *rp;
-		long pid, f[4];
-		ssize_t n;
-		int fd;
+		struct procstat st;
+		char *rp;
+		long pid = strtol(de->d_name, &rp, 10);
 
-		pid = strtol(de->d_name, &rp, 10);
-		if (*rp || pid <= 0 || pid == sid)
+		if (*rp || pid <= 0 || pid == sid || procstat_read((pid_t)pid, &st) < 0)
 			continue;
-		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		buf[n] = '\0';
-		/* "pid (comm) state ppid pgrp session ...": comm may hold spaces. */
-		rp = strrchr(buf, ')');
-		if (!rp || sscanf(rp + 1, " %*c %ld %ld %ld %ld", &f[0], &f[1], &f[2], &f[3]) != 4)
-			continue;
-		if (f[2] == sid && kill((pid_t)pid, sig) == 0)
+		if (st.session == sid && kill((pid_t)pid, sig) == 0)
 			hit++;
 	}
 	closedir(d);
