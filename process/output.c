@@ -264,7 +264,8 @@ void output_read_cb(EV_P_ ev_io *w, int revents)
 
 		if (n > 0) {
 			ring_append(&p->ring, kind, read_buf, (size_t)n);
-			keep_sync(p);
+			if (p->keep)
+				process_keeper->sync(p->keep, &p->ring);
 			output_fanout(p);
 			output_update_reading(p);
 			continue;

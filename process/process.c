@@ -82,6 +82,79 @@ static uint64_t tv_us(const struct timeval *tv)
 
 const struct process_tracker *process_tracker;
 
+/* ---- the keeper (process_keeper in process.h) -------------------------- */
+
+const struct process_keeper *process_keeper;
+
+/* What a snapshot says of p, but the timers and the pending input. */
+static void view_of(const struct process *p, struct process_snapshot *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->pid = (uint32_t)p->pid;
+	s->tag = p->tag;
+	s->pty = p->pty;
+	s->config = p->config;
+	s->finished = lc_finalized(p->lc);
+	s->out_fd = p->out_fd;
+	s->err_fd = p->err_fd;
+	s->in_fd = p->pty ? (p->out_fd >= 0 ? p->out_fd : -1) : p->in_fd;
+	s->stdin_close_pending = p->stdin_close_pending;
+	s->ring = &p->ring;
+	s->reaped = lc_reaped(p->lc);
+	s->exit_code = p->exit_code;
+	s->exited = p->exited;
+	s->status = p->status;
+	s->cgroup = p->cg ? pcg_leaf_path(p->cg) : NULL;
+	s->pidfd = -1;
+	s->t_start_us = p->t_start_us;
+}
+
+int process_ring_lend(struct process *p, uint8_t *buf, size_t cap)
+{
+	return ring_use(&p->ring, buf, cap);
+}
+
+static void keeper_start(struct process *p)
+{
+	struct process_snapshot s;
+
+	if (!process_keeper || p->keep)
+		return;
+	view_of(p, &s);
+	p->keep = process_keeper->start(p, &s);
+}
+
+static void keeper_reaped(struct process *p)
+{
+	struct process_snapshot s;
+
+	if (!p->keep)
+		return;
+	view_of(p, &s);
+	process_keeper->reaped(p->keep, &s);
+}
+
+static void keeper_finalized(struct process *p)
+{
+	struct process_snapshot s;
+
+	if (!p->keep)
+		return;
+	view_of(p, &s);
+	process_keeper->finalized(p->keep, &s);
+}
+
+static void keeper_drop(struct process *p)
+{
+	if (!p->keep)
+		return;
+	/* A lent ring's storage goes with the handle. */
+	if (p->ring.fixed)
+		ring_clear(&p->ring);
+	process_keeper->drop(p->keep);
+	p->keep = NULL;
+}
+
 /*
  * What a retained ring costs against the retention budget: its storage;
  * for one lent by keep.c (mapped at its full budget at once), the pages
@@ -113,7 +186,7 @@ static void process_free(struct process *p)
 		ptable_remove(&table, &p->ent);
 	if (lc_finalized(p->lc))
 		retained_bytes -= ring_cost(&p->ring);
-	keep_drop(p);
+	keeper_drop(p);
 	ring_free(&p->ring);
 	ev_io_stop(envd_loop, &p->pidfd_w);
 	ev_timer_stop(envd_loop, &p->pidfd_retry_w);
@@ -182,7 +255,7 @@ static void trim_retained(void)
 		if (!lc_finalized(q->lc) || !q->ring.cap || q->subs)
 			continue;
 		retained_bytes -= ring_cost(&q->ring);
-		keep_drop(q);
+		keeper_drop(q);
 		ring_clear(&q->ring);
 	}
 }
@@ -194,7 +267,7 @@ static void finalize(struct process *p)
 	 * removed once empty, not killed. */
 	pcg_leaf_release(p->cg);
 	p->cg = NULL;
-	keep_finalized(p);
+	keeper_finalized(p);
 	stop_io(p);
 	stdin_drop(p, EPIPE);
 	p->paused = false;
@@ -317,7 +390,7 @@ static void child_cb(EV_P_ ev_child *w, int revents)
 		children_seen = now;
 	}
 	waitstatus_describe(w->rstatus, &p->exit_code, &p->exited, p->status, sizeof(p->status));
-	keep_reaped(p);
+	keeper_reaped(p);
 	process_lc_step(p, LC_EV_REAPED);
 	process_leave(p);
 }
@@ -325,18 +398,18 @@ static void child_cb(EV_P_ ev_child *w, int revents)
 /*
  * The end of a process taken back after a crash (not our child): its
  * pidfd turns readable when it exits; the status comes from the reaper
- * (keep_exit_status), which may record it a moment later: retried for up
- * to 5 s, then reported unknown.
+ * (the keeper's exit_status), which may record it a moment later:
+ * retried for up to 5 s, then reported unknown.
  */
 #define PIDFD_RETRY_S 0.02
 #define PIDFD_TRIES 250
 
 static void pidfd_check(struct process *p)
 {
-	struct rusage ru;
+	struct rusage ru = { 0 };
 	int st;
 
-	if (keep_exit_status(p->pid, p->pidfd, &st, &ru) < 0) {
+	if (!process_keeper || process_keeper->exit_status(p->pid, p->pidfd, &st, &ru) < 0) {
 		if (++p->pidfd_tries < PIDFD_TRIES) {
 			ev_timer_set(&p->pidfd_retry_w, PIDFD_RETRY_S, 0.);
 			ev_timer_start(envd_loop, &p->pidfd_retry_w);
@@ -360,7 +433,7 @@ static void pidfd_check(struct process *p)
 		log_msg("warn", "process", "process %d ended while envd was down; its exit status is unknown",
 			(int)p->pid);
 	}
-	keep_reaped(p);
+	keeper_reaped(p);
 	process_lc_step(p, LC_EV_REAPED);
 	process_leave(p);
 }
@@ -835,7 +908,7 @@ static void spawn_register(struct spawn_job *j)
 		ev_timer_start(envd_loop, &p->kill_w);
 	output_arm_reads(p);
 
-	keep_start(p);
+	keeper_start(p);
 	log_info("process", "process %d started: %s%s%s", (int)pid, j->cl, p->tag ? " tag=" : "",
 		 p->tag ? p->tag : "");
 }
@@ -1119,23 +1192,9 @@ void process_snapshot_each(void (*fn)(void *ud, const struct process_snapshot *s
 		   own record carries what can be (session_snapshot_each). */
 		if (p->attached && !lc_finalized(p->lc))
 			continue;
-		s.pid = (uint32_t)p->pid;
-		s.tag = p->tag;
-		s.pty = p->pty;
-		s.config = p->config;
-		s.finished = lc_finalized(p->lc);
-		s.out_fd = p->out_fd;
-		s.err_fd = p->err_fd;
-		s.in_fd = p->pty ? (p->out_fd >= 0 ? p->out_fd : -1) : p->in_fd;
-		s.stdin_close_pending = p->stdin_close_pending;
+		view_of(p, &s);
 		s.timeout_left_ms = timer_left_ms(&p->kill_w);
 		s.retain_left_ms = timer_left_ms(&p->retain_w);
-		s.ring = &p->ring;
-		s.reaped = lc_reaped(p->lc);
-		s.exit_code = p->exit_code;
-		s.exited = p->exited;
-		s.status = p->status;
-		s.cgroup = p->cg ? pcg_leaf_path(p->cg) : NULL;
 		/* Pending input, flattened (chunks may borrow request bytes). */
 		for (struct inchunk *c = p->inq_head; c; c = c->next)
 			n += c->len - c->off;
@@ -1237,6 +1296,8 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 		ev_timer_set(&p->retain_w, s->retain_left_ms > 0 ? (double)s->retain_left_ms / 1000.0 : 0.001,
 			     0.);
 		ev_timer_start(envd_loop, &p->retain_w);
+		/* After a crash its ring is in the keep file, the keeper's. */
+		keeper_start(p);
 		return 0;
 	}
 
@@ -1290,9 +1351,9 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 	if (p->inq_head && p->in_fd >= 0)
 		stdin_flush(p);
 	output_arm_reads(p);
-	/* A live upgrade's process is kept again (a no-op after a crash,
-	 * whose keep file is the process's already). */
-	keep_start(p);
+	/* A live upgrade's process is kept again; after a crash the keeper
+	 * gives back the handle it kept it with. */
+	keeper_start(p);
 	if (p->out_eof && p->err_eof)
 		process_lc_step(p, LC_EV_OUTPUT_EOF);
 	process_leave(p);

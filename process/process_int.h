@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * process_int.h - private to the four files that implement process.h:
+ * process_int.h - private to the three files that implement process.h:
  *
  *   process.c   the process table and each process's lifecycle: start
  *               (spawn jobs), child exit, timers, retention, signals,
@@ -9,12 +9,11 @@
  *               into the ring, and the subscribers (Start/Connect streams)
  *               it is delivered to, with keep-alives and stall handling;
  *   stdin.c     input to the child: the pending-input queue behind
- *               SendInput, StreamInput and CloseStdin;
- *   keep.c      what a restart after a crash needs, kept outside envd.
+ *               SendInput, StreamInput and CloseStdin.
  *
  * Nothing outside process/ includes this; the public surface is process.h.
- * It includes no header of the four files' own (process.h included),
- * so the module graph has no cycle (scripts/check-layers.sh): the four
+ * It includes no header of the three files' own (process.h included),
+ * so the module graph has no cycle (scripts/check-layers.sh): the three
  * include process.h and this, and reach each other only through here.
  * Everything runs on envd_loop.
  */
@@ -94,7 +93,7 @@ struct process {
 	const struct process_attach_ops *aops; /* NULL once it exited */
 	void *aud;
 
-	struct keep *keep;       /* keep.h: state kept for a restart, or NULL */
+	void *keep;              /* process_keeper's handle (keep.c), or NULL */
 	int pidfd;               /* adopted after a crash: its end comes through here */
 	ev_io pidfd_w;
 	ev_timer pidfd_retry_w;  /* the reaper has not recorded the exit yet */
@@ -191,31 +190,5 @@ void stdin_flush(struct process *p);
  * error a write would have given (`e`, e.g. EPIPE once the reader is gone).
  */
 void stdin_drop(struct process *p, int e);
-
-/* ---- keep.c (keep.h: what a restart after a crash needs) ---------------- */
-
-/* A process was registered: its keep file and fds go to the store. */
-void keep_start(struct process *p);
-/* The ring changed (after appends): the header follows. */
-void keep_sync(struct process *p);
-/* The exit is known (reaped). */
-void keep_reaped(struct process *p);
-/* envd closed the process's stdin: the stored copy goes too, or the
- * command would never read EOF. */
-void keep_stdin_closed(struct process *p);
-/* The process ended and is retained: its I/O leaves the store, the keep
- * file (the ring for late Connects) stays. */
-void keep_finalized(struct process *p);
-/* The process (or its ring) is dropped: everything leaves the store and
- * the ring forgets its storage. */
-void keep_drop(struct process *p);
-
-/*
- * How an adopted process (not our child) ended: from its pidfd where the
- * kernel tells (PIDFD_INFO_EXIT), else from the reaper's exit ring.
- * Returns 0 with the wait status and usage, or -EAGAIN while neither
- * knows yet (the reaper has not got to it).
- */
-int keep_exit_status(pid_t pid, int pidfd, int *status, struct rusage *ru);
 
 #endif

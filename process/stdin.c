@@ -127,7 +127,8 @@ done:
 	if (p->stdin_close_pending) {
 		p->stdin_close_pending = false;
 		close_fd(&p->in_fd);
-		keep_stdin_closed(p);
+		if (p->keep)
+			process_keeper->stdin_closed(p->keep);
 	}
 	return;
 full:
@@ -289,6 +290,7 @@ enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen)
 	}
 	ev_io_stop(envd_loop, &p->in_w);
 	close_fd(&p->in_fd);
-	keep_stdin_closed(p);
+	if (p->keep)
+		process_keeper->stdin_closed(p->keep);
 	return RPC_OK;
 }
