@@ -157,7 +157,7 @@ static void keeper_drop(struct process *p)
 
 /*
  * What a retained ring costs against the retention budget: its storage;
- * for one lent by keep.c (mapped at its full budget at once), the pages
+ * for one lent by the keeper (mapped at its full budget at once), the pages
  * written so far, all of them once it has wrapped. Constant once the
  * process is finalized (no more output), as the budget's sums need.
  */
@@ -202,24 +202,12 @@ static void process_free(struct process *p)
 static void trim_retained(void);
 static size_t retain_budget(void);
 
-void process_leave(struct process *p)
+/* The end of a callback's work on p (process_enter in process_int.h). */
+static void process_leave(struct process *p)
 {
-	struct sub **pp;
-
 	if (--p->depth > 0)
 		return;
-	for (pp = &p->subs; *pp;) {
-		struct sub *s = *pp;
-
-		if (s->call) {
-			pp = &s->next;
-			continue;
-		}
-		*pp = s->next;
-		ev_timer_stop(envd_loop, &s->ka);
-		free(s);
-	}
-	output_update_reading(p);
+	output_settle(p);
 	if (p->lc == LC_EXPIRED && !p->subs) {
 		process_free(p);
 		return;
@@ -341,7 +329,7 @@ static void make_end(struct process *p)
  * Apply a lifecycle event (lifecycle.h has the table) and perform what
  * entering the new state means. Events that do not apply are ignored.
  */
-void process_lc_step(struct process *p, enum lc_event e)
+static void process_lc_step(struct process *p, enum lc_event e)
 {
 	enum lc_state prev = p->lc, next = lifecycle_next(prev, e);
 
@@ -498,7 +486,7 @@ static void init_timers(struct process *p, double timeout_s)
 	p->kill_w.data = p;
 	ev_timer_init(&p->retain_w, retain_cb, PROCESS_RETAIN_S, 0.);
 	p->retain_w.data = p;
-	ev_timer_init(&p->stall_w, output_stall_cb, PROCESS_STALL_S, 0.);
+	ev_timer_init(&p->stall_w, output_stall_cb, OUTPUT_STALL_S, 0.);
 	p->stall_w.data = p;
 }
 
@@ -530,7 +518,8 @@ void process_on_activity(void (*fn)(void))
 	activity_fn = fn;
 }
 
-void process_activity(void)
+/* A client started a process or wrote to one (process_on_activity). */
+static void process_activity(void)
 {
 	if (activity_fn)
 		activity_fn();
@@ -708,6 +697,43 @@ static enum rpc_code place(struct process *p, const struct process_spec *s, char
 	return RPC_OK;
 }
 
+/* ---- what output.c and stdin.c report up ---------------------------------- */
+
+static void out_eof(struct process *p)
+{
+	process_lc_step(p, LC_EV_OUTPUT_EOF);
+}
+
+static void out_appended(struct process *p)
+{
+	if (p->keep)
+		process_keeper->sync(p->keep, &p->ring);
+}
+
+static void out_fill_end(struct process *p, Process__ProcessEvent__EndEvent *end)
+{
+	if (p->track)
+		process_tracker->fill(p->track, end);
+}
+
+static const struct output_hooks out_hooks = {
+	.leave = process_leave,
+	.eof = out_eof,
+	.appended = out_appended,
+	.fill_end = out_fill_end,
+};
+
+static void in_closed(struct process *p)
+{
+	if (p->keep)
+		process_keeper->stdin_closed(p->keep);
+}
+
+static const struct stdin_hooks in_hooks = {
+	.leave = process_leave,
+	.closed = in_closed,
+};
+
 static void init_once(void)
 {
 	static bool done;
@@ -716,6 +742,8 @@ static void init_once(void)
 	if (done)
 		return;
 	done = true;
+	output_init(&out_hooks);
+	stdin_init(&in_hooks);
 	/* A child that closes its stdin must not take envd down with SIGPIPE. */
 	if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL)
 		signal(SIGPIPE, SIG_IGN);
@@ -946,7 +974,7 @@ static void spawn_job_done(void *arg)
 	} else {
 		spawn_register(j);
 		if (call)
-			sub_attach(j->p, call, false, false, 0);
+			output_attach(j->p, call, false, false, 0);
 	}
 	spawns_end();
 	spawn_job_free(j);
@@ -1114,6 +1142,38 @@ fail:
 	return code;
 }
 
+/* ---- streams and input ------------------------------------------------------ */
+
+unsigned process_max_subs = 128;
+
+void process_subscribe(struct process *p, struct rpc_call *call, bool replay, uint64_t from)
+{
+	if (output_streams(p) >= process_max_subs) {
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "process %d already has %u attached streams",
+			 (int)p->pid, process_max_subs);
+		return;
+	}
+	output_attach(p, call, true, replay, from);
+}
+
+enum rpc_code process_write_input(struct process *p, struct rpc_call *call, bool stream,
+				  bool to_pty, const uint8_t *data, size_t n, bool *later,
+				  char *err, size_t errlen)
+{
+	process_activity();
+	return stdin_write(p, call, stream, to_pty, data, n, later, err, errlen);
+}
+
+void process_input_forget(struct process *p, struct rpc_call *call)
+{
+	stdin_forget(p, call);
+}
+
+enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen)
+{
+	return stdin_close(p, err, errlen);
+}
+
 /* ---- lookups ------------------------------------------------------------------ */
 
 struct process *process_find_pid(uint32_t pid, bool retained_too)
@@ -1219,8 +1279,7 @@ void process_end_streams(enum rpc_code code, const char *msg)
 		struct process *p = of_entry(e);
 
 		process_enter(p);
-		for (struct sub *s = p->subs; s; s = s->next)
-			sub_fail(s, code, "%s", msg);
+		output_end_streams(p, code, msg);
 		process_leave(p);
 	}
 }
@@ -1420,7 +1479,7 @@ enum rpc_code process_attach(const struct process_spec *s, uint32_t pid, const i
 		ev_timer_start(envd_loop, &p->kill_w);
 	output_arm_reads(p);
 	if (call)
-		sub_attach(p, call, false, false, 0);
+		output_attach(p, call, false, false, 0);
 	*out = p;
 	return RPC_OK;
 }

@@ -14,7 +14,7 @@
  *     (or, if it asked for replay, told about the gap and moved on);
  *   - the child is paced only while *every* subscriber is more than half a
  *     ring behind (so a lone reader gets complete output, as with a plain
- *     pipe); if none of them makes progress for PROCESS_STALL_S seconds
+ *     pipe); if none of them makes progress for OUTPUT_STALL_S seconds
  *     they are dropped and reading resumes, so a dead peer cannot wedge
  *     the process.
  *
@@ -62,11 +62,8 @@ extern size_t process_ring_size;
 
 #define PROCESS_RETAIN_S 30.0
 #define PROCESS_GRACE_S 2.0
-#define PROCESS_STALL_S 10.0
 /* Streams attached to one process at once (flag -max-process-streams). */
 extern unsigned process_max_subs;
-/* Copied input bytes a process holds before StreamInput calls are paused. */
-#define PROCESS_STDIN_MAX (4u * 1024 * 1024)
 
 struct process_spec {
 	const Process__ProcessConfig *config; /* copied */
@@ -132,7 +129,7 @@ enum rpc_code process_signal(struct process *p, int sig, char *err, size_t errle
 /*
  * Input to the process's stdin (SendInput, StreamInput) with back-pressure.
  * Bytes the pipe does not take at once wait in order; owned copies are
- * bounded by PROCESS_STDIN_MAX:
+ * bounded by 4 MiB (STDIN_QUEUE_MAX):
  *   - `stream` (a StreamInput call): the message is copied, and when the
  *     bound is exceeded the call is paused (rpc_call_pause_input) until
  *     the pipe drains below half of it;

@@ -38,7 +38,7 @@
 struct sub {
 	struct sub *next;
 	struct process *p;
-	struct rpc_call *call;   /* NULL once the call is over; freed in process_leave() */
+	struct rpc_call *call;   /* NULL once the call is over; freed in output_settle() */
 	uint64_t cursor;         /* next offset to send */
 	uint64_t stall_mark;     /* cursor when the stall timer was armed */
 	bool connect;            /* ConnectResponse rather than StartResponse */
@@ -124,30 +124,41 @@ static inline void close_fd(int *fd)
 	*fd = -1;
 }
 
-/* ---- process.c ----------------------------------------------------------- */
-
 /*
- * Callbacks bracket their work with process_enter/process_leave so that
+ * Callbacks bracket their work with process_enter and the leave hook
+ * (output_hooks, stdin_hooks: process.c's process_leave) so that
  * subscribers cancelled in the middle (rpc_send may report a dead peer at
  * once) and the process itself are only freed when nothing uses them any
- * more. The outermost process_leave frees the subscribers whose call is
- * over, updates output reading, and frees an expired process.
+ * more. The outermost leave frees the subscribers whose call is over
+ * (output_settle), updates output reading, and frees an expired process.
  */
 static inline void process_enter(struct process *p)
 {
 	p->depth++;
 }
 
-void process_leave(struct process *p);
-
-/* Apply a lifecycle event (lifecycle.h) and do what entering the new state
- * means; events that do not apply are ignored. */
-void process_lc_step(struct process *p, enum lc_event e);
-
-/* A client started a process or wrote to one (process_on_activity). */
-void process_activity(void);
-
 /* ---- output.c ------------------------------------------------------------ */
+
+/* A stream that took nothing for this long while reading was paused for it
+ * is ended, so the process can go on. */
+#define OUTPUT_STALL_S 10.0
+
+/*
+ * What output.c tells process.c, which owns the table and the lifecycle
+ * (installed once with output_init):
+ *   leave     the outermost callback working on p is done (see above);
+ *   eof       both output streams reached EOF;
+ *   appended  output was appended to the ring;
+ *   fill_end  add what the table knows to an end event (the command's
+ *             changes): output.c fills the exit and the usage.
+ */
+struct output_hooks {
+	void (*leave)(struct process *p);
+	void (*eof)(struct process *p);
+	void (*appended)(struct process *p);
+	void (*fill_end)(struct process *p, Process__ProcessEvent__EndEvent *end);
+};
+void output_init(const struct output_hooks *hooks);
 
 /* The output watchers' callback (out_w and err_w) and the stall timer's. */
 void output_read_cb(EV_P_ ev_io *w, int revents);
@@ -167,19 +178,40 @@ void output_fanout(struct process *p);
  * start event, then output from `from` (when `replay`) or from now on.
  * Fails the call when out of memory.
  */
-void sub_attach(struct process *p, struct rpc_call *call, bool connect, bool replay,
-		uint64_t from);
+void output_attach(struct process *p, struct rpc_call *call, bool connect, bool replay,
+		   uint64_t from);
 
-/* End the subscriber's call with `code`; it is freed by process_leave. */
-void sub_fail(struct sub *s, enum rpc_code code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+/* Streams attached to p whose call is not over. */
+unsigned output_streams(const struct process *p);
+
+/* End every stream attached to p with `code` and `msg`. */
+void output_end_streams(struct process *p, enum rpc_code code, const char *msg);
+
+/* Free the subscribers whose call is over, then update reading (the
+ * outermost leave). */
+void output_settle(struct process *p);
 
 /* ---- stdin.c ------------------------------------------------------------- */
+
+/* Copied input bytes a process holds before StreamInput calls are paused. */
+#define STDIN_QUEUE_MAX (4u * 1024 * 1024)
+
+/*
+ * What stdin.c tells process.c (installed once with stdin_init):
+ *   leave   as output_hooks.leave;
+ *   closed  envd closed the child's stdin (CloseStdin, once what was
+ *           queued is written).
+ */
+struct stdin_hooks {
+	void (*leave)(struct process *p);
+	void (*closed)(struct process *p);
+};
+void stdin_init(const struct stdin_hooks *hooks);
 
 /* The stdin watcher's callback (in_w): write what is pending. */
 void stdin_cb(EV_P_ ev_io *w, int revents);
 
-/* Queue a chunk (owned chunks count against PROCESS_STDIN_MAX). */
+/* Queue a chunk (owned chunks count against STDIN_QUEUE_MAX). */
 void stdin_append(struct process *p, struct inchunk *c);
 
 /* Write pending chunks in order until the pipe is full. */
@@ -190,5 +222,12 @@ void stdin_flush(struct process *p);
  * error a write would have given (`e`, e.g. EPIPE once the reader is gone).
  */
 void stdin_drop(struct process *p, int e);
+
+/* process_write_input, process_input_forget and process_close_stdin
+ * (process.h has the contract). */
+enum rpc_code stdin_write(struct process *p, struct rpc_call *call, bool stream, bool to_pty,
+			  const uint8_t *data, size_t n, bool *later, char *err, size_t errlen);
+void stdin_forget(struct process *p, struct rpc_call *call);
+enum rpc_code stdin_close(struct process *p, char *err, size_t errlen);
 
 #endif
