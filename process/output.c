@@ -4,12 +4,12 @@
  * child's pipes or PTY master are read into the ring, and every subscriber
  * (Start or Connect stream) is a cursor into it, sent what fanout.h allows.
  * What it learns that the table must act on goes up through the hooks
- * process.c installs (output_init). Private interface: process_int.h.
+ * process.c installs (output_init).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "process/process_int.h"
+#include "process/output.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,21 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * process_int.h - private to the three files that implement process.h:
+ * process_int.h - the state of one started or attached command, shared by
+ * the three files that implement process.h:
  *
  *   process.c   the process table and each process's lifecycle: start
  *               (spawn jobs), child exit, timers, retention, signals,
  *               lookups, snapshot/adopt for a live upgrade;
- *   output.c    the output path: the child's pipes (or PTY master) read
- *               into the ring, and the subscribers (Start/Connect streams)
- *               it is delivered to, with keep-alives and stall handling;
- *   stdin.c     input to the child: the pending-input queue behind
- *               SendInput, StreamInput and CloseStdin.
+ *   output.c    (output.h) the output path: the child's pipes (or PTY
+ *               master) read into the ring, and the subscribers
+ *               (Start/Connect streams) it is delivered to;
+ *   stdin.c     (stdin.h) input to the child: the pending-input queue
+ *               behind SendInput, StreamInput and CloseStdin.
  *
- * Nothing outside process/ includes this; the public surface is process.h.
- * It includes no header of the three files' own (process.h included),
- * so the module graph has no cycle (scripts/check-layers.sh): the three
- * include process.h and this, and reach each other only through here.
- * Everything runs on envd_loop.
+ * Types only (and process_enter): it declares no function of the three.
+ * process.c calls down into output.h and stdin.h; those two report up
+ * through hooks process.c installs, so the dependency runs one way
+ * (scripts/check-layers.sh sees it). Nothing outside process/ includes
+ * this; the public surface is process.h. Everything runs on envd_loop.
  */
 #ifndef PROCESS_PROCESS_INT_H
 #define PROCESS_PROCESS_INT_H
@@ -136,98 +137,5 @@ static inline void process_enter(struct process *p)
 {
 	p->depth++;
 }
-
-/* ---- output.c ------------------------------------------------------------ */
-
-/* A stream that took nothing for this long while reading was paused for it
- * is ended, so the process can go on. */
-#define OUTPUT_STALL_S 10.0
-
-/*
- * What output.c tells process.c, which owns the table and the lifecycle
- * (installed once with output_init):
- *   leave     the outermost callback working on p is done (see above);
- *   eof       both output streams reached EOF;
- *   appended  output was appended to the ring;
- *   fill_end  add what the table knows to an end event (the command's
- *             changes): output.c fills the exit and the usage.
- */
-struct output_hooks {
-	void (*leave)(struct process *p);
-	void (*eof)(struct process *p);
-	void (*appended)(struct process *p);
-	void (*fill_end)(struct process *p, Process__ProcessEvent__EndEvent *end);
-};
-void output_init(const struct output_hooks *hooks);
-
-/* The output watchers' callback (out_w and err_w) and the stall timer's. */
-void output_read_cb(EV_P_ ev_io *w, int revents);
-void output_stall_cb(EV_P_ ev_timer *w, int revents);
-
-/* Start or stop the output watchers for the current state. */
-void output_arm_reads(struct process *p);
-
-/* Pause reading only while every live subscriber lags by over half a ring. */
-void output_update_reading(struct process *p);
-
-/* Send every subscriber what it may have now (fanout.h has the policy). */
-void output_fanout(struct process *p);
-
-/*
- * Subscribe `call` (a Start stream, or a Connect one when `connect`): the
- * start event, then output from `from` (when `replay`) or from now on.
- * Fails the call when out of memory.
- */
-void output_attach(struct process *p, struct rpc_call *call, bool connect, bool replay,
-		   uint64_t from);
-
-/* Streams attached to p whose call is not over. */
-unsigned output_streams(const struct process *p);
-
-/* End every stream attached to p with `code` and `msg`. */
-void output_end_streams(struct process *p, enum rpc_code code, const char *msg);
-
-/* Free the subscribers whose call is over, then update reading (the
- * outermost leave). */
-void output_settle(struct process *p);
-
-/* ---- stdin.c ------------------------------------------------------------- */
-
-/* Copied input bytes a process holds before StreamInput calls are paused. */
-#define STDIN_QUEUE_MAX (4u * 1024 * 1024)
-
-/*
- * What stdin.c tells process.c (installed once with stdin_init):
- *   leave   as output_hooks.leave;
- *   closed  envd closed the child's stdin (CloseStdin, once what was
- *           queued is written).
- */
-struct stdin_hooks {
-	void (*leave)(struct process *p);
-	void (*closed)(struct process *p);
-};
-void stdin_init(const struct stdin_hooks *hooks);
-
-/* The stdin watcher's callback (in_w): write what is pending. */
-void stdin_cb(EV_P_ ev_io *w, int revents);
-
-/* Queue a chunk (owned chunks count against STDIN_QUEUE_MAX). */
-void stdin_append(struct process *p, struct inchunk *c);
-
-/* Write pending chunks in order until the pipe is full. */
-void stdin_flush(struct process *p);
-
-/*
- * Drop all pending input; unary SendInput calls waiting on it get the
- * error a write would have given (`e`, e.g. EPIPE once the reader is gone).
- */
-void stdin_drop(struct process *p, int e);
-
-/* process_write_input, process_input_forget and process_close_stdin
- * (process.h has the contract). */
-enum rpc_code stdin_write(struct process *p, struct rpc_call *call, bool stream, bool to_pty,
-			  const uint8_t *data, size_t n, bool *later, char *err, size_t errlen);
-void stdin_forget(struct process *p, struct rpc_call *call);
-enum rpc_code stdin_close(struct process *p, char *err, size_t errlen);
 
 #endif

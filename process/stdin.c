@@ -4,12 +4,11 @@
  * contract): bytes the pipe or PTY does not take at once wait in order,
  * with back-pressure on the calls that sent them. What the table must
  * know goes up through the hooks process.c installs (stdin_init).
- * Private interface: process_int.h.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "process/process_int.h"
+#include "process/stdin.h"
 
 #include <errno.h>
 #include <stdio.h>
