@@ -185,10 +185,12 @@ Test(process, started_without_a_stream)
 	struct user u;
 	char **envp;
 	char err[256];
-	char *args[] = { "-c", "exit 4" };
+	/* It waits for a line, so it is listed until the test sends one. */
+	char *args[] = { "-c", "read a; exit 4" };
 	Process__ProcessConfig c = PROCESS__PROCESS_CONFIG__INIT;
 	struct process_spec s = { 0 };
 	struct process *p;
+	bool later;
 
 	cr_assert_eq(user_lookup("root", &u, NULL, 0), 0);
 	envp = procenv_for(&u, NULL, 0);
@@ -198,6 +200,7 @@ Test(process, started_without_a_stream)
 	c.n_args = 2;
 	s.config = &c;
 	s.tag = "quiet";
+	s.stdin_pipe = true;
 	s.user = &u;
 	s.cwd = "/";
 	s.envp = envp;
@@ -206,8 +209,13 @@ Test(process, started_without_a_stream)
 	cr_assert(wire_until(NULL, any_listed, NULL));
 	p = process_first();
 	uint32_t pid = process_pid(p);
+	cr_expect_eq(process_count(), 1);
+	cr_expect_null(process_next(p));
+	cr_expect_eq(process_find_tag("quiet", false), p);
 	cr_expect_str_eq(process_tag(p), "quiet");
 	cr_expect_str_eq(process_config(p)->cmd, "/bin/sh");
+	cr_assert_eq(process_write_input(p, NULL, false, false, (const uint8_t *)"\n", 1, &later, err, sizeof(err)),
+		     RPC_OK, "%s", err);
 	cr_assert(wire_until(NULL, not_listed, (void *)(uintptr_t)pid));
 	p = process_find_tag("quiet", true);
 	cr_assert_not_null(p, "retained for a late Connect");

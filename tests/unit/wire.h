@@ -36,7 +36,9 @@
 #include "http/conn.h"
 #include "rpc/rpc.h"
 
+#ifndef WIRE_HANG_S
 #define WIRE_HANG_S 300
+#endif
 #define WIRE_CAP (1 << 20)
 
 struct wire {
@@ -117,7 +119,7 @@ static inline bool wire_until(struct wire *w, bool (*pred)(void *ud), void *ud)
 	return true;
 }
 
-static struct wire *wire_open(void)
+static inline struct wire *wire_open(void)
 {
 	struct wire *w = calloc(1, sizeof(*w));
 	int sv[2];
@@ -226,7 +228,7 @@ static inline long wire_body(struct wire *w, bool *done)
 
 /* The i-th enveloped message of a streaming response, parsed, with its
  * flags (2: the end of the stream); NULL while it has not come. */
-static json_t *wire_envelope(struct wire *w, int i, int *flags)
+static inline json_t *wire_envelope(struct wire *w, int i, int *flags)
 {
 	bool done;
 	long n = wire_body(w, &done);
@@ -262,7 +264,7 @@ static inline bool wire_got_envelope(void *ud)
 }
 
 /* Wait for the i-th message of a stream (a hang fails the test). */
-static json_t *wire_next(struct wire *w, int i, int *flags)
+static inline json_t *wire_next(struct wire *w, int i, int *flags)
 {
 	struct wire_wait ww = { .w = w, .i = i };
 
@@ -279,7 +281,7 @@ static inline bool wire_whole(void *ud)
 }
 
 /* A unary call: the HTTP status and the body parsed as JSON (a new ref). */
-static json_t *wire_unary(const char *path, const char *json, const char *auth, int *status)
+static inline json_t *wire_unary(const char *path, const char *json, const char *auth, int *status)
 {
 	struct wire *w = wire_open();
 	json_t *out;
@@ -297,7 +299,7 @@ static json_t *wire_unary(const char *path, const char *json, const char *auth, 
 }
 
 /* A string member of a JSON object by a dotted path ("error.code"), or NULL. */
-static const char *wire_str(json_t *v, const char *dotted)
+static inline const char *wire_str(json_t *v, const char *dotted)
 {
 	char key[128];
 	const char *p = dotted;
