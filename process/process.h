@@ -14,9 +14,9 @@
  *     (or, if it asked for replay, told about the gap and moved on);
  *   - the child is paced only while *every* subscriber is more than half a
  *     ring behind (so a lone reader gets complete output, as with a plain
- *     pipe); if none of them makes progress for OUTPUT_STALL_S seconds
- *     they are dropped and reading resumes, so a dead peer cannot wedge
- *     the process.
+ *     pipe); if none of them makes progress for 10 s (OUTPUT_STALL_S in
+ *     output.h) they are dropped and reading resumes, so a dead peer
+ *     cannot wedge the process.
  *
  * The decisions themselves are the pure functions of fanout.h.
  *
@@ -129,7 +129,7 @@ enum rpc_code process_signal(struct process *p, int sig, char *err, size_t errle
 /*
  * Input to the process's stdin (SendInput, StreamInput) with back-pressure.
  * Bytes the pipe does not take at once wait in order; owned copies are
- * bounded by 4 MiB (STDIN_QUEUE_MAX):
+ * bounded by 4 MiB (STDIN_QUEUE_MAX in stdin.h):
  *   - `stream` (a StreamInput call): the message is copied, and when the
  *     bound is exceeded the call is paused (rpc_call_pause_input) until
  *     the pipe drains below half of it;
