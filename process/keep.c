@@ -207,9 +207,7 @@ static void keep_free(struct keep *k)
 static void *keep_start(struct process *p, const struct process_snapshot *s)
 {
 	static bool said;
-	size_t cfg_len, rec = record_size(s, &cfg_len);
-	size_t ring_off = (KEEP_HDR + rec + 63) / 64 * 64;
-	size_t len = ring_off + s->ring->max;
+	size_t cfg_len, rec, ring_off, len;
 	struct keep *k = NULL;
 	int fd = -1;
 
@@ -222,6 +220,9 @@ static void *keep_start(struct process *p, const struct process_snapshot *s)
 	 * in the record and is not kept again. */
 	if (!keep_enabled || s->finished)
 		return NULL;
+	rec = record_size(s, &cfg_len);
+	ring_off = (KEEP_HDR + rec + 63) / 64 * 64;
+	len = ring_off + s->ring->max;
 	if (!(k = calloc(1, sizeof(*k))))
 		goto fail;
 	fd = memfd_create("envd-process", MFD_CLOEXEC);
