@@ -380,6 +380,12 @@ static int users_join_clean(const char *a, const char *b, char *out, size_t outl
 	return 0;
 }
 
+static void join_error(int rc, const char *path, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s: %s", rc == -ENOMEM ? "out of memory resolving path" : "path too long",
+		 path);
+}
+
 int path_resolve(const struct user *u, const char *path, const char *default_workdir, char *out,
 		 size_t outlen, char *err, size_t errlen)
 {
@@ -393,7 +399,7 @@ int path_resolve(const struct user *u, const char *path, const char *default_wor
 		if (path[1] == '\0' || path[1] == '/' || path[1] == '\\') {
 			rc = users_join_clean(u->home, path + 1, out, outlen);
 			if (rc < 0 && err)
-				snprintf(err, errlen, "path too long: %s", path);
+				join_error(rc, path, err, errlen);
 			return rc;
 		}
 		if (err)
@@ -413,7 +419,7 @@ int path_resolve(const struct user *u, const char *path, const char *default_wor
 	}
 	rc = users_join_clean(u->home, path, out, outlen);
 	if (rc < 0 && err)
-		snprintf(err, errlen, "path too long: %s", path);
+		join_error(rc, path, err, errlen);
 	return rc;
 }
 

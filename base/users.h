@@ -51,8 +51,9 @@ extern const char *users_group_path;
  * Resolve a request path for `u`: "" -> default workdir (when
  * set, may be NULL) else home; "~" and "~/x" -> under home, cleaned;
  * absolute paths returned unchanged (not cleaned); relative paths joined
- * onto home and cleaned. Returns 0; -EINVAL for "~other" forms (message in
- * err); -ENAMETOOLONG.
+ * onto home and cleaned. Returns 0, or with a message in err (may be
+ * NULL): -EINVAL for "~other" forms ("failed to expand path ..."),
+ * -ENAMETOOLONG ("path too long: <path>"), -ENOMEM.
  */
 int path_resolve(const struct user *u, const char *path, const char *default_workdir, char *out,
 		 size_t outlen, char *err, size_t errlen);

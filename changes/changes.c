@@ -23,6 +23,7 @@
 #include "changes/source.h"
 #include "changes/tracker.h"
 #include "proto/pbjson.h"
+#include "rpc/caller.h"
 
 size_t changes_max_paths = 200000;
 enum changes_source changes_source = CHANGES_SOURCE_AUTO;
@@ -204,7 +205,6 @@ void changes_rpc(struct rpc_call *call, const ProtobufCMessage *msg)
 	char err[PATH_MAX + 256];
 	struct user u;
 	struct ask *a;
-	int rc;
 
 	if (!source_on()) {
 		rpc_fail(call, RPC_FAILED_PRECONDITION, "the change journal is off (-changes-max-paths 0)");
@@ -214,13 +214,12 @@ void changes_rpc(struct rpc_call *call, const ProtobufCMessage *msg)
 		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
-	if ((rc = rpc_call_user(call, &u, err, sizeof(err)))) {
-		rpc_fail(call, (enum rpc_code)rc, "%s", err);
+	/* No path: every change (not the default workdir's). */
+	if (caller_of(call, req->path && *req->path ? req->path : NULL, &u, a->prefix, sizeof(a->prefix)) < 0) {
 		ask_free(a);
 		return;
 	}
-	if (ask_prefix(a, &u, req->path, err, sizeof(err)) < 0 ||
-	    ask_parse_since(a, req->since, err, sizeof(err)) < 0) {
+	if (ask_parse_since(a, req->since, err, sizeof(err)) < 0) {
 		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
 		ask_free(a);
 		return;

@@ -41,6 +41,7 @@
 
 #include "base/log.h"
 #include "base/loop.h"
+#include "base/procstat.h"
 #include "changes/inotree.h"
 #include "changes/journal.h"
 #include "base/uptmp.h"
@@ -505,14 +506,10 @@ static void attribute(pid_t pid, uint8_t *attr, uint32_t *cmd)
 	/* Without cgroups: the parent chain, while it is still there. */
 	pid_t p = pid;
 	for (int depth = 0; depth < 64 && p > 1; depth++) {
-		snprintf(path, sizeof(path), "/proc/%d/stat", (int)p);
-		if (!read_small(path, buf, sizeof(buf)))
+		struct procstat st;
+		if (procstat_read(p, &st) < 0)
 			break;
-		char *rp = strrchr(buf, ')');
-		int ppid;
-		if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
-			break;
-		p = ppid;
+		p = st.ppid;
 		pthread_mutex_lock(&C.mu);
 		r = reg_by_pid(p);
 		if (r) {

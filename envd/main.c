@@ -359,7 +359,7 @@ int main(int argc, char **argv)
 		upgrade_preflight_s = (double)flag_get("upgrade-preflight-ms")->v.i / 1000.0;
 	upgrade_set_argv(argc, argv);
 	bool resume = flag_get("resume-handover")->v.b;
-	keep_enabled = sdnotify_available() && !flag_get("no-crash-keep")->v.b;
+	keep_setup(sdnotify_available() && !flag_get("no-crash-keep")->v.b);
 	/* What a killed envd kept in the fd store: the /init state now,
 	 * before the port answers a request without the token; processes
 	 * once the cgroups are set up. */

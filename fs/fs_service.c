@@ -31,12 +31,12 @@
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/reqjob.h"
-#include "base/state.h"
 #include "base/users.h"
 #include "fs/legacy.h"
 #include "fs/tools.h"
 #include "fs/watch.h"
 #include "http/http.h"
+#include "rpc/caller.h"
 #include "rpc/rpcerr.h"
 #include "rpc/rpcjob.h"
 #include "base/worker.h"
@@ -81,27 +81,6 @@ static int fs_send(struct rpc_call *call, const ProtobufCMessage *msg)
 
 	arena_free(&a);
 	return rc;
-}
-
-
-/*
- * Resolve the call's user and `path`. On failure the call is answered and
- * -1 returned.
- */
-static int call_path(struct rpc_call *call, const char *path, struct user *u, char *out, size_t outlen)
-{
-	char err[ERRLEN];
-	int rc = rpc_call_user(call, u, err, sizeof(err));
-
-	if (rc) {
-		rpc_fail(call, (enum rpc_code)rc, "%s", err);
-		return -1;
-	}
-	if (path_resolve(u, path, state_default_workdir(), out, outlen, err, sizeof(err)) < 0) {
-		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
-		return -1;
-	}
-	return 0;
 }
 
 static enum rpc_code entry_code(int rc)
@@ -257,19 +236,13 @@ static struct fs_job *job_new(struct rpc_call *call, const char *req_path, const
 {
 	struct fs_job *j = job_alloc();
 	struct user u;
-	char err[ERRLEN];
 
 	if (!j) {
 		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		return NULL;
 	}
-	if (call_path(call, req_path, &u, j->path, sizeof(j->path))) {
-		job_release(j);
-		return NULL;
-	}
-	if (req_path2 && path_resolve(&u, req_path2, state_default_workdir(), j->path2, sizeof(j->path2), err,
-				      sizeof(err)) < 0) {
-		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
+	if (caller_of(call, req_path, &u, j->path, sizeof(j->path)) < 0 ||
+	    (req_path2 && caller_path(call, &u, req_path2, j->path2, sizeof(j->path2)) < 0)) {
 		job_release(j);
 		return NULL;
 	}
@@ -677,7 +650,7 @@ static void watch_submit(struct rpc_call *call, const char *req_path, bool recur
 		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
-	if (call_path(call, req_path, &u, j->path, sizeof(j->path))) {
+	if (caller_of(call, req_path, &u, j->path, sizeof(j->path)) < 0) {
 		free(j);
 		return;
 	}

@@ -28,11 +28,11 @@
 #include "base/errstr.h"
 #include "base/fsid.h"
 #include "base/loop.h"
-#include "base/state.h"
 #include "base/users.h"
 #include "base/worker.h"
 #include "filesystem.pb-c.h"
 #include "fs/entry.h"
+#include "rpc/caller.h"
 #include "search/glob.h"
 #include "search/pattern.h"
 #include "search/scan.h"
@@ -893,21 +893,12 @@ static struct tool *tool_new(struct rpc_call *call, enum tool_kind kind, const c
 {
 	struct tool *t = calloc(1, sizeof(*t));
 	struct user u;
-	char err[ERRLEN];
-	int rc;
 
 	if (!t) {
 		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		return NULL;
 	}
-	rc = rpc_call_user(call, &u, err, sizeof(err));
-	if (rc) {
-		rpc_fail(call, (enum rpc_code)rc, "%s", err);
-		free(t);
-		return NULL;
-	}
-	if (path_resolve(&u, req_path, state_default_workdir(), t->root, sizeof(t->root), err, sizeof(err)) < 0) {
-		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
+	if (caller_of(call, req_path, &u, t->root, sizeof(t->root)) < 0) {
 		free(t);
 		return NULL;
 	}
@@ -1256,7 +1247,6 @@ void fs_tools_read_lines(struct rpc_call *call, const ProtobufCMessage *msg)
 	const Filesystem__ReadLinesRequest *req = (const Filesystem__ReadLinesRequest *)msg;
 	struct read_job *j;
 	struct user u;
-	char err[ERRLEN];
 	int64_t ms;
 	int rc;
 
@@ -1273,14 +1263,7 @@ void fs_tools_read_lines(struct rpc_call *call, const ProtobufCMessage *msg)
 		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
-	rc = rpc_call_user(call, &u, err, sizeof(err));
-	if (rc) {
-		rpc_fail(call, (enum rpc_code)rc, "%s", err);
-		free(j);
-		return;
-	}
-	if (path_resolve(&u, req->path, state_default_workdir(), j->path, sizeof(j->path), err, sizeof(err)) < 0) {
-		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
+	if (caller_of(call, req->path, &u, j->path, sizeof(j->path)) < 0) {
 		free(j);
 		return;
 	}

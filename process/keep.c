@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * keep.c - a process's adoption state outside envd's memory (keep.h).
+ * keep.c - a process's adoption state outside envd's memory (keep.h): an
+ * observer of the process table (struct process_keeper, process.h).
  */
 #include "process/keep.h"
 
@@ -20,11 +21,12 @@
 #include "base/log.h"
 #include "base/sdnotify.h"
 #include "process/process.h"
-#include "process/process_int.h"
+#include "process/ring.h"
 
 bool keep_enabled;
-/* Taking processes back: process_adopt must not start new keep files. */
-static bool adopting;
+/* Taking a process back after a crash: the keep file it is adopted with,
+ * which the table's start hook gets instead of a new one. */
+static struct keep *adopting;
 
 #define KEEP_MAGIC 0x3150454bu /* "KEP1" */
 /* The header's room; the record follows it and the ring follows the
@@ -60,6 +62,7 @@ struct keep {
 	int fd;
 	uint8_t *map;
 	size_t len;
+	pid_t pid;
 };
 
 static struct keep_hdr *hdr_of(const struct keep *k)
@@ -108,25 +111,25 @@ static uint32_t get_u32(const uint8_t *p)
 	return v;
 }
 
-static size_t record_size(const struct process *p, size_t *cfg_len)
+static size_t record_size(const struct process_snapshot *s, size_t *cfg_len)
 {
-	const char *cg = p->cg ? pcg_leaf_path(p->cg) : NULL;
+	const char *cg = s->cgroup;
 
-	*cfg_len = p->config ? process__process_config__get_packed_size(p->config) : 0;
-	return 12 + *cfg_len + (p->tag ? strlen(p->tag) : 0) + (cg ? strlen(cg) : 0);
+	*cfg_len = s->config ? process__process_config__get_packed_size(s->config) : 0;
+	return 12 + *cfg_len + (s->tag ? strlen(s->tag) : 0) + (cg ? strlen(cg) : 0);
 }
 
-static void record_write(const struct process *p, uint8_t *out, size_t cfg_len)
+static void record_write(const struct process_snapshot *s, uint8_t *out, size_t cfg_len)
 {
-	const char *cg = p->cg ? pcg_leaf_path(p->cg) : NULL;
-	size_t tl = p->tag ? strlen(p->tag) : 0, cl = cg ? strlen(cg) : 0;
+	const char *cg = s->cgroup;
+	size_t tl = s->tag ? strlen(s->tag) : 0, cl = cg ? strlen(cg) : 0;
 
 	put_u32(out, (uint32_t)cfg_len);
 	if (cfg_len)
-		process__process_config__pack(p->config, out + 4);
+		process__process_config__pack(s->config, out + 4);
 	out += 4 + cfg_len;
-	put_u32(out, p->tag ? (uint32_t)tl : UINT32_MAX);
-	memcpy(out + 4, p->tag ? p->tag : "", tl);
+	put_u32(out, s->tag ? (uint32_t)tl : UINT32_MAX);
+	memcpy(out + 4, s->tag ? s->tag : "", tl);
 	out += 4 + tl;
 	put_u32(out, cg ? (uint32_t)cl : UINT32_MAX);
 	memcpy(out + 4, cg ? cg : "", cl);
@@ -182,47 +185,44 @@ static void record_free(struct record *r)
 	free(r->cgroup);
 }
 
-/* ---- the running envd's side ---- */
+/* ---- the running envd's side: the table's keeper hooks ---- */
 
-void keep_sync(struct process *p)
+static void keep_sync(void *h, const struct ring *r)
 {
-	struct keep *k = p->keep;
-	struct keep_hdr *h;
-	uint64_t seq;
+	struct keep *k = h;
+	struct keep_hdr *hd = hdr_of(k);
+	uint64_t seq = hd->seq;
 
-	if (!k)
-		return;
-	h = hdr_of(k);
-	seq = h->seq;
-	h->rs[(seq + 1) & 1] = (struct keep_ring){ .head = p->ring.head, .n_rec = p->ring.n_rec, .start = p->ring.start };
-	__atomic_store_n(&h->seq, seq + 1, __ATOMIC_RELEASE);
+	hd->rs[(seq + 1) & 1] = (struct keep_ring){ .head = r->head, .n_rec = r->n_rec, .start = r->start };
+	__atomic_store_n(&hd->seq, seq + 1, __ATOMIC_RELEASE);
 }
 
-static void keep_free(struct process *p)
+static void keep_free(struct keep *k)
 {
-	struct keep *k = p->keep;
-
-	if (!k)
-		return;
-	if (p->ring.fixed)
-		ring_clear(&p->ring); /* the storage is about to go */
 	munmap(k->map, k->len);
 	close(k->fd);
 	free(k);
-	p->keep = NULL;
 }
 
-void keep_start(struct process *p)
+static void *keep_start(struct process *p, const struct process_snapshot *s)
 {
 	static bool said;
-	size_t cfg_len, rec = record_size(p, &cfg_len);
-	size_t ring_off = (KEEP_HDR + rec + 63) / 64 * 64;
-	size_t len = ring_off + p->ring.max;
-	struct keep *k;
+	size_t cfg_len, rec, ring_off, len;
+	struct keep *k = NULL;
 	int fd = -1;
 
-	if (!keep_enabled || p->keep || adopting)
-		return;
+	if (adopting) {
+		k = adopting; /* its own keep file, ring and all */
+		adopting = NULL;
+		return k;
+	}
+	/* One handed over by a live upgrade that ended already: its ring came
+	 * in the record and is not kept again. */
+	if (!keep_enabled || s->finished)
+		return NULL;
+	rec = record_size(s, &cfg_len);
+	ring_off = (KEEP_HDR + rec + 63) / 64 * 64;
+	len = ring_off + s->ring->max;
 	if (!(k = calloc(1, sizeof(*k))))
 		goto fail;
 	fd = memfd_create("envd-process", MFD_CLOEXEC);
@@ -233,86 +233,109 @@ void keep_start(struct process *p)
 		goto fail;
 	k->fd = fd;
 	k->len = len;
+	k->pid = (pid_t)s->pid;
 	struct keep_hdr *h = hdr_of(k);
 	h->magic = KEEP_MAGIC;
-	h->pid = p->pid;
-	h->pty = p->pty;
+	h->pid = k->pid;
+	h->pty = s->pty;
 	h->rec_len = rec;
 	h->ring_off = ring_off;
-	h->ring_cap = p->ring.max;
-	h->t_start_us = p->t_start_us;
-	record_write(p, k->map + KEEP_HDR, cfg_len);
-	if (ring_use(&p->ring, k->map + ring_off, p->ring.max) < 0) {
+	h->ring_cap = s->ring->max;
+	h->t_start_us = s->t_start_us;
+	record_write(s, k->map + KEEP_HDR, cfg_len);
+	if (process_ring_lend(p, k->map + ring_off, s->ring->max) < 0) {
 		munmap(k->map, len);
 		goto fail;
 	}
-	p->keep = k;
-	keep_sync(p);
-	store_one(p->pid, 'k', fd);
-	if (p->pty) {
-		store_one(p->pid, 't', p->out_fd);
+	keep_sync(k, s->ring);
+	store_one(k->pid, 'k', fd);
+	if (s->pty) {
+		store_one(k->pid, 't', s->out_fd);
 	} else {
-		store_one(p->pid, 'o', p->out_fd);
-		store_one(p->pid, 'e', p->err_fd);
-		store_one(p->pid, 'i', p->in_fd);
+		store_one(k->pid, 'o', s->out_fd);
+		store_one(k->pid, 'e', s->err_fd);
+		store_one(k->pid, 'i', s->in_fd);
 	}
-	int pfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	int pfd = (int)syscall(SYS_pidfd_open, k->pid, 0);
 	if (pfd >= 0) {
-		store_one(p->pid, 'f', pfd);
+		store_one(k->pid, 'f', pfd);
 		close(pfd);
 	}
-	return;
+	return k;
 fail:
 	if (!said)
-		log_msg("warn", "keep", "process %d is not kept for a restart: %s", (int)p->pid, strerror(errno));
+		log_msg("warn", "keep", "process %d is not kept for a restart: %s", (int)s->pid, strerror(errno));
 	said = true;
 	if (fd >= 0)
 		close(fd);
 	free(k);
+	return NULL;
 }
 
-static void write_exit(struct process *p)
+static void write_exit(struct keep *k, const struct process_snapshot *s)
 {
-	struct keep_hdr *h = hdr_of(p->keep);
+	struct keep_hdr *h = hdr_of(k);
 
-	h->exit_code = p->exit_code;
-	h->exited = p->exited;
-	snprintf(h->status, sizeof(h->status), "%s", p->status);
+	h->exit_code = s->exit_code;
+	h->exited = s->exited;
+	snprintf(h->status, sizeof(h->status), "%s", s->status ? s->status : "");
 	__atomic_store_n(&h->reaped, 1, __ATOMIC_RELEASE);
 }
 
-void keep_reaped(struct process *p)
+static void keep_reaped(void *h, const struct process_snapshot *s)
 {
-	if (!p->keep)
-		return;
-	write_exit(p);
-	unstore(p->pid, "f");
+	struct keep *k = h;
+
+	write_exit(k, s);
+	unstore(k->pid, "f");
 }
 
-void keep_stdin_closed(struct process *p)
+/* envd closed the process's stdin: the stored copy goes too, or the
+ * command would never read EOF. */
+static void keep_stdin_closed(void *h)
 {
-	if (!p->keep)
-		return;
-	hdr_of(p->keep)->stdin_closed = 1;
-	unstore(p->pid, "i");
+	struct keep *k = h;
+
+	hdr_of(k)->stdin_closed = 1;
+	unstore(k->pid, "i");
 }
 
-void keep_finalized(struct process *p)
+/* Retained: its I/O leaves the store, the keep file (the ring for late
+ * Connects) stays. */
+static void keep_finalized(void *h, const struct process_snapshot *s)
 {
-	if (!p->keep)
-		return;
-	keep_sync(p);
-	write_exit(p);
-	hdr_of(p->keep)->finished = 1;
-	unstore(p->pid, "oeitf");
+	struct keep *k = h;
+
+	keep_sync(k, s->ring);
+	write_exit(k, s);
+	hdr_of(k)->finished = 1;
+	unstore(k->pid, "oeitf");
 }
 
-void keep_drop(struct process *p)
+static void keep_drop(void *h)
 {
-	if (!p->keep)
-		return;
-	unstore(p->pid, "koeitf");
-	keep_free(p);
+	struct keep *k = h;
+
+	unstore(k->pid, "koeitf");
+	keep_free(k);
+}
+
+static int keep_exit_status(pid_t pid, int pidfd, int *status, struct rusage *ru);
+
+static const struct process_keeper keeper = {
+	.start = keep_start,
+	.sync = keep_sync,
+	.reaped = keep_reaped,
+	.stdin_closed = keep_stdin_closed,
+	.finalized = keep_finalized,
+	.drop = keep_drop,
+	.exit_status = keep_exit_status,
+};
+
+void keep_setup(bool enabled)
+{
+	keep_enabled = enabled;
+	process_keeper = &keeper;
 }
 
 /* ---- the next envd's side ---- */
@@ -331,7 +354,7 @@ struct pidfd_info64 {
 #define PIDFD_INFO_EXIT_BIT (1ull << 3)
 #define PIDFD_GET_INFO_IOCTL _IOWR(0xFF, 11, struct pidfd_info64)
 
-int keep_exit_status(pid_t pid, int pidfd, int *status, struct rusage *ru)
+static int keep_exit_status(pid_t pid, int pidfd, int *status, struct rusage *ru)
 {
 	struct exitrec r;
 
@@ -446,23 +469,25 @@ static int adopt_one(struct kept *kp)
 		/* Retained: nothing but the ring is needed. */
 		s.out_fd = s.err_fd = s.in_fd = s.pidfd = -1;
 	}
-	adopting = true;
+	/* The table's start hook takes k (keep_start): the ring lives in it. */
+	k->fd = kfd;
+	k->pid = kp->pid;
+	adopting = k;
 	rc = process_adopt(&s, &rg);
-	adopting = false;
+	if (adopting) {
+		adopting = NULL;
+		k->fd = -1; /* still kp's, closed below */
+	} else {
+		kp->fd[0] = -1;
+		k = NULL;
+	}
 	if (rc < 0)
 		goto out;
-	struct process *p = process_find_pid((uint32_t)kp->pid, true);
-	k->fd = kfd;
-	kp->fd[0] = -1;
 	/* Adopted fds are the process's now; the rest are closed below. */
 	for (int i = 1; i < 6; i++)
 		if (kp->fd[i] >= 0 && (kp->fd[i] == s.out_fd || kp->fd[i] == s.err_fd || kp->fd[i] == s.in_fd ||
 				       (kp->fd[i] == s.pidfd && !s.reaped)))
 			kp->fd[i] = -1;
-	if (p) {
-		p->keep = k;
-		k = NULL;
-	}
 	log_info("keep", "process %d taken back after a restart%s%s: %zu bytes of output kept%s", (int)kp->pid,
 		 rec.tag ? " tag=" : "", rec.tag ? rec.tag : "", kept, s.finished ? " (ended)" : "");
 	rc = 0;
@@ -486,6 +511,9 @@ size_t keep_adopt_all(struct sdnotify_fd *fds, size_t n)
 	size_t adopted = 0, nk = 0, handed = 0;
 	struct kept *ks = NULL;
 
+	/* An adopted ring lives in its keep file: the table must hand the
+	 * file to the keeper, or it would be unmapped under the ring. */
+	process_keeper = &keeper;
 	if (n && !(ks = calloc(n, sizeof(*ks))))
 		return 0;
 	for (size_t i = 0; i < n; i++) {

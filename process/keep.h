@@ -16,9 +16,10 @@
  * not start ended from its pidfd and the exit ring of the reaper
  * (base/exitrec.h).
  *
- * The hooks process.c, output.c and stdin.c call are in process_int.h;
- * everything runs on envd_loop. Failures leave the process running unkept
- * (logged once).
+ * keep.c is an observer of the process table (struct process_keeper in
+ * process.h): the table tells it what happens to each process and never
+ * calls it otherwise. Everything runs on envd_loop. Failures leave the
+ * process running unkept (logged once).
  */
 #ifndef PROCESS_KEEP_H
 #define PROCESS_KEEP_H
@@ -33,11 +34,19 @@
 extern bool keep_enabled;
 
 /*
+ * Install the keeper on the process table (process_keeper) and set
+ * keep_enabled: whether new processes get keep files. Call once at start,
+ * before any process is started or adopted (a live upgrade's included).
+ */
+void keep_setup(bool enabled);
+
+/*
  * At start: take back every process a previous envd kept, from the fds
  * the manager handed over (sdnotify_listen_fds). The ones of processes
  * (p<pid>.*) and the reaper's exit ring are consumed (set to -1), others
- * left. Call once, after the cgroups are set up and before the loop runs.
- * Returns the number of processes adopted.
+ * left. Call once, after the cgroups are set up and before the loop runs
+ * (it installs the keeper if keep_setup did not). Returns the number of
+ * processes adopted.
  */
 struct sdnotify_fd;
 size_t keep_adopt_all(struct sdnotify_fd *fds, size_t n);

@@ -3,12 +3,13 @@
  * output.c - a process's output path (process.h has the policy): the
  * child's pipes or PTY master are read into the ring, and every subscriber
  * (Start or Connect stream) is a cursor into it, sent what fanout.h allows.
- * Private interface: process_int.h.
+ * What it learns that the table must act on goes up through the hooks
+ * process.c installs (output_init).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "process/process.h"
+#include "process/output.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -19,15 +20,19 @@
 #include "base/loop.h"
 #include "process/fanout.h"
 #include "process/lifecycle.h"
-#include "process/process_int.h"
 #include "process/ring.h"
 
 #define READ_CHUNK (64 * 1024)
 /* Reads per wake-up before other watchers get a turn. */
 #define READS_PER_WAKE 16
 
-unsigned process_max_subs = 128;
 static uint8_t read_buf[READ_CHUNK];
+static const struct output_hooks *up;
+
+void output_init(const struct output_hooks *hooks)
+{
+	up = hooks;
+}
 
 /* ---- sending to subscribers --------------------------------------------- */
 
@@ -46,7 +51,10 @@ static int sub_send(struct sub *s, Process__ProcessEvent *ev)
 	return rpc_send(s->call, &sr.base);
 }
 
-void sub_fail(struct sub *s, enum rpc_code code, const char *fmt, ...)
+static void sub_fail(struct sub *s, enum rpc_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void sub_fail(struct sub *s, enum rpc_code code, const char *fmt, ...)
 {
 	struct rpc_call *call = s->call;
 	va_list ap;
@@ -79,8 +87,7 @@ static void sub_send_end(struct sub *s)
 		end.usage = &use;
 	}
 	end.status = p->status;
-	if (p->track)
-		process_tracker->fill(p->track, &end);
+	up->fill_end(p, &end);
 	if (p->exit_code != 0) {
 		end.optional_error_case = PROCESS__PROCESS_EVENT__END_EVENT__OPTIONAL_ERROR_ERROR;
 		end.error = p->status;
@@ -181,7 +188,7 @@ void output_fanout(struct process *p)
 	process_enter(p);
 	for (struct sub *s = p->subs; s; s = s->next)
 		sub_pump(s);
-	process_leave(p);
+	up->leave(p);
 }
 
 /* ---- reading output ------------------------------------------------------ */
@@ -220,7 +227,7 @@ void output_update_reading(struct process *p)
 	if (p->paused) {
 		for (struct sub *s = p->subs; s; s = s->next)
 			s->stall_mark = s->cursor;
-		ev_timer_set(&p->stall_w, PROCESS_STALL_S, 0.);
+		ev_timer_set(&p->stall_w, OUTPUT_STALL_S, 0.);
 		ev_timer_start(envd_loop, &p->stall_w);
 	} else {
 		ev_timer_stop(envd_loop, &p->stall_w);
@@ -240,16 +247,16 @@ void output_stall_cb(EV_P_ ev_timer *w, int revents)
 	if (moved) {
 		for (struct sub *s = p->subs; s; s = s->next)
 			s->stall_mark = s->cursor;
-		ev_timer_set(&p->stall_w, PROCESS_STALL_S, 0.);
+		ev_timer_set(&p->stall_w, OUTPUT_STALL_S, 0.);
 		ev_timer_start(envd_loop, &p->stall_w);
 	} else {
 		for (struct sub *s = p->subs; s; s = s->next)
 			sub_fail(s, RPC_RESOURCE_EXHAUSTED,
 				 "stream stopped reading the output of process %d for %.0f s and "
 				 "was closed so the process can go on",
-				 (int)p->pid, PROCESS_STALL_S);
+				 (int)p->pid, OUTPUT_STALL_S);
 	}
-	process_leave(p);
+	up->leave(p);
 }
 void output_read_cb(EV_P_ ev_io *w, int revents)
 {
@@ -264,7 +271,7 @@ void output_read_cb(EV_P_ ev_io *w, int revents)
 
 		if (n > 0) {
 			ring_append(&p->ring, kind, read_buf, (size_t)n);
-			keep_sync(p);
+			up->appended(p);
 			output_fanout(p);
 			output_update_reading(p);
 			continue;
@@ -284,10 +291,10 @@ void output_read_cb(EV_P_ ev_io *w, int revents)
 				close_fd(&p->out_fd);
 		}
 		if (p->out_eof && p->err_eof)
-			process_lc_step(p, LC_EV_OUTPUT_EOF);
+			up->eof(p);
 		break;
 	}
-	process_leave(p);
+	up->leave(p);
 }
 
 /* ---- subscribers ---------------------------------------------------------- */
@@ -299,7 +306,7 @@ static void sub_on_writable(struct rpc_call *call)
 
 	process_enter(p);
 	sub_pump(s);
-	process_leave(p);
+	up->leave(p);
 }
 
 static void sub_on_cancel(struct rpc_call *call, enum rpc_code why)
@@ -309,7 +316,7 @@ static void sub_on_cancel(struct rpc_call *call, enum rpc_code why)
 
 	process_enter(p);
 	s->call = NULL;
-	process_leave(p);
+	up->leave(p);
 }
 
 static const struct rpc_call_hooks sub_hooks = {
@@ -330,11 +337,11 @@ static void ka_cb(EV_P_ ev_timer *w, int revents)
 		ev.keepalive = &ka;
 		sub_send(s, &ev);
 	}
-	process_leave(p);
+	up->leave(p);
 }
 
-void sub_attach(struct process *p, struct rpc_call *call, bool connect, bool replay,
-		       uint64_t from)
+void output_attach(struct process *p, struct rpc_call *call, bool connect, bool replay,
+		   uint64_t from)
 {
 	Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
 	Process__ProcessEvent__StartEvent st = PROCESS__PROCESS_EVENT__START_EVENT__INIT;
@@ -371,20 +378,36 @@ void sub_attach(struct process *p, struct rpc_call *call, bool connect, bool rep
 		ev_timer_again(envd_loop, &s->ka);
 		sub_pump(s);
 	}
-	process_leave(p);
+	up->leave(p);
 }
 
-void process_subscribe(struct process *p, struct rpc_call *call, bool replay, uint64_t from)
+unsigned output_streams(const struct process *p)
 {
-	size_t n = 0;
+	unsigned n = 0;
 
-	for (struct sub *s = p->subs; s; s = s->next)
+	for (const struct sub *s = p->subs; s; s = s->next)
 		n += s->call != NULL;
-	if (n >= process_max_subs) {
-		rpc_fail(call, RPC_RESOURCE_EXHAUSTED,
-			 "process %d already has %u attached streams", (int)p->pid,
-			 process_max_subs);
-		return;
+	return n;
+}
+
+void output_end_streams(struct process *p, enum rpc_code code, const char *msg)
+{
+	for (struct sub *s = p->subs; s; s = s->next)
+		sub_fail(s, code, "%s", msg);
+}
+
+void output_settle(struct process *p)
+{
+	for (struct sub **pp = &p->subs; *pp;) {
+		struct sub *s = *pp;
+
+		if (s->call) {
+			pp = &s->next;
+			continue;
+		}
+		*pp = s->next;
+		ev_timer_stop(envd_loop, &s->ka);
+		free(s);
 	}
-	sub_attach(p, call, true, replay, from);
+	output_update_reading(p);
 }

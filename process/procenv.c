@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/state.h"
+#include "base/users.h"
+
 const char *procenv_get(char *const *envp, const char *key)
 {
 	size_t kl = strlen(key);
@@ -65,5 +68,22 @@ char **procenv_build(const char *path, const char *home, const char *user,
 	envp[used] = NULL;
 out:
 	free(all);
+	return envp;
+}
+
+char **procenv_for(const struct user *u, const struct procenv_kv *req, size_t n_req)
+{
+	size_t n_store = envstore_count();
+	struct procenv_kv *store = calloc(n_store + 1, sizeof(*store));
+	const char *path = getenv("PATH");
+	char **envp;
+
+	if (!store)
+		return NULL;
+	for (size_t i = 0; i < n_store; i++)
+		envstore_entry(i, &store[i].key, &store[i].value);
+	envp = procenv_build(path && *path ? path : PROCENV_DEFAULT_PATH, u->home, u->name, store, n_store,
+			     req, n_req);
+	free(store);
 	return envp;
 }

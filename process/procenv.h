@@ -27,6 +27,20 @@ char **procenv_build(const char *path, const char *home, const char *user,
 		     const struct procenv_kv *store, size_t n_store,
 		     const struct procenv_kv *req, size_t n_req);
 
+/* PATH when envd's own environment has none. */
+#define PROCENV_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+struct user;
+
+/*
+ * The environment of a command (or a session's shell) run as `u`:
+ * procenv_build with envd's own PATH (PROCENV_DEFAULT_PATH when it is
+ * unset or empty), u's home and name, the env store (base/state.h) and
+ * `req` (the request's envs; NULL: none). The one builder every Start and
+ * session uses. NULL when out of memory.
+ */
+char **procenv_for(const struct user *u, const struct procenv_kv *req, size_t n_req);
+
 /* Value of `key` in envp, or NULL. */
 const char *procenv_get(char *const *envp, const char *key);
 

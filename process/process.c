@@ -22,13 +22,16 @@
 #include "base/child.h"
 #include "base/errstr.h"
 #include "base/log.h"
+#include "base/procstat.h"
 #include "process/cgroup.h"
 #include "process/lifecycle.h"
+#include "process/output.h"
 #include "base/loop.h"
 #include "process/process_int.h"
 #include "process/ptable.h"
 #include "process/ring.h"
 #include "process/spawn.h"
+#include "process/stdin.h"
 #include "base/users.h"
 #include "base/worker.h"
 #include "process/waitstatus.h"
@@ -81,9 +84,82 @@ static uint64_t tv_us(const struct timeval *tv)
 
 const struct process_tracker *process_tracker;
 
+/* ---- the keeper (process_keeper in process.h) -------------------------- */
+
+const struct process_keeper *process_keeper;
+
+/* What a snapshot says of p, but the timers and the pending input. */
+static void view_of(const struct process *p, struct process_snapshot *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->pid = (uint32_t)p->pid;
+	s->tag = p->tag;
+	s->pty = p->pty;
+	s->config = p->config;
+	s->finished = lc_finalized(p->lc);
+	s->out_fd = p->out_fd;
+	s->err_fd = p->err_fd;
+	s->in_fd = p->pty ? (p->out_fd >= 0 ? p->out_fd : -1) : p->in_fd;
+	s->stdin_close_pending = p->stdin_close_pending;
+	s->ring = &p->ring;
+	s->reaped = lc_reaped(p->lc);
+	s->exit_code = p->exit_code;
+	s->exited = p->exited;
+	s->status = p->status;
+	s->cgroup = p->cg ? pcg_leaf_path(p->cg) : NULL;
+	s->pidfd = -1;
+	s->t_start_us = p->t_start_us;
+}
+
+int process_ring_lend(struct process *p, uint8_t *buf, size_t cap)
+{
+	return ring_use(&p->ring, buf, cap);
+}
+
+static void keeper_start(struct process *p)
+{
+	struct process_snapshot s;
+
+	if (!process_keeper || p->keep)
+		return;
+	view_of(p, &s);
+	p->keep = process_keeper->start(p, &s);
+}
+
+static void keeper_reaped(struct process *p)
+{
+	struct process_snapshot s;
+
+	if (!p->keep)
+		return;
+	view_of(p, &s);
+	process_keeper->reaped(p->keep, &s);
+}
+
+static void keeper_finalized(struct process *p)
+{
+	struct process_snapshot s;
+
+	if (!p->keep)
+		return;
+	view_of(p, &s);
+	process_keeper->finalized(p->keep, &s);
+}
+
+static void keeper_drop(struct process *p)
+{
+	if (!p->keep)
+		return;
+	/* A lent ring's storage goes with the handle. */
+	if (p->ring.fixed)
+		ring_clear(&p->ring);
+	process_keeper->drop(p->keep);
+	p->keep = NULL;
+}
+
 /*
  * What a retained ring costs against the retention budget: its storage;
- * for one lent by keep.c (mapped at its full budget at once), the pages
+ * for one lent by the keeper (mapped at its full budget at once), the pages
  * written so far, all of them once it has wrapped. Constant once the
  * process is finalized (no more output), as the budget's sums need.
  */
@@ -112,7 +188,7 @@ static void process_free(struct process *p)
 		ptable_remove(&table, &p->ent);
 	if (lc_finalized(p->lc))
 		retained_bytes -= ring_cost(&p->ring);
-	keep_drop(p);
+	keeper_drop(p);
 	ring_free(&p->ring);
 	ev_io_stop(envd_loop, &p->pidfd_w);
 	ev_timer_stop(envd_loop, &p->pidfd_retry_w);
@@ -128,24 +204,12 @@ static void process_free(struct process *p)
 static void trim_retained(void);
 static size_t retain_budget(void);
 
-void process_leave(struct process *p)
+/* The end of a callback's work on p (process_enter in process_int.h). */
+static void process_leave(struct process *p)
 {
-	struct sub **pp;
-
 	if (--p->depth > 0)
 		return;
-	for (pp = &p->subs; *pp;) {
-		struct sub *s = *pp;
-
-		if (s->call) {
-			pp = &s->next;
-			continue;
-		}
-		*pp = s->next;
-		ev_timer_stop(envd_loop, &s->ka);
-		free(s);
-	}
-	output_update_reading(p);
+	output_settle(p);
 	if (p->lc == LC_EXPIRED && !p->subs) {
 		process_free(p);
 		return;
@@ -181,7 +245,7 @@ static void trim_retained(void)
 		if (!lc_finalized(q->lc) || !q->ring.cap || q->subs)
 			continue;
 		retained_bytes -= ring_cost(&q->ring);
-		keep_drop(q);
+		keeper_drop(q);
 		ring_clear(&q->ring);
 	}
 }
@@ -193,7 +257,7 @@ static void finalize(struct process *p)
 	 * removed once empty, not killed. */
 	pcg_leaf_release(p->cg);
 	p->cg = NULL;
-	keep_finalized(p);
+	keeper_finalized(p);
 	stop_io(p);
 	stdin_drop(p, EPIPE);
 	p->paused = false;
@@ -267,7 +331,7 @@ static void make_end(struct process *p)
  * Apply a lifecycle event (lifecycle.h has the table) and perform what
  * entering the new state means. Events that do not apply are ignored.
  */
-void process_lc_step(struct process *p, enum lc_event e)
+static void process_lc_step(struct process *p, enum lc_event e)
 {
 	enum lc_state prev = p->lc, next = lifecycle_next(prev, e);
 
@@ -316,7 +380,7 @@ static void child_cb(EV_P_ ev_child *w, int revents)
 		children_seen = now;
 	}
 	waitstatus_describe(w->rstatus, &p->exit_code, &p->exited, p->status, sizeof(p->status));
-	keep_reaped(p);
+	keeper_reaped(p);
 	process_lc_step(p, LC_EV_REAPED);
 	process_leave(p);
 }
@@ -324,18 +388,18 @@ static void child_cb(EV_P_ ev_child *w, int revents)
 /*
  * The end of a process taken back after a crash (not our child): its
  * pidfd turns readable when it exits; the status comes from the reaper
- * (keep_exit_status), which may record it a moment later: retried for up
- * to 5 s, then reported unknown.
+ * (the keeper's exit_status), which may record it a moment later:
+ * retried for up to 5 s, then reported unknown.
  */
 #define PIDFD_RETRY_S 0.02
 #define PIDFD_TRIES 250
 
 static void pidfd_check(struct process *p)
 {
-	struct rusage ru;
+	struct rusage ru = { 0 };
 	int st;
 
-	if (keep_exit_status(p->pid, p->pidfd, &st, &ru) < 0) {
+	if (!process_keeper || process_keeper->exit_status(p->pid, p->pidfd, &st, &ru) < 0) {
 		if (++p->pidfd_tries < PIDFD_TRIES) {
 			ev_timer_set(&p->pidfd_retry_w, PIDFD_RETRY_S, 0.);
 			ev_timer_start(envd_loop, &p->pidfd_retry_w);
@@ -359,7 +423,7 @@ static void pidfd_check(struct process *p)
 		log_msg("warn", "process", "process %d ended while envd was down; its exit status is unknown",
 			(int)p->pid);
 	}
-	keep_reaped(p);
+	keeper_reaped(p);
 	process_lc_step(p, LC_EV_REAPED);
 	process_leave(p);
 }
@@ -424,7 +488,7 @@ static void init_timers(struct process *p, double timeout_s)
 	p->kill_w.data = p;
 	ev_timer_init(&p->retain_w, retain_cb, PROCESS_RETAIN_S, 0.);
 	p->retain_w.data = p;
-	ev_timer_init(&p->stall_w, output_stall_cb, PROCESS_STALL_S, 0.);
+	ev_timer_init(&p->stall_w, output_stall_cb, OUTPUT_STALL_S, 0.);
 	p->stall_w.data = p;
 }
 
@@ -456,7 +520,8 @@ void process_on_activity(void (*fn)(void))
 	activity_fn = fn;
 }
 
-void process_activity(void)
+/* A client started a process or wrote to one (process_on_activity). */
+static void process_activity(void)
 {
 	if (activity_fn)
 		activity_fn();
@@ -497,28 +562,13 @@ static int signal_session(pid_t sid, int sig)
 	if (!d)
 		return 0;
 	while ((de = readdir(d))) {
-		char path[64], buf[512], *rp;
-		long pid, f[4];
-		ssize_t n;
-		int fd;
+		struct procstat st;
+		char *rp;
+		long pid = strtol(de->d_name, &rp, 10);
 
-		pid = strtol(de->d_name, &rp, 10);
-		if (*rp || pid <= 0 || pid == sid)
+		if (*rp || pid <= 0 || pid == sid || procstat_read((pid_t)pid, &st) < 0)
 			continue;
-		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		buf[n] = '\0';
-		/* "pid (comm) state ppid pgrp session ...": comm may hold spaces. */
-		rp = strrchr(buf, ')');
-		if (!rp || sscanf(rp + 1, " %*c %ld %ld %ld %ld", &f[0], &f[1], &f[2], &f[3]) != 4)
-			continue;
-		if (f[2] == sid && kill((pid_t)pid, sig) == 0)
+		if (st.session == sid && kill((pid_t)pid, sig) == 0)
 			hit++;
 	}
 	closedir(d);
@@ -649,6 +699,43 @@ static enum rpc_code place(struct process *p, const struct process_spec *s, char
 	return RPC_OK;
 }
 
+/* ---- what output.c and stdin.c report up ---------------------------------- */
+
+static void out_eof(struct process *p)
+{
+	process_lc_step(p, LC_EV_OUTPUT_EOF);
+}
+
+static void out_appended(struct process *p)
+{
+	if (p->keep)
+		process_keeper->sync(p->keep, &p->ring);
+}
+
+static void out_fill_end(struct process *p, Process__ProcessEvent__EndEvent *end)
+{
+	if (p->track)
+		process_tracker->fill(p->track, end);
+}
+
+static const struct output_hooks out_hooks = {
+	.leave = process_leave,
+	.eof = out_eof,
+	.appended = out_appended,
+	.fill_end = out_fill_end,
+};
+
+static void in_closed(struct process *p)
+{
+	if (p->keep)
+		process_keeper->stdin_closed(p->keep);
+}
+
+static const struct stdin_hooks in_hooks = {
+	.leave = process_leave,
+	.closed = in_closed,
+};
+
 static void init_once(void)
 {
 	static bool done;
@@ -657,6 +744,8 @@ static void init_once(void)
 	if (done)
 		return;
 	done = true;
+	output_init(&out_hooks);
+	stdin_init(&in_hooks);
 	/* A child that closes its stdin must not take envd down with SIGPIPE. */
 	if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL)
 		signal(SIGPIPE, SIG_IGN);
@@ -849,7 +938,7 @@ static void spawn_register(struct spawn_job *j)
 		ev_timer_start(envd_loop, &p->kill_w);
 	output_arm_reads(p);
 
-	keep_start(p);
+	keeper_start(p);
 	log_info("process", "process %d started: %s%s%s", (int)pid, j->cl, p->tag ? " tag=" : "",
 		 p->tag ? p->tag : "");
 }
@@ -887,7 +976,7 @@ static void spawn_job_done(void *arg)
 	} else {
 		spawn_register(j);
 		if (call)
-			sub_attach(j->p, call, false, false, 0);
+			output_attach(j->p, call, false, false, 0);
 	}
 	spawns_end();
 	spawn_job_free(j);
@@ -1055,6 +1144,38 @@ fail:
 	return code;
 }
 
+/* ---- streams and input ------------------------------------------------------ */
+
+unsigned process_max_subs = 128;
+
+void process_subscribe(struct process *p, struct rpc_call *call, bool replay, uint64_t from)
+{
+	if (output_streams(p) >= process_max_subs) {
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "process %d already has %u attached streams",
+			 (int)p->pid, process_max_subs);
+		return;
+	}
+	output_attach(p, call, true, replay, from);
+}
+
+enum rpc_code process_write_input(struct process *p, struct rpc_call *call, bool stream,
+				  bool to_pty, const uint8_t *data, size_t n, bool *later,
+				  char *err, size_t errlen)
+{
+	process_activity();
+	return stdin_write(p, call, stream, to_pty, data, n, later, err, errlen);
+}
+
+void process_input_forget(struct process *p, struct rpc_call *call)
+{
+	stdin_forget(p, call);
+}
+
+enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen)
+{
+	return stdin_close(p, err, errlen);
+}
+
 /* ---- lookups ------------------------------------------------------------------ */
 
 struct process *process_find_pid(uint32_t pid, bool retained_too)
@@ -1133,23 +1254,9 @@ void process_snapshot_each(void (*fn)(void *ud, const struct process_snapshot *s
 		   own record carries what can be (session_snapshot_each). */
 		if (p->attached && !lc_finalized(p->lc))
 			continue;
-		s.pid = (uint32_t)p->pid;
-		s.tag = p->tag;
-		s.pty = p->pty;
-		s.config = p->config;
-		s.finished = lc_finalized(p->lc);
-		s.out_fd = p->out_fd;
-		s.err_fd = p->err_fd;
-		s.in_fd = p->pty ? (p->out_fd >= 0 ? p->out_fd : -1) : p->in_fd;
-		s.stdin_close_pending = p->stdin_close_pending;
+		view_of(p, &s);
 		s.timeout_left_ms = timer_left_ms(&p->kill_w);
 		s.retain_left_ms = timer_left_ms(&p->retain_w);
-		s.ring = &p->ring;
-		s.reaped = lc_reaped(p->lc);
-		s.exit_code = p->exit_code;
-		s.exited = p->exited;
-		s.status = p->status;
-		s.cgroup = p->cg ? pcg_leaf_path(p->cg) : NULL;
 		/* Pending input, flattened (chunks may borrow request bytes). */
 		for (struct inchunk *c = p->inq_head; c; c = c->next)
 			n += c->len - c->off;
@@ -1174,8 +1281,7 @@ void process_end_streams(enum rpc_code code, const char *msg)
 		struct process *p = of_entry(e);
 
 		process_enter(p);
-		for (struct sub *s = p->subs; s; s = s->next)
-			sub_fail(s, code, "%s", msg);
+		output_end_streams(p, code, msg);
 		process_leave(p);
 	}
 }
@@ -1251,6 +1357,8 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 		ev_timer_set(&p->retain_w, s->retain_left_ms > 0 ? (double)s->retain_left_ms / 1000.0 : 0.001,
 			     0.);
 		ev_timer_start(envd_loop, &p->retain_w);
+		/* After a crash its ring is in the keep file, the keeper's. */
+		keeper_start(p);
 		return 0;
 	}
 
@@ -1304,9 +1412,9 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 	if (p->inq_head && p->in_fd >= 0)
 		stdin_flush(p);
 	output_arm_reads(p);
-	/* A live upgrade's process is kept again (a no-op after a crash,
-	 * whose keep file is the process's already). */
-	keep_start(p);
+	/* A live upgrade's process is kept again; after a crash the keeper
+	 * gives back the handle it kept it with. */
+	keeper_start(p);
 	if (p->out_eof && p->err_eof)
 		process_lc_step(p, LC_EV_OUTPUT_EOF);
 	process_leave(p);
@@ -1373,7 +1481,7 @@ enum rpc_code process_attach(const struct process_spec *s, uint32_t pid, const i
 		ev_timer_start(envd_loop, &p->kill_w);
 	output_arm_reads(p);
 	if (call)
-		sub_attach(p, call, false, false, 0);
+		output_attach(p, call, false, false, 0);
 	*out = p;
 	return RPC_OK;
 }

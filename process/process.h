@@ -14,9 +14,9 @@
  *     (or, if it asked for replay, told about the gap and moved on);
  *   - the child is paced only while *every* subscriber is more than half a
  *     ring behind (so a lone reader gets complete output, as with a plain
- *     pipe); if none of them makes progress for PROCESS_STALL_S seconds
- *     they are dropped and reading resumes, so a dead peer cannot wedge
- *     the process.
+ *     pipe); if none of them makes progress for 10 s (OUTPUT_STALL_S in
+ *     output.h) they are dropped and reading resumes, so a dead peer
+ *     cannot wedge the process.
  *
  * The decisions themselves are the pure functions of fanout.h.
  *
@@ -48,6 +48,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include "process.pb-c.h"
@@ -61,11 +62,8 @@ extern size_t process_ring_size;
 
 #define PROCESS_RETAIN_S 30.0
 #define PROCESS_GRACE_S 2.0
-#define PROCESS_STALL_S 10.0
 /* Streams attached to one process at once (flag -max-process-streams). */
 extern unsigned process_max_subs;
-/* Copied input bytes a process holds before StreamInput calls are paused. */
-#define PROCESS_STDIN_MAX (4u * 1024 * 1024)
 
 struct process_spec {
 	const Process__ProcessConfig *config; /* copied */
@@ -131,7 +129,7 @@ enum rpc_code process_signal(struct process *p, int sig, char *err, size_t errle
 /*
  * Input to the process's stdin (SendInput, StreamInput) with back-pressure.
  * Bytes the pipe does not take at once wait in order; owned copies are
- * bounded by PROCESS_STDIN_MAX:
+ * bounded by 4 MiB (STDIN_QUEUE_MAX in stdin.h):
  *   - `stream` (a StreamInput call): the message is copied, and when the
  *     bound is exceeded the call is paused (rpc_call_pause_input) until
  *     the pipe drains below half of it;
@@ -280,5 +278,45 @@ struct process_tracker {
 	int (*sync)(void (*done)(void *ud), void *ud);
 };
 extern const struct process_tracker *process_tracker;
+
+/*
+ * Crash keeping (process/keep.c, docs/crash.md): an observer of the table,
+ * installed by keep_setup() as the change journal installs the tracker.
+ * The table tells it what happens to each process and never calls it
+ * otherwise, so the dependency runs one way (keep.c uses this header).
+ * `start` runs when a process is registered (process_start) or taken back
+ * (process_adopt; s->finished: it ended already) and returns a handle, or
+ * NULL when the process is not kept; the other hooks get that handle and
+ * are not called for a process without one:
+ *   sync          output was appended to the ring `r`;
+ *   reaped        the exit is known (s's exit fields);
+ *   stdin_closed  envd closed the process's stdin;
+ *   finalized     it ended and is retained: its I/O is closed, the ring
+ *                 (for late Connects) stays;
+ *   drop          the process, or its ring, is dropped; a ring that used
+ *                 storage the keeper lent (process_ring_lend) has
+ *                 forgotten it already. The handle is not used again.
+ * exit_status tells how a process taken back (not our child) ended:
+ * 0 with its wait status and usage, or -EAGAIN while nobody knows yet.
+ * The process_snapshot a hook gets is valid for the call and carries no
+ * pending input. Everything runs on envd_loop.
+ */
+struct process_keeper {
+	void *(*start)(struct process *p, const struct process_snapshot *s);
+	void (*sync)(void *h, const struct ring *r);
+	void (*reaped)(void *h, const struct process_snapshot *s);
+	void (*stdin_closed)(void *h);
+	void (*finalized)(void *h, const struct process_snapshot *s);
+	void (*drop)(void *h);
+	int (*exit_status)(pid_t pid, int pidfd, int *status, struct rusage *ru);
+};
+extern const struct process_keeper *process_keeper;
+
+/*
+ * For the keeper's start hook: move p's output ring into `buf` (cap bytes,
+ * storage that outlives envd) and use it from now on (ring.h, ring_use).
+ * 0, or -ENOSPC when cap is below the ring's budget.
+ */
+int process_ring_lend(struct process *p, uint8_t *buf, size_t cap);
 
 #endif

@@ -1,22 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * process_int.h - private to the four files that implement process.h:
+ * process_int.h - the state of one started or attached command, shared by
+ * the three files that implement process.h:
  *
  *   process.c   the process table and each process's lifecycle: start
  *               (spawn jobs), child exit, timers, retention, signals,
  *               lookups, snapshot/adopt for a live upgrade;
- *   output.c    the output path: the child's pipes (or PTY master) read
- *               into the ring, and the subscribers (Start/Connect streams)
- *               it is delivered to, with keep-alives and stall handling;
- *   stdin.c     input to the child: the pending-input queue behind
- *               SendInput, StreamInput and CloseStdin;
- *   keep.c      what a restart after a crash needs, kept outside envd.
+ *   output.c    (output.h) the output path: the child's pipes (or PTY
+ *               master) read into the ring, and the subscribers
+ *               (Start/Connect streams) it is delivered to;
+ *   stdin.c     (stdin.h) input to the child: the pending-input queue
+ *               behind SendInput, StreamInput and CloseStdin.
  *
- * Nothing outside process/ includes this; the public surface is process.h.
- * It includes no header of the four files' own (process.h included),
- * so the module graph has no cycle (scripts/check-layers.sh): the four
- * include process.h and this, and reach each other only through here.
- * Everything runs on envd_loop.
+ * Types only (and process_enter): it declares no function of the three.
+ * process.c calls down into output.h and stdin.h; those two report up
+ * through hooks process.c installs, so the dependency runs one way
+ * (scripts/check-layers.sh sees it). Nothing outside process/ includes
+ * this; the public surface is process.h. Everything runs on envd_loop.
  */
 #ifndef PROCESS_PROCESS_INT_H
 #define PROCESS_PROCESS_INT_H
@@ -39,7 +39,7 @@
 struct sub {
 	struct sub *next;
 	struct process *p;
-	struct rpc_call *call;   /* NULL once the call is over; freed in process_leave() */
+	struct rpc_call *call;   /* NULL once the call is over; freed in output_settle() */
 	uint64_t cursor;         /* next offset to send */
 	uint64_t stall_mark;     /* cursor when the stall timer was armed */
 	bool connect;            /* ConnectResponse rather than StartResponse */
@@ -94,7 +94,7 @@ struct process {
 	const struct process_attach_ops *aops; /* NULL once it exited */
 	void *aud;
 
-	struct keep *keep;       /* keep.h: state kept for a restart, or NULL */
+	void *keep;              /* process_keeper's handle (keep.c), or NULL */
 	int pidfd;               /* adopted after a crash: its end comes through here */
 	ev_io pidfd_w;
 	ev_timer pidfd_retry_w;  /* the reaper has not recorded the exit yet */
@@ -125,97 +125,17 @@ static inline void close_fd(int *fd)
 	*fd = -1;
 }
 
-/* ---- process.c ----------------------------------------------------------- */
-
 /*
- * Callbacks bracket their work with process_enter/process_leave so that
+ * Callbacks bracket their work with process_enter and the leave hook
+ * (output_hooks, stdin_hooks: process.c's process_leave) so that
  * subscribers cancelled in the middle (rpc_send may report a dead peer at
  * once) and the process itself are only freed when nothing uses them any
- * more. The outermost process_leave frees the subscribers whose call is
- * over, updates output reading, and frees an expired process.
+ * more. The outermost leave frees the subscribers whose call is over
+ * (output_settle), updates output reading, and frees an expired process.
  */
 static inline void process_enter(struct process *p)
 {
 	p->depth++;
 }
-
-void process_leave(struct process *p);
-
-/* Apply a lifecycle event (lifecycle.h) and do what entering the new state
- * means; events that do not apply are ignored. */
-void process_lc_step(struct process *p, enum lc_event e);
-
-/* A client started a process or wrote to one (process_on_activity). */
-void process_activity(void);
-
-/* ---- output.c ------------------------------------------------------------ */
-
-/* The output watchers' callback (out_w and err_w) and the stall timer's. */
-void output_read_cb(EV_P_ ev_io *w, int revents);
-void output_stall_cb(EV_P_ ev_timer *w, int revents);
-
-/* Start or stop the output watchers for the current state. */
-void output_arm_reads(struct process *p);
-
-/* Pause reading only while every live subscriber lags by over half a ring. */
-void output_update_reading(struct process *p);
-
-/* Send every subscriber what it may have now (fanout.h has the policy). */
-void output_fanout(struct process *p);
-
-/*
- * Subscribe `call` (a Start stream, or a Connect one when `connect`): the
- * start event, then output from `from` (when `replay`) or from now on.
- * Fails the call when out of memory.
- */
-void sub_attach(struct process *p, struct rpc_call *call, bool connect, bool replay,
-		uint64_t from);
-
-/* End the subscriber's call with `code`; it is freed by process_leave. */
-void sub_fail(struct sub *s, enum rpc_code code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/* ---- stdin.c ------------------------------------------------------------- */
-
-/* The stdin watcher's callback (in_w): write what is pending. */
-void stdin_cb(EV_P_ ev_io *w, int revents);
-
-/* Queue a chunk (owned chunks count against PROCESS_STDIN_MAX). */
-void stdin_append(struct process *p, struct inchunk *c);
-
-/* Write pending chunks in order until the pipe is full. */
-void stdin_flush(struct process *p);
-
-/*
- * Drop all pending input; unary SendInput calls waiting on it get the
- * error a write would have given (`e`, e.g. EPIPE once the reader is gone).
- */
-void stdin_drop(struct process *p, int e);
-
-/* ---- keep.c (keep.h: what a restart after a crash needs) ---------------- */
-
-/* A process was registered: its keep file and fds go to the store. */
-void keep_start(struct process *p);
-/* The ring changed (after appends): the header follows. */
-void keep_sync(struct process *p);
-/* The exit is known (reaped). */
-void keep_reaped(struct process *p);
-/* envd closed the process's stdin: the stored copy goes too, or the
- * command would never read EOF. */
-void keep_stdin_closed(struct process *p);
-/* The process ended and is retained: its I/O leaves the store, the keep
- * file (the ring for late Connects) stays. */
-void keep_finalized(struct process *p);
-/* The process (or its ring) is dropped: everything leaves the store and
- * the ring forgets its storage. */
-void keep_drop(struct process *p);
-
-/*
- * How an adopted process (not our child) ended: from its pidfd where the
- * kernel tells (PIDFD_INFO_EXIT), else from the reaper's exit ring.
- * Returns 0 with the wait status and usage, or -EAGAIN while neither
- * knows yet (the reaper has not got to it).
- */
-int keep_exit_status(pid_t pid, int pidfd, int *status, struct rusage *ru);
 
 #endif

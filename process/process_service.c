@@ -19,8 +19,7 @@
 #include "process.pb-c.h"
 #include "base/state.h"
 #include "base/users.h"
-
-#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#include "rpc/caller.h"
 
 /*
  * Selector lookup (pid, or the first process with the tag). Fails the call
@@ -76,9 +75,8 @@ static void do_start(struct rpc_call *call, const ProtobufCMessage *msg)
 	const Process__StartRequest *rq = (const Process__StartRequest *)msg;
 	static const Process__ProcessConfig empty = PROCESS__PROCESS_CONFIG__INIT;
 	const Process__ProcessConfig *c = rq->process ? rq->process : &empty;
-	char err[1024], cwd[PATH_MAX];
+	char cwd[PATH_MAX];
 	struct user *u;
-	int rc;
 
 	/* struct user carries PATH_MAX bytes; keep it off the loop's stack. */
 	u = calloc(1, sizeof(*u));
@@ -86,18 +84,7 @@ static void do_start(struct rpc_call *call, const ProtobufCMessage *msg)
 		rpc_fail(call, RPC_INTERNAL, "error starting process: %s", go_strerror(ENOMEM));
 		return;
 	}
-	rc = rpc_call_user(call, u, err, sizeof(err));
-	if (rc != 0) {
-		rpc_fail(call, (enum rpc_code)rc, "%s", err);
-		free(u);
-		return;
-	}
-	rc = path_resolve(u, rq->process && c->optional_cwd_case ? c->cwd : "", state_default_workdir(), cwd,
-			  sizeof(cwd), err, sizeof(err));
-	if (rc < 0) {
-		if (rc != -EINVAL)
-			snprintf(err, sizeof(err), "%s", go_strerror(-rc));
-		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
+	if (caller_of(call, rq->process && c->optional_cwd_case ? c->cwd : "", u, cwd, sizeof(cwd)) < 0) {
 		free(u);
 		return;
 	}
@@ -115,19 +102,13 @@ static void start_in_session(struct rpc_call *call, const Process__StartRequest 
 	const Process__ProcessConfig *c = rq->process;
 	struct session_req r = { 0 };
 	struct session_env *envs = calloc(c->n_envs + 1, sizeof(*envs));
-	struct procenv_kv *store = NULL;
-	size_t n_store = envstore_count();
 	char err[1024], home[PATH_MAX];
-	const char *path = getenv("PATH");
 	enum rpc_code code;
 
-	store = calloc(n_store + 1, sizeof(*store));
-	if (!envs || !store) {
+	if (!envs) {
 		rpc_fail(call, RPC_INTERNAL, "error starting process: %s", go_strerror(ENOMEM));
 		goto out;
 	}
-	for (size_t i = 0; i < n_store; i++)
-		envstore_entry(i, &store[i].key, &store[i].value);
 	for (size_t i = 0; i < c->n_envs; i++) {
 		if (c->envs[i]->key && strcmp(c->envs[i]->key, SESSION_ENV) == 0)
 			continue;
@@ -142,8 +123,9 @@ static void start_in_session(struct rpc_call *call, const Process__StartRequest 
 	r.user = u;
 	r.cwd = cwd_given ? cwd : NULL;
 	r.home_cwd = cwd_given ? home : cwd;
-	r.shell_envp = procenv_build(path && *path ? path : DEFAULT_PATH, u->home, u->name, store,
-				     n_store, NULL, 0);
+	/* The request's envs are the command's, exported in the shell by
+	 * session.c; the shell itself gets the user's environment. */
+	r.shell_envp = procenv_for(u, NULL, 0);
 	if (!r.shell_envp) {
 		rpc_fail(call, RPC_INTERNAL, "error starting process: %s", go_strerror(ENOMEM));
 		goto out;
@@ -163,7 +145,6 @@ static void start_in_session(struct rpc_call *call, const Process__StartRequest 
 		rpc_fail(call, code, "%s", err);
 out:
 	free(envs);
-	free(store);
 }
 
 /* The rest of Start: environment and spec, then process_start. */
@@ -173,28 +154,17 @@ static void start_spawn(struct rpc_call *call, const Process__StartRequest *rq, 
 	static const Process__ProcessConfig empty = PROCESS__PROCESS_CONFIG__INIT;
 	const Process__ProcessConfig *c = rq->process ? rq->process : &empty;
 	struct process_spec spec = { 0 };
-	struct procenv_kv *store = NULL, *req = NULL;
-	size_t n_store = envstore_count();
+	struct procenv_kv *req = calloc(c->n_envs + 1, sizeof(*req));
 	char err[1024];
-	const char *path;
 	char **envp = NULL;
 	enum rpc_code code;
 
-	store = calloc(n_store + 1, sizeof(*store));
-	req = calloc(c->n_envs + 1, sizeof(*req));
-	if (!store || !req) {
-		rpc_fail(call, RPC_INTERNAL, "error starting process: %s", go_strerror(ENOMEM));
-		goto out;
-	}
-	for (size_t i = 0; i < n_store; i++)
-		envstore_entry(i, &store[i].key, &store[i].value);
-	for (size_t i = 0; i < c->n_envs; i++) {
+	for (size_t i = 0; req && i < c->n_envs; i++) {
 		req[i].key = c->envs[i]->key;
 		req[i].value = c->envs[i]->value;
 	}
-	path = getenv("PATH");
-	envp = procenv_build(path && *path ? path : DEFAULT_PATH, u->home, u->name, store,
-			     n_store, req, c->n_envs);
+	if (req)
+		envp = procenv_for(u, req, c->n_envs);
 	if (!envp) {
 		rpc_fail(call, RPC_INTERNAL, "error starting process: %s", go_strerror(ENOMEM));
 		goto out;
@@ -225,7 +195,6 @@ static void start_spawn(struct rpc_call *call, const Process__StartRequest *rq, 
 		rpc_fail(call, code, "%s", err);
 out:
 	free(envp);
-	free(store);
 	free(req);
 }
 
@@ -468,35 +437,17 @@ static void do_create_session(struct rpc_call *call, const ProtobufCMessage *msg
 	Process__SessionInfo pi;
 	struct session_info *in = calloc(1, sizeof(*in));
 	struct user *u = calloc(1, sizeof(*u));
-	struct procenv_kv *store = NULL, *req = NULL;
-	size_t n_store = envstore_count();
+	struct procenv_kv *req = calloc(rq->n_envs + 1, sizeof(*req));
 	struct session_req r = { 0 };
 	char err[1024], cwd[PATH_MAX];
-	const char *path = getenv("PATH");
 	enum rpc_code code;
-	int rc;
 
-	store = calloc(n_store + 1, sizeof(*store));
-	req = calloc(rq->n_envs + 1, sizeof(*req));
-	if (!in || !u || !store || !req) {
+	if (!in || !u || !req) {
 		rpc_fail(call, RPC_INTERNAL, "error creating session: %s", go_strerror(ENOMEM));
 		goto out;
 	}
-	rc = rpc_call_user(call, u, err, sizeof(err));
-	if (rc != 0) {
-		rpc_fail(call, (enum rpc_code)rc, "%s", err);
+	if (caller_of(call, rq->optional_cwd_case ? rq->cwd : "", u, cwd, sizeof(cwd)) < 0)
 		goto out;
-	}
-	rc = path_resolve(u, rq->optional_cwd_case ? rq->cwd : "", state_default_workdir(), cwd,
-			  sizeof(cwd), err, sizeof(err));
-	if (rc < 0) {
-		if (rc != -EINVAL)
-			snprintf(err, sizeof(err), "%s", go_strerror(-rc));
-		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
-		goto out;
-	}
-	for (size_t i = 0; i < n_store; i++)
-		envstore_entry(i, &store[i].key, &store[i].value);
 	for (size_t i = 0; i < rq->n_envs; i++) {
 		req[i].key = rq->envs[i]->key ? rq->envs[i]->key : "";
 		req[i].value = rq->envs[i]->value ? rq->envs[i]->value : "";
@@ -505,8 +456,7 @@ static void do_create_session(struct rpc_call *call, const ProtobufCMessage *msg
 	r.user = u;
 	r.home_cwd = cwd;
 	r.set_ids = geteuid() == 0 || u->uid != geteuid();
-	r.shell_envp = procenv_build(path && *path ? path : DEFAULT_PATH, u->home, u->name, store,
-				     n_store, req, rq->n_envs);
+	r.shell_envp = procenv_for(u, req, rq->n_envs);
 	if (!r.shell_envp) {
 		rpc_fail(call, RPC_INTERNAL, "error creating session: %s", go_strerror(ENOMEM));
 		goto out;
@@ -522,7 +472,6 @@ static void do_create_session(struct rpc_call *call, const ProtobufCMessage *msg
 out:
 	free(in);
 	free(u);
-	free(store);
 	free(req);
 }
 
@@ -577,15 +526,12 @@ static void do_close_session(struct rpc_call *call, const ProtobufCMessage *msg)
 	struct user *u = calloc(1, sizeof(*u));
 	char err[1024];
 	enum rpc_code code;
-	int rc;
 
 	if (!u) {
 		rpc_fail(call, RPC_INTERNAL, "error closing session: %s", go_strerror(ENOMEM));
 		return;
 	}
-	rc = rpc_call_user(call, u, err, sizeof(err));
-	if (rc != 0) {
-		rpc_fail(call, (enum rpc_code)rc, "%s", err);
+	if (caller_of(call, NULL, u, NULL, 0) < 0) {
 		free(u);
 		return;
 	}

@@ -20,6 +20,7 @@
 #include "base/child.h"
 #include "base/errstr.h"
 #include "base/log.h"
+#include "base/procstat.h"
 #include "base/loop.h"
 #include "base/users.h"
 #include "base/worker.h"
@@ -317,29 +318,16 @@ static size_t group_members(pid_t pgid, pid_t *pids, pid_t *ppids, size_t max)
 	if (!d)
 		return 0;
 	while ((de = readdir(d)) && n < max) {
-		char path[64], buf[512], *rp;
-		long pid, ppid, pgrp;
-		ssize_t r;
-		int fd;
+		struct procstat st;
+		char *rp;
+		long pid = strtol(de->d_name, &rp, 10);
 
-		pid = strtol(de->d_name, &rp, 10);
-		if (*rp || pid <= 0 || pid == pgid)
-			continue;
-		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		r = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (r <= 0)
-			continue;
-		buf[r] = '\0';
-		rp = strrchr(buf, ')');
-		if (!rp || sscanf(rp + 1, " %*c %ld %ld", &ppid, &pgrp) != 2 || pgrp != pgid)
+		if (*rp || pid <= 0 || pid == pgid || procstat_read((pid_t)pid, &st) < 0 ||
+		    st.pgrp != pgid)
 			continue;
 		pids[n] = (pid_t)pid;
 		if (ppids)
-			ppids[n] = (pid_t)ppid;
+			ppids[n] = st.ppid;
 		n++;
 	}
 	closedir(d);
@@ -412,28 +400,16 @@ static int signal_members(struct scmd *c, int sig)
  */
 static void shell_cpu(pid_t pid, uint64_t *user, uint64_t *sys)
 {
-	char path[64], buf[1024], *rp;
-	unsigned long long ut, st, cut, cst;
 	long hz = sysconf(_SC_CLK_TCK);
-	ssize_t n;
-	int fd;
+	struct procstat st;
 
 	*user = *sys = 0;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (hz <= 0 || procstat_read(pid, &st) < 0)
 		return;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0 || hz <= 0)
-		return;
-	buf[n] = '\0';
-	rp = strrchr(buf, ')');
-	if (!rp || sscanf(rp + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu", &ut, &st,
-			  &cut, &cst) != 4)
-		return;
-	*user = (ut + cut) * 1000000ull / (unsigned long long)hz;
-	*sys = (st + cst) * 1000000ull / (unsigned long long)hz;
+	*user = (st.utime + (st.cutime > 0 ? (unsigned long long)st.cutime : 0)) * 1000000ull /
+		(unsigned long long)hz;
+	*sys = (st.stime + (st.cstime > 0 ? (unsigned long long)st.cstime : 0)) * 1000000ull /
+	       (unsigned long long)hz;
 }
 
 /* ---- the shell's cgroup --------------------------------------------------- */

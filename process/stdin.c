@@ -2,13 +2,13 @@
 /*
  * stdin.c - input to a process (process_write_input in process.h has the
  * contract): bytes the pipe or PTY does not take at once wait in order,
- * with back-pressure on the calls that sent them. Private interface:
- * process_int.h.
+ * with back-pressure on the calls that sent them. What the table must
+ * know goes up through the hooks process.c installs (stdin_init).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "process/process.h"
+#include "process/stdin.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -18,12 +18,18 @@
 
 #include "base/errstr.h"
 #include "base/loop.h"
-#include "process/process_int.h"
 
 struct inpause {
 	struct inpause *next;
 	struct rpc_call *call;
 };
+
+static const struct stdin_hooks *up;
+
+void stdin_init(const struct stdin_hooks *hooks)
+{
+	up = hooks;
+}
 
 /* ---- input --------------------------------------------------------------- */
 
@@ -42,7 +48,7 @@ static void in_write_error(struct process *p, int e, char *err, size_t errlen)
 /* Below half the bound again: let paused StreamInput calls go on. */
 static void in_resume_streams(struct process *p, bool all)
 {
-	if (!all && p->inq_len > PROCESS_STDIN_MAX / 2)
+	if (!all && p->inq_len > STDIN_QUEUE_MAX / 2)
 		return;
 	while (p->in_paused) {
 		struct inpause *ip = p->in_paused;
@@ -127,7 +133,7 @@ done:
 	if (p->stdin_close_pending) {
 		p->stdin_close_pending = false;
 		close_fd(&p->in_fd);
-		keep_stdin_closed(p);
+		up->closed(p);
 	}
 	return;
 full:
@@ -142,7 +148,7 @@ void stdin_cb(EV_P_ ev_io *w, int revents)
 
 	process_enter(p);
 	stdin_flush(p);
-	process_leave(p);
+	up->leave(p);
 }
 
 /* The client of a waiting SendInput left: the rest of its bytes go too. */
@@ -170,15 +176,13 @@ void stdin_append(struct process *p, struct inchunk *c)
 		p->inq_len += c->len;
 }
 
-enum rpc_code process_write_input(struct process *p, struct rpc_call *call, bool stream,
-				  bool to_pty, const uint8_t *data, size_t n, bool *later,
-				  char *err, size_t errlen)
+enum rpc_code stdin_write(struct process *p, struct rpc_call *call, bool stream, bool to_pty,
+			  const uint8_t *data, size_t n, bool *later, char *err, size_t errlen)
 {
 	size_t done = 0, rest;
 	struct inchunk *c;
 
 	*later = false;
-	process_activity();
 	if (to_pty && !p->pty) {
 		snprintf(err, errlen, "error writing to tty: tty not assigned to process — input "
 				      "should be written to the stdin, not the tty");
@@ -221,7 +225,7 @@ enum rpc_code process_write_input(struct process *p, struct rpc_call *call, bool
 	 * bytes and is answered once they are all written; anything else is
 	 * copied. A stream over the bound is paused until the pipe drains.
 	 */
-	if (call && !stream && p->inq_len + rest > PROCESS_STDIN_MAX) {
+	if (call && !stream && p->inq_len + rest > STDIN_QUEUE_MAX) {
 		c = calloc(1, sizeof(*c));
 		if (!c)
 			goto nomem;
@@ -242,7 +246,7 @@ enum rpc_code process_write_input(struct process *p, struct rpc_call *call, bool
 	stdin_append(p, c);
 	ev_io_set(&p->in_w, p->in_fd, EV_WRITE);
 	ev_io_start(envd_loop, &p->in_w);
-	if (call && stream && p->inq_len > PROCESS_STDIN_MAX) {
+	if (call && stream && p->inq_len > STDIN_QUEUE_MAX) {
 		struct inpause *ip;
 
 		for (ip = p->in_paused; ip && ip->call != call; ip = ip->next)
@@ -261,7 +265,7 @@ nomem:
 	return RPC_INTERNAL;
 }
 
-void process_input_forget(struct process *p, struct rpc_call *call)
+void stdin_forget(struct process *p, struct rpc_call *call)
 {
 	for (struct inpause **pp = &p->in_paused; *pp; pp = &(*pp)->next) {
 		if ((*pp)->call == call) {
@@ -274,7 +278,7 @@ void process_input_forget(struct process *p, struct rpc_call *call)
 	}
 }
 
-enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen)
+enum rpc_code stdin_close(struct process *p, char *err, size_t errlen)
 {
 	if (p->pty) {
 		snprintf(err, errlen, "error closing stdin: cannot close stdin for PTY process — "
@@ -289,6 +293,6 @@ enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen)
 	}
 	ev_io_stop(envd_loop, &p->in_w);
 	close_fd(&p->in_fd);
-	keep_stdin_closed(p);
+	up->closed(p);
 	return RPC_OK;
 }

@@ -28,8 +28,6 @@
 #include "proto/pbjson.h"
 #include "rpc/envelope.h"
 #include "rpc/rpc.h"
-#include "base/state.h"
-#include "base/users.h"
 
 size_t rpc_max_message = 16 << 20;
 
@@ -405,37 +403,6 @@ unsigned rpc_call_keepalive_s(const struct rpc_call *c)
 	if (*end || s <= 0)
 		return 90;
 	return s > 86400 ? 86400 : (unsigned)s;
-}
-
-int rpc_call_user(const struct rpc_call *c, struct user *out, char *err, size_t errlen)
-{
-	char lerr[256] = "";
-	const struct http_req *r = rpc_call_http(c);
-	int rc;
-
-	/* The router resolved the Basic-auth user already (http_req.user). */
-	if (r && r->user) {
-		user_copy(out, r->user);
-		return 0;
-	}
-	if (r && r->user_error) {
-		snprintf(err, errlen, "%s", r->user_error);
-		return RPC_INTERNAL;
-	}
-	const char *def = state_default_user();
-	if (!def || !*def) {
-		snprintf(err, errlen, "no user specified");
-		return RPC_UNAUTHENTICATED;
-	}
-	rc = user_lookup(def, out, lerr, sizeof(lerr));
-	if (rc == 0)
-		return 0;
-	if (rc == -EINVAL) {
-		snprintf(err, errlen, "%s", lerr);
-		return RPC_INTERNAL;
-	}
-	snprintf(err, errlen, "invalid default user: '%s'", def);
-	return RPC_UNAUTHENTICATED;
 }
 
 int rpc_send(struct rpc_call *c, const ProtobufCMessage *msg)

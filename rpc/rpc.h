@@ -29,7 +29,6 @@
 #include <stdint.h>
 #include <protobuf-c/protobuf-c.h>
 
-struct user;
 struct http_req;
 
 enum rpc_code {
@@ -122,13 +121,6 @@ struct http_req *rpc_call_http(const struct rpc_call *call);
 
 /* "Start", "Stat", ... */
 const char *rpc_call_method(const struct rpc_call *call);
-
-/*
- * The user the call runs as (docs/protocol.md, "Users and paths"): the
- * Basic-auth user if given, else the default user. Returns 0, or
- * RPC_UNAUTHENTICATED / RPC_INTERNAL with a message in err.
- */
-int rpc_call_user(const struct rpc_call *call, struct user *out, char *err, size_t errlen);
 
 /* Connect-Timeout-Ms (or grpc-timeout) in ms; 0 when absent. */
 int64_t rpc_call_timeout_ms(const struct rpc_call *call);

@@ -65,7 +65,7 @@ wait $bga
 t1=$(now_ms)
 check "fast subscriber got every byte and the end" "bytes=$SZ end=exit_status_0 err=-" "$(count <"$TMP/a.bin")"
 # Held up by the stalled one, it would have waited for the 10 s stall
-# timeout (PROCESS_STALL_S), which ends the stalled stream with "stopped
+# timeout (OUTPUT_STALL_S), which ends the stalled stream with "stopped
 # reading"; the fast one going ahead ends it with "fell behind" instead.
 # That, not the time taken, is what shows it was not held up: a loaded
 # machine can take longer than 10 s for the 20 MB.

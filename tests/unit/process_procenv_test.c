@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 
+#include "base/state.h"
+#include "base/users.h"
 #include "process/procenv.h"
 
 static size_t count(char **envp)
@@ -65,5 +68,46 @@ Test(procenv, empty_values_are_kept)
 	cr_assert_not_null(e);
 	cr_expect_str_eq(e[4], "EMPTY=");
 	cr_expect_str_eq(procenv_get(e, "EMPTY"), "");
+	free(e);
+}
+
+/* The one builder Start and sessions use: envd's PATH, the user, the env
+ * store, the request. */
+Test(procenv, for_a_user_with_the_store_and_the_request)
+{
+	struct user u = { .uid = 1000, .gid = 1000 };
+	const char *keys[] = { "FROM_INIT", "SHARED" }, *vals[] = { "1", "store" };
+	const struct procenv_kv req[] = { { "SHARED", "request" }, { "ONLY_REQ", "r" } };
+	char **e;
+
+	snprintf(u.name, sizeof(u.name), "user");
+	snprintf(u.home, sizeof(u.home), "/home/user");
+	envstore_replace_user(keys, vals, 2);
+	envstore_set_internal("E2B_SANDBOX", "true");
+	cr_assert_eq(setenv("PATH", "/opt/bin:/bin", 1), 0);
+	e = procenv_for(&u, req, 2);
+	cr_assert_not_null(e);
+	cr_expect_str_eq(procenv_get(e, "PATH"), "/opt/bin:/bin");
+	cr_expect_str_eq(procenv_get(e, "HOME"), "/home/user");
+	cr_expect_str_eq(procenv_get(e, "USER"), "user");
+	cr_expect_str_eq(procenv_get(e, "LOGNAME"), "user");
+	cr_expect_str_eq(procenv_get(e, "FROM_INIT"), "1");
+	cr_expect_str_eq(procenv_get(e, "E2B_SANDBOX"), "true");
+	cr_expect_str_eq(procenv_get(e, "SHARED"), "request", "the request wins over the store");
+	cr_expect_str_eq(procenv_get(e, "ONLY_REQ"), "r");
+	cr_expect_eq(count(e), 8);
+	free(e);
+
+	/* envd without a PATH (or an empty one) gives its commands the default. */
+	cr_assert_eq(unsetenv("PATH"), 0);
+	e = procenv_for(&u, NULL, 0);
+	cr_assert_not_null(e);
+	cr_expect_str_eq(procenv_get(e, "PATH"), PROCENV_DEFAULT_PATH);
+	cr_expect_null(procenv_get(e, "ONLY_REQ"));
+	free(e);
+	cr_assert_eq(setenv("PATH", "", 1), 0);
+	e = procenv_for(&u, NULL, 0);
+	cr_assert_not_null(e);
+	cr_expect_str_eq(procenv_get(e, "PATH"), PROCENV_DEFAULT_PATH);
 	free(e);
 }
