@@ -26,6 +26,7 @@
 #include "base/loop.h"
 #include "base/loopmem.h"
 #include "proto/pbjson.h"
+#include "proto/pbwire.h"
 #include "rpc/envelope.h"
 #include "rpc/rpc.h"
 
@@ -777,6 +778,11 @@ static ProtobufCMessage *decode_msg(struct rpc_call *c, const uint8_t *p, size_t
 		if (!m)
 			snprintf(err, errlen, "unmarshal message: %s", detail);
 		return m;
+	}
+	char detail[200];
+	if (pbwire_check_strings(c->md->input, p, n, detail, sizeof(detail)) < 0) {
+		snprintf(err, errlen, "unmarshal message: %s", detail);
+		return NULL;
 	}
 	ProtobufCMessage *m = protobuf_c_message_unpack(c->md->input, msg_allocator(c), n, p);
 	if (!m)

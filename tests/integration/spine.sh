@@ -116,6 +116,15 @@ expect_eq "Connect proto unary with empty body" "200 application/proto" "$r"
 r=$(curl -s -w ' %{http_code}' -X POST -H 'content-type: application/json' --data-binary '' $U/process.Process/List)
 expect_eq "empty JSON body is invalid_argument" \
 	'{"code":"invalid_argument","message":"unmarshal message: zero-length payload is not a valid JSON object"} 400' "$r"
+# A NUL inside a proto string would reach the syscall cut at the NUL:
+# Remove of "<dir>/keep\0x" must not remove <dir>/keep.
+nuldir=$(mktemp -d); : >"$nuldir/keep"
+nulreq=$(python3 -c 'import sys; p=sys.argv[1].encode()+b"/keep\0x"; sys.stdout.buffer.write(bytes([0x0a,len(p)])+p)' "$nuldir" | base64 -w0)
+r=$(echo "$nulreq" | base64 -d | curl -s -w ' %{http_code}' -X POST -H 'content-type: application/proto' --data-binary @- $U/filesystem.Filesystem/Remove)
+expect_eq "a NUL inside a proto string is invalid_argument" \
+	'{"code":"invalid_argument","message":"unmarshal message: string field path holds a NUL byte"} 400' "$r"
+expect_eq "and nothing was removed" "yes" "$([ -e "$nuldir/keep" ] && echo yes || echo no)"
+rm -rf "$nuldir"
 r=$(curl -s -w ' %{http_code}' -X POST -H 'content-type: application/json' -d '{"path":' $U/filesystem.Filesystem/Stat)
 expect_match "malformed JSON is invalid_argument 400" '"code":"invalid_argument".* 400$' "$r"
 r=$(curl -s -w ' %{http_code}' -X POST -H 'content-type: application/json' -H 'Connect-Timeout-Ms: 12345678901' -d '{}' $U/process.Process/List)
