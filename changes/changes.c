@@ -17,13 +17,16 @@
 
 #include "base/handover.h"
 #include "base/log.h"
+#include "base/reqjob.h"
 #include "base/state.h"
 #include "base/users.h"
 #include "changes/journal.h"
 #include "changes/source.h"
 #include "changes/tracker.h"
+#include "http/httpjob.h"
 #include "proto/pbjson.h"
 #include "rpc/caller.h"
+#include "rpc/rpcjob.h"
 
 size_t changes_max_paths = 200000;
 enum changes_source changes_source = CHANGES_SOURCE_AUTO;
@@ -34,10 +37,14 @@ size_t changes_inotify_watches;
 
 /* ---- queries (RPC and HTTP) ---- */
 
+/*
+ * One question, waiting for the source to catch up (source_barrier) before
+ * it is answered. Its lifetime is a reqjob's: the creator's reference is
+ * the barrier's, dropped once the barrier called back; the call or the
+ * exchange holds the other until it is answered or goes away.
+ */
 struct ask {
-	struct rpc_call *call;   /* RPC: NULL once the client left */
-	struct http_req *r;      /* HTTP: NULL once the client left */
-	bool waiting;
+	struct reqjob job;
 	bool has_since;
 	bool other_epoch;
 	uint64_t base, cursor;
@@ -46,6 +53,24 @@ struct ask {
 	size_t n_inc, n_exc;
 	uint32_t limit;
 };
+
+static void ask_free(struct ask *a);
+
+static void ask_job_free(struct reqjob *j)
+{
+	ask_free(REQJOB_CONTAINER(j, struct ask, job));
+}
+
+static const struct reqjob_ops ask_ops = { .free = ask_job_free };
+
+/* A new question, holding the creator's reference; NULL without memory. */
+static struct ask *ask_new(void)
+{
+	struct ask *a = calloc(1, sizeof(*a));
+	if (a)
+		reqjob_init(&a->job, &ask_ops);
+	return a;
+}
 
 static void ask_free(struct ask *a)
 {
@@ -176,27 +201,20 @@ static int ask_prefix(struct ask *a, const struct user *u, const char *path, cha
 
 /* RPC */
 
-static void rpc_ask_cancel(struct rpc_call *call, enum rpc_code why)
-{
-	struct ask *a = rpc_call_ud(call);
-	a->call = NULL;
-}
-
-static const struct rpc_call_hooks ask_hooks = { .on_cancel = rpc_ask_cancel };
-
 static void rpc_ask_done(void *ud, bool caught_up)
 {
 	struct ask *a = ud;
+	struct rpc_call *call = rpcjob_take(&a->job);
 	struct reply rp;
 
-	if (a->call) {
+	if (call) {
 		if (build_reply(a, &rp) < 0)
-			rpc_fail(a->call, RPC_RESOURCE_EXHAUSTED, "out of memory listing changes");
+			rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory listing changes");
 		else
-			rpc_reply(a->call, &rp.resp.base);
+			rpc_reply(call, &rp.resp.base);
 		reply_free(&rp);
 	}
-	ask_free(a);
+	reqjob_release(&a->job); /* the barrier's */
 }
 
 void changes_rpc(struct rpc_call *call, const ProtobufCMessage *msg)
@@ -210,18 +228,18 @@ void changes_rpc(struct rpc_call *call, const ProtobufCMessage *msg)
 		rpc_fail(call, RPC_FAILED_PRECONDITION, "the change journal is off (-changes-max-paths 0)");
 		return;
 	}
-	if (!(a = calloc(1, sizeof(*a)))) {
+	if (!(a = ask_new())) {
 		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
 	/* No path: every change (not the default workdir's). */
 	if (caller_of(call, req->path && *req->path ? req->path : NULL, &u, a->prefix, sizeof(a->prefix)) < 0) {
-		ask_free(a);
+		reqjob_release(&a->job);
 		return;
 	}
 	if (ask_parse_since(a, req->since, err, sizeof(err)) < 0) {
 		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
-		ask_free(a);
+		reqjob_release(&a->job);
 		return;
 	}
 	a->limit = req->limit;
@@ -231,52 +249,40 @@ void changes_rpc(struct rpc_call *call, const ProtobufCMessage *msg)
 	for (size_t i = 0; i < req->n_exclude; i++)
 		if (ask_add(&a->exc, &a->n_exc, req->exclude[i]) < 0)
 			goto oom;
-	a->call = call;
-	rpc_call_set_hooks(call, &ask_hooks, a);
+	rpcjob_attach(&a->job, call);
 	source_rescan();
 	if (source_barrier(rpc_ask_done, a) < 0)
 		rpc_ask_done(a, false);
 	return;
 oom:
 	rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
-	ask_free(a);
+	reqjob_release(&a->job);
 }
 
 /* HTTP */
 
-static void http_ask_close(struct http_req *r, bool completed)
-{
-	struct ask *a = r->ud;
-
-	if (a->waiting)
-		a->r = NULL;
-	else
-		ask_free(a);
-}
-
 static void http_ask_done(void *ud, bool caught_up)
 {
 	struct ask *a = ud;
+	struct http_req *r = reqjob_live(&a->job) ? httpjob_req(&a->job) : NULL;
 	struct reply rp;
 
-	a->waiting = false;
-	if (!a->r) {
-		ask_free(a);
-		return;
+	if (r) {
+		reqjob_finish(&a->job);
+		if (build_reply(a, &rp) < 0) {
+			http_respond_json_error(r, 500, "out of memory listing changes");
+		} else {
+			size_t len;
+			char *json = pbjson_encode(&rp.resp.base, &len);
+			if (json)
+				http_respond(r, 200, "application/json", json, len, NULL, 0);
+			else
+				http_respond_json_error(r, 500, "out of memory listing changes");
+			free(json);
+		}
+		reply_free(&rp);
 	}
-	if (build_reply(a, &rp) < 0) {
-		http_respond_json_error(a->r, 500, "out of memory listing changes");
-	} else {
-		size_t len;
-		char *json = pbjson_encode(&rp.resp.base, &len);
-		if (json)
-			http_respond(a->r, 200, "application/json", json, len, NULL, 0);
-		else
-			http_respond_json_error(a->r, 500, "out of memory listing changes");
-		free(json);
-	}
-	reply_free(&rp);
-	/* http_ask_close frees a */
+	reqjob_release(&a->job); /* the barrier's; the exchange's goes with its on_close */
 }
 
 /* Every value of `name` in a query string, decoded. */
@@ -308,7 +314,7 @@ void changes_http_get(struct http_req *r)
 		http_respond_json_error(r, 412, "the change journal is off (-changes-max-paths 0)");
 		return;
 	}
-	if (!(a = calloc(1, sizeof(*a)))) {
+	if (!(a = ask_new())) {
 		http_respond_json_error(r, 500, "out of memory");
 		return;
 	}
@@ -319,7 +325,7 @@ void changes_http_get(struct http_req *r)
 			char msg[sizeof(err) + 300];
 			snprintf(msg, sizeof(msg), "error looking up user '%s': %s", name, err);
 			http_respond_json_error(r, 401, msg);
-			ask_free(a);
+			reqjob_release(&a->job);
 			return;
 		}
 		u = &own;
@@ -333,26 +339,23 @@ void changes_http_get(struct http_req *r)
 		unsigned long v = strtoul(lim, &end, 10);
 		if (*end || v > UINT32_MAX) {
 			http_respond_json_error(r, 400, "invalid limit");
-			ask_free(a);
+			reqjob_release(&a->job);
 			return;
 		}
 		a->limit = (uint32_t)v;
 	}
 	if (ask_prefix(a, u, path, err, sizeof(err)) < 0 || ask_parse_since(a, since, err, sizeof(err)) < 0) {
 		http_respond_json_error(r, 400, err);
-		ask_free(a);
+		reqjob_release(&a->job);
 		return;
 	}
 	if (query_all(r->query, "include", &a->inc, &a->n_inc) < 0 ||
 	    query_all(r->query, "exclude", &a->exc, &a->n_exc) < 0) {
 		http_respond_json_error(r, 500, "out of memory");
-		ask_free(a);
+		reqjob_release(&a->job);
 		return;
 	}
-	a->r = r;
-	a->waiting = true;
-	r->ud = a;
-	r->on_close = http_ask_close;
+	httpjob_attach(&a->job, r);
 	source_rescan();
 	if (source_barrier(http_ask_done, a) < 0)
 		http_ask_done(a, false);
