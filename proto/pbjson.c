@@ -18,6 +18,8 @@
 #include <math.h>
 #include <stdarg.h>
 #include <errno.h>
+#include <stdatomic.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -176,62 +178,147 @@ static void civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d)
 /* ---------------------------------------------------------------------- */
 /* Output buffer                                                           */
 
-/* The output (base/buf.h) plus a sticky failure flag, so the encoder can
-   write without checking every append and test once at the end. */
+/*
+ * The output and a sticky failure, so the encoder writes without checking
+ * every append and tests once at the end. Every writer asks for the room
+ * it needs (jb_room) and then stores bytes with plain pointer writes: a
+ * Stat reply is ~40 appends, and a bounds check plus a call per byte (the
+ * field names went out a character at a time) was most of its cost.
+ * A fixed buffer (the caller's, never grown) fails with -ENOBUFS when the
+ * message does not fit, and the caller falls back to a growable one.
+ */
 struct jbuf {
-	struct buf b;
-	bool failed;
+	char *p;
+	size_t len, cap;  /* cap: bytes at p; room is kept for a NUL */
+	bool fixed;       /* p is the caller's and cannot grow */
+	int err;          /* 0, -ENOMEM or -ENOBUFS: sticky */
 };
 
-/* Room for n more bytes (plus the NUL); NULL after any failure. */
-static char *jb_reserve(struct jbuf *b, size_t n)
+static char *jb_grow(struct jbuf *b, size_t n)
 {
-	if (b->failed || buf_reserve(&b->b, n) < 0) {
-		b->failed = true;
+	size_t want, nc;
+	char *np;
+
+	if (b->err)
+		return NULL;
+	if (b->fixed || n > SIZE_MAX / 4 - b->len) {
+		b->err = b->fixed ? -ENOBUFS : -ENOMEM;
 		return NULL;
 	}
-	return (char *)b->b.p + b->b.len;
+	want = b->len + n + 1;
+	nc = b->cap ? b->cap : 256;
+	while (nc < want)
+		nc *= 2;
+	np = realloc(b->p, nc);
+	if (!np) {
+		b->err = -ENOMEM;
+		return NULL;
+	}
+	b->p = np;
+	b->cap = nc;
+	return np + b->len;
 }
 
-static void jb_put(struct jbuf *b, const void *s, size_t n)
+/* Room for n more bytes (plus a NUL) at the end; NULL after any failure. */
+static inline char *jb_room(struct jbuf *b, size_t n)
 {
-	char *w = jb_reserve(b, n);
+	if (__builtin_expect(!b->err && b->cap - b->len > n, 1))
+		return b->p + b->len;
+	return jb_grow(b, n);
+}
+
+static inline void jb_put(struct jbuf *b, const void *s, size_t n)
+{
+	char *w = jb_room(b, n);
 
 	if (!w)
 		return;
 	memcpy(w, s, n);
-	b->b.len += n;
+	b->len += n;
 }
 
-static void jb_putc(struct jbuf *b, char c)
+static inline void jb_putc(struct jbuf *b, char c)
 {
-	char *w = jb_reserve(b, 1);
+	char *w = jb_room(b, 1);
 
 	if (!w)
 		return;
 	*w = c;
-	b->b.len++;
+	b->len++;
 }
+
+#define jb_lit(b, s) jb_put((b), (s), sizeof(s) - 1)
 
 static void jb_puts(struct jbuf *b, const char *s)
 {
 	jb_put(b, s, strlen(s));
 }
 
-static void jb_put_i64(struct jbuf *b, int64_t v, bool quoted)
+/* A value that cannot be encoded (nesting too deep, a broken descriptor). */
+static void jb_fail(struct jbuf *b)
 {
-	char tmp[32];
-	int n = snprintf(tmp, sizeof(tmp), quoted ? "\"%" PRId64 "\"" : "%" PRId64, v);
+	if (!b->err)
+		b->err = -ENOMEM;
+}
 
-	jb_put(b, tmp, (size_t)n);
+static const char digit_pairs[201] =
+	"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+	"8081828384858687888990919293949596979899";
+
+/* Decimal digits of v at w (room for 20); returns the count. No libc
+   formatting: snprintf was ~700 instructions a number. */
+static size_t u64_digits(char *w, uint64_t v)
+{
+	char tmp[20];
+	size_t i = sizeof(tmp), n;
+
+	while (v >= 100) {
+		unsigned d = (unsigned)(v % 100) * 2;
+
+		v /= 100;
+		tmp[--i] = digit_pairs[d + 1];
+		tmp[--i] = digit_pairs[d];
+	}
+	if (v >= 10) {
+		tmp[--i] = digit_pairs[v * 2 + 1];
+		tmp[--i] = digit_pairs[v * 2];
+	} else {
+		tmp[--i] = (char)('0' + v);
+	}
+	n = sizeof(tmp) - i;
+	memcpy(w, tmp + i, n);
+	return n;
 }
 
 static void jb_put_u64(struct jbuf *b, uint64_t v, bool quoted)
 {
-	char tmp[32];
-	int n = snprintf(tmp, sizeof(tmp), quoted ? "\"%" PRIu64 "\"" : "%" PRIu64, v);
+	char *w = jb_room(b, 22), *s = w;
 
-	jb_put(b, tmp, (size_t)n);
+	if (!w)
+		return;
+	if (quoted)
+		*w++ = '"';
+	w += u64_digits(w, v);
+	if (quoted)
+		*w++ = '"';
+	b->len += (size_t)(w - s);
+}
+
+static void jb_put_i64(struct jbuf *b, int64_t v, bool quoted)
+{
+	char *w = jb_room(b, 23), *s = w;
+
+	if (!w)
+		return;
+	if (quoted)
+		*w++ = '"';
+	if (v < 0)
+		*w++ = '-';
+	w += u64_digits(w, v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v);
+	if (quoted)
+		*w++ = '"';
+	b->len += (size_t)(w - s);
 }
 
 /* Bytes that go into a JSON string unchanged: printable ASCII except `"`, `\`. */
@@ -276,15 +363,22 @@ static size_t utf8_seq_len(const unsigned char *s, size_t n)
  * A JSON string as Go's protojson writes it: `"` and `\` escaped, control
  * characters and DEL as \b \f \n \r \t or \u00xx, valid UTF-8 unchanged,
  * every byte of invalid UTF-8 replaced by U+FFFD (clients reject invalid
- * UTF-8 outright).
+ * UTF-8 outright). Plain text (paths, names) is copied while it is
+ * scanned, into room asked for once.
  */
 static void jb_put_string(struct jbuf *b, const char *str, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *s = (const unsigned char *)str;
 	size_t i = 0;
+	char *w = jb_room(b, n + 2);
 
-	jb_putc(b, '"');
+	if (!w)
+		return;
+	*w++ = '"';
+	while (i < n && json_plain[s[i]])
+		*w++ = (char)s[i++];
+	b->len += i + 1;
 	while (i < n) {
 		size_t j = i, k;
 		unsigned char c;
@@ -337,23 +431,98 @@ static void jb_put_string(struct jbuf *b, const char *str, size_t n)
 
 static void enc_message(struct jbuf *b, const ProtobufCMessage *m, int depth);
 
-static void enc_name(struct jbuf *b, const char *proto, bool *first)
+/*
+ * `"jsonName":` of each field, made once: converting the proto name on
+ * every encode was a quarter of a Stat reply's cost. The cache is shared
+ * by every thread without a lock: an entry is built whole, then published
+ * with one compare-and-swap into an open-addressed slot keyed by the field
+ * descriptor (static data that lives as long as the process); entries are
+ * never freed. A full table (more fields than slots) or an allocation
+ * failure only means the name is converted each time.
+ */
+#define NAME_SLOTS 2048
+
+struct jname {
+	const ProtobufCFieldDescriptor *f;
+	size_t len;
+	char text[];  /* "jsonName": */
+};
+
+static struct jname *_Atomic name_cache[NAME_SLOTS];
+
+static size_t json_name_text(const char *proto, char *w)
 {
+	char *s = w;
 	bool up = false;
 
-	if (!*first)
-		jb_putc(b, ',');
-	*first = false;
-	jb_putc(b, '"');
+	*w++ = '"';
 	for (; *proto; proto++) {
 		if (*proto == '_') {
 			up = true;
 			continue;
 		}
-		jb_putc(b, up ? ascii_upper(*proto) : *proto);
+		*w++ = up ? ascii_upper(*proto) : *proto;
 		up = false;
 	}
-	jb_put(b, "\":", 2);
+	*w++ = '"';
+	*w++ = ':';
+	return (size_t)(w - s);
+}
+
+static const struct jname *name_lookup(const ProtobufCFieldDescriptor *f)
+{
+	size_t h = ((uintptr_t)f >> 4) * 0x9E3779B97F4A7C15u >> 11;
+	struct jname *e = NULL;
+
+	for (size_t i = 0; i < 8; i++) {
+		struct jname *_Atomic *slot = &name_cache[(h + i) % NAME_SLOTS];
+		struct jname *cur = atomic_load_explicit(slot, memory_order_acquire);
+
+		if (cur) {
+			if (cur->f == f) {
+				free(e);
+				return cur;
+			}
+			continue;
+		}
+		if (!e) {
+			e = malloc(sizeof(*e) + strlen(f->name) + 3);
+			if (!e)
+				return NULL;
+			e->f = f;
+			e->len = json_name_text(f->name, e->text);
+		}
+		if (atomic_compare_exchange_strong_explicit(slot, &cur, e, memory_order_acq_rel,
+							    memory_order_acquire))
+			return e;
+		if (cur->f == f) {
+			free(e);
+			return cur;
+		}
+	}
+	free(e);
+	return NULL;
+}
+
+/* `,"jsonName":` (no comma before the first field), in one append. */
+static void enc_name(struct jbuf *b, const ProtobufCFieldDescriptor *f, bool *first)
+{
+	const struct jname *e = name_lookup(f);
+	size_t n = e ? e->len : strlen(f->name) + 3;
+	char *w = jb_room(b, n + 1);
+
+	if (!w)
+		return;
+	if (!*first) {
+		*w++ = ',';
+		b->len++;
+	}
+	*first = false;
+	if (e)
+		memcpy(w, e->text, n);
+	else
+		n = json_name_text(f->name, w);
+	b->len += n;
 }
 
 /*
@@ -431,8 +600,15 @@ static void enc_float(struct jbuf *b, double v, bool is_float)
 static bool ts_fields(const ProtobufCMessageDescriptor *d, const ProtobufCFieldDescriptor **sf,
 		      const ProtobufCFieldDescriptor **nf)
 {
-	*sf = protobuf_c_message_descriptor_get_field_by_name(d, "seconds");
-	*nf = protobuf_c_message_descriptor_get_field_by_name(d, "nanos");
+	/* protoc-c orders fields by number: seconds = 1, nanos = 2. */
+	if (d->n_fields == 2 && strcmp(d->fields[0].name, "seconds") == 0 &&
+	    strcmp(d->fields[1].name, "nanos") == 0) {
+		*sf = &d->fields[0];
+		*nf = &d->fields[1];
+	} else {
+		*sf = protobuf_c_message_descriptor_get_field_by_name(d, "seconds");
+		*nf = protobuf_c_message_descriptor_get_field_by_name(d, "nanos");
+	}
 	return *sf && *nf && (*sf)->type == PROTOBUF_C_TYPE_INT64 &&
 	       (*nf)->type == PROTOBUF_C_TYPE_INT32 && (*sf)->label != PROTOBUF_C_LABEL_REPEATED &&
 	       (*nf)->label != PROTOBUF_C_LABEL_REPEATED;
@@ -448,11 +624,10 @@ static void enc_timestamp(struct jbuf *b, const ProtobufCMessage *m)
 	const ProtobufCFieldDescriptor *sf, *nf;
 	int64_t secs, nanos, days, rem, y;
 	unsigned mo, d;
-	char tmp[64];
-	int n;
+	char *w, *s;
 
 	if (!ts_fields(m->descriptor, &sf, &nf)) {
-		b->failed = true;
+		jb_fail(b);
 		return;
 	}
 	secs = *(const int64_t *)((const char *)m + sf->offset);
@@ -478,8 +653,25 @@ static void enc_timestamp(struct jbuf *b, const ProtobufCMessage *m)
 		days--;
 	}
 	civil_from_days(days, &y, &mo, &d);
-	n = snprintf(tmp, sizeof(tmp), "\"%04" PRId64 "-%02u-%02uT%02u:%02u:%02u", y, mo, d,
-		     (unsigned)(rem / 3600), (unsigned)(rem / 60 % 60), (unsigned)(rem % 60));
+	w = jb_room(b, 32);
+	if (!w)
+		return;
+	s = w;
+	/* "YYYY-MM-DDTHH:MM:SS[.fff|.ffffff|.fffffffff]Z"; y is 1..9999. */
+	*w++ = '"';
+	memcpy(w, digit_pairs + (y / 100) * 2, 2);
+	memcpy(w + 2, digit_pairs + (y % 100) * 2, 2);
+	w[4] = '-';
+	memcpy(w + 5, digit_pairs + mo * 2, 2);
+	w[7] = '-';
+	memcpy(w + 8, digit_pairs + d * 2, 2);
+	w[10] = 'T';
+	memcpy(w + 11, digit_pairs + (rem / 3600) * 2, 2);
+	w[13] = ':';
+	memcpy(w + 14, digit_pairs + (rem / 60 % 60) * 2, 2);
+	w[16] = ':';
+	memcpy(w + 17, digit_pairs + (rem % 60) * 2, 2);
+	w += 19;
 	if (nanos != 0) {
 		/* Shortest of 3, 6 or 9 digits that is exact. */
 		int digits = 9;
@@ -488,10 +680,16 @@ static void enc_timestamp(struct jbuf *b, const ProtobufCMessage *m)
 			nanos /= 1000;
 			digits -= 3;
 		}
-		n += snprintf(tmp + n, sizeof(tmp) - (size_t)n, ".%0*u", digits, (unsigned)nanos);
+		*w++ = '.';
+		for (int i = digits - 1; i >= 0; i--) {
+			w[i] = (char)('0' + nanos % 10);
+			nanos /= 10;
+		}
+		w += digits;
 	}
-	n += snprintf(tmp + n, sizeof(tmp) - (size_t)n, "Z\"");
-	jb_put(b, tmp, (size_t)n);
+	*w++ = 'Z';
+	*w++ = '"';
+	b->len += (size_t)(w - s);
 }
 
 static void enc_bytes(struct jbuf *b, const ProtobufCBinaryData *bd)
@@ -501,17 +699,17 @@ static void enc_bytes(struct jbuf *b, const ProtobufCBinaryData *bd)
 	char *w;
 
 	if (need > SIZE_MAX / 2 - 2) {
-		b->failed = true;
+		jb_fail(b);
 		return;
 	}
 	/* +2 quotes, +1 for the NUL base64_encode writes (overwritten next). */
-	w = jb_reserve(b, need + 3);
+	w = jb_room(b, need + 3);
 	if (!w)
 		return;
 	w[0] = '"';
 	base64_encode(w + 1, bd->data, n);
 	w[need + 1] = '"';
-	b->b.len += need + 2;
+	b->len += need + 2;
 }
 
 /* One value of field `f` stored at `p` (a single element, not an array). */
@@ -569,7 +767,7 @@ static void enc_value(struct jbuf *b, const ProtobufCFieldDescriptor *f, const v
 		enc_message(b, *(ProtobufCMessage *const *)p, depth + 1);
 		break;
 	default:
-		b->failed = true;
+		jb_fail(b);
 	}
 }
 
@@ -739,7 +937,7 @@ static void enc_map(struct jbuf *b, const ProtobufCFieldDescriptor *f, ProtobufC
 	free(sorted);
 	return;
 oom:
-	b->failed = true;
+	jb_fail(b);
 }
 
 static void enc_message(struct jbuf *b, const ProtobufCMessage *m, int depth)
@@ -749,7 +947,7 @@ static void enc_message(struct jbuf *b, const ProtobufCMessage *m, int depth)
 	bool first = true;
 
 	if (depth > PBJSON_MAX_DEPTH) {
-		b->failed = true;
+		jb_fail(b);
 		return;
 	}
 	if (!m) {
@@ -772,7 +970,7 @@ static void enc_message(struct jbuf *b, const ProtobufCMessage *m, int depth)
 
 			if (n == 0 || !arr)
 				continue;
-			enc_name(b, f->name, &first);
+			enc_name(b, f, &first);
 			if (field_is_map(f)) {
 				enc_map(b, f, (ProtobufCMessage *const *)arr, n, depth);
 				continue;
@@ -788,7 +986,7 @@ static void enc_message(struct jbuf *b, const ProtobufCMessage *m, int depth)
 		}
 		if (!field_present(m, f))
 			continue;
-		enc_name(b, f->name, &first);
+		enc_name(b, f, &first);
 		enc_value(b, f, base + f->offset, depth);
 	}
 	jb_putc(b, '}');
@@ -796,34 +994,43 @@ static void enc_message(struct jbuf *b, const ProtobufCMessage *m, int depth)
 
 int pbjson_encode_into(const ProtobufCMessage *msg, char **buf, size_t *cap, size_t off, size_t *len)
 {
-	struct jbuf b = {.b = {.p = (uint8_t *)*buf, .len = 0, .cap = *cap, .max = BUF_UNBOUNDED}};
+	struct jbuf b = {.p = *buf, .cap = *cap};
 
-	if (!jb_reserve(&b, off)) {
-		*buf = (char *)b.b.p;
-		*cap = b.b.cap;
-		return -ENOMEM;
-	}
-	b.b.len = off;
+	if (jb_room(&b, off))
+		b.len = off;
 	enc_message(&b, msg, 1);
-	*buf = (char *)b.b.p;
-	*cap = b.b.cap;
-	if (b.failed)
+	*buf = b.p;
+	*cap = b.cap;
+	if (b.err)
 		return -ENOMEM;
-	*len = b.b.len - off;
+	*len = b.len - off;
+	return 0;
+}
+
+int pbjson_encode_to(const ProtobufCMessage *msg, char *buf, size_t cap, size_t *len)
+{
+	struct jbuf b = {.p = buf, .cap = cap, .fixed = true};
+
+	enc_message(&b, msg, 1);
+	if (b.err)
+		return b.err;
+	*len = b.len;
 	return 0;
 }
 
 char *pbjson_encode(const ProtobufCMessage *msg, size_t *len)
 {
-	struct jbuf b = {.b = BUF_INIT(BUF_UNBOUNDED)};
+	struct jbuf b = {0};
 
 	enc_message(&b, msg, 1);
-	if (!jb_reserve(&b, 0)) {
-		buf_free(&b.b);
+	if (!jb_room(&b, 0)) {
+		free(b.p);
 		return NULL;
 	}
-	b.b.p[b.b.len] = '\0';
-	return buf_steal(&b.b, len);
+	b.p[b.len] = '\0';
+	if (len)
+		*len = b.len;
+	return b.p;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -832,7 +1039,19 @@ char *pbjson_encode(const ProtobufCMessage *msg, size_t *len)
 struct dec {
 	char *err;
 	size_t errlen;
+	ProtobufCAllocator *alloc; /* the message's memory */
 };
+
+static void *dec_alloc(struct dec *d, size_t n)
+{
+	return d->alloc->alloc(d->alloc->allocator_data, n);
+}
+
+static void dec_free(struct dec *d, void *p)
+{
+	if (p)
+		d->alloc->free(d->alloc->allocator_data, p);
+}
 
 __attribute__((format(printf, 2, 3)))
 static int dec_fail(struct dec *d, const char *fmt, ...)
@@ -865,8 +1084,8 @@ static int dec_fail(struct dec *d, const char *fmt, ...)
  */
 static void describe(const json_t *v, char *out, size_t outlen)
 {
-	struct jbuf b = {.b = BUF_INIT(BUF_UNBOUNDED)};
-	char *txt;
+	char tmp[128];
+	struct jbuf b = {.p = tmp, .cap = sizeof(tmp), .fixed = true};
 
 	switch (json_typeof(v)) {
 	case JSON_OBJECT:
@@ -885,21 +1104,38 @@ static void describe(const json_t *v, char *out, size_t outlen)
 			while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
 				n--;
 		}
+		/* 40 bytes escaped are at most 240: room in tmp for any of them
+		   but control characters, which are 6 each. */
 		jb_put_string(&b, s, n);
-		if (b.failed || !jb_reserve(&b, 0)) {
+		if (b.err) {
 			snprintf(out, outlen, "string");
 		} else {
-			b.b.p[b.b.len] = '\0';
-			snprintf(out, outlen, "%s%s", (char *)b.b.p,
-				 n < json_string_length(v) ? "..." : "");
+			tmp[b.len] = '\0';
+			/* A cut is the caller's to accept: the result is checked
+			   only to say so to the compiler. */
+			if (snprintf(out, outlen, "%s%s", tmp, n < json_string_length(v) ? "..." : "") < 0)
+				out[0] = '\0';
 		}
-		buf_free(&b.b);
 		return;
 	}
+	case JSON_INTEGER:
+		snprintf(out, outlen, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+		return;
+	case JSON_REAL:
+		/* As jansson's json_dumps() prints a real: %.17g, and ".0" when
+		   that reads as an integer. */
+		snprintf(tmp, sizeof(tmp), "%.17g", json_real_value(v));
+		if (snprintf(out, outlen, "%s%s", tmp, strpbrk(tmp, ".eEin") ? "" : ".0") < 0)
+			out[0] = '\0';
+		return;
+	case JSON_TRUE:
+		snprintf(out, outlen, "true");
+		return;
+	case JSON_FALSE:
+		snprintf(out, outlen, "false");
+		return;
 	default:
-		txt = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-		snprintf(out, outlen, "%s", txt ? txt : "value");
-		free(txt);
+		snprintf(out, outlen, "null");
 	}
 }
 
@@ -1210,9 +1446,9 @@ static bool parse_rfc3339(const char *s, size_t n, int64_t *secs, int32_t *nanos
 	return true;
 }
 
-static ProtobufCMessage *msg_new(const ProtobufCMessageDescriptor *desc)
+static ProtobufCMessage *msg_new(struct dec *d, const ProtobufCMessageDescriptor *desc)
 {
-	ProtobufCMessage *m = malloc(desc->sizeof_message);
+	ProtobufCMessage *m = dec_alloc(d, desc->sizeof_message);
 
 	if (m)
 		protobuf_c_message_init(desc, m);
@@ -1243,7 +1479,7 @@ static int dec_timestamp(struct dec *d, const ProtobufCMessageDescriptor *desc, 
 		describe(v, what, sizeof(what));
 		return dec_fail(d, "%s value out of range: %s", TIMESTAMP_NAME, what);
 	}
-	m = msg_new(desc);
+	m = msg_new(d, desc);
 	if (!m)
 		return dec_fail(d, "out of memory");
 	*(int64_t *)((char *)m + sf->offset) = secs;
@@ -1332,7 +1568,7 @@ static int dec_value(struct dec *d, const ProtobufCFieldDescriptor *f, const cha
 		if (!json_is_string(v))
 			return dec_bad_value(d, "string", field, v);
 		n = json_string_length(v);
-		s = malloc(n + 1);
+		s = dec_alloc(d, n + 1);
 		if (!s)
 			return dec_fail(d, "out of memory");
 		memcpy(s, json_string_value(v), n + 1);
@@ -1349,17 +1585,17 @@ static int dec_value(struct dec *d, const ProtobufCFieldDescriptor *f, const cha
 			return dec_bad_value(d, "bytes", field, v);
 		n = json_string_length(v);
 		if (n > 0) {
-			buf = malloc(base64_decoded_maxlen(n));
+			buf = dec_alloc(d, base64_decoded_maxlen(n));
 			if (!buf)
 				return dec_fail(d, "out of memory");
 		}
 		got = base64_decode(buf, json_string_value(v), n);
 		if (got < 0) {
-			free(buf);
+			dec_free(d, buf);
 			return dec_bad_value(d, "bytes", field, v);
 		}
 		if (got == 0) {
-			free(buf);
+			dec_free(d, buf);
 			buf = NULL;
 		}
 		bd->data = buf;
@@ -1420,9 +1656,9 @@ static int dec_list(struct dec *d, ProtobufCMessage *m, const ProtobufCFieldDesc
 	n = json_array_size(v);
 	if (n == 0)
 		return 0;
-	*arrp = calloc(n, es);
-	if (!*arrp)
+	if (n > SIZE_MAX / es || !(*arrp = dec_alloc(d, n * es)))
 		return dec_fail(d, "out of memory");
+	memset(*arrp, 0, n * es);
 	/* *qn counts the fully decoded elements, so a failure part-way leaves
 	   a message that protobuf_c_message_free_unpacked() frees cleanly. */
 	*qn = 0;
@@ -1439,7 +1675,7 @@ static int dec_list(struct dec *d, ProtobufCMessage *m, const ProtobufCFieldDesc
 			(*qn)++;
 	}
 	if (*qn == 0) {
-		free(*arrp);
+		dec_free(d, *arrp);
 		*arrp = NULL;
 	}
 	return 0;
@@ -1455,10 +1691,12 @@ static int dec_map_key(struct dec *d, const ProtobufCFieldDescriptor *kf, const 
 
 	switch (kf->type) {
 	case PROTOBUF_C_TYPE_STRING: {
-		char *s = strdup(key);
+		size_t n = strlen(key);
+		char *s = dec_alloc(d, n + 1);
 
 		if (!s)
 			return dec_fail(d, "out of memory");
+		memcpy(s, key, n + 1);
 		*(char **)dst = s;
 		return 0;
 	}
@@ -1526,9 +1764,9 @@ static int dec_map(struct dec *d, ProtobufCMessage *m, const ProtobufCFieldDescr
 	n = json_object_size(v);
 	if (n == 0)
 		return 0;
-	*arrp = calloc(n, sizeof(**arrp));
-	if (!*arrp)
+	if (n > SIZE_MAX / sizeof(**arrp) || !(*arrp = dec_alloc(d, n * sizeof(**arrp))))
 		return dec_fail(d, "out of memory");
+	memset(*arrp, 0, n * sizeof(**arrp));
 	*qn = 0;
 	json_object_foreach((json_t *)v, key, val) {
 		ProtobufCMessage *e;
@@ -1538,16 +1776,16 @@ static int dec_map(struct dec *d, ProtobufCMessage *m, const ProtobufCFieldDescr
 			break;
 		if (json_is_null(val))
 			return dec_bad_value(d, "map", field, val);
-		e = msg_new(ed);
+		e = msg_new(d, ed);
 		if (!e)
 			return dec_fail(d, "out of memory");
 		if (dec_map_key(d, kf, field, key, (char *)e + kf->offset) < 0) {
-			protobuf_c_message_free_unpacked(e, NULL);
+			protobuf_c_message_free_unpacked(e, d->alloc);
 			return -1;
 		}
 		r = dec_value(d, vf, field, val, (char *)e + vf->offset, depth);
 		if (r != 0) {
-			protobuf_c_message_free_unpacked(e, NULL);
+			protobuf_c_message_free_unpacked(e, d->alloc);
 			if (r < 0)
 				return -1;
 			continue; /* unknown enum name: entry dropped */
@@ -1555,7 +1793,7 @@ static int dec_map(struct dec *d, ProtobufCMessage *m, const ProtobufCFieldDescr
 		(*arrp)[(*qn)++] = e;
 	}
 	if (*qn == 0) {
-		free(*arrp);
+		dec_free(d, *arrp);
 		*arrp = NULL;
 	}
 	return 0;
@@ -1611,7 +1849,7 @@ static ProtobufCMessage *dec_message(struct dec *d, const ProtobufCMessageDescri
 				     const json_t *v, const char *field, int depth)
 {
 	ProtobufCMessage *m = NULL;
-	unsigned char *seen = NULL;
+	unsigned char seen_small[64], *seen = seen_small;
 	const char *key;
 	json_t *val;
 
@@ -1626,13 +1864,15 @@ static ProtobufCMessage *dec_message(struct dec *d, const ProtobufCMessageDescri
 			dec_bad_value(d, "message", desc->name, v);
 		return NULL;
 	}
-	m = msg_new(desc);
+	m = msg_new(d, desc);
 	if (!m)
 		goto oom;
-	if (desc->n_fields > 0) {
+	if (desc->n_fields > sizeof(seen_small)) {
 		seen = calloc(desc->n_fields, 1);
 		if (!seen)
 			goto oom;
+	} else {
+		memset(seen, 0, desc->n_fields);
 	}
 	json_object_foreach((json_t *)v, key, val) {
 		int i = find_field(desc, key);
@@ -1650,14 +1890,16 @@ static ProtobufCMessage *dec_message(struct dec *d, const ProtobufCMessageDescri
 		if (dec_field(d, m, &desc->fields[i], val, depth) < 0)
 			goto fail;
 	}
-	free(seen);
+	if (seen != seen_small)
+		free(seen);
 	return m;
 oom:
 	dec_fail(d, "out of memory");
 fail:
-	free(seen);
+	if (seen != seen_small)
+		free(seen);
 	if (m)
-		protobuf_c_message_free_unpacked(m, NULL);
+		protobuf_c_message_free_unpacked(m, d->alloc);
 	return NULL;
 }
 
@@ -1691,11 +1933,174 @@ static bool json_too_deep(const char *s, size_t n, int max)
 	return false;
 }
 
+/* ---------------------------------------------------------------------- */
+/* jansson's memory during a decode                                        */
+
+/*
+ * jansson builds a tree per document: the object, its hash table, a pair
+ * per key, a string per value, each from malloc and each freed again by
+ * json_decref(): for a small request that was half of the decode. While
+ * pbjson_decode() parses, this thread's jansson allocations come from an
+ * arena instead (bump allocation from a thread-local block, then from
+ * chained blocks), nothing is freed one by one, and the tree is dropped
+ * whole at the end. Blocks of JA_BIG bytes or more (a long string's
+ * buffer as the lexer doubles it) are malloc'd on their own and given back
+ * when jansson frees them, so a 16 MiB string costs what it did.
+ *
+ * jansson's hooks are process-wide (json_set_alloc_funcs), so they look at
+ * a thread-local pointer: other threads, and this one outside a decode,
+ * get malloc and free as before.
+ */
+#define JA_FIRST 8192
+#define JA_BLOCK 32768
+#define JA_BIG 8192
+
+struct ja_blk {
+	struct ja_blk *next;
+	_Alignas(16) char data[];
+};
+
+struct jarena {
+	char *cur, *end;
+	struct ja_blk *blocks; /* malloc'd blocks bumped into */
+	struct ja_blk *big;    /* malloc'd one per big allocation */
+};
+
+static __thread struct jarena *ja_cur;
+static __thread _Alignas(16) char ja_first[JA_FIRST];
+static pthread_once_t ja_once = PTHREAD_ONCE_INIT;
+
+static void *ja_slow(struct jarena *a, size_t n)
+{
+	struct ja_blk *blk;
+
+	if (n >= JA_BIG) {
+		blk = malloc(sizeof(*blk) + n);
+		if (!blk)
+			return NULL;
+		blk->next = a->big;
+		a->big = blk;
+		return blk->data;
+	}
+	blk = malloc(sizeof(*blk) + JA_BLOCK);
+	if (!blk)
+		return NULL;
+	blk->next = a->blocks;
+	a->blocks = blk;
+	a->cur = blk->data + n;
+	a->end = blk->data + JA_BLOCK;
+	return blk->data;
+}
+
+static void *ja_malloc(size_t n)
+{
+	struct jarena *a = ja_cur;
+	char *p;
+
+	if (!a)
+		return malloc(n);
+	if (n > SIZE_MAX / 2)
+		return NULL;
+	n = (n + 15) & ~(size_t)15;
+	if (n > (size_t)(a->end - a->cur))
+		return ja_slow(a, n);
+	p = a->cur;
+	a->cur += n;
+	return p;
+}
+
+static void ja_free(void *p)
+{
+	struct jarena *a = ja_cur;
+
+	if (!a) {
+		free(p);
+		return;
+	}
+	if (!p)
+		return;
+	/* Only a big block goes back now; the rest goes with the arena. */
+	for (struct ja_blk **bp = &a->big; *bp; bp = &(*bp)->next) {
+		if ((*bp)->data == p) {
+			struct ja_blk *blk = *bp;
+
+			*bp = blk->next;
+			free(blk);
+			return;
+		}
+	}
+}
+
+static void ja_install(void)
+{
+	json_malloc_t m;
+	json_free_t f;
+
+	/* Hooks someone else set (a test's) are left alone. */
+	json_get_alloc_funcs(&m, &f);
+	if (m == malloc && f == free)
+		json_set_alloc_funcs(ja_malloc, ja_free);
+}
+
+static void ja_begin(struct jarena *a)
+{
+	pthread_once(&ja_once, ja_install);
+	a->cur = ja_first;
+	a->end = ja_first + sizeof(ja_first);
+	a->blocks = NULL;
+	a->big = NULL;
+	ja_cur = a;
+}
+
+/* Drop everything the arena gave out: the tree is not freed node by node. */
+static void ja_end(struct jarena *a)
+{
+	ja_cur = NULL;
+	for (struct ja_blk **l = &a->blocks; l; l = l == &a->blocks ? &a->big : NULL) {
+		while (*l) {
+			struct ja_blk *blk = *l;
+
+			*l = blk->next;
+			free(blk);
+		}
+	}
+}
+
+/* Are jansson's allocations ours? (A test may have pointed them elsewhere,
+   and then the tree must be freed the usual way.) */
+static bool ja_installed(void)
+{
+	json_malloc_t m;
+	json_free_t f;
+
+	json_get_alloc_funcs(&m, &f);
+	return m == ja_malloc && f == ja_free;
+}
+
+static void *sys_alloc(void *ud, size_t n)
+{
+	return malloc(n);
+}
+
+static void sys_free(void *ud, void *p)
+{
+	free(p);
+}
+
+static ProtobufCAllocator system_alloc = { sys_alloc, sys_free, NULL };
+
 ProtobufCMessage *pbjson_decode(const ProtobufCMessageDescriptor *desc, const char *json,
 				size_t len, char *err, size_t errlen)
 {
-	struct dec d = { err, errlen };
+	return pbjson_decode_with(desc, json, len, NULL, err, errlen);
+}
+
+ProtobufCMessage *pbjson_decode_with(const ProtobufCMessageDescriptor *desc, const char *json,
+				     size_t len, ProtobufCAllocator *alloc, char *err, size_t errlen)
+{
+	struct dec d = { err, errlen, alloc ? alloc : &system_alloc };
 	ProtobufCMessage *m = NULL;
+	struct jarena arena;
 	json_error_t je;
 	json_t *root;
 
@@ -1713,8 +2118,10 @@ ProtobufCMessage *pbjson_decode(const ProtobufCMessageDescriptor *desc, const ch
 		dec_fail(&d, "exceeds maximum nesting depth %d", PBJSON_MAX_DEPTH);
 		return NULL;
 	}
+	ja_begin(&arena);
 	root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
 	if (!root) {
+		ja_end(&arena);
 		dec_fail(&d, "syntax error at line %d column %d: %s", je.line, je.column, je.text);
 		return NULL;
 	}
@@ -1729,6 +2136,8 @@ ProtobufCMessage *pbjson_decode(const ProtobufCMessageDescriptor *desc, const ch
 	} else {
 		m = dec_message(&d, desc, root, NULL, 1);
 	}
-	json_decref(root);
+	if (!ja_installed())
+		json_decref(root);
+	ja_end(&arena);
 	return m;
 }

@@ -20,8 +20,9 @@
  * Known limit: a uint64 given as a JSON *number* above 2^63-1 is rejected
  * (the JSON parser stores integers as long long); as a string it works.
  *
- * Errors: the encoders return NULL or -ENOMEM; the decoder returns NULL with
- * a message (the RPC edge reports it as invalid_argument).
+ * Errors: the encoders return NULL, -ENOMEM or (a fixed buffer) -ENOBUFS;
+ * the decoder returns NULL with a message (the RPC edge reports it as
+ * invalid_argument).
  */
 #ifndef ENVD_PBJSON_H
 #define ENVD_PBJSON_H
@@ -44,15 +45,6 @@ char *pbjson_encode(const ProtobufCMessage *msg, size_t *len);
 size_t pbjson_value_size(ProtobufCType t);
 
 /*
- * Decode `len` bytes of JSON into a new message of type `desc`. The result
- * is owned by the caller and freed with
- * protobuf_c_message_free_unpacked(msg, NULL), like the result of
- * protobuf_c_message_unpack(). The input need not be NUL-terminated; its
- * size is bounded by the caller. On error returns NULL and writes a short
- * message (no prefix, e.g. `invalid value for uint32 field pid: "x"`) into
- * err (always NUL-terminated when errlen > 0).
- */
-/*
  * Encode into a caller-owned, growable buffer (*buf of *cap bytes, may be
  * NULL/0; realloc'd as needed and left to the caller to free), starting
  * at byte `off` (room for a frame header). On success *len is the JSON
@@ -61,7 +53,40 @@ size_t pbjson_value_size(ProtobufCType t);
  */
 int pbjson_encode_into(const ProtobufCMessage *msg, char **buf, size_t *cap, size_t off, size_t *len);
 
+/*
+ * Encode into buf (cap bytes, fixed: never grown or freed), for a reply
+ * built where allocating is to be avoided (a worker thread). 0 with the
+ * length in *len; -ENOBUFS when the JSON does not fit in cap - 1 bytes
+ * (the caller then uses pbjson_encode_into); -ENOMEM as pbjson_encode().
+ * Nothing is NUL-terminated.
+ */
+int pbjson_encode_to(const ProtobufCMessage *msg, char *buf, size_t cap, size_t *len);
+
+/*
+ * Decode `len` bytes of JSON into a new message of type `desc`. The result
+ * is owned by the caller and freed with
+ * protobuf_c_message_free_unpacked(msg, NULL), like the result of
+ * protobuf_c_message_unpack(). The input need not be NUL-terminated; its
+ * size is bounded by the caller. On error returns NULL and writes a short
+ * message (no prefix, e.g. `invalid value for uint32 field pid: "x"`) into
+ * err (always NUL-terminated when errlen > 0).
+ *
+ * The text is parsed by jansson, whose tree lives in a per-thread arena
+ * for the length of the call (no allocation per node, no freeing node by
+ * node): to that end the first call points jansson's allocator hooks
+ * (json_set_alloc_funcs, process-wide) at functions that use the arena
+ * while a decode runs on the calling thread and malloc/free otherwise;
+ * hooks already set by someone else are left alone. Any thread.
+ */
 ProtobufCMessage *pbjson_decode(const ProtobufCMessageDescriptor *desc, const char *json,
 				size_t len, char *err, size_t errlen);
+
+/*
+ * pbjson_decode with the message's memory (the struct, strings, bytes,
+ * arrays, sub-messages) from `alloc` (NULL: malloc); free the result with
+ * protobuf_c_message_free_unpacked(msg, alloc).
+ */
+ProtobufCMessage *pbjson_decode_with(const ProtobufCMessageDescriptor *desc, const char *json,
+				     size_t len, ProtobufCAllocator *alloc, char *err, size_t errlen);
 
 #endif

@@ -94,11 +94,12 @@ void rpc_register(const struct rpc_service *svc)
 
 /* ---- call lifetime ---- */
 
-/* A request message is freed as it was made: protobuf-c unpacks into
- * base/loopmem (the loop's size classes), the JSON decoder with malloc. */
+/* Request messages are decoded on the loop, by protobuf-c or pbjson, into
+ * base/loopmem (the loop's size classes): no allocator lock shared with
+ * the workers, no page of musl's given back per request. */
 static ProtobufCAllocator *msg_allocator(const struct rpc_call *c)
 {
-	return c->json ? NULL : &loopmem_pb_allocator;
+	return &loopmem_pb_allocator;
 }
 
 static void msg_free(const struct rpc_call *c, ProtobufCMessage *m)
@@ -544,6 +545,19 @@ void rpc_encoded_free(struct rpc_encoded *e)
 int rpc_encode_buf(const struct rpc_codec *codec, const ProtobufCMessage *msg, void *buf, size_t cap,
 		   struct rpc_encoded *out)
 {
+	if (codec->json && !codec->gzip && cap > ENV_HDR) {
+		size_t n;
+
+		/* Written in place; a reply that does not fit is made again
+		 * in a buffer of its own. */
+		if (pbjson_encode_to(msg, (char *)buf + ENV_HDR, cap - ENV_HDR, &n) == 0) {
+			out->mem = buf;
+			out->len = n;
+			out->gzipped = false;
+			out->borrowed = true;
+			return 0;
+		}
+	}
 	if (!codec->json && !codec->gzip) {
 		size_t n = protobuf_c_message_get_packed_size(msg);
 
@@ -774,7 +788,8 @@ static ProtobufCMessage *decode_msg(struct rpc_call *c, const uint8_t *p, size_t
 			snprintf(err, errlen, "unmarshal message: zero-length payload is not a valid JSON object");
 			return NULL;
 		}
-		ProtobufCMessage *m = pbjson_decode(c->md->input, (const char *)p, n, detail, sizeof(detail));
+		ProtobufCMessage *m = pbjson_decode_with(c->md->input, (const char *)p, n, msg_allocator(c),
+							 detail, sizeof(detail));
 		if (!m)
 			snprintf(err, errlen, "unmarshal message: %s", detail);
 		return m;

@@ -184,8 +184,9 @@ void rpc_call_codec(const struct rpc_call *call, struct rpc_codec *out);
 /* 0, -ENOMEM, or -EMSGSIZE beyond RPC_SEND_MAX. Any thread. */
 int rpc_encode(const struct rpc_codec *codec, const ProtobufCMessage *msg, struct rpc_encoded *out);
 /* rpc_encode into buf (cap bytes, which the reply must outlive) when a
- * proto reply without gzip fits there, else as rpc_encode. A small reply
- * then costs no allocation on the worker and no free across threads. */
+ * reply without gzip, proto or JSON, fits there, else as rpc_encode. A
+ * small reply then costs no allocation on the worker and no free across
+ * threads. */
 int rpc_encode_buf(const struct rpc_codec *codec, const ProtobufCMessage *msg, void *buf, size_t cap,
 		   struct rpc_encoded *out);
 void rpc_encoded_free(struct rpc_encoded *e);
