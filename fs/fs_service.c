@@ -34,6 +34,7 @@
 #include "base/users.h"
 #include "fs/legacy.h"
 #include "fs/tools.h"
+#include "base/arena.h"
 #include "fs/watch.h"
 #include "http/http.h"
 #include "rpc/caller.h"
@@ -384,31 +385,218 @@ static void fs_move(struct rpc_call *call, const ProtobufCMessage *msg)
 
 /* --- ListDir and Remove --- */
 
-static void list_dir_work(struct fs_job *j)
-{
-	Filesystem__ListDirResponse resp = FILESYSTEM__LIST_DIR_RESPONSE__INIT;
-	struct fs_listing listing;
-	int rc = fs_listdir(j->path, j->depth, &listing, j->err, sizeof(j->err));
+/*
+ * ListDir walks in steps, each a worker job that reads entries until
+ * LS_STEP bytes of reply are encoded (fs_walk_next, rpc_list_add). A walk
+ * that ends within its first step is answered as one message, as any
+ * unary call (its errors with their codes). A longer one, where the
+ * protocol allows (Connect unary, uncompressed: rpc_reply_streamable),
+ * goes out piece by piece while the walk goes on: the next step is queued
+ * as soon as the call's queue is below RPC_SEND_HIGH (else at
+ * on_writable), so the walk, the encoding and the socket overlap, the
+ * first byte leaves after one step, and the memory held is a step or two
+ * plus the walk's names, whatever the tree's size. The bytes are those of
+ * the one message. A failure after the first piece cuts the body (the
+ * status is out): the client sees a failed request, never a short list.
+ * Other protocols put the length in front, so there the walk runs to its
+ * end in one job and the reply goes whole.
+ */
+#define LS_STEP (128 * 1024)
 
-	if (rc) {
-		j->code = rpc_code_from_errno(rc);
+struct ls_job {
+	struct rpc_call *call;   /* NULL once answered or the client went away */
+	struct fs_walk *walk;    /* opened by the first step */
+	struct rpc_list list;    /* the reply being encoded */
+	struct rpc_encoded piece;
+	uint64_t key;
+	double timeout;
+	bool stall;
+	bool whole;              /* one message: the protocol needs its length */
+	bool legacy;
+	bool running;            /* a step is on the pool */
+	bool streaming;          /* pieces went out */
+	bool done;               /* the walk ended, or failed (code) */
+	enum rpc_code code;
+	uint32_t depth;
+	char err[ERRLEN];
+	char path[PATH_MAX];
+};
+
+static void ls_free(struct ls_job *j)
+{
+	fs_walk_close(j->walk);
+	rpc_list_free(&j->list);
+	rpc_encoded_free(&j->piece);
+	free(j);
+}
+
+static void ls_work(void *arg)
+{
+	struct ls_job *j = arg;
+	Filesystem__EntryInfo *e;
+	int rc;
+
+	if (!j->walk) {
+		rc = fs_walk_open(j->path, j->depth, &j->walk, j->err, sizeof(j->err));
+		if (rc < 0)
+			goto failed;
+	}
+	while ((rc = fs_walk_next(j->walk, &e, j->err, sizeof(j->err))) > 0) {
+		const ProtobufCMessage *m = &e->base;
+		struct arena a = { 0 };
+
+		int arc;
+
+		if (j->legacy && !(m = legacy_view(m, &a)))
+			m = &e->base;
+		arc = rpc_list_add(&j->list, m);
+		arena_free(&a);
+		if (arc < 0) {
+			j->code = RPC_RESOURCE_EXHAUSTED;
+			snprintf(j->err, sizeof(j->err), "cannot encode response: %s", go_strerror(-arc));
+			j->done = true;
+			return;
+		}
+		if (!j->whole && rpc_list_pending(&j->list) >= LS_STEP)
+			break;
+	}
+	if (rc < 0)
+		goto failed;
+	j->done = rc == 0;
+	if (rpc_list_take(&j->list, j->done, &j->piece) < 0) {
+		j->code = RPC_RESOURCE_EXHAUSTED;
+		snprintf(j->err, sizeof(j->err), "cannot encode response: %s", go_strerror(ENOMEM));
+		j->done = true;
+	}
+	return;
+failed:
+	j->code = rpc_code_from_errno(rc);
+	j->done = true;
+}
+
+static void ls_submit(struct ls_job *j);
+
+static void ls_on_cancel(struct rpc_call *call, enum rpc_code why)
+{
+	struct ls_job *j = rpc_call_ud(call);
+
+	j->call = NULL;
+	if (!j->running)
+		ls_free(j);
+}
+
+static void ls_on_writable(struct rpc_call *call)
+{
+	struct ls_job *j = rpc_call_ud(call);
+
+	if (!j->running && !j->done)
+		ls_submit(j);
+}
+
+static const struct rpc_call_hooks ls_hooks = { .on_cancel = ls_on_cancel, .on_writable = ls_on_writable };
+
+static void ls_expired(void *arg)
+{
+	struct ls_job *j = arg;
+
+	/* rpc_fail cuts a body already under way. */
+	fail_expired(&j->call, j->timeout, j->path);
+}
+
+static void ls_done(void *arg)
+{
+	struct ls_job *j = arg;
+	struct rpc_call *call = j->call;
+	int rc;
+
+	/* j->running stays set until the end: sending may find the peer gone
+	   and cancel the call right here, and the cancel hook then leaves the
+	   job to us. */
+	if (!call)
+		goto free;
+	if (j->code != RPC_OK) {
+		rpc_call_set_hooks(call, NULL, NULL);
+		rpc_fail(call, j->code, "%s", j->err);
+		goto free;
+	}
+	if (j->legacy && !j->streaming && rpc_call_http(call))
+		http_req_extra_header(rpc_call_http(call), "X-E2B-Legacy-SDK", "true", true);
+	if (j->done && !j->streaming) {
+		rpc_call_set_hooks(call, NULL, NULL);
+		rpc_reply_encoded(call, &j->piece);
+		goto free;
+	}
+	j->streaming = true;
+	rc = rpc_reply_piece(call, &j->piece);
+	if (!j->call)
+		goto free;
+	if (rc < 0 || j->done) {
+		rpc_call_set_hooks(call, NULL, NULL);
+		if (rc < 0)
+			rpc_fail(call, RPC_INTERNAL, "cannot send the listing of %s", j->path);
+		else
+			rpc_reply_pieces_end(call);
+		goto free;
+	}
+	j->running = false;
+	if (rpc_call_queued(call) < RPC_SEND_HIGH)
+		ls_submit(j);
+	return;
+free:
+	ls_free(j);
+}
+
+/* Queue the next step; the call is answered from ls_done or ls_expired. */
+static void ls_submit(struct ls_job *j)
+{
+	int rc = worker_run(&(struct worker_req){ .work = ls_work, .done = ls_done, .expired = ls_expired,
+						  .arg = j, .key = j->key, .timeout = j->timeout,
+						  .stall = j->stall });
+
+	if (rc < 0) {
+		struct rpc_call *call = j->call;
+
+		j->call = NULL;
+		rpc_call_set_hooks(call, NULL, NULL);
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s: %s",
+			 j->path, go_strerror(-rc));
+		ls_free(j);
 		return;
 	}
-	resp.entries = listing.entries;
-	resp.n_entries = listing.n;
-	job_encode(j, &resp.base);
-	fs_listing_free(&listing);
+	j->running = true;
 }
 
 static void fs_list_dir(struct rpc_call *call, const ProtobufCMessage *msg)
 {
 	const Filesystem__ListDirRequest *req = (const Filesystem__ListDirRequest *)msg;
-	struct fs_job *j = job_new(call, req->path, NULL, list_dir_work);
+	struct ls_job *j = calloc(1, sizeof(*j));
+	int64_t client_ms = rpc_call_timeout_ms(call);
+	struct rpc_codec codec;
+	struct user u;
 
-	if (!j)
+	if (!j) {
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
+	}
+	if (call_path(call, req->path, &u, j->path, sizeof(j->path))) {
+		free(j);
+		return;
+	}
+	j->call = call;
 	j->depth = req->depth;
-	job_submit(call, j);
+	j->timeout = worker_deadline_s(client_ms);
+	j->stall = client_ms <= 0;
+	j->key = worker_path_key(j->path);
+	j->legacy = legacy_user_agent(rpc_call_header(call, "user-agent"));
+	j->whole = !rpc_reply_streamable(call);
+	rpc_call_codec(call, &codec);
+	rpc_list_init(&j->list, &codec,
+		      protobuf_c_message_descriptor_get_field_by_name(&filesystem__list_dir_response__descriptor,
+								      "entries"));
+	rpc_call_set_hooks(call, &ls_hooks, j);
+	if (client_ms > 0)
+		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->timeout, j->path);
+	ls_submit(j);
 }
 
 static void remove_work(struct fs_job *j)

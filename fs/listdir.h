@@ -34,6 +34,23 @@ int fs_listdir(const char *requested, uint32_t depth, struct fs_listing *out, ch
 void fs_listing_free(struct fs_listing *l);
 
 /*
+ * The same walk one entry at a time, for a reply written as it is read
+ * (fs_service.c streams a large ListDir): bounded memory, the first entry
+ * at once. fs_walk_open checks `requested` as fs_listdir does (same
+ * errors, same messages) and reads its names; NULL in *out on error.
+ * fs_walk_next returns 1 with the next entry in *out (pre-order, the same
+ * order and entries as fs_listdir), 0 at the end, or a negative errno with
+ * a message (-EIO, -ENOMEM, -E2BIG as fs_listdir). The entry belongs to
+ * the walk and is valid until the next call or fs_walk_close. Blocking:
+ * run the calls on the worker pool, any thread, one at a time;
+ * fs_walk_close makes no system call (the loop may run it).
+ */
+struct fs_walk;
+int fs_walk_open(const char *requested, uint32_t depth, struct fs_walk **out, char *err, size_t errlen);
+int fs_walk_next(struct fs_walk *w, Filesystem__EntryInfo **out, char *err, size_t errlen);
+void fs_walk_close(struct fs_walk *w);
+
+/*
  * The names in directory `dir` without "." and "..", sorted byte-wise.
  * Returns 0 with a malloc'd array of *n malloc'd names (fs_names_free()),
  * or a negative errno (opendir's, or -ENOMEM).

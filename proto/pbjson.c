@@ -36,9 +36,21 @@
 /* ---------------------------------------------------------------------- */
 /* Descriptor helpers shared by both directions                            */
 
+/* The Timestamp descriptor once seen (every EntryInfo has one): a
+   pointer compare instead of a string compare per message. */
+static const ProtobufCMessageDescriptor *_Atomic ts_desc;
+
 static bool is_timestamp(const ProtobufCMessageDescriptor *d)
 {
-	return d && d->name && strcmp(d->name, TIMESTAMP_NAME) == 0;
+	if (!d)
+		return false;
+	if (d == atomic_load_explicit(&ts_desc, memory_order_relaxed))
+		return true;
+	if (d->name && d->name[0] == 'g' && strcmp(d->name, TIMESTAMP_NAME) == 0) {
+		atomic_store_explicit(&ts_desc, d, memory_order_relaxed);
+		return true;
+	}
+	return false;
 }
 
 static char ascii_upper(char c)
@@ -525,6 +537,21 @@ static void enc_name(struct jbuf *b, const ProtobufCFieldDescriptor *f, bool *fi
 	b->len += n;
 }
 
+size_t pbjson_field_name(const ProtobufCFieldDescriptor *f, char *out, size_t cap)
+{
+	const struct jname *e = name_lookup(f);
+
+	if (e) {
+		if (e->len > cap)
+			return 0;
+		memcpy(out, e->text, e->len);
+		return e->len;
+	}
+	if (strlen(f->name) + 3 > cap)
+		return 0;
+	return json_name_text(f->name, out);
+}
+
 /*
  * Shortest round-trip decimal in the ECMAScript style protojson uses:
  * plain notation for 1e-6 <= |v| < 1e21, exponent notation otherwise.
@@ -601,7 +628,7 @@ static bool ts_fields(const ProtobufCMessageDescriptor *d, const ProtobufCFieldD
 		      const ProtobufCFieldDescriptor **nf)
 {
 	/* protoc-c orders fields by number: seconds = 1, nanos = 2. */
-	if (d->n_fields == 2 && strcmp(d->fields[0].name, "seconds") == 0 &&
+	if (d->n_fields == 2 && d->fields[0].name[0] == 's' && strcmp(d->fields[0].name, "seconds") == 0 &&
 	    strcmp(d->fields[1].name, "nanos") == 0) {
 		*sf = &d->fields[0];
 		*nf = &d->fields[1];
@@ -976,7 +1003,9 @@ static void enc_message(struct jbuf *b, const ProtobufCMessage *m, int depth)
 				continue;
 			}
 			jb_putc(b, '[');
-			for (size_t k = 0; k < n; k++) {
+			/* A buffer that is full (fixed) or failed stops the walk:
+			   a long list is not encoded to the end for nothing. */
+			for (size_t k = 0; k < n && !b->err; k++) {
 				if (k)
 					jb_putc(b, ',');
 				enc_value(b, f, arr + k * es, depth);
@@ -988,6 +1017,8 @@ static void enc_message(struct jbuf *b, const ProtobufCMessage *m, int depth)
 			continue;
 		enc_name(b, f, &first);
 		enc_value(b, f, base + f->offset, depth);
+		if (b->err)
+			return;
 	}
 	jb_putc(b, '}');
 }

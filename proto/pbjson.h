@@ -63,6 +63,14 @@ int pbjson_encode_into(const ProtobufCMessage *msg, char **buf, size_t *cap, siz
 int pbjson_encode_to(const ProtobufCMessage *msg, char *buf, size_t cap, size_t *len);
 
 /*
+ * `"jsonName":` of field f (its protojson key and the colon) into out;
+ * returns the length, 0 when it does not fit in cap bytes. For a message
+ * written in pieces (a long repeated field streamed element by element):
+ * the pieces then match what pbjson_encode() makes of the whole.
+ */
+size_t pbjson_field_name(const ProtobufCFieldDescriptor *f, char *out, size_t cap);
+
+/*
  * Decode `len` bytes of JSON into a new message of type `desc`. The result
  * is owned by the caller and freed with
  * protobuf_c_message_free_unpacked(msg, NULL), like the result of

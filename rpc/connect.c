@@ -318,6 +318,11 @@ static void send_end(struct rpc_call *c, enum rpc_code code, const char *msg)
 
 	switch (c->proto) {
 	case P_CONNECT_UNARY: {
+		if (c->resp_begun) {
+			/* A reply sent in pieces: its status is out. */
+			http_resp_abort(r);
+			break;
+		}
 		char *body = error_json(code, msg, false);
 		http_respond(r, rpc_code_http_status(code), "application/json", body, body ? strlen(body) : 0,
 			     NULL, 0);
@@ -747,6 +752,199 @@ void rpc_reply_encoded(struct rpc_call *c, struct rpc_encoded *e)
 		http_resp_end(c->r, NULL, 0);
 	} else {
 		free(h);
+	}
+	call_unref(c);
+}
+
+/* ---- replies in pieces ---- */
+
+void rpc_list_init(struct rpc_list *l, const struct rpc_codec *codec, const ProtobufCFieldDescriptor *field)
+{
+	*l = (struct rpc_list){ .codec = *codec, .field = field };
+}
+
+size_t rpc_list_pending(const struct rpc_list *l)
+{
+	return l->len;
+}
+
+void rpc_list_free(struct rpc_list *l)
+{
+	free(l->buf);
+	l->buf = NULL;
+	l->len = l->cap = 0;
+}
+
+/* Room for n more bytes after the header and len. */
+static int list_room(struct rpc_list *l, size_t n)
+{
+	size_t want = ENV_HDR + l->len + n, nc;
+	char *nb;
+
+	if (want <= l->cap)
+		return 0;
+	if (n > RPC_SEND_MAX)
+		return -EMSGSIZE;
+	nc = l->cap ? l->cap : 16384;
+	while (nc < want)
+		nc *= 2;
+	nb = realloc(l->buf, nc);
+	if (!nb)
+		return -ENOMEM;
+	l->buf = nb;
+	l->cap = nc;
+	return 0;
+}
+
+static size_t put_varint(uint8_t *w, uint64_t v)
+{
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		w[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	w[n++] = (uint8_t)v;
+	return n;
+}
+
+int rpc_list_add(struct rpc_list *l, const ProtobufCMessage *elem)
+{
+	int rc;
+
+	if (l->codec.json) {
+		char name[256];
+		size_t nl = 0, n;
+
+		if (l->count == 0) {
+			name[0] = '{';
+			nl = pbjson_field_name(l->field, name + 1, sizeof(name) - 2);
+			if (!nl)
+				return -ENOMEM;
+			name[nl + 1] = '[';
+			nl += 2;
+		} else {
+			name[0] = ',';
+			nl = 1;
+		}
+		if ((rc = list_room(l, nl)) < 0)
+			return rc;
+		memcpy(l->buf + ENV_HDR + l->len, name, nl);
+		l->len += nl;
+		/* The element is written right after, growing the buffer as it
+		 * must: the encoder's own buffer is this one. */
+		if (pbjson_encode_into(elem, &l->buf, &l->cap, ENV_HDR + l->len, &n) < 0) {
+			l->len -= nl;
+			return -ENOMEM;
+		}
+		l->len += n;
+	} else {
+		uint8_t hdr[20];
+		size_t n = protobuf_c_message_get_packed_size(elem);
+		size_t hl = put_varint(hdr, ((uint64_t)l->field->id << 3) | 2);
+
+		hl += put_varint(hdr + hl, n);
+		if ((rc = list_room(l, hl + n)) < 0)
+			return rc;
+		memcpy(l->buf + ENV_HDR + l->len, hdr, hl);
+		l->len += hl;
+		struct encsink sink = {{encsink_append}, (uint8_t *)l->buf + ENV_HDR + l->len, 0};
+		protobuf_c_message_pack_to_buffer(elem, &sink.base);
+		l->len += sink.len;
+	}
+	l->count++;
+	return 0;
+}
+
+int rpc_list_take(struct rpc_list *l, bool last, struct rpc_encoded *out)
+{
+	int rc;
+
+	out->mem = NULL;
+	out->len = 0;
+	out->gzipped = false;
+	out->borrowed = false;
+	if (last && l->codec.json) {
+		const char *tail = l->count ? "]}" : "{}";
+
+		if ((rc = list_room(l, 2)) < 0)
+			return rc;
+		memcpy(l->buf + ENV_HDR + l->len, tail, 2);
+		l->len += 2;
+	}
+	if (!l->buf && (rc = list_room(l, 0)) < 0)
+		return rc;
+	if (last && !l->taken && l->codec.gzip) {
+		uint8_t *z = NULL;
+		size_t zn = 0;
+
+		if (env_gzip((uint8_t *)l->buf + ENV_HDR, l->len, &z, &zn) == 0) {
+			char *zb = malloc(zn + ENV_HDR);
+
+			if (zb) {
+				memcpy(zb + ENV_HDR, z, zn);
+				free(l->buf);
+				l->buf = zb;
+				l->len = zn;
+				out->gzipped = true;
+			}
+			free(z);
+		}
+	}
+	out->mem = l->buf;
+	out->len = l->len;
+	l->buf = NULL;
+	l->len = l->cap = 0;
+	l->taken = true;
+	return 0;
+}
+
+bool rpc_reply_streamable(const struct rpc_call *c)
+{
+	return c->proto == P_CONNECT_UNARY && !c->resp_gzip;
+}
+
+int rpc_reply_piece(struct rpc_call *c, struct rpc_encoded *e)
+{
+	uint8_t *h = e->mem;
+	size_t n = e->len;
+
+	e->mem = NULL;
+	e->len = 0;
+	if (c->finished || c->http_gone || c->proto != P_CONNECT_UNARY) {
+		free(h);
+		return -EPIPE;
+	}
+	if (!c->resp_begun) {
+		struct http_hdr hd[1] = {{"Content-Type", c->ctype}};
+
+		c->resp_begun = true;
+		if (http_resp_begin(c->r, 200, hd, 1, -1) < 0) {
+			free(h);
+			return -EPIPE;
+		}
+	}
+	if (!n) {
+		free(h);
+		return 0;
+	}
+	return http_resp_write_owned(c->r, h + ENV_HDR, n, free, h);
+}
+
+void rpc_reply_pieces_end(struct rpc_call *c)
+{
+	if (c->finished)
+		return;
+	c->finished = true;
+	c->refs++;
+	if (!c->http_gone) {
+		if (!c->resp_begun) {
+			struct http_hdr hd[1] = {{"Content-Type", c->ctype}};
+
+			c->resp_begun = true;
+			http_resp_begin(c->r, 200, hd, 1, 0);
+		}
+		http_resp_end(c->r, NULL, 0);
 	}
 	call_unref(c);
 }

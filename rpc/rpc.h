@@ -206,6 +206,55 @@ int rpc_frame_append(const struct rpc_codec *codec, const ProtobufCMessage *msg,
 		     size_t *cap);
 int rpc_send_framed(struct rpc_call *call, void *mem, size_t len);
 
+/*
+ * A reply whose one repeated field is written element by element (a
+ * ListDir of a large tree), for a message that holds nothing else: the
+ * bytes are the codec's encoding of the whole message (protojson
+ * `{"entries":[...]}` or `{}`, proto tag-length-value per element), made
+ * in pieces whose memory stays bounded. rpc_list_add and rpc_list_take
+ * run on any thread (the worker that walks).
+ */
+struct rpc_list {
+	struct rpc_codec codec;
+	const ProtobufCFieldDescriptor *field;
+	size_t count;   /* elements added */
+	bool taken;     /* a piece was taken before */
+	char *buf;      /* RPC_ENC_HDR bytes of room, then len bytes */
+	size_t len, cap;
+};
+
+void rpc_list_init(struct rpc_list *l, const struct rpc_codec *codec, const ProtobufCFieldDescriptor *field);
+/* Append one element. 0, -ENOMEM, or -EMSGSIZE past RPC_SEND_MAX. */
+int rpc_list_add(struct rpc_list *l, const ProtobufCMessage *elem);
+/* Bytes waiting to be taken. */
+size_t rpc_list_pending(const struct rpc_list *l);
+/*
+ * The bytes so far as an rpc_encoded (owned: rpc_reply_piece or, for the
+ * whole message, rpc_reply_encoded takes it); `last` adds the closing
+ * bytes. The whole message taken at once (first piece and last) is
+ * gzipped when the codec asks. 0 or -ENOMEM.
+ */
+int rpc_list_take(struct rpc_list *l, bool last, struct rpc_encoded *out);
+void rpc_list_free(struct rpc_list *l);
+
+/*
+ * Can this unary reply be sent in pieces? Connect's unary protocol only
+ * (the other protocols put the message's length in front of it), and only
+ * uncompressed (a gzip of the whole is what a compressing client expects).
+ */
+bool rpc_reply_streamable(const struct rpc_call *call);
+/*
+ * Send the next piece of a unary reply (the first begins the response:
+ * 200, no length, chunked on HTTP/1.1). Takes e. 0, or -EPIPE when the
+ * call is over. The call stays open: end it with rpc_reply_pieces_end(),
+ * or with rpc_fail() when the rest cannot be made, which then cuts the
+ * body (HTTP/1.1 closes the connection, HTTP/2 resets the stream): the
+ * client sees a failed request, never a short reply.
+ */
+int rpc_reply_piece(struct rpc_call *call, struct rpc_encoded *e);
+/* The last piece went out: success. Ends the call. */
+void rpc_reply_pieces_end(struct rpc_call *call);
+
 /* Unary success. Ends the call. */
 void rpc_reply(struct rpc_call *call, const ProtobufCMessage *msg);
 /* Stream success (end-stream `{}` / grpc-status 0). Ends the call. */
