@@ -220,7 +220,7 @@ struct arch_writer *arch_writer_new(const char *dir, enum arch_format f, bool ze
 	w->zc_fd = -1;
 	w->cap = 16;
 	w->st = calloc(w->cap, sizeof(*w->st));
-	w->rd = malloc(RD_CHUNK);
+	w->rd = malloc(RD_CHUNK + 1);
 	w->a = archive_write_new();
 	w->e = archive_entry_new();
 	if (!w->st || !w->rd || !w->a || !w->e)
@@ -304,11 +304,20 @@ static int aw_copy_some(struct arch_writer *w, char *err, size_t errlen)
 {
 	size_t want = w->cur_left > RD_CHUNK ? RD_CHUNK : (size_t)w->cur_left;
 	ssize_t n = 0;
+	bool grew = false;
 
 	if (!w->cur_short) {
-		n = pread(w->cur_fd, w->rd, want, (off_t)w->cur_off);
+		/* The last read asks for a byte more: a file that grew says so
+		 * there, without an fstat after it (rd has the room). */
+		bool last = want == w->cur_left;
+
+		n = pread(w->cur_fd, w->rd, want + last, (off_t)w->cur_off);
 		if (n < 0 && errno == EINTR)
 			return 0;
+		if (n > (ssize_t)want) {
+			grew = true;
+			n = (ssize_t)want;
+		}
 		if (n <= 0) {
 			/* The header promised more: keep the archive valid with
 			 * zeros up to the size it announced. */
@@ -326,8 +335,7 @@ static int aw_copy_some(struct arch_writer *w, char *err, size_t errlen)
 	w->cur_off += (uint64_t)n;
 	w->cur_left -= (uint64_t)n;
 	if (w->cur_left == 0) {
-		struct stat st;
-		if (!w->cur_short && fstat(w->cur_fd, &st) == 0 && (uint64_t)st.st_size > w->cur_off)
+		if (grew)
 			log_warn("files", "archive: '%s' grew while being read; the first %llu bytes were stored", w->rel,
 				 (unsigned long long)w->cur_off);
 		close(w->cur_fd);
@@ -387,14 +395,26 @@ static int aw_next(struct arch_writer *w, int *zc_fd, uint64_t *zc_len, char *er
 		memcpy(w->rel + fr->rel_len, nm, nl + 1);
 		int dfd = dirfd(fr->d);
 		struct stat st;
-		if (fstatat(dfd, nm, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		int fd = -1;
+		char target[PATH_MAX];
+		/* A file or directory the directory says it is gets opened
+		 * (without following a symlink) and asked with fstat: one stat
+		 * per entry, as GNU tar, instead of a stat by name first. */
+		if (de->d_type == DT_REG || de->d_type == DT_DIR) {
+			fd = openat(dfd, nm, (de->d_type == DT_DIR ? O_DIRECTORY : O_NONBLOCK) | O_RDONLY | O_NOFOLLOW |
+						     O_CLOEXEC);
+			if (fd >= 0 && (fstat(fd, &st) < 0 || (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)))) {
+				close(fd);
+				fd = -1;
+			}
+		}
+		if (fd >= 0) {
+			/* opened and known */
+		} else if (fstatat(dfd, nm, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			log_warn("files", "archive: skipping '%s': %s", w->rel, go_strerror(errno));
 			w->skipped++;
 			continue;
-		}
-		int fd = -1;
-		char target[PATH_MAX];
-		if (S_ISDIR(st.st_mode)) {
+		} else if (S_ISDIR(st.st_mode)) {
 			fd = openat(dfd, nm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		} else if (S_ISREG(st.st_mode)) {
 			fd = openat(dfd, nm, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -568,6 +588,14 @@ struct xstate {
 	char listbuf[64 * 1024];
 	size_t listlen;
 	bool list_first;
+	/* The parent directory of the last entry, kept open: an archive lists
+	 * a directory's entries together, and opening every component of
+	 * every entry's path again was two opens and two closes per file.
+	 * Safe to keep: a directory of the extraction is never replaced
+	 * (x_clear_name refuses), so the fd stays what the path names. */
+	int pfd;
+	char prel[PATH_MAX];
+	size_t prel_len;
 };
 
 static int x_fail(struct arch_extract *x, int status, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -662,6 +690,29 @@ static void x_close_parent(struct arch_extract *x, int fd)
 		close(fd);
 }
 
+/* x_open_parent(create) of an entry through the one-directory cache; the
+   fd is the cache's (never closed by the caller). */
+static int x_entry_parent(struct xstate *s, const char *rel, const char **last)
+{
+	const char *slash = strrchr(rel, '/');
+	size_t pl = slash ? (size_t)(slash - rel) : 0;
+	int fd;
+
+	if (s->pfd >= 0 && pl == s->prel_len && memcmp(rel, s->prel, pl) == 0) {
+		*last = slash ? slash + 1 : rel;
+		return s->pfd;
+	}
+	fd = x_open_parent(s->x, rel, true, rel, last);
+	if (fd < 0)
+		return fd;
+	if (s->pfd >= 0)
+		x_close_parent(s->x, s->pfd);
+	s->pfd = fd;
+	memcpy(s->prel, rel, pl);
+	s->prel_len = pl;
+	return fd;
+}
+
 static int x_list_flush(struct xstate *s)
 {
 	size_t o = 0;
@@ -738,10 +789,15 @@ static int x_file(struct xstate *s, struct archive_entry *e, int pfd, const char
 {
 	struct arch_extract *x = s->x;
 	bool isdir;
-	int rc = x_clear_name(x, pfd, name, rel, false, &isdir);
-	if (rc < 0)
-		return rc;
+	int rc;
+	/* Created first (the usual case: a new name in the empty directory),
+	 * looked at only when the name is taken. */
 	int fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == EEXIST) {
+		if ((rc = x_clear_name(x, pfd, name, rel, false, &isdir)) < 0)
+			return rc;
+		fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	}
 	if (fd < 0)
 		return x_io_fail(x, errno, "open", rel);
 	if (fchown(fd, x->uid, x->gid) < 0) {
@@ -848,7 +904,7 @@ static int x_entry(struct xstate *s, struct archive_entry *e)
 			      (unsigned long long)arch_limits.max_ratio);
 
 	const char *name;
-	int pfd = x_open_parent(x, rel, true, rel, &name);
+	int pfd = x_entry_parent(s, rel, &name);
 	if (pfd < 0)
 		return pfd;
 	bool isdir;
@@ -857,14 +913,11 @@ static int x_entry(struct xstate *s, struct archive_entry *e)
 	if (hl) {
 		const char *tl;
 		int tfd = x_open_parent(x, trel, false, rel, &tl);
-		if (tfd < 0) {
-			x_close_parent(x, pfd);
+		if (tfd < 0)
 			return tfd;
-		}
 		struct stat st;
 		if (fstatat(tfd, tl, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode)) {
 			x_close_parent(x, tfd);
-			x_close_parent(x, pfd);
 			return x_fail(x, 400, -ENOENT, "archive entry '%s': hard link target '%s' is not an earlier file of the archive",
 				      rel, trel);
 		}
@@ -877,9 +930,13 @@ static int x_entry(struct xstate *s, struct archive_entry *e)
 			tname = "symlink";
 	} else if (type == AE_IFDIR) {
 		tname = "dir";
-		rc = x_clear_name(x, pfd, name, rel, true, &isdir);
-		if (rc == 0 && !isdir && mkdirat(pfd, name, 0700) < 0)
-			rc = x_io_fail(x, errno, "mkdir", rel);
+		/* Made first, looked at only when the name is taken. */
+		rc = 0;
+		if (mkdirat(pfd, name, 0700) < 0) {
+			rc = errno == EEXIST ? x_clear_name(x, pfd, name, rel, true, &isdir) : x_io_fail(x, errno, "mkdir", rel);
+			if (rc == 0 && !isdir && mkdirat(pfd, name, 0700) < 0)
+				rc = x_io_fail(x, errno, "mkdir", rel);
+		}
 		if (rc == 0) {
 			fchownat(pfd, name, x->uid, x->gid, AT_SYMLINK_NOFOLLOW);
 			/* Mode and mtime at the end: a read-only directory must
@@ -925,7 +982,6 @@ static int x_entry(struct xstate *s, struct archive_entry *e)
 	} else {
 		rc = x_file(s, e, pfd, name, rel, &size);
 	}
-	x_close_parent(x, pfd);
 	if (rc < 0)
 		return rc;
 	return x_list_add(s, rel, tname, size);
@@ -966,6 +1022,7 @@ int arch_extract_run(struct arch_extract *x)
 		return x_fail(x, 500, -ENOMEM, "out of memory");
 	s->x = x;
 	s->list_first = true;
+	s->pfd = -1;
 	uint64_t by_ratio = arch_limits.max_ratio && x->archive_size < UINT64_MAX / arch_limits.max_ratio
 				    ? x->archive_size * arch_limits.max_ratio
 				    : UINT64_MAX;
@@ -1026,6 +1083,8 @@ int arch_extract_run(struct arch_extract *x)
 		goto out;
 	x_finish_dirs(s);
 out:
+	if (s->pfd >= 0)
+		x_close_parent(x, s->pfd);
 	if (s->a)
 		archive_read_free(s->a);
 	for (size_t i = 0; i < s->ndirs; i++)
