@@ -124,12 +124,25 @@ class Rows:
             return None
         return max(vals) if better == "higher" else min(vals)
 
+    def median(self, rid, key):
+        # The middle round of those without errors (the 2c and 2d tables
+        # run three rounds, alternating with their anchors).
+        runs = [r for r in self.runs(rid) if isinstance(r.get(key), (int, float))]
+        vals = sorted(r[key] for r in runs if not r.get("errors") and r.get("status", 200) == 200) or \
+            sorted(r[key] for r in runs)
+        if not vals:
+            return None
+        n = len(vals)
+        return vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2
+
     def errors(self, *rids):
         n = 0
         for rid in rids:
             for r in self.runs(rid):
                 e = r.get("errors", 0)
                 n += e if isinstance(e, int) else 1
+                if r.get("status", 200) not in (200, 204) and not e:
+                    n += 1
         return n
 
     def add(self, section, what, envd, anchor, anchor_name, unit, better, only, target=None,
@@ -195,6 +208,16 @@ def build(raw, flag):
               s["plain"]["p99_us"], "plain commands.run('true')", "us", "lower", "sdk_session",
               env_id="sdk_session", anchor_id="sdk_session", errors=err)
 
+    s = R.runs("sdk_today")
+    if s:
+        s = s[0]
+        for key, what in (("run", "SDK commands.run('true')"), ("read", "SDK files.read of a 2.7 KB file")):
+            for p in ("p50", "p99"):
+                R.add(sec, "%s, %s, beside the tree before this work" % (what, p), s["a"][key][p + "_us"],
+                      s["b"][key][p + "_us"], "envd at the merge base with main (BENCH_TODAY)", "us", "lower",
+                      "sdk_today", target=1.0 if p == "p50" else None, env_id="sdk_today", anchor_id="sdk_today",
+                      errors=s["a"][key]["errors"] + s["b"][key]["errors"])
+
     sec = "2 unary RPC (Stat)"
     for proto, e, a, an, tgt in (("h2c", "unary_h2_envd", "unary_h2_nghttpd", "nghttpd static file", 0.5),
                                  ("HTTP/1.1", "unary_h1_envd", "unary_h1_nginx", "nginx static file", 1.0)):
@@ -230,6 +253,60 @@ def build(raw, flag):
     if t:
         R.add(sec, "envd threads after the path requests", t[0]["threads"], None, "", "threads", "lower", "unary",
               env_id="path_threads")
+
+    sec = "2c Connect JSON beside proto (Stat, medians of 3)"
+    base_json = "envd e015229, the same JSON"
+    for fid, what, lat, t_proto, t_base, t_anchor in (
+            ("c1", "Stat JSON, h2c -c1 -m1", True, 0.9, 1.0, None),
+            ("c8", "Stat JSON, h2c -c8 -m16", False, 0.9, 1.0, 0.4)):
+        j, p, b, a = ("json_%s_%s" % (fid, k) for k in ("json", "proto", "base", "anchor"))
+        if not R.runs(j):
+            continue
+        # -c1 -m1 is one request at a time: its rate is 1 / latency, and
+        # the targets are rates (higher is better) at both settings.
+        label = "%s, throughput" % what
+        if R.runs(p):
+            R.add(sec, label, R.median(j, "rps"), R.median(p, "rps"), "proto, the same build", "req/s", "higher",
+                  "json", target=t_proto, env_id=j, anchor_id=p, errors=R.errors(j, p))
+        if R.runs(b):
+            R.add(sec, label, R.median(j, "rps"), R.median(b, "rps"), base_json, "req/s", "higher", "json",
+                  target=t_base, env_id=j, anchor_id=b, errors=R.errors(j, b))
+        if R.runs(a):
+            R.add(sec, label, R.median(j, "rps"), R.median(a, "rps"), "nghttpd small file", "req/s", "higher",
+                  "json", target=t_anchor, env_id=j, anchor_id=a, errors=R.errors(j, a))
+        if lat and R.runs(p):
+            R.add(sec, "%s, mean latency" % what, R.median(j, "mean_us"), R.median(p, "mean_us"),
+                  "proto, the same build", "us", "lower", "json", env_id=j, anchor_id=p, errors=R.errors(j, p))
+
+    sec = "2d large trees (medians of 3)"
+    if R.runs("tree_ls_envd"):
+        R.add(sec, "ListDir JSON of a large directory, seconds", R.median("tree_ls_envd", "seconds"),
+              R.median("tree_ls_ls", "seconds"), "ls -la DIR >/dev/null", "s", "lower", "tree", target=1.3,
+              env_id="tree_ls_envd", anchor_id="tree_ls_ls", errors=R.errors("tree_ls_envd", "tree_ls_ls"))
+        R.add(sec, "  its first byte, seconds", R.median("tree_ls_envd", "first_byte"),
+              R.median("tree_ls_envd", "seconds"), "the whole ListDir", "s", "lower", "tree",
+              env_id="tree_ls_envd", anchor_id="tree_ls_envd", errors=R.errors("tree_ls_envd"))
+        rss = R.runs("tree_ls_rss")
+        if rss:
+            R.add(sec, "  envd peak RSS after the ListDir rounds", rss[0]["envd_kib"], None, "", "KiB", "lower",
+                  "tree", env_id="tree_ls_rss")
+    if R.runs("tree_tar_envd"):
+        for a, an, tgt in (("tree_tar_tarpipe", "tar -cf - DIR | cat >/dev/null", 1.3),
+                           ("tree_tar_tar", "tar -cf - DIR >/dev/null (no file read)", None)):
+            R.add(sec, "archive=tar of a large tree, seconds", R.median("tree_tar_envd", "seconds"),
+                  R.median(a, "seconds"), an, "s", "lower", "tree", target=tgt, env_id="tree_tar_envd",
+                  anchor_id=a, errors=R.errors("tree_tar_envd", a))
+    if R.runs("tree_x_envd"):
+        R.add(sec, "extract=tar of a large tree (upload included), seconds", R.median("tree_x_envd", "seconds"),
+              R.median("tree_x_tar", "seconds"), "tar -xf DIR.tar -C OUT", "s", "lower", "tree", target=1.3,
+              env_id="tree_x_envd", anchor_id="tree_x_tar", errors=R.errors("tree_x_envd", "tree_x_tar"))
+    h = R.runs("tree_health")
+    h0 = R.runs("tree_health_idle")
+    if h:
+        R.add(sec, "/health p99 during the large-tree rounds (%s answers)" % h[0].get("n"), h[0].get("p99_ms"),
+              h0[0].get("p99_ms") if h0 else None, "the same probe, envd idle", "ms", "lower", "tree",
+              target_abs=(5, "5 ms"), env_id="tree_health", anchor_id="tree_health_idle",
+              errors=h[0].get("errors", 0) + (h0[0].get("errors", 0) if h0 else 0))
 
     sec = "3 output streaming"
     if R.runs("stream_pipe"):

@@ -19,6 +19,10 @@
 //                                     another server), interleaved, N rounds each after
 //                                     one unmeasured warm-up; the best round of each side
 //                                     is reported
+//   node bench/sdk.mjs pair N PATH URL_A URL_B
+//                                     commands.run('true') and files.read(PATH) of a small
+//                                     file through two envds (A: the build under test, B:
+//                                     another build), all four interleaved, N each; p50/p99
 //   node bench/sdk.mjs link N WARM_PATH DATA=PATH,... SERVER=URL...
 //                                     files.read(PATH, {format:'stream'}) of every DATA
 //                                     file through a Sandbox per SERVER URL (debug mode,
@@ -35,7 +39,7 @@ const { Sandbox } = require('e2b')
 
 const [mode, nArg] = process.argv.slice(2)
 const n = Number(nArg)
-if (!['rtt', 'session', 'concurrent', 'burst', 'download', 'link'].includes(mode) || !(n > 0)) {
+if (!['rtt', 'session', 'concurrent', 'burst', 'download', 'link', 'pair'].includes(mode) || !(n > 0)) {
   console.error('usage: node bench/sdk.mjs rtt|session|concurrent|burst N | download N NAME=PATH=URL... | link N WARM DATA=PATH,... SERVER=URL...')
   process.exit(2)
 }
@@ -87,7 +91,7 @@ async function timed(fn, lat) {
   }
 }
 
-const sbx = mode === 'link' ? null : await Sandbox.create({ debug: true })
+const sbx = mode === 'link' || mode === 'pair' ? null : await Sandbox.create({ debug: true })
 const run = async () => {
   const r = await sbx.commands.run('true')
   if (r.exitCode !== 0) throw new Error(`exit ${r.exitCode}`)
@@ -99,6 +103,42 @@ async function drain(stream) {
   let bytes = 0
   for await (const c of stream) bytes += c.length
   return bytes
+}
+
+if (mode === 'pair') {
+  const [path, urlA, urlB] = process.argv.slice(4)
+  const sides = { a: await Sandbox.create({ debug: true, sandboxUrl: urlA }),
+    b: await Sandbox.create({ debug: true, sandboxUrl: urlB }) }
+  const lat = { a: { run: [], read: [] }, b: { run: [], read: [] } }
+  const err = { a: { run: 0, read: 0 }, b: { run: 0, read: 0 } }
+  const want = (await sides.a.files.read(path)).length
+  for (let i = 0; i < n + 5; i++) {
+    for (const k of ['a', 'b']) {
+      const s = sides[k]
+      const keep = i >= 5 // five unmeasured rounds first
+      const r = { run: [], read: [] }
+      const e1 = await timed(async () => {
+        const x = await s.commands.run('true')
+        if (x.exitCode !== 0) throw new Error(`exit ${x.exitCode}`)
+      }, r.run)
+      const e2 = await timed(async () => {
+        const t = await s.files.read(path)
+        if (t.length !== want) throw new Error('short read')
+      }, r.read)
+      if (keep) {
+        lat[k].run.push(...r.run)
+        lat[k].read.push(...r.read)
+        err[k].run += e1
+        err[k].read += e2
+      }
+    }
+  }
+  const out = {}
+  for (const k of ['a', 'b'])
+    out[k] = { run: stats(lat[k].run, err[k].run), read: stats(lat[k].read, err[k].read) }
+  out.errors = err.a.run + err.a.read + err.b.run + err.b.read
+  console.log(JSON.stringify(out))
+  process.exit(0)
 }
 
 if (mode === 'link') {

@@ -6,7 +6,7 @@
 #
 #   scripts/bench.sh [--quick] [--only ID,ID...] [--out FILE]
 #
-# IDs: rtt rtt_cgroup sdk_rtt sdk_session unary stream files sdk_files sdk_link archive footprint idle busy sdk_concurrent conns hung tools vm_boot vm_rtt
+# IDs: rtt rtt_cgroup sdk_rtt sdk_session sdk_today unary json tree stream files sdk_files sdk_link archive footprint idle busy sdk_concurrent conns hung tools vm_boot vm_rtt
 # Writes FILE (default bench/results/latest.json) and prints a table. Each
 # figure carries the command that reproduces it: `scripts/bench.sh --only ID`
 # (add --quick for the small variant), and the raw client command it ran.
@@ -30,11 +30,11 @@ done
 if [ $QUICK = 1 ]; then
 	N_RTT=100 N_SDK=30 N_SDK_CONC=50 N_UNARY=2000 STREAM_BYTES=$((16 << 20))
 	FILE_MB=16 TEXT_MB=8 SDK_FILE_MB=8 N_IDLE=50 N_BUSY=10 BUSY_BYTES=$((1 << 20)) N_CONNS=200 N_EXEC=5
-	ARCH_FILES=1000 ARCH_MB=16 N_HUNG=30 TOOLS_FILES=10000 TOOLS_ROUNDS=3 TOOLS_SDK=5
+	ARCH_FILES=1000 ARCH_MB=16 N_HUNG=30 TOOLS_FILES=10000 TOOLS_ROUNDS=3 TOOLS_SDK=5 N_TREE=2000
 else
 	N_RTT=1000 N_SDK=1000 N_SDK_CONC=1000 N_UNARY=100000 STREAM_BYTES=$((1 << 30))
 	FILE_MB=1024 TEXT_MB=128 SDK_FILE_MB=64 N_IDLE=1000 N_BUSY=100 BUSY_BYTES=$((16 << 20)) N_CONNS=10000 N_EXEC=20
-	ARCH_FILES=10000 ARCH_MB=1024 N_HUNG=200 TOOLS_FILES=100000 TOOLS_ROUNDS=7 TOOLS_SDK=20
+	ARCH_FILES=10000 ARCH_MB=1024 N_HUNG=200 TOOLS_FILES=100000 TOOLS_ROUNDS=7 TOOLS_SDK=20 N_TREE=100000
 fi
 MODE_FLAG=$([ $QUICK = 1 ] && echo " --quick" || true)
 
@@ -213,7 +213,7 @@ h2load_json() {
 # curl_json ARGS...: one transfer, its figures as JSON.
 curl_json() {
 	local out rc
-	out=$(curl -s -o /dev/null -w '"seconds":%{time_total},"down":%{size_download},"up":%{size_upload},"status":%{http_code}' "$@")
+	out=$(curl -s -o /dev/null -w '"seconds":%{time_total},"first_byte":%{time_starttransfer},"down":%{size_download},"up":%{size_upload},"status":%{http_code}' "$@")
 	rc=$?
 	echo "{${out/\"status\":000/\"status\":0},\"errors\":$((rc != 0))}"
 }
@@ -300,6 +300,30 @@ if want sdk_session && [ $SDK_OK = 1 ]; then
 	run_json sdk_session node bench/sdk.mjs session "$N_SDK"
 	stop_pid "$EPID"
 fi
+# The SDK's commands.run('true') and files.read of a small file beside the
+# same through a build of BENCH_TODAY (default: where this branch left main,
+# the tree before its changes), all interleaved: "no slower than today".
+if want sdk_today && [ $SDK_OK = 1 ]; then
+	TODAY=${BENCH_TODAY:-$(git -C "$ROOT" merge-base HEAD main 2>/dev/null)}
+	TODAY_BIN=$([ -n "$TODAY" ] && BENCH_BASE=$(git -C "$ROOT" rev-parse --short "$TODAY") base_envd)
+	if [ -n "$TODAY_BIN" ]; then
+		log "SDK commands.run('true') and a small files.read beside envd $TODAY ($N_SDK each)"
+		start_envd -default-user user
+		TPORT=$EPORT TPID=$EPID
+		ENVD=$TODAY_BIN start_envd -default-user user
+		OPORT=$EPORT OPID=$EPID
+		EPORT=$TPORT EPID=$TPID
+		sdk_env
+		mkdir -p "$TMP/sdkread" && chmod 755 "$TMP" "$TMP/sdkread"
+		head -c 2000 /dev/urandom | base64 -w 100 >"$TMP/sdkread/small.txt"
+		chmod 644 "$TMP/sdkread/small.txt"
+		run_json sdk_today node bench/sdk.mjs pair "$N_SDK" "$TMP/sdkread/small.txt" \
+			"http://127.0.0.1:$TPORT" "http://127.0.0.1:$OPORT"
+		stop_pid "$TPID"; stop_pid "$OPID"
+	else
+		log "sdk_today: no build of ${BENCH_TODAY:-the merge base with main}; skipped"
+	fi
+fi
 
 # 2. Unary RPC: filesystem.Filesystem/Stat vs a tiny static file -------------
 if want unary; then
@@ -373,6 +397,112 @@ if want unary; then
 	record path_threads "{\"threads\":$(ls /proc/"$EPID"/task 2>/dev/null | wc -l),\"errors\":0}" "ls /proc/ENVD_PID/task | wc -l"
 	stop_pid "$EPID"; stop_pid "$NPID"; stop_pid "$XPID"
 	[ -n "$BPORT" ] && stop_pid "$BPID"
+fi
+
+# 2c. Stat with Connect JSON (what the SDK and curl send) beside proto on
+# the same build, beside a build of BENCH_BASE with the same JSON, and
+# beside nghttpd serving a small file: three rounds, each pair alternating,
+# medians taken (a shared machine moves single figures by 10-30 %).
+if want json; then
+	log "Stat with Connect JSON beside proto: h2load -c1 -m1 and -c8 -m16, 3 rounds alternating"
+	printf '{"path":"/tmp"}' >"$TMP/stat.json"
+	printf '\n\004/tmp' >"$TMP/stat.bin"
+	printf 'hello\n' >"$WWW/small6"
+	BASE_BIN=$(base_envd)
+	start_envd
+	start_nghttpd
+	BPORT=""
+	if [ -n "$BASE_BIN" ]; then
+		EP0=$EPORT EPID0=$EPID
+		ENVD=$BASE_BIN start_envd && { BPORT=$EPORT; BPID=$EPID; }
+		EPORT=$EP0 EPID=$EPID0
+	else
+		log "no build of ${BENCH_BASE:-e015229}: its column is left out"
+	fi
+	SP=(-d "$TMP/stat.bin" -H 'content-type: application/proto' -H 'connect-protocol-version: 1')
+	SJ=(-d "$TMP/stat.json" -H 'content-type: application/json' -H 'connect-protocol-version: 1')
+	U=/filesystem.Filesystem/Stat
+	json_fig() { # ID N C M
+		local flags=(-n "$2" -c "$3" -m "$4" -t 1)
+		record "json_$1_proto" "$(h2load_json "${flags[@]}" "${SP[@]}" "http://127.0.0.1:$EPORT$U")" \
+			"h2load ${flags[*]} -d stat.bin -H 'content-type: application/proto' http://127.0.0.1:PORT$U"
+		record "json_$1_json" "$(h2load_json "${flags[@]}" "${SJ[@]}" "http://127.0.0.1:$EPORT$U")" \
+			"h2load ${flags[*]} -d stat.json -H 'content-type: application/json' http://127.0.0.1:PORT$U"
+		[ -n "$BPORT" ] && record "json_$1_base" "$(h2load_json "${flags[@]}" "${SJ[@]}" "http://127.0.0.1:$BPORT$U")" \
+			"h2load ${flags[*]} -d stat.json -H 'content-type: application/json' http://127.0.0.1:BASE_PORT$U (envd ${BENCH_BASE:-e015229})"
+		record "json_$1_anchor" "$(h2load_json "${flags[@]}" "http://127.0.0.1:$NPORT/small6")" \
+			"h2load ${flags[*]} http://127.0.0.1:NGHTTPD_PORT/small6"
+	}
+	for round in 1 2 3; do
+		json_fig c1 $((N_UNARY / 4)) 1 1
+		json_fig c8 "$N_UNARY" 8 16
+	done
+	stop_pid "$EPID"; stop_pid "$NPID"
+	[ -n "$BPORT" ] && stop_pid "$BPID"
+fi
+
+# 2d. Large trees: a ListDir of N_TREE entries in JSON (one directory)
+# beside `ls -la` of it, archive=tar of N_TREE files (N_TREE/100
+# directories of 100 files of 512 B-2 KiB) beside GNU tar, and their
+# extract beside `tar -x`, each pair alternating, 3 rounds, medians; the
+# first byte of the ListDir, envd's peak RSS, and /health asked every 5 ms
+# throughout (p99).
+if want tree; then
+	log "large trees: ListDir of $N_TREE entries (JSON), archive=tar and extract of $N_TREE files"
+	TR=$TMP/tree
+	mkdir -p "$TR/flat" "$TR/deep"
+	"$PY" - "$TR" "$N_TREE" <<'PYTREE'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    os.close(os.open(os.path.join(root, "flat", "f%06d" % i), os.O_WRONLY | os.O_CREAT, 0o644))
+for i in range(n):
+    d = os.path.join(root, "deep", "d%04d" % (i // 100))
+    if i % 100 == 0:
+        os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "f%06d.txt" % i), "wb") as f:
+        f.write(os.urandom(512 + i % 1536))
+PYTREE
+	printf '{"path":"%s"}' "$TR/flat" >"$TMP/lsflat.json"
+	start_envd
+	# The probe alone first (3 s, envd idle): what this machine's load
+	# makes of /health by itself, the anchor of the figure during the trees.
+	"$PY" bench/healthprobe.py "$EPORT" "$TMP/probe.none" 3 >"$TMP/probe0.json" 2>>"$TMP/client.log"
+	record tree_health_idle "$(cat "$TMP/probe0.json")" "bench/healthprobe.py PORT (GET /health every 5 ms for 3 s, envd idle)"
+	rm -f "$TMP/probe.stop"
+	"$PY" bench/healthprobe.py "$EPORT" "$TMP/probe.stop" 3600 >"$TMP/probe.json" 2>>"$TMP/client.log" &
+	PRPID=$!
+	PIDS+=("$PRPID")
+	ls -la "$TR/flat" >/dev/null
+	tar -cf - -C "$TR" deep | cat >/dev/null # warm the cache
+	LSU="http://127.0.0.1:$EPORT/filesystem.Filesystem/ListDir"
+	for round in 1 2 3; do
+		record tree_ls_envd "$(curl_json -H 'content-type: application/json' --data-binary @"$TMP/lsflat.json" "$LSU")" \
+			"curl -o /dev/null -H 'content-type: application/json' --data-binary '{\"path\":\"DIR\"}' http://127.0.0.1:PORT/filesystem.Filesystem/ListDir"
+		record tree_ls_ls "$(timed_json "ls -la '$TR/flat' >/dev/null")" "ls -la DIR >/dev/null"
+	done
+	record tree_ls_rss "{\"envd_kib\":$(awk '/^VmHWM/ {print $2}' "/proc/$EPID/status"),\"errors\":0}" \
+		"grep VmHWM /proc/ENVD_PID/status (peak RSS after the ListDir rounds)"
+	for round in 1 2 3; do
+		record tree_tar_envd "$(curl_json "http://127.0.0.1:$EPORT/files?path=$TR/deep&archive=tar")" \
+			"curl -o /dev/null 'http://127.0.0.1:PORT/files?path=DIR&archive=tar'"
+		record tree_tar_tarpipe "$(timed_json "tar -cf - -C '$TR' deep | cat >/dev/null")" "tar -cf - DIR | cat >/dev/null"
+		record tree_tar_tar "$(timed_json "tar -cf - -C '$TR' deep >/dev/null")" "tar -cf - DIR >/dev/null"
+	done
+	tar -cf "$TMP/deep.tar" -C "$TR" deep
+	for round in 1 2 3; do
+		rm -rf "$TMP/x1" "$TMP/x2"
+		mkdir -p "$TMP/x2"
+		record tree_x_envd "$(curl_json -X POST --data-binary @"$TMP/deep.tar" -H 'Content-Type: application/octet-stream' \
+			"http://127.0.0.1:$EPORT/files?path=$TMP/x1&extract=tar")" \
+			"curl -X POST --data-binary @DIR.tar 'http://127.0.0.1:PORT/files?path=OUT&extract=tar'"
+		record tree_x_tar "$(timed_json "tar -xf '$TMP/deep.tar' -C '$TMP/x2'")" "tar -xf DIR.tar -C OUT"
+	done
+	touch "$TMP/probe.stop"
+	wait "$PRPID"
+	record tree_health "$(cat "$TMP/probe.json")" "bench/healthprobe.py PORT (GET /health every 5 ms during the tree rounds)"
+	stop_pid "$EPID"
+	rm -rf "$TR" "$TMP/x1" "$TMP/x2" "$TMP/deep.tar"
 fi
 
 # 3. Output streaming ----------------------------------------------------------
