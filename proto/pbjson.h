@@ -56,8 +56,10 @@ int pbjson_encode_into(const ProtobufCMessage *msg, char **buf, size_t *cap, siz
 /*
  * Encode into buf (cap bytes, fixed: never grown or freed), for a reply
  * built where allocating is to be avoided (a worker thread). 0 with the
- * length in *len; -ENOBUFS when the JSON does not fit in cap - 1 bytes
- * (the caller then uses pbjson_encode_into); -ENOMEM as pbjson_encode().
+ * length in *len; -ENOBUFS when the JSON does not fit (the writer asks
+ * for room a value at a time, up to 32 bytes more than the value takes:
+ * give that much to spare), and the caller then uses pbjson_encode_into;
+ * -ENOMEM as pbjson_encode().
  * Nothing is NUL-terminated.
  */
 int pbjson_encode_to(const ProtobufCMessage *msg, char *buf, size_t cap, size_t *len);

@@ -163,5 +163,74 @@ case "${ENVD_BIN:-build/envd}" in *asan*) lim=$((384 * 1024)) ;; *) lim=$((16 * 
 check "slow watcher: envd RSS growth ${growth} kB < ${lim} kB" test "${growth:-999999}" -lt "$lim"
 expect_eq "other requests still served" "{}" "$(rpc Remove "{\"path\":\"$D/flood\"}")"
 
+# A listing longer than one step (128 KiB of reply) goes out in pieces as
+# it is walked: the bytes are still the one message, in every codec and
+# transport, and a client that leaves half-way costs nothing.
+mkdir -p "$D/big/sub"
+"$PY" - "$D/big" <<'PY'
+import os, sys
+for i in range(6000):
+    os.close(os.open(os.path.join(sys.argv[1], "f\"%05d\u00e9" % (5999 - i)), os.O_CREAT | os.O_WRONLY, 0o644))
+for i in range(300):
+    os.close(os.open(os.path.join(sys.argv[1], "sub", "s%03d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
+PY
+req="{\"path\":\"$D/big\",\"depth\":2}"
+"$PY" -c 'import sys; p=sys.argv[1].encode(); sys.stdout.buffer.write(b"\n"+bytes([len(p)])+p+b"\x10\x02")' "$D/big" >"$D/req.bin"
+for t in h1 h2; do
+	flag=$([ $t = h2 ] && echo --http2-prior-knowledge || echo --http1.1)
+	curl -s $flag -D "$D/hdr.$t" -o "$D/ls.$t.json" -X POST "$ENVD_URL/filesystem.Filesystem/ListDir" \
+		-H 'Content-Type: application/json' -d "$req"
+	curl -s $flag -o "$D/ls.$t.bin" -X POST "$ENVD_URL/filesystem.Filesystem/ListDir" \
+		-H 'Content-Type: application/proto' --data-binary @"$D/req.bin"
+done
+expect_match "big ListDir over HTTP/1.1 is chunked (sent as walked)" "[Tt]ransfer-[Ee]ncoding: chunked" "$(cat "$D/hdr.h1")"
+res=$("$PY" - "$D" <<'PY'
+import json, sys
+D = sys.argv[1]
+out = []
+for t in ("h1", "h2"):
+    d = json.load(open("%s/ls.%s.json" % (D, t), encoding="utf-8"))
+    names = [e["path"][len(D) + 5:] for e in d["entries"]]
+    out.append("%s:%d" % (t, len(names)))
+    # byte order within a directory, the subdirectory's children right after it
+    top = [n for n in names if not n.startswith("sub/")]
+    out.append("sorted" if [n.encode() for n in top] == sorted(n.encode() for n in top) else "unsorted")
+    i = names.index("sub")
+    out.append("pre-order" if names[i + 1:i + 301] == ["sub/s%03d" % k for k in range(300)] else "not-pre-order")
+print(" ".join(out))
+PY
+)
+expect_eq "big ListDir JSON: every entry, byte order, pre-order, on both transports" \
+	"h1:6301 sorted pre-order h2:6301 sorted pre-order" "$res"
+check "big ListDir JSON: the same bytes on HTTP/1.1 and HTTP/2" cmp -s "$D/ls.h1.json" "$D/ls.h2.json"
+check "big ListDir proto: the same bytes on HTTP/1.1 and HTTP/2" cmp -s "$D/ls.h1.bin" "$D/ls.h2.bin"
+# gRPC-Web needs the length first: the reply goes whole, and its message is
+# the Connect proto body byte for byte.
+"$PY" -c 'import sys; m=open(sys.argv[1],"rb").read(); sys.stdout.buffer.write(b"\0"+len(m).to_bytes(4,"big")+m)' \
+	"$D/req.bin" >"$D/req.gw"
+curl -s -o "$D/ls.gw" -X POST "$ENVD_URL/filesystem.Filesystem/ListDir" -H 'Content-Type: application/grpc-web+proto' \
+	--data-binary @"$D/req.gw"
+res=$("$PY" - "$D" <<'PY'
+import sys
+D = sys.argv[1]
+g = open(D + "/ls.gw", "rb").read()
+n = int.from_bytes(g[1:5], "big")
+print("same" if g[0] == 0 and g[5:5 + n] == open(D + "/ls.h1.bin", "rb").read() else "differ")
+PY
+)
+expect_eq "big ListDir gRPC-Web: one message, the same bytes as Connect proto" same "$res"
+# A client that takes the first bytes and leaves.
+"$PY" - "${ENVD_URL##*:}" "$req" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+b = sys.argv[2].encode()
+s.sendall(b"POST /filesystem.Filesystem/ListDir HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+          b"Content-Length: %d\r\n\r\n%s" % (len(b), b))
+s.recv(1000)
+s.close()
+PY
+expect_eq "after a client left a big ListDir half-way, ListDir still answers" "{}" \
+	"$(rpc ListDir "{\"path\":\"$D/empty\"}")"
+
 envd_alive && pass "envd still alive" || fail "envd still alive"
 finish

@@ -296,6 +296,96 @@ Test(fs_entry, listdir_order_depth_and_symlinks)
 	cr_assert_eq(fs_listdir(p, 1, &l, err, sizeof(err)), -ELOOP);
 }
 
+/* fs_walk hands out what fs_listdir collects, in the same order, one
+ * entry at a time, for trees of every shape (a wide directory, deep
+ * chains, empty directories) and depths. */
+static void walk_equals_listdir(const char *root, uint32_t depth)
+{
+	struct fs_listing l;
+	struct fs_walk *w;
+	Filesystem__EntryInfo *e;
+	char err[1024];
+	size_t i = 0;
+	int rc;
+
+	cr_assert_eq(fs_listdir(root, depth, &l, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(fs_walk_open(root, depth, &w, err, sizeof(err)), 0, "%s", err);
+	while ((rc = fs_walk_next(w, &e, err, sizeof(err))) > 0) {
+		cr_assert_lt(i, l.n, "more entries walked than listed");
+		cr_assert_str_eq(e->path, l.entries[i]->path);
+		cr_assert_str_eq(e->name, l.entries[i]->name);
+		cr_assert_eq(e->type, l.entries[i]->type);
+		cr_assert_eq(e->size, l.entries[i]->size);
+		i++;
+	}
+	cr_assert_eq(rc, 0, "%s", err);
+	cr_assert_eq(i, l.n, "depth %u: %zu walked, %zu listed", depth, i, l.n);
+	/* After the end it stays at the end. */
+	cr_assert_eq(fs_walk_next(w, &e, err, sizeof(err)), 0);
+	fs_walk_close(w);
+	fs_listing_free(&l);
+}
+
+Test(fs_entry, walk_one_entry_at_a_time)
+{
+	char p[PATH_MAX], err[1024];
+	struct fs_walk *w;
+	Filesystem__EntryInfo *e;
+
+	for (int i = 0; i < 3000; i++) {
+		snprintf(p, sizeof(p), "wide/f%04d", (i * 7919) % 3000);
+		if (i == 0)
+			mk("wide", NULL);
+		mk(p, "");
+	}
+	mk("deep", NULL);
+	snprintf(p, sizeof(p), "deep");
+	for (int i = 0; i < 20; i++) {
+		strcat(p, "/d");
+		mk(p, NULL);
+	}
+	mk("empty", NULL);
+	mk("top.txt", "t");
+	for (uint32_t d = 0; d < 25; d += 3)
+		walk_equals_listdir(dir, d);
+
+	/* The wide directory in byte order, its first entry without the rest
+	   read twice, and closing half-way is clean. */
+	snprintf(p, sizeof(p), "%s/wide", dir);
+	cr_assert_eq(fs_walk_open(p, 1, &w, err, sizeof(err)), 0);
+	cr_assert_eq(fs_walk_next(w, &e, err, sizeof(err)), 1);
+	cr_assert_str_eq(e->name, "f0000");
+	cr_assert_eq(fs_walk_next(w, &e, err, sizeof(err)), 1);
+	cr_assert_str_eq(e->name, "f0001");
+	fs_walk_close(w);
+
+	/* Errors before the first entry are fs_listdir's. */
+	snprintf(p, sizeof(p), "%s/top.txt", dir);
+	cr_assert_eq(fs_walk_open(p, 1, &w, err, sizeof(err)), -ENOTDIR);
+	cr_assert_null(w);
+	snprintf(p, sizeof(p), "%s/none", dir);
+	cr_assert_eq(fs_walk_open(p, 1, &w, err, sizeof(err)), -ENOENT);
+	cr_assert(strstr(err, "path not found"));
+
+	/* A directory that vanishes while it waits its turn is skipped. */
+	snprintf(p, sizeof(p), "%s", dir);
+	cr_assert_eq(fs_walk_open(p, 3, &w, err, sizeof(err)), 0);
+	for (;;) {
+		int rc = fs_walk_next(w, &e, err, sizeof(err));
+
+		cr_assert_geq(rc, 0, "%s", err);
+		if (rc == 0)
+			break;
+		if (strcmp(e->name, "empty") == 0) {
+			char q[PATH_MAX];
+
+			snprintf(q, sizeof(q), "%s/empty", dir);
+			cr_assert_eq(rmdir(q), 0);
+		}
+	}
+	fs_walk_close(w);
+}
+
 Test(fs_entry, remove_all)
 {
 	char p[PATH_MAX], err[1024], target[PATH_MAX];

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
+#include <pthread.h>
 
 #include <jansson.h>
 
@@ -1385,4 +1387,292 @@ Test(pbjson, data_event_encode_speed)
 		    (t1 - t0) * 1e6 / ITERS, (double)CHUNK * ITERS / (t1 - t0) / 1e6,
 		    (double)total / (t1 - t0) / 1e6, (t2 - t1) * 1e6 / (ITERS / 4));
 	free(payload);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The decoder on its arena, the encoder into fixed buffers                */
+
+/* A counting allocator: every block the decoder hands the message comes
+   from it and goes back to it. */
+static size_t ca_live, ca_calls;
+
+static void *ca_alloc(void *ud, size_t n)
+{
+	ca_live++;
+	ca_calls++;
+	return malloc(n);
+}
+
+static void ca_free(void *ud, void *p)
+{
+	ca_live--;
+	free(p);
+}
+
+static ProtobufCAllocator counting = { ca_alloc, ca_free, NULL };
+
+static Filesystem__StatRequest *dec_path(const char *json, size_t len)
+{
+	char err[256];
+	Filesystem__StatRequest *m = (Filesystem__StatRequest *)pbjson_decode_with(
+		&filesystem__stat_request__descriptor, json, len, &counting, err, sizeof(err));
+
+	cr_assert_not_null(m, "decode of %.*s failed: %s", (int)len, json, err);
+	return m;
+}
+
+Test(pbjson, decoder_escapes_and_surrogates)
+{
+	static const struct { const char *json, *want; } cases[] = {
+		{ "{\"path\":\"a\\\"b\\\\c\\/d\"}", "a\"b\\c/d" },
+		{ "{\"path\":\"\\b\\f\\n\\r\\t\"}", "\b\f\n\r\t" },
+		{ "{\"path\":\"\\u0041\\u00e9\\u20ac\"}", "A\xc3\xa9\xe2\x82\xac" },
+		/* a surrogate pair is one code point, four bytes of UTF-8 */
+		{ "{\"path\":\"\\ud83d\\ude00\"}", "\xf0\x9f\x98\x80" },
+		{ "{\"path\":\"\\uD834\\uDD1E x\"}", "\xf0\x9d\x84\x9e x" },
+		{ "{\"path\":\"\xf0\x9f\x98\x80 raw\"}", "\xf0\x9f\x98\x80 raw" },
+		{ "{\"path\":\"\"}", "" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		Filesystem__StatRequest *m = dec_path(cases[i].json, strlen(cases[i].json));
+
+		cr_assert_str_eq(m->path, cases[i].want, "case %zu", i);
+		protobuf_c_message_free_unpacked(&m->base, &counting);
+	}
+	cr_assert_eq(ca_live, 0, "every block went back to the allocator");
+	/* A lone or reversed surrogate, a bad escape: syntax errors. */
+	DEC_ERR(&filesystem__stat_request__descriptor, "{\"path\":\"\\ud83d\"}", "syntax error");
+	DEC_ERR(&filesystem__stat_request__descriptor, "{\"path\":\"\\ude00\\ud83d\"}", "syntax error");
+	DEC_ERR(&filesystem__stat_request__descriptor, "{\"path\":\"\\x41\"}", "syntax error");
+	DEC_ERR(&filesystem__stat_request__descriptor, "{\"path\":\"\\u12\"}", "syntax error");
+}
+
+Test(pbjson, decoder_numbers)
+{
+	const ProtobufCMessageDescriptor *d = &process__process_selector__descriptor;
+	static const struct { const char *json; uint32_t pid; } ok[] = {
+		{ "{\"pid\":1e2}", 100 },        { "{\"pid\":1E2}", 100 },     { "{\"pid\":\"1e2\"}", 100 },
+		{ "{\"pid\":-0}", 0 },           { "{\"pid\":\"-0\"}", 0 },   { "{\"pid\":100.0}", 100 },
+		{ "{\"pid\":1.5e1}", 15 },       { "{\"pid\":4294967295}", 4294967295u },
+		{ "{\"pid\":0.00e5}", 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		Process__ProcessSelector *m = (Process__ProcessSelector *)dec_ok(d, ok[i].json);
+
+		cr_assert_eq(m->pid, ok[i].pid, "%s", ok[i].json);
+		protobuf_c_message_free_unpacked(&m->base, NULL);
+	}
+	DEC_ERR(d, "{\"pid\":1.5}", "invalid value for uint32 field pid: 1.5");
+	DEC_ERR(d, "{\"pid\":-1}", "invalid value for uint32 field pid: -1");
+	DEC_ERR(d, "{\"pid\":1e10}", "invalid value for uint32 field pid");
+	DEC_ERR(d, "{\"pid\":01}", "syntax error");
+	DEC_ERR(d, "{\"pid\":+1}", "syntax error");
+	DEC_ERR(d, "{\"pid\":.5}", "syntax error");
+	DEC_ERR(d, "{\"pid\":NaN}", "syntax error");
+}
+
+Test(pbjson, decoder_duplicate_keys)
+{
+	const ProtobufCMessageDescriptor *d = &filesystem__stat_request__descriptor;
+
+	/* The same key twice is refused by the parser, one field under both
+	   its names by the decoder. */
+	DEC_ERR(d, "{\"path\":\"a\",\"path\":\"b\"}", "duplicate");
+	DEC_ERR(&process__send_signal_request__descriptor,
+		"{\"process\":{\"pid\":1,\"pid\":2}}", "duplicate");
+	DEC_ERR(&filesystem__create_watcher_request__descriptor,
+		"{\"path\":\"/\",\"recursive\":true,\"recursive\":false}", "duplicate");
+	DEC_ERR(&filesystem__get_watcher_events_request__descriptor,
+		"{\"watcherId\":\"a\",\"watcher_id\":\"b\"}", "duplicate field");
+}
+
+Test(pbjson, decoder_huge_strings)
+{
+	/* Strings past the arena's blocks come from blocks of their own; a
+	   string with escapes all the way is decoded whole. */
+	size_t sizes[] = { 100, 8191, 8192, 40000, 1 << 20, 5 << 20 };
+
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		size_t n = sizes[k], o = 0;
+		char *j = xmalloc(2 * n + 32);
+		Filesystem__StatRequest *m;
+
+		o = (size_t)sprintf(j, "{\"path\":\"");
+		for (size_t i = 0; i < n; i++) {
+			if (i % 1000 == 999) {
+				j[o++] = '\\';
+				j[o++] = 'n';
+			} else {
+				j[o++] = (char)('a' + i % 26);
+			}
+		}
+		o += (size_t)sprintf(j + o, "\",\"unknown\":[1,2,{\"x\":\"%s\"}]}", "y");
+		m = dec_path(j, o);
+		cr_assert_eq(strlen(m->path), n);
+		if (n > 1000) {
+			cr_assert_eq(m->path[998], (char)('a' + 998 % 26));
+			cr_assert_eq(m->path[999], '\n');
+		}
+		protobuf_c_message_free_unpacked(&m->base, &counting);
+		free(j);
+	}
+	cr_assert_eq(ca_live, 0);
+}
+
+Test(pbjson, decode_with_uses_the_allocator_only)
+{
+	const char *j = "{\"process\":{\"cmd\":\"/bin/sh\",\"args\":[\"-c\",\"x\"],"
+			"\"envs\":{\"A\":\"1\",\"B\":\"2\"},\"cwd\":\"/tmp\"},\"tag\":\"t\",\"stdin\":true}";
+	char err[256];
+	ProtobufCMessage *m;
+
+	ca_calls = 0;
+	m = pbjson_decode_with(&process__start_request__descriptor, j, strlen(j), &counting, err, sizeof(err));
+	cr_assert_not_null(m, "%s", err);
+	cr_assert_gt(ca_calls, 8, "the message, its strings, arrays and map entries");
+	protobuf_c_message_free_unpacked(m, &counting);
+	cr_assert_eq(ca_live, 0);
+	/* A failure part-way gives everything back too. */
+	j = "{\"process\":{\"cmd\":\"x\",\"args\":[\"a\",5]}}";
+	m = pbjson_decode_with(&process__start_request__descriptor, j, strlen(j), &counting, err, sizeof(err));
+	cr_assert_null(m);
+	cr_assert_eq(ca_live, 0);
+}
+
+enum { MT_THREADS = 4, MT_N = 2000 };
+
+struct mt_job {
+	int id;
+	int bad;
+};
+
+static void *mt_decode(void *arg)
+{
+	struct mt_job *jb = arg;
+	char j[128], want[64], err[128];
+
+	for (int i = 0; i < MT_N; i++) {
+		Filesystem__StatRequest *m;
+
+		snprintf(want, sizeof(want), "/t%d/%d", jb->id, i);
+		snprintf(j, sizeof(j), "{\"path\":\"%s\",\"x\":[{},{\"y\":1}]}", want);
+		m = (Filesystem__StatRequest *)pbjson_decode(&filesystem__stat_request__descriptor, j, strlen(j), err,
+							    sizeof(err));
+		if (!m || strcmp(m->path, want) != 0) {
+			jb->bad++;
+		} else {
+			size_t len;
+			char *e = pbjson_encode(&m->base, &len);
+
+			if (!e || !strstr(e, want))
+				jb->bad++;
+			free(e);
+		}
+		if (m)
+			protobuf_c_message_free_unpacked(&m->base, NULL);
+	}
+	return NULL;
+}
+
+Test(pbjson, decoder_on_many_threads)
+{
+	/* The arena is per thread and jansson's hooks are shared: decodes on
+	   several threads at once, with encodes beside them, stay exact. */
+	pthread_t th[MT_THREADS];
+	struct mt_job jobs[MT_THREADS];
+	json_t *o;
+	char *s;
+
+	for (int i = 0; i < MT_THREADS; i++) {
+		jobs[i] = (struct mt_job){ i, 0 };
+		cr_assert_eq(pthread_create(&th[i], NULL, mt_decode, &jobs[i]), 0);
+	}
+	for (int i = 0; i < MT_THREADS; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(jobs[i].bad, 0, "thread %d", i);
+	}
+	/* Other users of jansson on this thread still get malloc'd values. */
+	o = json_pack("{s:s}", "a", "b");
+	s = json_dumps(o, JSON_COMPACT);
+	cr_assert_str_eq(s, "{\"a\":\"b\"}");
+	free(s);
+	json_decref(o);
+}
+
+Test(pbjson, encode_to_a_fixed_buffer)
+{
+	Filesystem__EntryInfo e = FILESYSTEM__ENTRY_INFO__INIT;
+	Google__Protobuf__Timestamp ts = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
+	Filesystem__StatResponse r = FILESYSTEM__STAT_RESPONSE__INIT;
+	char buf[512];
+	size_t len, wlen;
+	char *want;
+
+	e.name = "n\"\x01";
+	e.path = "/p/n";
+	e.size = -1234567890123LL;
+	e.mode = 0755;
+	e.type = FILESYSTEM__FILE_TYPE__FILE_TYPE_DIRECTORY;
+	ts.seconds = 1700000000;
+	ts.nanos = 120000000;
+	e.modified_time = &ts;
+	r.entry = &e;
+	want = pbjson_encode(&r.base, &wlen);
+	cr_assert_str_eq(want, "{\"entry\":{\"name\":\"n\\\"\\u0001\",\"type\":\"FILE_TYPE_DIRECTORY\","
+			       "\"path\":\"/p/n\",\"size\":\"-1234567890123\",\"mode\":493,"
+			       "\"modifiedTime\":\"2023-11-14T22:13:20.120Z\"}}");
+	cr_assert_eq(pbjson_encode_to(&r.base, buf, sizeof(buf), &len), 0);
+	cr_assert_eq(len, wlen);
+	cr_assert_eq(memcmp(buf, want, len), 0);
+	/* Every buffer too small says so, and never writes past its end. */
+	for (size_t cap = 0; cap <= wlen; cap++) {
+		char *b = xmalloc(cap ? cap : 1);
+
+		cr_assert_eq(pbjson_encode_to(&r.base, b, cap, &len), -ENOBUFS, "cap %zu", cap);
+		free(b);
+	}
+	/* The writer asks for room by the value (a number: 23 bytes): with
+	   that much to spare the JSON fits. */
+	cr_assert_eq(pbjson_encode_to(&r.base, buf, wlen + 33, &len), 0);
+	cr_assert_eq(len, wlen);
+	free(want);
+}
+
+Test(pbjson, numbers_without_printf)
+{
+	/* The digit writer at its edges: each 64-bit extreme, each length. */
+	Filesystem__EntryInfo e = FILESYSTEM__ENTRY_INFO__INIT;
+	Process__ProcessSelector sel = PROCESS__PROCESS_SELECTOR__INIT;
+	int64_t vals[] = { 0, 1, 9, 10, 99, 100, 12345678, INT64_MAX, INT64_MIN, -1, -10, 1000000000000000000LL };
+	uint32_t pids[] = { 0, 7, 10, 4294967295u, 1000000000u };
+	char want[64], *got;
+
+	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+		e.size = vals[i];
+		got = enc(&e);
+		snprintf(want, sizeof(want), vals[i] ? "{\"size\":\"%" PRId64 "\"}" : "{}", vals[i]);
+		cr_assert_str_eq(got, want);
+		free(got);
+	}
+	for (size_t i = 0; i < sizeof(pids) / sizeof(pids[0]); i++) {
+		sel.selector_case = PROCESS__PROCESS_SELECTOR__SELECTOR_PID;
+		sel.pid = pids[i];
+		got = enc(&sel);
+		snprintf(want, sizeof(want), "{\"pid\":%" PRIu32 "}", pids[i]);
+		cr_assert_str_eq(got, want);
+		free(got);
+	}
+}
+
+Test(pbjson, field_names_for_pieces)
+{
+	const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(
+		&filesystem__entry_info__descriptor, "modified_time");
+	char out[32];
+
+	cr_assert_eq(pbjson_field_name(f, out, sizeof(out)), strlen("\"modifiedTime\":"));
+	cr_assert_eq(memcmp(out, "\"modifiedTime\":", 15), 0);
+	cr_assert_eq(pbjson_field_name(f, out, 10), 0, "too small: nothing");
 }
