@@ -420,14 +420,40 @@ struct ls_job {
 	uint32_t depth;
 	char err[ERRLEN];
 	char path[PATH_MAX];
+	/* A short listing's reply, copied here on the worker that made it:
+	   the step's buffer is then freed by the thread that allocated it,
+	   not by the loop, and the reply goes out as a borrowed buffer. */
+	uint8_t small[4096];
 };
+
+/* Kept for reuse on the loop, as fs_job is (over 8 KiB: musl gives such
+   a block back to the kernel on every free). */
+#define LS_CACHE 16
+static struct ls_job *ls_cache[LS_CACHE];
+static size_t n_ls_cache;
+
+static struct ls_job *ls_alloc(void)
+{
+	struct ls_job *j;
+
+	if (!n_ls_cache)
+		return calloc(1, sizeof(struct ls_job));
+	j = ls_cache[--n_ls_cache];
+	/* The fields; the buffers after them are written before read. */
+	memset(j, 0, offsetof(struct ls_job, err));
+	j->err[0] = j->path[0] = '\0';
+	return j;
+}
 
 static void ls_free(struct ls_job *j)
 {
 	fs_walk_close(j->walk);
 	rpc_list_free(&j->list);
 	rpc_encoded_free(&j->piece);
-	free(j);
+	if (n_ls_cache < LS_CACHE)
+		ls_cache[n_ls_cache++] = j;
+	else
+		free(j);
 }
 
 static void ls_work(void *arg)
@@ -455,7 +481,7 @@ static void ls_work(void *arg)
 			j->code = RPC_RESOURCE_EXHAUSTED;
 			snprintf(j->err, sizeof(j->err), "cannot encode response: %s", go_strerror(-arc));
 			j->done = true;
-			return;
+			goto out;
 		}
 		if (!j->whole && rpc_list_pending(&j->list) >= LS_STEP)
 			break;
@@ -468,10 +494,24 @@ static void ls_work(void *arg)
 		snprintf(j->err, sizeof(j->err), "cannot encode response: %s", go_strerror(ENOMEM));
 		j->done = true;
 	}
-	return;
+	if (j->done && !j->streaming && !j->piece.gzipped && j->piece.mem &&
+	    j->piece.len + RPC_ENC_HDR <= sizeof(j->small)) {
+		memcpy(j->small + RPC_ENC_HDR, (uint8_t *)j->piece.mem + RPC_ENC_HDR, j->piece.len);
+		free(j->piece.mem);
+		j->piece.mem = j->small;
+		j->piece.borrowed = true;
+	}
+	goto out;
 failed:
 	j->code = rpc_code_from_errno(rc);
 	j->done = true;
+out:
+	/* What the walk allocated goes back on the thread that allocated it. */
+	if (j->done) {
+		fs_walk_close(j->walk);
+		j->walk = NULL;
+		rpc_list_free(&j->list);
+	}
 }
 
 static void ls_submit(struct ls_job *j);
@@ -569,7 +609,7 @@ static void ls_submit(struct ls_job *j)
 static void fs_list_dir(struct rpc_call *call, const ProtobufCMessage *msg)
 {
 	const Filesystem__ListDirRequest *req = (const Filesystem__ListDirRequest *)msg;
-	struct ls_job *j = calloc(1, sizeof(*j));
+	struct ls_job *j = ls_alloc();
 	int64_t client_ms = rpc_call_timeout_ms(call);
 	struct rpc_codec codec;
 	struct user u;
@@ -579,7 +619,7 @@ static void fs_list_dir(struct rpc_call *call, const ProtobufCMessage *msg)
 		return;
 	}
 	if (call_path(call, req->path, &u, j->path, sizeof(j->path))) {
-		free(j);
+		ls_free(j);
 		return;
 	}
 	j->call = call;

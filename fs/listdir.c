@@ -115,6 +115,9 @@ struct fs_walk {
 	/* cur is built here when it fits (fs_entry_info_in): no allocation
 	   per entry. */
 	_Alignas(max_align_t) unsigned char entbuf[2048];
+	/* getdents64's buffer, as large as glibc's readdir takes: musl's 2 KiB
+	   made 30 calls for a directory `ls` reads in two. */
+	_Alignas(8) char dents[32768];
 };
 
 /* Stable merge sort of n names by byte order (musl's qsort, a smoothsort,
@@ -157,26 +160,20 @@ struct linux_dirent64 {
 	char d_name[];
 };
 
-/* Read the names of `dir` into frame f. 0 or -errno (open's, getdents'),
-   -ENOMEM. getdents64 with a 64 KiB buffer: readdir's 2 KiB made 30 calls
-   for a directory `ls` reads in two. */
-static int frame_read(struct wframe *f, const char *dir)
+/* Read the names of `dir` into frame f, with db (dblen bytes) for
+   getdents64. 0 or -errno (open's, getdents'), -ENOMEM. */
+static int frame_read(struct wframe *f, const char *dir, char *db, size_t dblen)
 {
 	struct buf names = BUF_INIT(BUF_UNBOUNDED), offs = BUF_INIT(BUF_UNBOUNDED);
-	char *db = NULL, **sorted = NULL, **tmp = NULL;
+	char **sorted = NULL, **tmp = NULL;
 	size_t n;
 	int fd, rc = 0;
 
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	db = malloc(65536);
-	if (!db) {
-		rc = -ENOMEM;
-		goto out;
-	}
 	for (;;) {
-		long got = syscall(SYS_getdents64, fd, db, 65536);
+		long got = syscall(SYS_getdents64, fd, db, dblen);
 
 		if (got < 0) {
 			rc = -errno;
@@ -219,7 +216,6 @@ static int frame_read(struct wframe *f, const char *dir)
 	f->i = 0;
 out:
 	close(fd);
-	free(db);
 	free(sorted);
 	free(tmp);
 	buf_free(&names);
@@ -258,7 +254,7 @@ static int walk_push(struct fs_walk *w, size_t rel_len)
 		fs_join(dir, PATH_MAX, w->real, w->rel);
 	else
 		snprintf(dir, PATH_MAX, "%s", w->real);
-	rc = frame_read(&f, dir);
+	rc = frame_read(&f, dir, w->dents, sizeof(w->dents));
 	if (rc < 0) {
 		if (rc == -ENOENT && rel_len)
 			return 0; /* vanished during the walk */
@@ -350,13 +346,19 @@ int fs_walk_open(const char *requested, uint32_t depth, struct fs_walk **out, ch
 		free(real);
 		return -ENOTDIR;
 	}
-	w = calloc(1, sizeof(*w));
+	/* Not zeroed: some 60 KiB, nearly all buffers written before read. */
+	w = malloc(sizeof(*w));
 	if (!w) {
 		free(real);
 		snprintf(err, errlen, "error reading directory %s: %s", requested, go_strerror(ENOMEM));
 		return -ENOMEM;
 	}
 	w->real = real;
+	w->st = NULL;
+	w->nst = w->capst = 0;
+	w->count = 0;
+	w->cur = NULL;
+	w->descend = false;
 	w->depth = depth ? depth : 1;
 	snprintf(w->req, sizeof(w->req), "%s", requested);
 	rc = walk_push(w, 0);

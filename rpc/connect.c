@@ -785,7 +785,9 @@ static int list_room(struct rpc_list *l, size_t n)
 		return 0;
 	if (n > RPC_SEND_MAX)
 		return -EMSGSIZE;
-	nc = l->cap ? l->cap : 16384;
+	/* From 1 KiB: a short listing's block is of a size the allocator
+	   keeps at hand. */
+	nc = l->cap ? l->cap : 1024;
 	while (nc < want)
 		nc *= 2;
 	nb = realloc(l->buf, nc);
