@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <pthread.h>
 #include <stdalign.h>
 #include <stddef.h>
 #include <unistd.h>
@@ -266,6 +267,31 @@ static int walk_push(struct fs_walk *w, size_t rel_len)
 	return 0;
 }
 
+/*
+ * One walk struct (some 60 KiB) is kept per thread for the next walk:
+ * musl's allocator maps a block that size afresh and unmaps it when it is
+ * freed, an mmap and a munmap (a TLB shoot-down on every processor) per
+ * ListDir. A thread's spare is freed when the thread ends.
+ */
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void spare_init(void)
+{
+	if (pthread_key_create(&spare_key, free) != 0)
+		spare_key = (pthread_key_t)-1;
+}
+
+static struct fs_walk *walk_alloc(void)
+{
+	struct fs_walk *w = NULL;
+
+	pthread_once(&spare_once, spare_init);
+	if (spare_key != (pthread_key_t)-1 && (w = pthread_getspecific(spare_key)))
+		pthread_setspecific(spare_key, NULL);
+	return w ? w : malloc(sizeof(*w));
+}
+
 void fs_walk_close(struct fs_walk *w)
 {
 	if (!w)
@@ -275,6 +301,10 @@ void fs_walk_close(struct fs_walk *w)
 		frame_free(&w->st[--w->nst]);
 	free(w->st);
 	free(w->real);
+	pthread_once(&spare_once, spare_init);
+	if (spare_key != (pthread_key_t)-1 && !pthread_getspecific(spare_key) &&
+	    pthread_setspecific(spare_key, w) == 0)
+		return;
 	free(w);
 }
 
@@ -347,7 +377,7 @@ int fs_walk_open(const char *requested, uint32_t depth, struct fs_walk **out, ch
 		return -ENOTDIR;
 	}
 	/* Not zeroed: some 60 KiB, nearly all buffers written before read. */
-	w = malloc(sizeof(*w));
+	w = walk_alloc();
 	if (!w) {
 		free(real);
 		snprintf(err, errlen, "error reading directory %s: %s", requested, go_strerror(ENOMEM));
