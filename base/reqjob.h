@@ -72,6 +72,13 @@ struct reqjob_ops {
 	 * jobs in flight keep theirs.
 	 */
 	void (*cancel)(struct reqjob *j);
+	/*
+	 * Optional. The peer's output queue drained while the reqjob is live
+	 * (h2o's proceed): a response produced over time takes its next step.
+	 * Bindings whose peer has a hook of its own for it (an http_req's
+	 * on_writable, which the handler sets) leave this to the handler.
+	 */
+	void (*writable)(struct reqjob *j);
 };
 
 /* How a kind of peer is tied to a reqjob; provided by the peer's glue. */

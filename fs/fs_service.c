@@ -404,16 +404,12 @@ static void fs_move(struct rpc_call *call, const ProtobufCMessage *msg)
 #define LS_STEP (128 * 1024)
 
 struct ls_job {
-	struct rpc_call *call;   /* NULL once answered or the client went away */
+	struct reqjob rj;        /* the call; the steps' key, deadline and stall */
 	struct fs_walk *walk;    /* opened by the first step */
 	struct rpc_list list;    /* the reply being encoded */
 	struct rpc_encoded piece;
-	uint64_t key;
-	double timeout;
-	bool stall;
 	bool whole;              /* one message: the protocol needs its length */
 	bool legacy;
-	bool running;            /* a step is on the pool */
 	bool streaming;          /* pieces went out */
 	bool done;               /* the walk ended, or failed (code) */
 	enum rpc_code code;
@@ -445,15 +441,23 @@ static struct ls_job *ls_alloc(void)
 	return j;
 }
 
-static void ls_free(struct ls_job *j)
+static void ls_release(struct ls_job *j)
 {
-	fs_walk_close(j->walk);
-	rpc_list_free(&j->list);
-	rpc_encoded_free(&j->piece);
 	if (n_ls_cache < LS_CACHE)
 		ls_cache[n_ls_cache++] = j;
 	else
 		free(j);
+}
+
+/* The last reference went (reqjob): what a step left behind goes too. */
+static void ls_free(struct reqjob *rj)
+{
+	struct ls_job *j = REQJOB_CONTAINER(rj, struct ls_job, rj);
+
+	fs_walk_close(j->walk);
+	rpc_list_free(&j->list);
+	rpc_encoded_free(&j->piece);
+	ls_release(j);
 }
 
 static void ls_work(void *arg)
@@ -470,7 +474,6 @@ static void ls_work(void *arg)
 	while ((rc = fs_walk_next(j->walk, &e, j->err, sizeof(j->err))) > 0) {
 		const ProtobufCMessage *m = &e->base;
 		struct arena a = { 0 };
-
 		int arc;
 
 		if (j->legacy && !(m = legacy_view(m, &a)))
@@ -485,6 +488,10 @@ static void ls_work(void *arg)
 		}
 		if (!j->whole && rpc_list_pending(&j->list) >= LS_STEP)
 			break;
+		if (reqjob_gone(&j->rj)) {
+			j->done = true; /* nobody to send it to */
+			goto out;
+		}
 	}
 	if (rc < 0)
 		goto failed;
@@ -514,97 +521,67 @@ out:
 	}
 }
 
-static void ls_submit(struct ls_job *j);
+static void ls_done(void *arg);
 
-static void ls_on_cancel(struct rpc_call *call, enum rpc_code why)
+/* Queue the next step; the call is answered from ls_done or ls_expired. */
+static void ls_step(struct ls_job *j)
 {
-	struct ls_job *j = rpc_call_ud(call);
+	int rc = reqjob_run(&j->rj, ls_work, ls_done, j, 0);
 
-	j->call = NULL;
-	if (!j->running)
-		ls_free(j);
+	if (rc < 0)
+		rpc_fail(rpcjob_take(&j->rj), RPC_RESOURCE_EXHAUSTED,
+			 "filesystem worker queue is full, retry later: %s: %s", j->path, go_strerror(-rc));
 }
 
-static void ls_on_writable(struct rpc_call *call)
-{
-	struct ls_job *j = rpc_call_ud(call);
-
-	if (!j->running && !j->done)
-		ls_submit(j);
-}
-
-static const struct rpc_call_hooks ls_hooks = { .on_cancel = ls_on_cancel, .on_writable = ls_on_writable };
-
-static void ls_expired(void *arg)
-{
-	struct ls_job *j = arg;
-
-	/* rpc_fail cuts a body already under way. */
-	fail_expired(&j->call, j->timeout, j->path);
-}
-
+/* Loop, while the call is there (the step's reference is held across). */
 static void ls_done(void *arg)
 {
 	struct ls_job *j = arg;
-	struct rpc_call *call = j->call;
+	struct rpc_call *call = rpcjob_call(&j->rj);
 	int rc;
 
-	/* j->running stays set until the end: sending may find the peer gone
-	   and cancel the call right here, and the cancel hook then leaves the
-	   job to us. */
-	if (!call)
-		goto free;
 	if (j->code != RPC_OK) {
-		rpc_call_set_hooks(call, NULL, NULL);
-		rpc_fail(call, j->code, "%s", j->err);
-		goto free;
+		/* Once pieces went out, rpc_fail cuts the body. */
+		rpc_fail(rpcjob_take(&j->rj), j->code, "%s", j->err);
+		return;
 	}
 	if (j->legacy && !j->streaming && rpc_call_http(call))
 		http_req_extra_header(rpc_call_http(call), "X-E2B-Legacy-SDK", "true", true);
 	if (j->done && !j->streaming) {
-		rpc_call_set_hooks(call, NULL, NULL);
-		rpc_reply_encoded(call, &j->piece);
-		goto free;
+		rpc_reply_encoded(rpcjob_take(&j->rj), &j->piece);
+		return;
 	}
 	j->streaming = true;
 	rc = rpc_reply_piece(call, &j->piece);
-	if (!j->call)
-		goto free;
-	if (rc < 0 || j->done) {
-		rpc_call_set_hooks(call, NULL, NULL);
-		if (rc < 0)
-			rpc_fail(call, RPC_INTERNAL, "cannot send the listing of %s", j->path);
-		else
-			rpc_reply_pieces_end(call);
-		goto free;
-	}
-	j->running = false;
-	if (rpc_call_queued(call) < RPC_SEND_HIGH)
-		ls_submit(j);
-	return;
-free:
-	ls_free(j);
-}
-
-/* Queue the next step; the call is answered from ls_done or ls_expired. */
-static void ls_submit(struct ls_job *j)
-{
-	int rc = worker_run(&(struct worker_req){ .work = ls_work, .done = ls_done, .expired = ls_expired,
-						  .arg = j, .key = j->key, .timeout = j->timeout,
-						  .stall = j->stall });
-
+	if (!reqjob_live(&j->rj))
+		return; /* the send found the client gone */
 	if (rc < 0) {
-		struct rpc_call *call = j->call;
-
-		j->call = NULL;
-		rpc_call_set_hooks(call, NULL, NULL);
-		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s: %s",
-			 j->path, go_strerror(-rc));
-		ls_free(j);
+		rpc_fail(rpcjob_take(&j->rj), RPC_INTERNAL, "cannot send the listing of %s", j->path);
 		return;
 	}
-	j->running = true;
+	if (j->done) {
+		rpc_reply_pieces_end(rpcjob_take(&j->rj));
+		return;
+	}
+	if (rpc_call_queued(call) < RPC_SEND_HIGH)
+		ls_step(j);
 }
+
+/* The call's queue drained: the walk goes on if it was waiting for that. */
+static void ls_writable(struct reqjob *rj)
+{
+	struct ls_job *j = REQJOB_CONTAINER(rj, struct ls_job, rj);
+
+	if (j->streaming && !j->done && !reqjob_busy(rj))
+		ls_step(j);
+}
+
+static void ls_expired(struct reqjob *rj)
+{
+	fail_expired(rj, REQJOB_CONTAINER(rj, struct ls_job, rj)->path);
+}
+
+static const struct reqjob_ops ls_ops = { .free = ls_free, .expired = ls_expired, .writable = ls_writable };
 
 static void fs_list_dir(struct rpc_call *call, const ProtobufCMessage *msg)
 {
@@ -619,24 +596,25 @@ static void fs_list_dir(struct rpc_call *call, const ProtobufCMessage *msg)
 		return;
 	}
 	if (call_path(call, req->path, &u, j->path, sizeof(j->path))) {
-		ls_free(j);
+		ls_release(j);
 		return;
 	}
-	j->call = call;
+	reqjob_init(&j->rj, &ls_ops);
+	j->rj.key = worker_path_key(j->path);
+	j->rj.timeout = worker_deadline_s(client_ms);
+	j->rj.stall = client_ms <= 0;
 	j->depth = req->depth;
-	j->timeout = worker_deadline_s(client_ms);
-	j->stall = client_ms <= 0;
-	j->key = worker_path_key(j->path);
 	j->legacy = legacy_user_agent(rpc_call_header(call, "user-agent"));
 	j->whole = !rpc_reply_streamable(call);
 	rpc_call_codec(call, &codec);
 	rpc_list_init(&j->list, &codec,
 		      protobuf_c_message_descriptor_get_field_by_name(&filesystem__list_dir_response__descriptor,
 								      "entries"));
-	rpc_call_set_hooks(call, &ls_hooks, j);
+	rpcjob_attach(&j->rj, call);
 	if (client_ms > 0)
-		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->timeout, j->path);
-	ls_submit(j);
+		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->rj.timeout, j->path);
+	ls_step(j);
+	reqjob_release(&j->rj);
 }
 
 static void remove_work(struct fs_job *j)

@@ -11,7 +11,17 @@ static void rpcjob_on_cancel(struct rpc_call *call, enum rpc_code why)
 	reqjob_peer_gone(rpc_call_ud(call));
 }
 
-static const struct rpc_call_hooks rpcjob_hooks = { .on_cancel = rpcjob_on_cancel };
+/* A reply sent in pieces (rpc_reply_piece) goes on when the queue drains. */
+static void rpcjob_on_writable(struct rpc_call *call)
+{
+	struct reqjob *j = rpc_call_ud(call);
+
+	if (j && j->ops->writable && reqjob_live(j))
+		j->ops->writable(j);
+}
+
+static const struct rpc_call_hooks rpcjob_hooks = { .on_cancel = rpcjob_on_cancel,
+						    .on_writable = rpcjob_on_writable };
 
 static void rpcjob_bind(void *peer, struct reqjob *j)
 {

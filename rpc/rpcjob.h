@@ -5,7 +5,8 @@
  *
  * Attached, the call's hooks are the reqjob's: its on_cancel (the client
  * went away, or its own deadline passed) tells the reqjob the call is gone
- * (reqjob_peer_gone). To answer, the service takes the call back with
+ * (reqjob_peer_gone), and its on_writable runs the reqjob's ops->writable
+ * (a reply sent in pieces, rpc_reply_piece, goes on). To answer, the service takes the call back with
  * rpcjob_take(), which clears the hooks, and ends it (rpc_reply,
  * rpc_reply_encoded, rpc_fail) or starts a stream on it with hooks of its
  * own.

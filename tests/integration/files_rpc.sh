@@ -219,6 +219,38 @@ print("same" if g[0] == 0 and g[5:5 + n] == open(D + "/ls.h1.bin", "rb").read() 
 PY
 )
 expect_eq "big ListDir gRPC-Web: one message, the same bytes as Connect proto" same "$res"
+# A client that reads slowly: the walk waits for the queue to drain
+# (on_writable) and the listing still arrives whole.
+res=$("$PY" - "${ENVD_URL##*:}" "$req" <<'PY'
+import json, socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.connect(("127.0.0.1", int(sys.argv[1])))
+b = sys.argv[2].encode()
+s.sendall(b"POST /filesystem.Filesystem/ListDir HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+          b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(b), b))
+data = b""
+t_end = time.time() + 120
+while time.time() < t_end:
+    chunk = s.recv(8192)
+    if not chunk:
+        break
+    data += chunk
+    time.sleep(0.0005)
+head, _, body = data.partition(b"\r\n\r\n")
+out, i = b"", 0
+while True:  # de-chunk
+    j = body.index(b"\r\n", i)
+    n = int(body[i:j], 16)
+    if n == 0:
+        break
+    out += body[j + 2:j + 2 + n]
+    i = j + 4 + n
+print(len(json.loads(out)["entries"]))
+PY
+)
+expect_eq "big ListDir to a slow reader: every entry" 6301 "$res"
+
 # A client that takes the first bytes and leaves.
 "$PY" - "${ENVD_URL##*:}" "$req" <<'PY'
 import socket, sys
