@@ -392,8 +392,10 @@ static void fs_move(struct rpc_call *call, const ProtobufCMessage *msg)
  * unary call (its errors with their codes). A longer one, where the
  * protocol allows (Connect unary, uncompressed: rpc_reply_streamable),
  * goes out piece by piece while the walk goes on: the next step is queued
- * as soon as the call's queue is below RPC_SEND_HIGH (else at
- * on_writable), so the walk, the encoding and the socket overlap, the
+ * as soon as the call's queue is below RPC_SEND_HIGH (else when it drains:
+ * the reqjob's writable, run from the call's on_writable by rpcjob), so
+ * the steps' lifetime is the reqjob's and the walk, the encoding and the
+ * socket overlap, the
  * first byte leaves after one step, and the memory held is a step or two
  * plus the walk's names, whatever the tree's size. The bytes are those of
  * the one message. A failure after the first piece cuts the body (the
