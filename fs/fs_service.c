@@ -597,7 +597,7 @@ static void fs_list_dir(struct rpc_call *call, const ProtobufCMessage *msg)
 		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
-	if (call_path(call, req->path, &u, j->path, sizeof(j->path))) {
+	if (caller_of(call, req->path, &u, j->path, sizeof(j->path)) < 0) {
 		ls_release(j);
 		return;
 	}
