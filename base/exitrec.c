@@ -5,7 +5,9 @@
 #include "base/exitrec.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
+#include <time.h>
 
 size_t exitrec_size(uint32_t cap)
 {
@@ -33,14 +35,24 @@ void exitrec_put(void *map, const struct exitrec *r)
 	__atomic_store_n(&h->count, n + 1, __ATOMIC_RELEASE);
 }
 
-int exitrec_find(const void *map, size_t len, pid_t pid, struct exitrec *out)
+int64_t exitrec_clock_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int exitrec_find(const void *map, size_t len, pid_t pid, int64_t after_ns, struct exitrec *out)
 {
 	const struct exitrec_hdr *h = map;
 	const struct exitrec *recs;
 	uint64_t n, lo;
 	uint32_t cap;
+	bool found = false;
 
-	if (!map || len < sizeof(*h) || __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != EXITREC_MAGIC)
+	if (!map || len < sizeof(*h) || __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != EXITREC_MAGIC ||
+	    after_ns <= 0)
 		return -EINVAL;
 	cap = h->cap;
 	if (!cap || exitrec_size(cap) > len)
@@ -48,17 +60,18 @@ int exitrec_find(const void *map, size_t len, pid_t pid, struct exitrec *out)
 	recs = (const struct exitrec *)(h + 1);
 	n = __atomic_load_n(&h->count, __ATOMIC_ACQUIRE);
 	lo = n > cap ? n - cap : 0;
+	/* Newest first; the last match is the oldest one after after_ns. */
 	for (uint64_t i = n; i > lo; i--) {
 		struct exitrec r;
 		memcpy(&r, &recs[(i - 1) % cap], sizeof(r));
-		if (r.pid != (int32_t)pid)
+		if (r.pid != (int32_t)pid || r.time_ns < after_ns)
 			continue;
 		/* Still one of the last cap exits after the copy: not torn. */
 		uint64_t now = __atomic_load_n(&h->count, __ATOMIC_ACQUIRE);
 		if (now - (i - 1) > cap)
-			return -ENOENT;
+			return -ENOENT; /* the oldest ones went meanwhile */
 		*out = r;
-		return 0;
+		found = true;
 	}
-	return -ENOENT;
+	return found ? 0 : -ENOENT;
 }

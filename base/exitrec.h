@@ -4,10 +4,18 @@
  *
  * A command that ends while envd is down is reaped by the subreaper that
  * adopted it (our init), not by envd; the next envd, which is not its
- * parent, cannot wait for it. init therefore writes each orphan's wait
- * status and usage into a shared memory ring (a memfd it keeps in the fd
- * store as "init.exits") and envd, which gets the memfd on start, looks
- * the pid up once the process's pidfd says it ended.
+ * parent, cannot wait for it. init therefore writes the wait status and
+ * usage of such a process into a shared memory ring (a memfd it keeps in
+ * the fd store as "init.exits") and envd, which gets the memfd on start,
+ * looks the process up once its pidfd says it ended.
+ *
+ * Which exits, and whose: init records only processes whose pidfd envd
+ * stored (sdnotify_store_watches), so other orphans (anyone's double
+ * forks) can neither fill the ring nor plant a status; and it writes the
+ * record before it reaps the process, stamped with exitrec_clock_ns().
+ * A pid is not reused before its process is reaped, so a record of that
+ * pid stamped after envd started the process (exitrec_find's `after_ns`)
+ * is that process's, never an earlier one's of the same number.
  *
  * The layout is fixed and versioned by the magic: a header, then `cap`
  * records; the record of the n-th exit (from 0) is at n % cap. One writer
@@ -23,7 +31,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define EXITREC_MAGIC 0x31544958u /* "XIT1" */
+/* "XIT2": records of watched processes, written before the reap, stamped
+ * with CLOCK_MONOTONIC ("XIT1", any orphan after the reap, is not read). */
+#define EXITREC_MAGIC 0x32544958u
 #define EXITREC_NAME "init.exits"
 
 struct exitrec {
@@ -32,7 +42,7 @@ struct exitrec {
 	int64_t utime_us;    /* user CPU time */
 	int64_t stime_us;    /* system CPU time */
 	int64_t maxrss_kb;
-	int64_t time_ns;     /* CLOCK_REALTIME of the reaping */
+	int64_t time_ns;     /* exitrec_clock_ns() when recorded, before the reap */
 };
 
 struct exitrec_hdr {
@@ -50,10 +60,17 @@ void exitrec_init(void *map, uint32_t cap);
 /* Append a record (the single writer). */
 void exitrec_put(void *map, const struct exitrec *r);
 
+/* The clock of time_ns (CLOCK_MONOTONIC: machine-wide, never set back). */
+int64_t exitrec_clock_ns(void);
+
 /*
- * The newest record of `pid` among the last `cap` exits. Returns 0, or
- * -ENOENT when there is none, -EINVAL when map is no ring of `len` bytes.
+ * The record of `pid` among the last `cap` exits that was stamped at or
+ * after `after_ns` (the oldest such: the process that had the pid at
+ * after_ns; later ones are of processes that got the number after it).
+ * `after_ns` is exitrec_clock_ns() taken after the process was started.
+ * Returns 0, or -ENOENT when there is none, -EINVAL when map is no ring
+ * of `len` bytes (or of another version) or after_ns is not positive.
  */
-int exitrec_find(const void *map, size_t len, pid_t pid, struct exitrec *out);
+int exitrec_find(const void *map, size_t len, pid_t pid, int64_t after_ns, struct exitrec *out);
 
 #endif

@@ -14,7 +14,9 @@
  * systemd.
  *
  * The sender side (envd) and the listen side use plain libc and no event
- * loop; the receiver side (message parsing, the store) is what init links.
+ * loop (a caller's loop drives the sender's queue through
+ * sdnotify_on_queued and sdnotify_flush); the receiver side (message
+ * parsing, the store) is what init links.
  * No module of envd is needed: init is built from init/ and this file.
  *
  * Errors: 0 or a negative errno.
@@ -38,13 +40,40 @@ bool sdnotify_name_valid(const char *name);
 
 /* --- the service's side --- */
 
+/* Messages held while the manager's queue is full (sdnotify_send). */
+#define SDNOTIFY_QUEUE_MAX 4096
+
 /*
  * Send `text` with fds (n may be 0) to $NOTIFY_SOCKET, through one socket
- * kept for all messages (call from one thread: envd's loop). Returns 0, -ENOENT
- * when the variable is unset (no manager: nothing to keep), -EINVAL for a
- * bad address, or -errno of the send.
+ * connected to it and kept for all messages (call from one thread: envd's
+ * loop). It never blocks: when the manager's queue is full (a slow or
+ * stopped manager; the kernel holds net.unix.max_dgram_qlen datagrams,
+ * 10 by default) the message is queued, with duplicates of its fds, behind
+ * the ones queued before, and sent in order by sdnotify_flush(). Returns 0
+ * (sent or queued), -ENOENT when the variable is unset (no manager:
+ * nothing to keep), -EINVAL for a bad address, -ENOBUFS when
+ * SDNOTIFY_QUEUE_MAX messages wait already, or -errno of connect or send
+ * (-ECONNREFUSED: the manager is gone).
  */
 int sdnotify_send(const char *text, const int *fds, size_t n);
+
+/*
+ * Called with the socket when the first message had to be queued: the
+ * caller's loop watches it for writing and calls sdnotify_flush(). NULL:
+ * queued messages wait for the next explicit flush.
+ */
+extern void (*sdnotify_on_queued)(int fd);
+
+/*
+ * Send the queued messages in order until the manager's queue is full
+ * again. A message refused for another reason (the manager is gone) is
+ * dropped with its fds. Returns 0 once nothing is queued, -EAGAIN while
+ * messages remain (wait until the socket is writable).
+ */
+int sdnotify_flush(void);
+
+/* Messages queued (sent by sdnotify_flush). */
+size_t sdnotify_queued(void);
 
 /*
  * Store fds under `name` ("FDSTORE=1", "FDNAME=name", and "FDPOLL=0" so
@@ -95,6 +124,7 @@ struct sdnotify_entry {
 	char *name;
 	dev_t dev;           /* the file's identity, to find duplicates */
 	ino_t ino;
+	pid_t pid;           /* a pidfd's process (in our pid namespace), else 0 */
 };
 
 struct sdnotify_store {
@@ -114,6 +144,16 @@ void sdnotify_store_free(struct sdnotify_store *s);
  * when the store is full and -ENOMEM (the fd is closed either way).
  */
 int sdnotify_store_add(struct sdnotify_store *s, int fd, const char *name);
+
+/*
+ * Whether the store holds a pidfd of the process `pid` still is (alive or
+ * a zombie not yet reaped; not an earlier process of the same number).
+ * init records the exits of these processes only (base/exitrec.h): the
+ * command says which processes it wants to hear about by storing their
+ * pidfds. Needs /proc (a pidfd's process is read from its fdinfo when it
+ * is stored); without it, false.
+ */
+bool sdnotify_store_watches(const struct sdnotify_store *s, pid_t pid);
 
 /* Close and drop every entry called `name`; returns how many. */
 size_t sdnotify_store_drop(struct sdnotify_store *s, const char *name);

@@ -265,6 +265,25 @@ static void say_started(long long port)
 		workload_status());
 }
 
+/* Notify messages the service manager had no room for (a slow or
+ * stopped init): sent in order once its socket takes them, never by
+ * blocking the loop (base/sdnotify.h). */
+static ev_io notify_w;
+
+static void notify_writable(struct ev_loop *loop, ev_io *w, int revents)
+{
+	if (sdnotify_flush() != -EAGAIN)
+		ev_io_stop(loop, w);
+}
+
+static void notify_queued(int fd)
+{
+	if (ev_is_active(&notify_w))
+		return;
+	ev_io_init(&notify_w, notify_writable, fd, EV_WRITE);
+	ev_io_start(envd_loop, &notify_w);
+}
+
 static void on_stop_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	ev_break(loop, EVBREAK_ALL);
@@ -360,6 +379,7 @@ int main(int argc, char **argv)
 	upgrade_set_argv(argc, argv);
 	bool resume = flag_get("resume-handover")->v.b;
 	keep_setup(sdnotify_available() && !flag_get("no-crash-keep")->v.b);
+	sdnotify_on_queued = notify_queued;
 	/* What a killed envd kept in the fd store: the /init state now,
 	 * before the port answers a request without the token; processes
 	 * once the cgroups are set up. */

@@ -18,14 +18,19 @@
  * It keeps the command's file descriptor store, as systemd would: the
  * command gets NOTIFY_SOCKET, may store descriptors with FDSTORE=1 (and
  * drop them with FDSTOREREMOVE=1), and gets them back from fd 3 with
- * LISTEN_FDS / LISTEN_FDNAMES / LISTEN_PID when it is started again. An
- * orphan's exit status and usage go into a shared ring (base/exitrec.h)
- * that is part of the store, so that the next envd learns how the
- * commands that ended while it was down ended (docs/crash.md).
+ * LISTEN_FDS / LISTEN_FDNAMES / LISTEN_PID when it is started again. The
+ * exit status and usage of an orphan whose pidfd the command stored go
+ * into a shared ring (base/exitrec.h) that is part of the store, so that
+ * the next envd learns how the commands that ended while it was down
+ * ended (docs/crash.md).
+ *
+ * The sandbox's users are not to be trusted (docs/security.md): the
+ * notify socket is a path in a directory only init's user can enter, and
+ * init never waits on a descriptor it was sent (what it does not keep is
+ * closed by a throw-away child).
  *
  * Everything is driven by one signalfd, one timerfd and the notify
- * socket; fatal exits happen
- * only before the loop starts. Unknown arguments are ignored, because the
+ * socket; fatal exits happen only before the loop starts. Unknown arguments are ignored, because the
  * kernel hands boot parameters it does not know to init.
  */
 #include <dirent.h>
@@ -33,6 +38,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <stdarg.h>
@@ -73,6 +79,12 @@ extern char **environ;
 #define FDSTORE_MAX_DEFAULT 4096
 /* Exits the ring remembers. */
 #define EXITS_CAP 1024
+/* Where the notify socket lives: a directory only init's user can enter. */
+#define NOTIFY_DIR "/run/envd-init"
+/* Throw-away children closing descriptors at once, and descriptors
+ * waiting for one. */
+#define CLOSERS_MAX 8
+#define CLOSING_MAX (4 * SDNOTIFY_FDS_MAX)
 
 enum state { RUNNING, WAIT_RESTART, STOPPING, KILLING };
 
@@ -91,11 +103,16 @@ static struct {
 	int n_mounted;
 	/* the file descriptor store */
 	int nfd;                     /* notify socket, -1 when the store is off */
-	char notify_addr[64];        /* its NOTIFY_SOCKET value */
+	char notify_addr[108];       /* its path, NOTIFY_SOCKET's value */
 	struct sdnotify_store store;
 	size_t fdstore_max;
 	bool said_foreign;
-	/* exit statuses of orphans */
+	/* descriptors on their way out (closer_put) */
+	pid_t closers[CLOSERS_MAX];
+	int closing[CLOSING_MAX];
+	size_t n_closing;
+	bool said_closing;
+	/* exit statuses of the processes the command watches */
 	void *exits;
 	struct rlimit nofile;        /* the limit we were started with */
 } in = {.grace_s = 5.0, .sfd = -1, .tfd = -1, .nfd = -1, .fdstore_max = FDSTORE_MAX_DEFAULT};
@@ -317,45 +334,169 @@ static void exits_setup(void)
 static void record_exit(pid_t pid, int status, const struct rusage *ru)
 {
 	struct exitrec r = {.pid = pid, .status = status};
-	struct timespec ts;
 
 	if (!in.exits)
 		return;
 	r.utime_us = (int64_t)ru->ru_utime.tv_sec * 1000000 + ru->ru_utime.tv_usec;
 	r.stime_us = (int64_t)ru->ru_stime.tv_sec * 1000000 + ru->ru_stime.tv_usec;
 	r.maxrss_kb = ru->ru_maxrss;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	r.time_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	r.time_ns = exitrec_clock_ns();
 	exitrec_put(in.exits, &r);
 }
 
-/* The socket the command's NOTIFY_SOCKET names: abstract (nothing to
- * clean up), with a random part, credentials on every message. */
+/* ---- closing what we do not keep ---- */
+
+/*
+ * Descriptors init does not keep (those of a refused message, or sent
+ * without FDSTORE=1) are closed by a throw-away child that shares init's
+ * descriptor table (CLONE_FILES), never by init itself: the last close of
+ * some files waits on another party (a TCP socket lingering on data its
+ * peer never reads, a FUSE file whose daemon never answers FLUSH), and
+ * PID 1 must not wait on anyone. Init forgets the numbers the moment it
+ * hands them over, so nothing closes them twice. At most CLOSERS_MAX
+ * children at once; past that the descriptors wait (CLOSING_MAX of them,
+ * beyond which they are left open: only root reaches the socket).
+ */
+static char closer_stack[16384] __attribute__((aligned(16)));
+static int closer_fds[CLOSING_MAX];
+static size_t closer_n;
+
+static int closer_main(void *arg)
+{
+	(void)arg;
+	/* A copy of init's memory, init's descriptor table: raw syscalls
+	 * only. */
+	for (size_t i = 0; i < closer_n; i++)
+		syscall(SYS_close, closer_fds[i]);
+	syscall(SYS_exit, 0);
+	return 0;
+}
+
+static void closers_run(void)
+{
+	while (in.n_closing) {
+		size_t slot = CLOSERS_MAX;
+		for (size_t i = 0; i < CLOSERS_MAX; i++)
+			if (in.closers[i] == 0) {
+				slot = i;
+				break;
+			}
+		if (slot == CLOSERS_MAX)
+			return; /* one of them ends first (reap) */
+		memcpy(closer_fds, in.closing, in.n_closing * sizeof(int));
+		closer_n = in.n_closing;
+		pid_t pid = clone(closer_main, closer_stack + sizeof(closer_stack), CLONE_FILES | SIGCHLD, NULL);
+		if (pid < 0) {
+			say("cannot start a child to close %zu descriptors: %s; they stay open for now", in.n_closing,
+			    strerror(errno));
+			return;
+		}
+		in.closers[slot] = pid;
+		in.n_closing = 0;
+	}
+}
+
+static void closer_put(int fd)
+{
+	if (in.n_closing == CLOSING_MAX) {
+		if (!in.said_closing)
+			say("%d descriptors wait to be closed already; more are left open", CLOSING_MAX);
+		in.said_closing = true;
+		return;
+	}
+	in.closing[in.n_closing++] = fd;
+}
+
+/* Whether pid was a closer (its slot is free again). */
+static bool closer_ended(pid_t pid)
+{
+	for (size_t i = 0; i < CLOSERS_MAX; i++)
+		if (in.closers[i] == pid) {
+			in.closers[i] = 0;
+			return true;
+		}
+	return false;
+}
+
+/*
+ * The directory of the notify socket: NOTIFY_DIR, or a fresh one in /tmp
+ * where /run is not ours. It is init's user's alone (0700): nobody else
+ * can send to the socket, or even find it. Sockets left there by an init
+ * that is gone (nobody bound: connect is refused) are removed.
+ */
+static int notify_dir(char *out, size_t len)
+{
+	struct stat st;
+	int dfd;
+
+	snprintf(out, len, "%s", NOTIFY_DIR);
+	if (mkdir(out, 0700) < 0 && errno != EEXIST)
+		goto tmp;
+	dfd = open(out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		goto tmp;
+	if (fstat(dfd, &st) < 0 || st.st_uid != geteuid() || ((st.st_mode & 07777) != 0700 && fchmod(dfd, 0700) < 0)) {
+		close(dfd);
+		goto tmp;
+	}
+	DIR *d = fdopendir(dfd);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		if (strncmp(e->d_name, "notify.", 7) != 0 ||
+		    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", out, e->d_name) >= (int)sizeof(sa.sun_path))
+			continue;
+		int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno == ECONNREFUSED)
+			unlinkat(dfd, e->d_name, 0);
+		if (s >= 0)
+			close(s);
+	}
+	if (d)
+		closedir(d);
+	else
+		close(dfd);
+	return 0;
+tmp:
+	say("%s: %s; the notify socket goes to /tmp", out, strerror(errno));
+	snprintf(out, len, "/tmp/envd-init.XXXXXX");
+	return mkdtemp(out) ? 0 : -errno;
+}
+
+/* The socket the command's NOTIFY_SOCKET names: a path in a directory
+ * only we can enter, credentials on every message. */
 static void notify_setup(void)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char dir[64];
 	unsigned int r = 0;
-	int one = 1, fd;
-	size_t l;
+	int one = 1, fd = -1;
 
 	sdnotify_store_init(&in.store, in.fdstore_max);
 	if (in.fdstore_max == 0)
 		return;
+	if (notify_dir(dir, sizeof(dir)) < 0)
+		goto fail;
 	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
 		r = (unsigned int)now_ms() ^ (unsigned int)getpid() << 16;
-	snprintf(in.notify_addr, sizeof(in.notify_addr), "@envd-init/%d/%08x", (int)getpid(), r);
-	l = strlen(in.notify_addr);
-	memcpy(sa.sun_path + 1, in.notify_addr + 1, l - 1);
+	if (snprintf(in.notify_addr, sizeof(in.notify_addr), "%s/notify.%d.%08x", dir, (int)getpid(), r) >=
+	    (int)sizeof(sa.sun_path)) {
+		errno = ENAMETOOLONG;
+		goto fail;
+	}
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", in.notify_addr);
 	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0 ||
-	    bind(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + l)) < 0) {
-		say("notify socket: %s; no file descriptor store", strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		goto fail;
 	in.nfd = fd;
 	exits_setup();
+	return;
+fail:
+	say("notify socket: %s; no file descriptor store", strerror(errno));
+	in.notify_addr[0] = '\0';
+	if (fd >= 0)
+		close(fd);
 }
 
 /* One message per datagram, from the command only (NotifyAccess=main). */
@@ -414,13 +555,14 @@ static void on_notify(void)
 			sdnotify_store_drop(&in.store, m.name);
 		for (size_t i = 0; i < nf; i++) {
 			if (!ok || ours || !m.fdstore) {
-				close(fds[i]); /* as systemd: fds sent without FDSTORE=1 are closed */
+				closer_put(fds[i]); /* as systemd: fds sent without FDSTORE=1 are closed */
 				continue;
 			}
 			int rc = sdnotify_store_add(&in.store, fds[i], m.name);
 			if (rc < 0)
 				say("cannot store fd %s: %s", m.name, rc == -EXFULL ? "the store is full" : strerror(-rc));
 		}
+		closers_run();
 	}
 }
 
@@ -500,7 +642,7 @@ static void __attribute__((noreturn)) exec_child(size_t n, int *tmp, char **envp
 static int spawn_cmd(void)
 {
 	size_t n = in.nfd >= 0 ? in.store.n : 0, ne = 0, k = 0, nl = 32;
-	char **envp = NULL, *names = NULL, nfds[32], nsock[96], lpid[32] = "LISTEN_PID=";
+	char **envp = NULL, *names = NULL, nfds[32], nsock[128], lpid[32] = "LISTEN_PID=";
 	int *tmp = NULL;
 	pid_t pid;
 	int rc = 0;
@@ -694,6 +836,8 @@ static void finish(void)
 	 * concludes it is a container's exits and panics the kernel
 	 * ("Attempted to kill init") instead of powering off. */
 	bool machine = in.pid1 && is_initial_pidns();
+	if (in.notify_addr[0])
+		unlink(in.notify_addr);
 	sync();
 	unmount_all();
 	say("stopped, exit status %d", code);
@@ -712,25 +856,52 @@ static void finish(void)
 
 /* ---- events ---- */
 
+/* The wait status a reaping wait would give, from a waitid siginfo. */
+static int wait_status_of(const siginfo_t *si)
+{
+	switch (si->si_code) {
+	case CLD_EXITED:
+		return (si->si_status & 0xff) << 8;
+	case CLD_DUMPED:
+		return (si->si_status & 0x7f) | 0x80;
+	default:
+		return si->si_status & 0x7f;
+	}
+}
+
 static void reap(void)
 {
 	for (;;) {
-		int st;
+		siginfo_t si;
 		struct rusage ru;
-		pid_t pid = wait4(-1, &st, WNOHANG, &ru);
-		if (pid <= 0) {
-			if (pid < 0 && errno == ECHILD && in.state != RUNNING && in.state != WAIT_RESTART)
+		int st;
+
+		/* Look before reaping: while the process is a zombie its pid
+		 * is not reused and its pidfds still answer, so whether the
+		 * command watches it can be told, and the record is in the
+		 * ring before anyone can get its number (base/exitrec.h). The
+		 * raw call: it fills rusage as wait4 would. */
+		memset(&si, 0, sizeof(si));
+		if (syscall(SYS_waitid, P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT, &ru) < 0) {
+			if (errno == ECHILD && in.state != RUNNING && in.state != WAIT_RESTART)
 				finish(); /* everyone is gone: no need to wait out the grace */
 			return;
 		}
+		if (si.si_pid <= 0)
+			return; /* none has ended */
+		pid_t pid = si.si_pid;
 		if (pid == in.child && in.nfd >= 0)
 			on_notify(); /* what it sent before it died is still its own */
-		if (pid != in.child) {
-			/* An orphan: a command of an envd that died. The next
-			 * envd, not its parent, learns how it ended from us. */
-			record_exit(pid, st, &ru);
+		if (pid != in.child && sdnotify_store_watches(&in.store, pid))
+			record_exit(pid, wait_status_of(&si), &ru);
+		if (wait4(pid, &st, WNOHANG, NULL) != pid)
+			continue;
+		if (closer_ended(pid)) {
+			closers_run();
 			continue;
 		}
+		if (pid != in.child)
+			continue; /* an orphan: a command of an envd that died, or anyone's */
 		in.child = 0;
 		in.child_status = st;
 		in.child_exited = true;

@@ -23,6 +23,10 @@
 #include "process/process.h"
 #include "process/ring.h"
 
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424 /* the same on every architecture */
+#endif
+
 bool keep_enabled;
 /* Taking a process back after a crash: the keep file it is adopted with,
  * which the table's start hook gets instead of a new one. */
@@ -54,6 +58,10 @@ struct keep_hdr {
 	uint32_t pad1;
 	char status[64];
 	uint64_t t_start_us;       /* CLOCK_MONOTONIC (machine-wide) at spawn */
+	/* exitrec_clock_ns() once the process had its pid: the reaper's
+	 * records of that pid from then on are this process's (0: a keep
+	 * file of an older envd; t_start_us then stands in). */
+	int64_t exits_after_ns;
 };
 
 _Static_assert(sizeof(struct keep_hdr) <= KEEP_HDR, "the keep header outgrew its room");
@@ -242,6 +250,7 @@ static void *keep_start(struct process *p, const struct process_snapshot *s)
 	h->ring_off = ring_off;
 	h->ring_cap = s->ring->max;
 	h->t_start_us = s->t_start_us;
+	h->exits_after_ns = exitrec_clock_ns();
 	record_write(s, k->map + KEEP_HDR, cfg_len);
 	if (process_ring_lend(p, k->map + ring_off, s->ring->max) < 0) {
 		munmap(k->map, len);
@@ -320,7 +329,7 @@ static void keep_drop(void *h)
 	keep_free(k);
 }
 
-static int keep_exit_status(pid_t pid, int pidfd, int *status, struct rusage *ru);
+static int keep_exit_status(void *handle, pid_t pid, int pidfd, int *status, struct rusage *ru);
 
 static const struct process_keeper keeper = {
 	.start = keep_start,
@@ -354,27 +363,39 @@ struct pidfd_info64 {
 #define PIDFD_INFO_EXIT_BIT (1ull << 3)
 #define PIDFD_GET_INFO_IOCTL _IOWR(0xFF, 11, struct pidfd_info64)
 
-static int keep_exit_status(pid_t pid, int pidfd, int *status, struct rusage *ru)
+static int keep_exit_status(void *handle, pid_t pid, int pidfd, int *status, struct rusage *ru)
 {
+	const struct keep_hdr *h = handle ? hdr_of(handle) : NULL;
+	int64_t after = h ? (h->exits_after_ns ? h->exits_after_ns : (int64_t)h->t_start_us * 1000) : 0;
+	struct pidfd_info64 info = { .mask = PIDFD_INFO_EXIT_BIT };
+	bool known = false;
 	struct exitrec r;
 
 	memset(ru, 0, sizeof(*ru));
-	if (exits_map && exitrec_find(exits_map, exits_len, pid, &r) == 0) {
+	/* The kernel's word first: it is about this very process. */
+	if (pidfd >= 0 && ioctl(pidfd, PIDFD_GET_INFO_IOCTL, &info) == 0 && (info.mask & PIDFD_INFO_EXIT_BIT)) {
+		*status = info.exit_code;
+		known = true;
+	}
+	/* The reaper's record of this process's lifetime (not of an earlier
+	 * process with the same pid): its usage, and its status where the
+	 * kernel does not keep one. */
+	if (exits_map && after > 0 && exitrec_find(exits_map, exits_len, pid, after, &r) == 0 &&
+	    (!known || r.status == *status)) {
 		*status = r.status;
 		ru->ru_utime.tv_sec = (time_t)(r.utime_us / 1000000);
 		ru->ru_utime.tv_usec = (suseconds_t)(r.utime_us % 1000000);
 		ru->ru_stime.tv_sec = (time_t)(r.stime_us / 1000000);
 		ru->ru_stime.tv_usec = (suseconds_t)(r.stime_us % 1000000);
 		ru->ru_maxrss = (long)r.maxrss_kb;
+		known = true;
+	}
+	if (known)
 		return 0;
-	}
-	if (pidfd >= 0) {
-		struct pidfd_info64 info = { .mask = PIDFD_INFO_EXIT_BIT };
-		if (ioctl(pidfd, PIDFD_GET_INFO_IOCTL, &info) == 0 && (info.mask & PIDFD_INFO_EXIT_BIT)) {
-			*status = info.exit_code;
-			return 0;
-		}
-	}
+	/* Not reaped yet: the reaper has not got to it (our init records
+	 * before it reaps). */
+	if (pidfd >= 0 && (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0 || errno == EPERM))
+		return -EBUSY;
 	return -EAGAIN;
 }
 

@@ -387,9 +387,10 @@ static void child_cb(EV_P_ ev_child *w, int revents)
 
 /*
  * The end of a process taken back after a crash (not our child): its
- * pidfd turns readable when it exits; the status comes from the reaper
- * (the keeper's exit_status), which may record it a moment later:
- * retried for up to 5 s, then reported unknown.
+ * pidfd turns readable when it exits; the status comes from the kernel or
+ * the reaper (the keeper's exit_status), once the reaper has reaped it
+ * (waited for as long as it takes), or a moment later: retried for up to
+ * 5 s, then reported unknown.
  */
 #define PIDFD_RETRY_S 0.02
 #define PIDFD_TRIES 250
@@ -399,8 +400,10 @@ static void pidfd_check(struct process *p)
 	struct rusage ru = { 0 };
 	int st;
 
-	if (!process_keeper || process_keeper->exit_status(p->pid, p->pidfd, &st, &ru) < 0) {
-		if (++p->pidfd_tries < PIDFD_TRIES) {
+	int rc = process_keeper ? process_keeper->exit_status(p->keep, p->pid, p->pidfd, &st, &ru) : -EAGAIN;
+
+	if (rc < 0) {
+		if (rc == -EBUSY || ++p->pidfd_tries < PIDFD_TRIES) {
 			ev_timer_set(&p->pidfd_retry_w, PIDFD_RETRY_S, 0.);
 			ev_timer_start(envd_loop, &p->pidfd_retry_w);
 			return;

@@ -296,8 +296,10 @@ extern const struct process_tracker *process_tracker;
  *   drop          the process, or its ring, is dropped; a ring that used
  *                 storage the keeper lent (process_ring_lend) has
  *                 forgotten it already. The handle is not used again.
- * exit_status tells how a process taken back (not our child) ended:
- * 0 with its wait status and usage, or -EAGAIN while nobody knows yet.
+ * exit_status tells how a process taken back (not our child) ended (h
+ * is its handle, or NULL): 0 with its wait status and usage, -EBUSY while
+ * it is a zombie its reaper has not reaped (asked again, however long
+ * that takes), or -EAGAIN while nobody knows (asked again for a while).
  * The process_snapshot a hook gets is valid for the call and carries no
  * pending input. Everything runs on envd_loop.
  */
@@ -308,7 +310,7 @@ struct process_keeper {
 	void (*stdin_closed)(void *h);
 	void (*finalized)(void *h, const struct process_snapshot *s);
 	void (*drop)(void *h);
-	int (*exit_status)(pid_t pid, int pidfd, int *status, struct rusage *ru);
+	int (*exit_status)(void *h, pid_t pid, int pidfd, int *status, struct rusage *ru);
 };
 extern const struct process_keeper *process_keeper;
 

@@ -6,8 +6,10 @@
 # on the restart (as PID 1 of a PID namespace, and as a subreaper); a pipe
 # kept only by the store delivers what its writer wrote after the crash;
 # the exit status of a command that ended while the stand-in was down is
-# in the init.exits ring; FDSTOREREMOVE drops; fds without FDSTORE=1,
-# messages of other processes and invalid names are refused.
+# in the init.exits ring when its pidfd is stored, and only then;
+# FDSTOREREMOVE drops; fds without FDSTORE=1, messages of other processes
+# and invalid names are refused. The socket is a path in a directory only
+# root can enter.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/lib.sh
@@ -23,7 +25,7 @@ W=$(mktemp -d /tmp/envd-fdstore-test.XXXXXX)
 UPIDS=()
 cleanup() {
 	for p in "${UPIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	[ -f "$W/job.pid" ] && kill -KILL "$(cat "$W/job.pid")" 2>/dev/null
+	for f in "$W"/*/job.pid "$W"/*/other.pid; do [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null; done
 	rm -rf "$W"
 }
 on_exit cleanup
@@ -56,7 +58,7 @@ rep = {"n": n, "notify": addr, "listen_pid_ok": ok_pid, "names": sorted(got)}
 def exit_of(pid, fd):
     m = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ)
     magic, cap, count = struct.unpack_from("<IIQ", m, 0)
-    if magic != 0x31544958:
+    if magic != 0x32544958:
         return None
     for i in range(count, max(0, count - cap), -1):
         rpid, st = struct.unpack_from("<ii", m, 16 + ((i - 1) % cap) * 40)
@@ -80,7 +82,23 @@ if n == 1:
     os.close(w)
     with open(D + "/job.pid", "w") as f:
         f.write(str(job))
+    # Another one, which exits 9 once we are gone: its pidfd is not
+    # stored, so init keeps no record of it.
+    other = os.fork()
+    if other == 0:
+        os.setsid()
+        while os.getppid() == me:
+            time.sleep(0.01)
+        os._exit(9)
+    with open(D + "/other.pid", "w") as f:
+        f.write(str(other))
+    st = os.stat(os.path.dirname(addr))
+    rep["dir_mode"] = "%o" % (st.st_mode & 0o7777)
+    rep["dir_uid"] = st.st_uid
     send("FDSTORE=1\nFDPOLL=0\nFDNAME=job.out\n", [r])
+    pfd = os.pidfd_open(job)
+    send("FDSTORE=1\nFDNAME=job.pidfd\n", [pfd])
+    os.close(pfd)
     g = os.open("/dev/null", os.O_RDONLY)
     send("FDSTORE=1\nFDNAME=gone\n", [g])
     send("FDSTOREREMOVE=1\nFDNAME=gone\n")
@@ -129,7 +147,21 @@ if n == 2:
         except OSError:
             rep["exits_truncatable"] = False
     rep["job_status"] = st
+    # the unwatched one: gone (reaped by init), and not in the ring
+    other = int(open(D + "/other.pid").read())
+    deadline = time.time() + float(os.environ.get("HANG_S", "300"))
+    def gone(pid):  # reaped (kill, unlike /proc here, is in our pid namespace)
+        try:
+            os.kill(pid, 0)
+            return False
+        except ProcessLookupError:
+            return True
+    while not gone(other) and time.time() < deadline:
+        time.sleep(0.01)
+    rep["other_reaped"] = gone(other)
+    rep["other_status"] = exit_of(other, got["init.exits"][0]) if "init.exits" in got else "no ring"
     send("FDSTOREREMOVE=1\nFDNAME=job.out\n")
+    send("FDSTOREREMOVE=1\nFDNAME=job.pidfd\n")
     send("FDSTOREREMOVE=1\nFDNAME=init.exits\n")  # init's own: kept
     send("FDSTOREREMOVE=1\nFDNAME=marker\n")
     json.dump(rep, open(D + "/report.%d.json" % n, "w"))
@@ -160,15 +192,20 @@ run() {
 		return
 	fi
 	pass "$mode: the stand-in was started three times"
-	expect_match "$mode: NOTIFY_SOCKET is an abstract address of init" '^@envd-init/' "$(field "$D/report.1.json" notify)"
+	expect_match "$mode: NOTIFY_SOCKET is a path in init's directory" '^/run/envd-init/notify\.[0-9]+\.[0-9a-f]{8}$' \
+		"$(field "$D/report.1.json" notify)"
+	expect_eq "$mode: the socket's directory is root's, mode 0700" "0 700" \
+		"$(field "$D/report.1.json" dir_uid) $(field "$D/report.1.json" dir_mode)"
 	expect_eq "$mode: first start: only init's exit ring is handed over" '["init.exits"]' "$(field "$D/report.1.json" names)"
 	expect_eq "$mode: restart: LISTEN_PID names the new process" true "$(field "$D/report.2.json" listen_pid_ok)"
 	expect_eq "$mode: restart: stored fds come back by name, refused ones do not" \
-		'["init.exits", "job.out", "marker"]' "$(field "$D/report.2.json" names)"
+		'["init.exits", "job.out", "job.pidfd", "marker"]' "$(field "$D/report.2.json" names)"
 	expect_eq "$mode: a duplicate of a stored fd is stored once" 1 "$(field "$D/report.2.json" job_out_count)"
 	expect_eq "$mode: the pipe kept by the store delivers what the job wrote after the crash" \
 		"written after the crash" "$(field "$D/report.2.json" job_out)"
 	expect_eq "$mode: the job's exit status (7) is in the exit ring" $((7 << 8)) "$(field "$D/report.2.json" job_status)"
+	expect_eq "$mode: an orphan whose pidfd was not stored was reaped" true "$(field "$D/report.2.json" other_reaped)"
+	expect_eq "$mode: ... and is not in the exit ring" null "$(field "$D/report.2.json" other_status)"
 	expect_eq "$mode: the exit ring cannot be written through the fd" false "$(field "$D/report.2.json" exits_writable)"
 	expect_eq "$mode: the exit ring cannot be resized" false "$(field "$D/report.2.json" exits_truncatable)"
 	expect_eq "$mode: FDSTOREREMOVE dropped the entries; init's own stays" '["init.exits"]' \

@@ -26,6 +26,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -177,14 +178,22 @@ static void subreaper(int tell, void *exits)
 	if (pid == 0)
 		old_envd(tell);
 	close(tell);
-	while ((pid = wait4(-1, &st, 0, &ru)) > 0) {
+	/* As init does: the record, stamped, before the reap (exitrec.h). */
+	for (;;) {
+		siginfo_t si = { 0 };
+		if (syscall(SYS_waitid, P_ALL, 0, &si, WEXITED | WNOWAIT, &ru) < 0)
+			break;
+		pid = si.si_pid;
+		st = si.si_code == CLD_EXITED ? (si.si_status & 0xff) << 8 : si.si_status & 0x7f;
 		struct exitrec r = {
 			.pid = pid,
 			.status = st,
 			.utime_us = ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec,
 			.stime_us = ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec,
+			.time_ns = exitrec_clock_ns(),
 		};
 		exitrec_put(exits, &r);
+		waitpid(pid, NULL, 0);
 	}
 	_exit(0);
 }

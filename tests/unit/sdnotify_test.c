@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -98,6 +99,42 @@ Test(sdnotify, store)
 	cr_assert_not(fd_open(q[0]));
 }
 
+/* The processes whose pidfds are stored are the ones init records exits
+ * of: a zombie still counts, a reaped one (or its number's next owner)
+ * does not. */
+Test(sdnotify, store_watches)
+{
+	struct sdnotify_store s;
+	int p[2], st;
+
+	sdnotify_store_init(&s, 8);
+	cr_assert_eq(pipe(p), 0);
+	cr_assert_eq(sdnotify_store_add(&s, p[0], "not.a.pidfd"), 0);
+	cr_assert_eq(s.e[0].pid, 0);
+	pid_t child = fork();
+	cr_assert_geq(child, 0);
+	if (child == 0) {
+		char b;
+		close(p[1]);
+		(void)!read(p[0], &b, 1);
+		_exit(3);
+	}
+	int pfd = (int)syscall(SYS_pidfd_open, child, 0);
+	cr_assert_geq(pfd, 0);
+	cr_assert_eq(sdnotify_store_add(&s, pfd, "child.f"), 0);
+	cr_assert_eq(s.e[1].pid, child, "the pidfd's process, from its fdinfo");
+	cr_assert(sdnotify_store_watches(&s, child));
+	cr_assert_not(sdnotify_store_watches(&s, child + 1));
+	cr_assert_not(sdnotify_store_watches(&s, 0));
+	close(p[1]); /* the child reads EOF and exits */
+	siginfo_t si;
+	cr_assert_eq(waitid(P_PID, (id_t)child, &si, WEXITED | WNOWAIT), 0);
+	cr_assert(sdnotify_store_watches(&s, child), "a zombie is still the process");
+	cr_assert_eq(waitpid(child, &st, 0), child);
+	cr_assert_not(sdnotify_store_watches(&s, child), "reaped: its number may be someone else's");
+	sdnotify_store_free(&s);
+}
+
 /* A store message goes out as one datagram with the fds attached. */
 Test(sdnotify, send)
 {
@@ -151,6 +188,81 @@ Test(sdnotify, send)
 	close(got[1]);
 	close(p[0]);
 	close(p[1]);
+	close(srv);
+}
+
+/* A manager whose queue is full: the send does not block; messages wait,
+ * in order and with their fds, and go out once the manager reads. */
+static int queued_fd = -1, queued_calls;
+static void on_queued(int fd)
+{
+	queued_fd = fd;
+	queued_calls++;
+}
+
+Test(sdnotify, queue_when_full)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char addr[64], buf[512], text[64];
+	int srv, p[2];
+
+	snprintf(addr, sizeof(addr), "@sdnotify-queue/%d", (int)getpid());
+	memcpy(sa.sun_path + 1, addr + 1, strlen(addr) - 1);
+	srv = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	cr_assert_eq(bind(srv, (struct sockaddr *)&sa, offsetof(struct sockaddr_un, sun_path) + strlen(addr)), 0);
+	setenv("NOTIFY_SOCKET", addr, 1);
+	sdnotify_on_queued = on_queued;
+	cr_assert_eq(pipe(p), 0);
+	/* nobody reads: the kernel's queue fills, then ours */
+	int sent = 0;
+	for (; sdnotify_queued() == 0 && sent < 100000; sent++) {
+		snprintf(text, sizeof(text), "FDNAME=m%d\n", sent);
+		cr_assert_eq(sdnotify_send(text, NULL, 0), 0);
+	}
+	cr_assert_eq(sdnotify_queued(), 1, "the message that found the queue full waits");
+	cr_assert_eq(queued_calls, 1);
+	cr_assert_geq(queued_fd, 0);
+	/* later ones queue behind it even if the manager has room meanwhile */
+	cr_assert_eq(sdnotify_send("FDSTORE=1\nFDNAME=withfd\n", &p[1], 1), 0);
+	close(p[1]); /* ours: the queued copy keeps the pipe's write end */
+	cr_assert_eq(sdnotify_queued(), 2);
+	cr_assert_eq(queued_calls, 1, "told once per episode");
+	cr_assert_eq(sdnotify_flush(), -EAGAIN, "still full");
+
+	/* the manager reads everything; flush delivers the rest in order */
+	for (int i = 0; i < sent; i++) {
+		if (i == sent - 1)
+			cr_assert_eq(sdnotify_flush(), 0, "room again: all sent");
+		ssize_t k = recv(srv, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+		cr_assert_gt(k, 0);
+		buf[k] = '\0';
+		snprintf(text, sizeof(text), "FDNAME=m%d\n", i);
+		cr_assert_str_eq(buf, text, "message %d in order", i);
+	}
+	cr_assert_eq(sdnotify_queued(), 0);
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) - 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b, .msg_controllen = sizeof(cm.b) };
+	ssize_t k = recvmsg(srv, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	cr_assert_gt(k, 0);
+	buf[k] = '\0';
+	cr_assert_str_eq(buf, "FDSTORE=1\nFDNAME=withfd\n");
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	cr_assert(c && c->cmsg_type == SCM_RIGHTS);
+	int got;
+	memcpy(&got, CMSG_DATA(c), sizeof(int));
+	cr_assert_eq(write(got, "q", 1), 1, "the fd sent is the pipe's write end");
+	cr_assert_eq(read(p[0], buf, 1), 1);
+	close(got);
+	/* only the sent copy held the write end: EOF now */
+	cr_assert_eq(read(p[0], buf, 1), 0);
+
+	sdnotify_on_queued = NULL;
+	unsetenv("NOTIFY_SOCKET");
+	close(p[0]);
 	close(srv);
 }
 
