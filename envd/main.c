@@ -410,6 +410,8 @@ int main(int argc, char **argv)
 	/* Temporary files of uploads a killed envd was writing. */
 	snprintf(uptmp_registry, sizeof(uptmp_registry), "%s", flag_get("upload-registry")->v.s);
 	uptmp_sweep();
+	/* Session directories of a killed envd (docs/sessions.md). */
+	session_sweep();
 	if (changes_start() < 0)
 		log_info("envd", "change journal not started");
 	log_info("envd", "listening on port %lld, version %s", port, ENVD_VERSION);

@@ -31,12 +31,18 @@
 /*
  * The shell's side, one line per command:
  *
- *   [__envd_d=$PWD;] { printf s >&3; __envd_r "$__envd_s" "$__envd_l";
+ *   [__envd_d=$PWD;] { printf '+TAG\n' >&3; __envd_r "$__envd_s" "$__envd_l";
  *   [K='v' ...] . DIR/c 3>&-; } <IN >DIR/o.N 2>DIR/e.N;
- *   __envd_s=$?; [cd -- "$__envd_d";] printf '%s\n' "$__envd_s" >&3
+ *   __envd_s=$?; [cd -- "$__envd_d";] printf '=%s TAG\n' "$__envd_s" >&3
  *
- * - `s` on fd 3 says the redirections are open (the shell opens a FIFO
+ * - `+TAG` on fd 3 says the redirections are open (the shell opens a FIFO
  *   only once envd holds its other end: no wait, no lost input);
+ * - TAG is the command's own random tag, on both lines: a line with
+ *   another tag (written by the command itself or by another process of
+ *   the user through /proc/<shell>/fd/3, or a stale one) is not this
+ *   command's and is dropped, so it can never end the command or move
+ *   onto the next one. The tag is in the line the shell reads from envd's
+ *   pipe, not in the command's environment or files;
  * - `. DIR/c` reads the command from a file, so an unbalanced quote is
  *   the command's syntax error (status 2), not a hang of the shell;
  * - `3>&-` hides the status pipe from the command and its children;
@@ -54,6 +60,8 @@
 #define SESSION_KEEP_MAX 64          /* output ends held for background jobs */
 #define SESSION_BEFORE_MAX 256
 #define SESSION_KILL_GRACE_S 2.0
+#define SESSION_TAG_LEN 16           /* hex digits: 64 random bits */
+#define SESSION_RM_DEPTH 8           /* directories below a session's that are removed */
 
 struct session;
 
@@ -63,6 +71,7 @@ struct scmd {
 	struct process *p;
 	uint32_t pid;
 	unsigned long seq;
+	char tag[SESSION_TAG_LEN + 1]; /* on the command's status lines */
 	char *text;           /* the file the shell sources */
 	char *line;           /* the line written to the shell */
 	bool stdin_pipe;
@@ -273,10 +282,12 @@ static int base_dir_ready(void)
 	return -e;
 }
 
-/* The session's directory is the user's (its parent is ours): everything in
-   it is reached without following links and checked by descriptor, so a
-   name the user swapped for a link cannot make envd open or chown another
-   file. */
+/* The session's directory is root's (mode 0710, the user's group: the
+   shell may open what is in it but not create, rename or remove names),
+   and a directory of an older envd carried over by a live upgrade is the
+   user's: either way everything in it is reached without following links
+   and checked by descriptor, so a name swapped for a link cannot make envd
+   open or chown another file. */
 static void own_fd(const struct session *s, int fd, const char *path)
 {
 	if (geteuid() == 0 && fchown(fd, s->u.uid, s->u.gid) < 0)
@@ -288,22 +299,109 @@ static void cmd_path(const struct scmd *c, char kind, char *out, size_t len)
 	snprintf(out, len, "%s/%c.%lu", c->s->dir, kind, c->seq);
 }
 
+/* Remove `name` in dfd and everything below it, never following a link
+   (the tree may be a user's); `depth` directories further down at most. */
+static void rm_at(int dfd, const char *name, int depth)
+{
+	int fd;
+	DIR *d;
+	struct dirent *de;
+
+	if (unlinkat(dfd, name, 0) == 0 || errno != EISDIR)
+		return;
+	fd = depth > 0 ? openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+	if (fd >= 0 && (d = fdopendir(fd))) {
+		while ((de = readdir(d)))
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+				rm_at(dirfd(d), de->d_name, depth - 1);
+		closedir(d);
+	} else if (fd >= 0) {
+		close(fd);
+	}
+	unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
 static void rm_tree(const char *dir)
 {
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char path[384];
+	rm_at(AT_FDCWD, dir, SESSION_RM_DEPTH);
+}
 
-	if (d) {
-		while ((de = readdir(d))) {
-			if (de->d_name[0] == '.')
-				continue;
-			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-			unlink(path);
-		}
-		closedir(d);
+/* ---- directories left by envd processes that are gone ---------------- */
+
+struct sweep_job {
+	size_t n;
+	char dirs[][160];
+};
+
+static void sweep_work(void *arg)
+{
+	struct sweep_job *j = arg;
+
+	for (size_t i = 0; i < j->n; i++) {
+		rm_tree(j->dirs[i]);
+		log_info("session", "removed %s, left by an envd that is gone", j->dirs[i]);
 	}
-	rmdir(dir);
+}
+
+static void sweep_done(void *arg)
+{
+	free(arg);
+}
+
+/* Whether envd `pid` may still run: any process with that pid but us (a
+   pid reused by another program keeps the leftover until a later start). */
+static bool owner_alive(long pid)
+{
+	if (pid == (long)getpid())
+		return true; /* ours: sessions a live upgrade carried */
+	if (pid <= 0 || pid > INT32_MAX)
+		return false;
+	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+size_t session_sweep(void)
+{
+	struct sweep_job *j = NULL;
+	size_t cap = 0;
+	DIR *d;
+	struct dirent *de;
+
+	if (base_dir_ready() < 0 || !(d = opendir(base_dir)))
+		return 0;
+	while ((de = readdir(d))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9' || *end != '.' || owner_alive(pid))
+			continue;
+		if (!j || j->n == cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			struct sweep_job *nj = realloc(j, sizeof(*j) + nc * sizeof(j->dirs[0]));
+
+			if (!nj)
+				break;
+			if (!j)
+				nj->n = 0;
+			j = nj;
+			cap = nc;
+		}
+		if (snprintf(j->dirs[j->n], sizeof(j->dirs[0]), "%s/%s", base_dir, de->d_name) <
+		    (int)sizeof(j->dirs[0]))
+			j->n++;
+	}
+	closedir(d);
+	if (!j || !j->n) {
+		free(j);
+		return 0;
+	}
+	size_t n = j->n;
+
+	if (worker_run(&(struct worker_req){ .work = sweep_work, .done = sweep_done, .arg = j,
+					    .key = worker_path_key(base_dir) }) < 0) {
+		free(j);
+		return 0;
+	}
+	return n;
 }
 
 /* ---- process group -------------------------------------------------------- */
@@ -516,6 +614,13 @@ static void scmd_finish(struct scmd *c, int wstatus)
 		ev_timer_stop(envd_loop, &s->kill_w);
 	}
 	unlink_fifos(c);
+	if (was_running) {
+		char path[192];
+
+		/* The command text may carry a secret: gone once it ran. */
+		snprintf(path, sizeof(path), "%s/c", s->dir);
+		unlink(path);
+	}
 	if (c->p)
 		process_attach_exit(c->p, wstatus);
 	scmd_free(c);
@@ -766,20 +871,25 @@ static void cmd_settled(void *ud)
 	session_dispatch(s);
 }
 
-static void on_status(struct session *s, int code)
+/* A status line: `tag` NULL for a command of an older envd (a ghost,
+   which had no tag). */
+static void on_status(struct session *s, int code, const char *tag, size_t tag_len)
 {
 	struct scmd *c = s->running ? s->head : NULL;
 	int ws;
 
 	if (s->ghost) {
+		/* Whatever it says: the ghost's tag (if any) is not known, and
+		   nothing follows it but our own commands, whose lines carry
+		   their tags. */
 		s->ghost = false;
 		ghost_in_close(s);
 		shell_home(s);
 		session_dispatch(s);
 		return;
 	}
-	if (!c)
-		return;
+	if (!c || !tag || tag_len != SESSION_TAG_LEN || memcmp(tag, c->tag, SESSION_TAG_LEN) != 0)
+		return; /* not the running command's */
 	if (c->p && process_attach_leaf(c->p)) {
 		/* The shell stays in the command's leaf until the command's end
 		   is complete: the change tracker attributes what the shell wrote
@@ -808,7 +918,7 @@ static void ghost_in_close(struct session *s)
 	s->ghost_in = -1;
 }
 
-static void on_started(struct session *s)
+static void on_started(struct session *s, const char *tag, size_t tag_len)
 {
 	struct scmd *c = s->running ? s->head : NULL;
 
@@ -817,7 +927,7 @@ static void on_started(struct session *s)
 		ghost_in_close(s);
 		return;
 	}
-	if (!c || c->started)
+	if (!c || c->started || !tag || tag_len != SESSION_TAG_LEN || memcmp(tag, c->tag, SESSION_TAG_LEN) != 0)
 		return;
 	c->started = true;
 	/* The shell holds the FIFOs now: their names can go, and the stdin
@@ -856,23 +966,34 @@ static void parse_status(struct session *s)
 		session_dispatch(s);
 	}
 	while (i < s->rlen) {
-		char ch = s->rbuf[i];
+		char *line = s->rbuf + i, *nl;
+		size_t l;
 
-		if (ch == 's') {
-			on_started(s);
+		if (*line == '\n') {
 			i++;
 			continue;
 		}
-		if (ch == '\n') {
+		/* An older envd's command (a ghost): `s` alone said it started. */
+		if (*line == 's' && s->ghost) {
+			on_started(s, NULL, 0);
 			i++;
 			continue;
 		}
-		char *nl = memchr(s->rbuf + i, '\n', s->rlen - i);
-
-		if (!nl)
+		if (!(nl = memchr(line, '\n', s->rlen - i)))
 			break;
-		on_status(s, atoi(s->rbuf + i));
-		i = (size_t)(nl - s->rbuf) + 1;
+		l = (size_t)(nl - line);
+		i += l + 1;
+		if (*line == '+') {
+			on_started(s, line + 1, l - 1);
+		} else if (*line == '=' && l > 1) {
+			/* "=CODE TAG" */
+			char *sp = memchr(line, ' ', l);
+
+			if (sp)
+				on_status(s, atoi(line + 1), sp + 1, (size_t)(nl - sp - 1));
+		} else if (*line >= '0' && *line <= '9' && s->ghost) {
+			on_status(s, atoi(line), NULL, 0); /* an older envd's "CODE" */
+		}
 	}
 	memmove(s->rbuf, s->rbuf + i, s->rlen - i);
 	s->rlen -= i;
@@ -1005,6 +1126,23 @@ static void shell_done(void *arg)
 		 "trap 'return 130' %d; printf '\\n%%s\\n' %s >&3\n",
 		 SESSION_TRAP_SIG, s->nonce);
 	write_line(s, init);
+}
+
+static void make_tag(struct scmd *c)
+{
+	unsigned char r[SESSION_TAG_LEN / 2];
+
+	if (getrandom(r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+		/* No entropy yet: a guessable tag still binds the line to its
+		   command (an old line never matches a new command's seq). */
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		for (size_t i = 0; i < sizeof(r); i++)
+			r[i] = (unsigned char)((ts.tv_nsec >> (i % 4 * 8)) ^ (c->seq >> (i % 8 * 8)) ^ (i * 131));
+	}
+	for (size_t i = 0; i < sizeof(r); i++)
+		snprintf(c->tag + 2 * i, 3, "%02x", r[i]);
 }
 
 static void make_nonce(struct session *s)
@@ -1183,16 +1321,16 @@ static char *build_line(const struct session *s, const struct scmd *c, const str
 		snprintf(in, sizeof(in), "/dev/null");
 	cmd_path(c, 'o', out, sizeof(out));
 	cmd_path(c, 'e', err, sizeof(err));
-	o += (size_t)snprintf(line + o, need - o, "%s{ printf s >&3; __envd_r \"$__envd_s\" \"$__envd_l\"; ",
-			      r->cwd ? "__envd_d=$PWD; " : "");
+	o += (size_t)snprintf(line + o, need - o, "%s{ printf '+%s\\n' >&3; __envd_r \"$__envd_s\" \"$__envd_l\"; ",
+			      r->cwd ? "__envd_d=$PWD; " : "", c->tag);
 	for (size_t i = 0; i < r->n_envs; i++) {
 		o += (size_t)snprintf(line + o, need - o, "%s=", r->envs[i].key);
 		o += session_quote(line + o, need - o, r->envs[i].value);
 		line[o++] = ' ';
 	}
 	snprintf(line + o, need - o,
-		 ". %s/c 3>&-; } <%s >%s 2>%s; __envd_s=$?; %sprintf '%%s\\n' \"$__envd_s\" >&3\n",
-		 s->dir, in, out, err, r->cwd ? "cd -- \"$__envd_d\" 2>/dev/null; " : "");
+		 ". %s/c 3>&-; } <%s >%s 2>%s; __envd_s=$?; %sprintf '=%%s %s\\n' \"$__envd_s\" >&3\n",
+		 s->dir, in, out, err, r->cwd ? "cd -- \"$__envd_d\" 2>/dev/null; " : "", c->tag);
 	return line;
 }
 
@@ -1297,7 +1435,7 @@ static struct session *session_new(const struct session_req *r, char *err, size_
 	s->ghost_in = -1;
 	s->home_cwd = strdup(r->home_cwd);
 	snprintf(s->dir, sizeof(s->dir), "%s/%d.%lu", base_dir, (int)getpid(), s->id);
-	if (!s->home_cwd || mkdir(s->dir, 0700) < 0) {
+	if (!s->home_cwd || mkdir(s->dir, 0710) < 0) {
 		snprintf(err, errlen, "error starting session: %s: %s", s->dir, go_strerror(errno));
 		free(s->home_cwd);
 		free(s);
@@ -1306,8 +1444,11 @@ static struct session *session_new(const struct session_req *r, char *err, size_
 	{
 		int dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
+		/* Ours, the user's group may enter (the shell opens the FIFOs
+		   and reads the command file) but not change a name. */
 		if (dfd >= 0) {
-			own_fd(s, dfd, s->dir);
+			if (geteuid() == 0 && (fchown(dfd, 0, s->u.gid) < 0 || fchmod(dfd, 0710) < 0))
+				log_info("session", "chown %s: %s", s->dir, go_strerror(errno));
 			close(dfd);
 		}
 	}
@@ -1353,7 +1494,13 @@ static int open_fifos(struct scmd *c, int fds[3])
 		fds[i] = open(path, (i == 0 ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
 		if (fds[i] < 0)
 			goto fail;
-		if (fstat(fds[i], &st) < 0 || !S_ISFIFO(st.st_mode)) {
+		/* The FIFO mkfifo made: ours, with no other name. A FIFO
+		   linked in under the name (a user's, or root's from /run in
+		   a directory of the user's) is not read from nor chowned. */
+		if (fstat(fds[i], &st) < 0 || !S_ISFIFO(st.st_mode) || st.st_uid != geteuid() ||
+		    st.st_nlink != 1) {
+			log_msg("warn", "session", "session %s: %s is not the FIFO envd made; command refused",
+				c->s->name, path);
 			errno = EPERM;
 			goto fail;
 		}
@@ -1427,6 +1574,7 @@ enum rpc_code session_run(const struct session_req *r, struct rpc_call *call, ch
 	c->s = s;
 	c->keep_in = -1;
 	c->seq = ++s->seq;
+	make_tag(c);
 	c->stdin_pipe = r->stdin_pipe;
 	c->track = r->track_changes;
 	c->text = build_text(r);

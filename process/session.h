@@ -102,6 +102,15 @@ size_t session_count(void);
    waiting in it (they end as killed). RPC_OK or not_found. */
 enum rpc_code session_close(const char *name, uid_t uid, char *err, size_t errlen);
 
+/*
+ * At start: remove the session directories of envd processes that no
+ * longer run (a crash or a kill left them, with the last command's file,
+ * which may carry a secret). Directories are named by envd's pid, so a
+ * live upgrade's (same pid) stay. The removal runs on the worker pool.
+ * Returns the number of directories handed over.
+ */
+size_t session_sweep(void);
+
 /* envd is stopping (the loop has ended): idle shells end, and the
    sessions' cgroup leaves go to the cgroup module to be removed
    (before pcg_shutdown). */
