@@ -372,16 +372,6 @@ def pidns(base, init_pid, work):
     ok(str(pidr) in pids, "the root job got the pid of an orphan that exited 77", "%s not in %s" % (pidr, pids))
     cp.drain_in_thread(job)
 
-    # More than the ring holds: orphans of uid 65534 exiting 77.
-    magic0, count0 = exit_ring(init_pid)
-    r = subprocess.run(ns + [sys.executable, ME, "orphans_at", "0", "1100", "77"], capture_output=True, text=True,
-                       timeout=HANG_S)
-    flood_pids = r.stdout.split()
-    subprocess.run(ns + [sys.executable, ME, "wait_gone"] + flood_pids, timeout=2 * HANG_S)
-    magic1, count1 = exit_ring(init_pid)
-    ok(len(flood_pids) == 1100 and count1 == count0, "1100 orphans of uid 65534 leave no record in init's exit ring",
-       "count %s -> %s" % (count0, count1))
-
     # SIGKILL envd; the next one takes the job back.
     victim = cp.envd_pid(init_pid)
     os.kill(victim, signal.SIGKILL)
@@ -424,6 +414,17 @@ def pidns(base, init_pid, work):
     ok(end.get("exitCode") == 3 and end.get("exited") is True,
        "the end event says exit 3 (not the 77 of an orphan that had the pid)", end)
     conn.close()
+
+    # More than the ring holds: orphans of uid 65534 exiting 77 (they would
+    # push the records of envd's processes out).
+    magic0, count0 = exit_ring(init_pid)
+    r = subprocess.run(ns + [sys.executable, ME, "orphans_at", "0", "1100", "77"], capture_output=True, text=True,
+                       timeout=HANG_S)
+    flood_pids = r.stdout.split()
+    subprocess.run(ns + [sys.executable, ME, "wait_gone"] + flood_pids, timeout=2 * HANG_S)
+    magic1, count1 = exit_ring(init_pid)
+    ok(len(flood_pids) == 1100 and count1 == count0, "1100 orphans of uid 65534 leave no record in init's exit ring",
+       "count %s -> %s" % (count0, count1))
 
 
 def session_forge(base, user):
