@@ -413,6 +413,9 @@ def pidns(base, init_pid, work):
     end = ends[0] if ends else {}
     ok(end.get("exitCode") == 3 and end.get("exited") is True,
        "the end event says exit 3 (not the 77 of an orphan that had the pid)", end)
+    u = end.get("usage", {})
+    ok(int(u.get("cpuUserUsec", 0)) + int(u.get("cpuSystemUsec", 0)) > 0,
+       "its CPU time is init's record of this very process", u)
     conn.close()
 
     # More than the ring holds: orphans of uid 65534 exiting 77 (they would
