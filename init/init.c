@@ -435,7 +435,8 @@ static int notify_dir(char *out, size_t len)
 	dfd = open(out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		goto tmp;
-	if (fstat(dfd, &st) < 0 || st.st_uid != geteuid() || ((st.st_mode & 07777) != 0700 && fchmod(dfd, 0700) < 0)) {
+	if (fstat(dfd, &st) < 0 || (st.st_uid != geteuid() && (errno = EPERM)) ||
+	    ((st.st_mode & 07777) != 0700 && fchmod(dfd, 0700) < 0)) {
 		close(dfd);
 		goto tmp;
 	}
@@ -894,8 +895,8 @@ static void reap(void)
 			on_notify(); /* what it sent before it died is still its own */
 		if (pid != in.child && sdnotify_store_watches(&in.store, pid))
 			record_exit(pid, wait_status_of(&si), &ru);
-		if (wait4(pid, &st, WNOHANG, NULL) != pid)
-			continue;
+		if (wait4(pid, &st, 0, NULL) != pid) /* a zombie: at once */
+			return;
 		if (closer_ended(pid)) {
 			closers_run();
 			continue;
