@@ -121,10 +121,9 @@ def run_cmd(base, text, user="root", session=None, tag=None):
 
 def linger_send(addr, out):
     """Send init a TCP socket whose last close blocks (SO_LINGER for a day,
-    unsent data, a peer that never reads), then hold everything. The
-    socket travels inside a second one (in flight in its queue), so that
-    the receiver's close of that one is the last close of both, whatever
-    the timing."""
+    unsent data, a peer that never reads), then drop our references and
+    hold the rest (the listener, the peer that never reads). The caller
+    stops init meanwhile, so that init's close is the last one."""
     lst = socket.socket()
     lst.bind(("127.0.0.1", 0))
     lst.listen(1)
@@ -140,17 +139,12 @@ def linger_send(addr, out):
     except BlockingIOError:
         pass
     c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 86400))
-    x, y = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-    x.sendmsg([b"c"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", c.fileno()))])
     s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:
         s.sendmsg([b"FDSTORE=1\nFDNAME=linger\n"],
-                  [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", y.fileno()))], 0, sockaddr(addr))
+                  [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", c.fileno()))], 0, sockaddr(addr))
         res = "sent"
-        # Ours are not the last references now (the datagrams hold them).
-        c.close()
-        y.close()
-        x.close()
+        c.close()  # not the last reference: the datagram holds one
     except OSError as e:
         res = errno.errorcode.get(e.errno, str(e.errno))
     with open(out + ".tmp", "w") as f:
@@ -161,13 +155,18 @@ def linger_send(addr, out):
 
 
 def flood(addr, out, stop_file):
-    """Datagrams to init's socket as fast as they go, until stop_file."""
+    """Datagrams to init's socket as fast as they go, until stop_file
+    (out + ".ready" once the first has been tried)."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     s.setblocking(False)
     sent = refused = 0
     errs = set()
     deadline = time.time() + 2 * HANG_S
+    first = True
     while not os.path.exists(stop_file) and time.time() < deadline:
+        if not first:
+            open(out + ".ready", "w").close()
+        first = False
         for _ in range(200):
             try:
                 s.sendto(b"FDSTORE=1\nFDNAME=flood\n", sockaddr(addr))
@@ -260,18 +259,23 @@ def notify(base, init_pid, work):
     os.makedirs(theirs, exist_ok=True)
     os.chmod(theirs, 0o777)
 
+    def linger(prefix, out):
+        # init stopped while the attacker sends and lets go of its copy:
+        # init's close is then the last one, whatever the timing.
+        os.kill(init_pid, signal.SIGSTOP)
+        try:
+            procs.append(subprocess.Popen(prefix + [sys.executable, ME, "linger_send", addr, out]))
+            wait(lambda: os.path.exists(out))
+        finally:
+            os.kill(init_pid, signal.SIGCONT)
+        return open(out).read() if os.path.exists(out) else "no result"
+
     # 1. uid 65534 sends the lingering socket.
-    out = os.path.join(theirs, "linger")
-    procs.append(subprocess.Popen(NOBODY + [sys.executable, ME, "linger_send", addr, out]))
-    wait(lambda: os.path.exists(out))
-    res = open(out).read() if os.path.exists(out) else "no result"
+    res = linger(NOBODY, os.path.join(theirs, "linger"))
     ok(res != "sent", "uid 65534 cannot send to init's socket", res)
 
     # 2. Root (what still reaches init): refused, closed by a throw-away child.
-    out = os.path.join(work, "linger.root")
-    procs.append(subprocess.Popen([sys.executable, ME, "linger_send", addr, out]))
-    wait(lambda: os.path.exists(out))
-    res = open(out).read() if os.path.exists(out) else "no result"
+    res = linger([], os.path.join(work, "linger.root"))
     ok(res == "sent", "root's datagram with a lingering socket reaches init", res)
     ok(wait(lambda: len(closers(init_pid)) == 1), "its close waits in a child of init, not in init",
        "children %r" % [(k, comm(k), state(k)) for k in children(init_pid)])
@@ -302,7 +306,7 @@ def notify(base, init_pid, work):
     stop = os.path.join(theirs, "flood.stop")
     fout = os.path.join(theirs, "flood.json")
     fl = subprocess.Popen(NOBODY + [sys.executable, ME, "flood", addr, fout, stop])
-    wait(lambda: os.path.exists("/proc/%d" % fl.pid) and comm(fl.pid).startswith("python"))
+    wait(lambda: os.path.exists(fout + ".ready"))
     loud = starts(20)
     open(stop, "w").close()
     fl.wait(timeout=HANG_S)
