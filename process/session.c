@@ -37,12 +37,13 @@
  *
  * - `+TAG` on fd 3 says the redirections are open (the shell opens a FIFO
  *   only once envd holds its other end: no wait, no lost input);
- * - TAG is the command's own random tag, on both lines: a line with
- *   another tag (written by the command itself or by another process of
- *   the user through /proc/<shell>/fd/3, or a stale one) is not this
- *   command's and is dropped, so it can never end the command or move
- *   onto the next one. The tag is in the line the shell reads from envd's
- *   pipe, not in the command's environment or files;
+ * - TAG is the command's own random tag, at the end of both lines: a
+ *   line without it (written by the command itself, which runs in the
+ *   shell, or by a background job of an earlier one, or a stale one) is
+ *   not this command's and is dropped, so it can never end the command or
+ *   move onto the next one, and bytes someone left before it on the same
+ *   line do not hide it. The tag is in the line the shell reads from
+ *   envd's pipe, not in the command's environment or files;
  * - `. DIR/c` reads the command from a file, so an unbalanced quote is
  *   the command's syntax error (status 2), not a hang of the shell;
  * - `3>&-` hides the status pipe from the command and its children;
@@ -61,6 +62,7 @@
 #define SESSION_BEFORE_MAX 256
 #define SESSION_KILL_GRACE_S 2.0
 #define SESSION_TAG_LEN 16           /* hex digits: 64 random bits */
+#define SESSION_LINE_MAX 32          /* our longest status line, with room */
 #define SESSION_RM_DEPTH 8           /* directories below a session's that are removed */
 
 struct session;
@@ -871,9 +873,8 @@ static void cmd_settled(void *ud)
 	session_dispatch(s);
 }
 
-/* A status line: `tag` NULL for a command of an older envd (a ghost,
-   which had no tag). */
-static void on_status(struct session *s, int code, const char *tag, size_t tag_len)
+/* The running command (or the ghost) ended with `code`. */
+static void on_status(struct session *s, int code)
 {
 	struct scmd *c = s->running ? s->head : NULL;
 	int ws;
@@ -888,8 +889,8 @@ static void on_status(struct session *s, int code, const char *tag, size_t tag_l
 		session_dispatch(s);
 		return;
 	}
-	if (!c || !tag || tag_len != SESSION_TAG_LEN || memcmp(tag, c->tag, SESSION_TAG_LEN) != 0)
-		return; /* not the running command's */
+	if (!c)
+		return;
 	if (c->p && process_attach_leaf(c->p)) {
 		/* The shell stays in the command's leaf until the command's end
 		   is complete: the change tracker attributes what the shell wrote
@@ -918,7 +919,7 @@ static void ghost_in_close(struct session *s)
 	s->ghost_in = -1;
 }
 
-static void on_started(struct session *s, const char *tag, size_t tag_len)
+static void on_started(struct session *s)
 {
 	struct scmd *c = s->running ? s->head : NULL;
 
@@ -927,7 +928,7 @@ static void on_started(struct session *s, const char *tag, size_t tag_len)
 		ghost_in_close(s);
 		return;
 	}
-	if (!c || c->started || !tag || tag_len != SESSION_TAG_LEN || memcmp(tag, c->tag, SESSION_TAG_LEN) != 0)
+	if (!c || c->started)
 		return;
 	c->started = true;
 	/* The shell holds the FIFOs now: their names can go, and the stdin
@@ -939,6 +940,42 @@ static void on_started(struct session *s, const char *tag, size_t tag_len)
 	}
 	if (c->sig)
 		deliver(c);
+}
+
+/*
+ * One line of the status pipe (without its '\n'). Ours end with the
+ * running command's tag, after '+' (the FIFOs are open) or "=CODE " (it
+ * ended); what comes before that on the line is not ours (someone else's
+ * unfinished line), and a line without the tag is dropped. A ghost's
+ * lines are taken as they come: its tag, if it had one, is not known.
+ */
+static void parse_line(struct session *s, const char *line, size_t l)
+{
+	struct scmd *c = s->running ? s->head : NULL;
+	const char *t, *d;
+
+	if (s->ghost) {
+		if (l && *line == '+')
+			on_started(s);
+		else if (l > 1 && *line == '=')
+			on_status(s, atoi(line + 1));
+		else if (l && *line >= '0' && *line <= '9')
+			on_status(s, atoi(line)); /* an older envd's "CODE" */
+		return;
+	}
+	if (!c || l < SESSION_TAG_LEN + 1 || memcmp(line + l - SESSION_TAG_LEN, c->tag, SESSION_TAG_LEN) != 0)
+		return;
+	t = line + l - SESSION_TAG_LEN;
+	if (t[-1] == '+') {
+		on_started(s);
+		return;
+	}
+	if (t[-1] != ' ')
+		return;
+	for (d = t - 1; d > line && d[-1] >= '0' && d[-1] <= '9'; d--)
+		;
+	if (d < t - 1 && d > line && d[-1] == '=')
+		on_status(s, atoi(d));
 }
 
 static void parse_status(struct session *s)
@@ -967,7 +1004,6 @@ static void parse_status(struct session *s)
 	}
 	while (i < s->rlen) {
 		char *line = s->rbuf + i, *nl;
-		size_t l;
 
 		if (*line == '\n') {
 			i++;
@@ -975,25 +1011,14 @@ static void parse_status(struct session *s)
 		}
 		/* An older envd's command (a ghost): `s` alone said it started. */
 		if (*line == 's' && s->ghost) {
-			on_started(s, NULL, 0);
+			on_started(s);
 			i++;
 			continue;
 		}
 		if (!(nl = memchr(line, '\n', s->rlen - i)))
 			break;
-		l = (size_t)(nl - line);
-		i += l + 1;
-		if (*line == '+') {
-			on_started(s, line + 1, l - 1);
-		} else if (*line == '=' && l > 1) {
-			/* "=CODE TAG" */
-			char *sp = memchr(line, ' ', l);
-
-			if (sp)
-				on_status(s, atoi(line + 1), sp + 1, (size_t)(nl - sp - 1));
-		} else if (*line >= '0' && *line <= '9' && s->ghost) {
-			on_status(s, atoi(line), NULL, 0); /* an older envd's "CODE" */
-		}
+		i = (size_t)(nl - s->rbuf) + 1;
+		parse_line(s, line, (size_t)(nl - line));
 	}
 	memmove(s->rbuf, s->rbuf + i, s->rlen - i);
 	s->rlen -= i;
@@ -1005,8 +1030,12 @@ static bool st_read(struct session *s)
 	for (;;) {
 		ssize_t n;
 
-		if (s->rlen == sizeof(s->rbuf))
-			s->rlen = 0; /* not our protocol: drop it */
+		if (s->rlen == sizeof(s->rbuf)) {
+			/* A line longer than any of ours: someone else's. Its
+			   tail stays, where a line of ours written after it is. */
+			memmove(s->rbuf, s->rbuf + s->rlen - SESSION_LINE_MAX, SESSION_LINE_MAX);
+			s->rlen = SESSION_LINE_MAX;
+		}
 		n = read(s->st_fd, s->rbuf + s->rlen, sizeof(s->rbuf) - s->rlen);
 		if (n > 0) {
 			s->rlen += (size_t)n;

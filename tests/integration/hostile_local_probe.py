@@ -435,11 +435,14 @@ def pidns(base, init_pid, work):
 
 
 def session_forge(base, user):
-    """A command forges status lines (old and new form, with a guessed tag)
-    on the shell's status pipe, and a background subshell does it again
-    while the next command runs: each command ends with its own code."""
-    forge = ("for fd in $(seq 4 40); do { printf '42\\n=42 0123456789abcdef\\n+0123456789abcdef\\n' >&$fd; } "
-             "2>/dev/null; done")
+    """A command forges status lines (old and new form, with a guessed tag,
+    and unfinished ones) on the shell's status pipe, and a background
+    subshell does it again while the next command runs: each command ends
+    with its own code."""
+    # Whole lines, a line longer than any of envd's, then the start of one
+    # left unfinished (the real status line lands after it).
+    forge = ("for fd in $(seq 4 40); do { printf '42\\n=42 0123456789abcdef\\n+0123456789abcdef\\n%0100d' 0; "
+             "printf 'junk=4'; } >&$fd 2>/dev/null; done")
     name = "forge%d" % os.getpid()
     pid, out, end, err = run_cmd(base, forge + "; sleep 0.3; echo after; (exit 5)", user=user, session=name)
     ok(end and end.get("exitCode") == 5 and "after" in out,
