@@ -126,7 +126,7 @@ ip netns add "$NS" &&
 
 # ---- boot ----
 mkdir -p "$RUN/upper" "$RUN/work" "$MERGED"
-# tests/container imports the SDK from tests/sdk; the tree is mounted read-only.
+# tests/container imports the SDK from tests/sdk; the tree (and clients/) is mounted read-only.
 [ -e tests/container/node_modules ] || ln -sfn ../sdk/node_modules tests/container/node_modules
 NODE=$(command -v node || true)
 cat >"$RUN/boot.sh" <<EOF
@@ -135,6 +135,10 @@ mount -t overlay envd-rootfs -o lowerdir=$REPO/$ROOTFS,upperdir=$RUN/upper,workd
 mkdir -p $MERGED/opt/envd-tests
 mount --bind $REPO/tests $MERGED/opt/envd-tests
 mount -o remount,bind,ro $MERGED/opt/envd-tests
+# The SDK suites import the JS clients beside the tests (../../clients/js).
+mkdir -p $MERGED/opt/clients
+mount --bind $REPO/clients $MERGED/opt/clients
+mount -o remount,bind,ro $MERGED/opt/clients
 if [ -n "$NODE" ]; then
 	mkdir -p $MERGED/usr/local/bin
 	touch $MERGED/usr/local/bin/node

@@ -23,11 +23,13 @@ concurrent=10
 # runs every test below a matching ancestor: the pattern must not match
 # the runner's root ("<root>"), or nothing would be left out.
 pattern=()
+# VM_SDK_FILES: the suites to run (default: every ./*.test.mjs of tests/sdk).
+read -r -a files <<<"${VM_SDK_FILES:-./*.test.mjs}"
 [ -n "${VM_SDK_SKIP:-}" ] && pattern=(--test-name-pattern "^(?!<root>\$|.*(${VM_SDK_SKIP}))")
 
 log=$VM_RUN_DIR/sdk.log
 (cd tests/sdk && E2B_DEBUG=true E2B_SANDBOX_URL=$VM_URL ENVD_URL=$VM_URL ENVD_SDK_FAST_RUNS=$runs ENVD_SDK_CONCURRENT=$concurrent \
-	timeout "${VM_SUITE_S:-3600}" node --import ../vm/sdk/preload.mjs --test --test-concurrency=1 "${pattern[@]}" ./*.test.mjs) >"$log" 2>&1
+	timeout "${VM_SUITE_S:-3600}" node --import ../vm/sdk/preload.mjs --test --test-concurrency=1 "${pattern[@]}" ${files[@]}) >"$log" 2>&1
 rc=$?
 cat "$log"
 p=$(grep -a -E '^# pass ' "$log" | tail -n1 | awk '{print $3}')

@@ -129,3 +129,31 @@ export function readdirSync(p) {
   }
   return out.split('\n').filter(Boolean)
 }
+
+export function mkdirSync(p, opts) {
+  try {
+    run(`mkdir ${opts?.recursive ? '-p ' : ''}${quote(p)}`)
+  } catch {
+    throw Object.assign(new Error(`EEXIST or ENOENT: mkdir '${p}'`), { code: existsSync(p) ? 'EEXIST' : 'ENOENT' })
+  }
+  return opts?.recursive ? p : undefined
+}
+
+export function chownSync(p, uid, gid) {
+  try {
+    run(`chown ${Number(uid)}:${Number(gid)} ${quote(p)}`)
+  } catch {
+    throw enoent(p, 'chown')
+  }
+}
+
+// Seconds since the epoch of a Date, or of a number of seconds as node takes it.
+const epochSeconds = (t) => (t instanceof Date ? t.getTime() / 1000 : Number(t))
+
+export function utimesSync(p, atime, mtime) {
+  try {
+    run(`touch -a -d @${epochSeconds(atime)} ${quote(p)} && touch -m -d @${epochSeconds(mtime)} ${quote(p)}`)
+  } catch {
+    throw enoent(p, 'utime')
+  }
+}
