@@ -13,11 +13,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <sys/utsname.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -381,7 +385,7 @@ int fs_entry_info_in(const char *path, void *buf, size_t len, Filesystem__EntryI
 		if (S_ISREG(st.st_mode)) {
 			/* A file changed within the clock's current tick is
 			 * looked at again once the tick is over (fs_version). */
-			if (fs_version_settle(&st) && lstat(path, &tst) == 0 && S_ISREG(tst.st_mode)) {
+			if (fs_version_settle(&st, -1, path) && lstat(path, &tst) == 0 && S_ISREG(tst.st_mode)) {
 				st = tst;
 				e->size = st.st_size;
 			}
@@ -415,20 +419,128 @@ nomem:
  * write in that tick. Once the coarse clock has moved past the ctime,
  * every later change gets a later ctime: waiting out the tick (only for
  * a file changed that recently) makes the version strong.
+ *
+ * Two cases need no wait, which is what keeps a Stat right after a write
+ * as cheap as any other:
+ *   - mtime is later than ctime. A write sets both to one value, the
+ *     current coarse time, so any later write changes mtime (files envd
+ *     writes itself are stamped so: fs_version_stamp). Only later: a
+ *     program may set an mtime in the past back after writing in place
+ *     (touch -r), but hardly one ahead of the change it made;
+ *   - the filesystem has multigrain timestamps (Linux 6.13 and later:
+ *     ext4, xfs, btrfs, tmpfs). Once stat() has looked at a file, the
+ *     kernel gives its next change a fine-grained ctime, later than the
+ *     one seen: exactly the guarantee the wait buys.
  */
 #define SETTLE_MAX_NS (20 * 1000000L)
+
+#define MAGIC_EXT4 0xEF53        /* ext2, ext3 and ext4 share it */
+#define MAGIC_XFS 0x58465342
+#define MAGIC_BTRFS 0x9123683E
+#define MAGIC_TMPFS 0x01021994
 
 static int64_t ts_ns(const struct timespec *t)
 {
 	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
 }
 
-bool fs_version_settle(const struct stat *st)
+/* Whether the running kernel is 6.13 or later; asked once. */
+static bool kernel_has_mgtime(void)
+{
+	static int known = -1; /* -1: not asked yet; a race asks twice, harmlessly */
+	int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+
+	if (k < 0) {
+		struct utsname u;
+		unsigned maj = 0, min = 0;
+		k = uname(&u) == 0 && sscanf(u.release, "%u.%u", &maj, &min) == 2 && (maj > 6 || (maj == 6 && min >= 13));
+		__atomic_store_n(&known, k, __ATOMIC_RELAXED);
+	}
+	return k;
+}
+
+/*
+ * The ext4 magic is also ext2's and ext3's, which the ext4 driver serves
+ * under their own names without multigrain timestamps: the mount table
+ * tells them apart. Remembered per device (a device's filesystem changes
+ * only with a new mount, and then rarely into another of the three).
+ */
+#define MG_MEMO 8
+static struct {
+	dev_t dev;
+	bool used, mg;
+} mg_memo[MG_MEMO];
+static unsigned mg_memo_next;
+static pthread_mutex_t mg_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static bool ext4_named(dev_t dev)
+{
+	char line[1024], want[32];
+	bool mg = false, found = false;
+	FILE *f;
+
+	pthread_mutex_lock(&mg_mu);
+	for (unsigned i = 0; i < MG_MEMO; i++) {
+		if (mg_memo[i].used && mg_memo[i].dev == dev) {
+			mg = mg_memo[i].mg;
+			pthread_mutex_unlock(&mg_mu);
+			return mg;
+		}
+	}
+	pthread_mutex_unlock(&mg_mu);
+	snprintf(want, sizeof(want), " %u:%u ", major(dev), minor(dev));
+	f = fopen("/proc/self/mountinfo", "re");
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		char *sep = strstr(line, " - ");
+		if (!sep || !strstr(line, want) || strstr(line, want) > sep)
+			continue;
+		found = true;
+		mg = strncmp(sep + 3, "ext4 ", 5) == 0;
+	}
+	if (f)
+		fclose(f);
+	if (!found)
+		return false;
+	pthread_mutex_lock(&mg_mu);
+	unsigned i = mg_memo_next++ % MG_MEMO;
+	mg_memo[i].dev = dev;
+	mg_memo[i].used = true;
+	mg_memo[i].mg = mg;
+	pthread_mutex_unlock(&mg_mu);
+	return mg;
+}
+
+/* Whether the file (fd, or else path) is on a filesystem with multigrain
+ * timestamps. */
+static bool file_has_mgtime(const struct stat *st, int fd, const char *path)
+{
+	struct statfs sf;
+
+	if (!kernel_has_mgtime())
+		return false;
+	if ((fd >= 0 ? fstatfs(fd, &sf) : path ? statfs(path, &sf) : -1) < 0)
+		return false;
+	switch ((unsigned long)sf.f_type) {
+	case MAGIC_XFS:
+	case MAGIC_BTRFS:
+	case MAGIC_TMPFS:
+		return true;
+	case MAGIC_EXT4:
+		return ext4_named(st->st_dev);
+	default:
+		return false;
+	}
+}
+
+bool fs_version_settle(const struct stat *st, int fd, const char *path)
 {
 	struct timespec now;
 	int64_t c = ts_ns(&st->st_ctim), waited = 0;
 	bool slept = false;
 
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	if (ts_ns(&now) > c || ts_ns(&st->st_mtim) > c || file_has_mgtime(st, fd, path))
+		return false;
 	for (;;) {
 		clock_gettime(CLOCK_REALTIME_COARSE, &now);
 		if (ts_ns(&now) > c || waited >= SETTLE_MAX_NS)
@@ -439,6 +551,35 @@ bool fs_version_settle(const struct stat *st)
 		waited += 1000000;
 		slept = true;
 	}
+}
+
+int fs_version_stamp(int fd)
+{
+	struct timespec t[2] = { { 0, UTIME_OMIT }, { 0, 0 } };
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (file_has_mgtime(&st, fd, NULL))
+		return 0;
+	/* The precise time, later than the coarse one the futimens itself
+	 * sets as ctime; should the tick turn in between, once more with a
+	 * fresh time a nanosecond on. */
+	for (int i = 0; i < 2; i++) {
+		clock_gettime(CLOCK_REALTIME, &t[1]);
+		t[1].tv_nsec += i;
+		if (t[1].tv_nsec >= 1000000000) {
+			t[1].tv_sec++;
+			t[1].tv_nsec -= 1000000000;
+		}
+		if (futimens(fd, t) < 0)
+			return -errno;
+		if (fstat(fd, &st) < 0)
+			return -errno;
+		if (ts_ns(&st.st_mtim) > ts_ns(&st.st_ctim))
+			return 0;
+	}
+	return 0;
 }
 
 void fs_version(const struct stat *st, char out[FS_VERSION_LEN + 1])

@@ -68,11 +68,26 @@ void fs_version(const struct stat *st, char out[FS_VERSION_LEN + 1]);
 /*
  * Before fs_version() of a file whose ctime is still within the coarse
  * clock's current tick: wait (up to 20 ms) until the tick is over, so
- * that a later write in the same tick cannot keep the version. Returns
- * true when it waited: the caller stats the file again. Worker threads
- * only (it sleeps).
+ * that a later write in the same tick cannot keep the version. No wait
+ * when a later write is bound to show anyway: the mtime is later than
+ * the ctime (fs_version_stamp), or the filesystem has multigrain
+ * timestamps (Linux 6.13 and later on ext4, xfs, btrfs, tmpfs: a change
+ * after a stat gets a finer, later ctime). The filesystem is asked
+ * through fd when >= 0, else path (only when the ctime is that recent).
+ * Returns true when it waited: the caller stats the file again. Worker
+ * threads only (it may sleep).
  */
-bool fs_version_settle(const struct stat *st);
+bool fs_version_settle(const struct stat *st, int fd, const char *path);
+/*
+ * A file envd has just written (fd, before it is closed and renamed into
+ * place): give it the precise current time as mtime, later than the
+ * coarse ctime any write sets, so that its version is strong at once
+ * (fs_version_settle does not wait for it). Nothing on a filesystem with
+ * multigrain timestamps. 0, or -errno of futimens (EPERM: the thread's
+ * user does not own the file; the version then waits as for any file).
+ */
+int fs_version_stamp(int fd);
+
 
 /* --- metadata (user.e2b.* xattrs) --- */
 

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "changes/changes.h"
+#include "fs/edit.h"
 #include "fs/entry.h"
 #include "base/buf.h"
 #include "base/errstr.h"
@@ -1304,6 +1305,7 @@ static const struct rpc_method_impl fs_methods[] = {
 	{ "Glob", RPC_UNARY, fs_tools_glob },
 	{ "Grep", RPC_SERVER_STREAM, fs_tools_grep },
 	{ "ReadLines", RPC_UNARY, fs_tools_read_lines },
+	{ "Edit", RPC_UNARY, fs_edit },
 };
 
 const struct rpc_service fs_service = {

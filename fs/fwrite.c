@@ -34,6 +34,8 @@ void fwrite_init(struct fwrite *w)
 	w->fd = -1;
 	w->created = false;
 	w->target[0] = w->tmp[0] = w->reg[0] = '\0';
+	w->before_replace = NULL;
+	w->before_arg = NULL;
 }
 
 /*
@@ -219,6 +221,10 @@ int fwrite_commit(struct fwrite *w, const struct fs_meta *meta, char *err, size_
 		return fw_fail(-EIO, err, errlen, "error writing file: close %s: %s", w->target, go_strerror(e));
 	}
 	w->fd = -1;
+	if (w->tmp[0] && w->before_replace && (rc = w->before_replace(w->before_arg, w->target, err, errlen)) < 0) {
+		fw_unlink_left(w);
+		return rc;
+	}
 	if (w->tmp[0] && rename(w->tmp, w->target) < 0) {
 		int e = errno;
 		char tmp[PATH_MAX];

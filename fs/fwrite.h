@@ -49,9 +49,21 @@ struct fwrite {
 	char target[PATH_MAX];
 	char tmp[PATH_MAX];   /* atomic: the temporary file; "" in place */
 	char reg[320];        /* ... and its registry entry (base/uptmp.h) */
+	/*
+	 * Optional (set after fwrite_init): called by fwrite_commit right
+	 * before the temporary replaces the target (closed, about to be
+	 * renamed), on the same thread. A negative return abandons the
+	 * write (the temporary is removed; the target stays as it is) and
+	 * is fwrite_commit's result, with the hook's message in err. A
+	 * writer checks there that the target is still what it expects
+	 * (fs/fguard.h). Not called for a write in place, which replaced
+	 * the target's content from fwrite_begin on.
+	 */
+	int (*before_replace)(void *arg, const char *target, char *err, size_t errlen);
+	void *before_arg;
 };
 
-/* No file yet (fd -1): fwrite_discard() does nothing. */
+/* No file yet (fd -1): fwrite_discard() does nothing. No hook. */
 void fwrite_init(struct fwrite *w);
 
 /*
@@ -69,8 +81,9 @@ int fwrite_copy(struct fwrite *w, int in, char *err, size_t errlen);
 
 /*
  * Complete the file: set envd's metadata (`meta`, may be NULL; user.e2b.*
- * attributes, fs_meta_replace_fd), close, rename into place. 0 or an error
- * above; either way w holds no file afterwards.
+ * attributes, fs_meta_replace_fd), close, w->before_replace if set,
+ * rename into place. 0, an error above or the hook's; either way w holds
+ * no file afterwards.
  */
 int fwrite_commit(struct fwrite *w, const struct fs_meta *meta, char *err, size_t errlen);
 

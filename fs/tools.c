@@ -1168,7 +1168,7 @@ static void read_lines(struct read_job *j)
 	}
 	/* The version of what is read: taken before the read, so a change
 	 * during it makes the version stale, never the other way round. */
-	if (fs_version_settle(&st))
+	if (fs_version_settle(&st, fd, NULL))
 		fstat(fd, &st);
 	fs_version(&st, version);
 	buf = malloc(SCAN_WINDOW);

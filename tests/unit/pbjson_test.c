@@ -172,6 +172,9 @@ static const ProtobufCMessageDescriptor *const all_types[] = {
 	&filesystem__grep_summary__descriptor,
 	&filesystem__read_lines_request__descriptor,
 	&filesystem__read_lines_response__descriptor,
+	&filesystem__edit_request__descriptor,
+	&filesystem__edit_response__descriptor,
+	&filesystem__text_edit__descriptor,
 };
 #define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
 
