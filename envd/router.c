@@ -77,7 +77,7 @@ static int router_resolve_user(struct http_req *r)
 }
 
 static const char cors_expose[] =
-	"Grpc-Status, Grpc-Message, Grpc-Status-Details-Bin, Location, Cache-Control, X-Content-Type-Options";
+	"Grpc-Status, Grpc-Message, Grpc-Status-Details-Bin, Location, Cache-Control, X-Content-Type-Options, ETag";
 
 static bool cors_method_allowed(const char *m)
 {

@@ -32,17 +32,19 @@ static void plan_hdr(struct dlplan *p, const char *name, const char *value)
 }
 
 /*
- * Conditional request evaluation against Last-Modified (Go ServeContent,
- * without ETags). Returns 0 to serve, 304 or 412; clears *range_ok when an
- * If-Range does not match.
+ * Conditional request evaluation (Go's ServeContent, RFC 9110 13.2.2):
+ * If-Match, else If-Unmodified-Since; If-None-Match, else
+ * If-Modified-Since; the ETag is the version, when the file has one.
+ * Returns 0 to serve, 304 or 412; clears *range_ok when an If-Range does
+ * not match.
  */
-static int plan_conditions(const struct http_req *r, time_t mtime, bool *range_ok)
+static int plan_conditions(const struct http_req *r, time_t mtime, const char *version, bool *range_ok)
 {
 	const char *h;
 	time_t t;
 
 	if ((h = http_req_header(r, "if-match"))) {
-		if (strcmp(h, "*") != 0)
+		if (strcmp(h, "*") != 0 && !files_etag_listed(h, version, false))
 			return 412;
 	} else if ((h = http_req_header(r, "if-unmodified-since")) && mtime > 0) {
 		t = files_parse_http_date(h);
@@ -50,8 +52,7 @@ static int plan_conditions(const struct http_req *r, time_t mtime, bool *range_o
 			return 412;
 	}
 	if ((h = http_req_header(r, "if-none-match"))) {
-		/* No ETags: only "*" matches an existing file. */
-		if (strcmp(h, "*") == 0)
+		if (strcmp(h, "*") == 0 || files_etag_listed(h, version, true))
 			return 304;
 	} else if ((h = http_req_header(r, "if-modified-since")) && mtime > 0) {
 		t = files_parse_http_date(h);
@@ -59,9 +60,14 @@ static int plan_conditions(const struct http_req *r, time_t mtime, bool *range_o
 			return 304;
 	}
 	if ((h = http_req_header(r, "if-range"))) {
-		t = files_parse_http_date(h);
-		if (t < 0 || mtime <= 0 || mtime > t)
-			*range_ok = false;
+		if (h[0] == '"' || (h[0] == 'W' && h[1] == '/')) {
+			if (!files_etag_listed(h, version, false))
+				*range_ok = false;
+		} else {
+			t = files_parse_http_date(h);
+			if (t < 0 || mtime <= 0 || mtime > t)
+				*range_ok = false;
+		}
 	}
 	return 0;
 }
@@ -109,7 +115,8 @@ static bool plan_coding(const struct http_req *r, const struct dlplan_in *in, st
 	}
 	p->vary = true;
 	if (http_req_header(r, "range") || http_req_header(r, "if-modified-since") ||
-	    http_req_header(r, "if-none-match") || http_req_header(r, "if-range")) {
+	    http_req_header(r, "if-none-match") || http_req_header(r, "if-range") || http_req_header(r, "if-match") ||
+	    http_req_header(r, "if-unmodified-since")) {
 		if (id_rejected) {
 			plan_error(p, 406, "identity encoding not acceptable for Range or conditional request");
 			return false;
@@ -177,16 +184,22 @@ static void plan_identity(const struct http_req *r, const struct dlplan_in *in, 
 {
 	bool range_ok = true;
 	const char *ctype = p->ctype ? p->ctype : files_sniff(in->sniff, in->sniff_n);
-	int cond = plan_conditions(r, in->mtime, &range_ok);
+	const char *version = in->version ? in->version : "";
+	int cond = plan_conditions(r, in->mtime, version, &range_ok);
 
 	if (in->mtime > 0)
 		files_format_http_date(in->mtime, p->lastmod, sizeof(p->lastmod));
+	if (version[0])
+		snprintf(p->etag, sizeof(p->etag), "\"%s\"", version);
 	if (cond) {
-		/* Without Content-Disposition, as Go's ServeContent. */
+		/* Without Content-Disposition, as Go's ServeContent; a 304
+		 * with an ETag drops Last-Modified, as Go's does. */
 		p->kind = DLPLAN_EMPTY;
 		p->status = cond;
 		p->nh = 0;
-		if (in->mtime > 0)
+		if (version[0])
+			plan_hdr(p, "etag", p->etag);
+		if (in->mtime > 0 && !(cond == 304 && version[0]))
 			plan_hdr(p, "last-modified", p->lastmod);
 		return;
 	}
@@ -196,6 +209,8 @@ static void plan_identity(const struct http_req *r, const struct dlplan_in *in, 
 		return;
 	if (in->mtime > 0)
 		plan_hdr(p, "last-modified", p->lastmod);
+	if (version[0])
+		plan_hdr(p, "etag", p->etag);
 	/* Byteranges: the part headers carry the type. */
 	if (p->kind != DLPLAN_BYTERANGES)
 		plan_hdr(p, "content-type", ctype);
@@ -228,6 +243,10 @@ void dlplan_make(const struct http_req *r, const struct dlplan_in *in, struct dl
 		plan_hdr(p, "content-encoding", "gzip");
 		p->ctype = p->ctype ? p->ctype : "application/octet-stream";
 		plan_hdr(p, "content-type", p->ctype);
+		if (in->version && in->version[0]) {
+			snprintf(p->etag, sizeof(p->etag), "W/\"%s\"", in->version);
+			plan_hdr(p, "etag", p->etag);
+		}
 		return;
 	}
 	plan_identity(r, in, p);

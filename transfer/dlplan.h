@@ -2,7 +2,9 @@
 /*
  * dlplan.h - what GET /files answers, decided from what the open of the
  * path found and what the request asks (docs/protocol.md, "Files HTTP
- * API"; ranges and conditions as Go's http.ServeContent). No I/O: the
+ * API"; ranges and conditions as Go's http.ServeContent, with the file's
+ * version as its ETag: strong on the file's own bytes, weak on a gzip
+ * body, whose bytes vary with the compression level). No I/O: the
  * worker job has looked at the file, files_get.c carries the plan out.
  *
  * The outcomes, in the order they are tried:
@@ -48,6 +50,7 @@ struct dlplan_in {
 	bool err_open;          /* ... which was the open(), the path exists */
 	mode_t mode;
 	time_t mtime;           /* seconds; <= 0: unknown */
+	const char *version;    /* a regular file's (fs/entry.h), the ETag; NULL or "": none */
 	int64_t size;
 	const uint8_t *sniff;   /* the first bytes, when the name gives no type */
 	size_t sniff_n;
@@ -79,6 +82,7 @@ struct dlplan {
 	int64_t start, len;
 	char disp[PATH_MAX * 3 + 64];
 	char lastmod[40];
+	char etag[48];
 	char crange[96];
 };
 

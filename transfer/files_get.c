@@ -28,6 +28,7 @@
 #include "base/state.h"
 #include "base/users.h"
 #include "base/worker.h"
+#include "fs/entry.h"
 #include "http/httpjob.h"
 #include "http/linkrate.h"
 #include "transfer/dlplan.h"
@@ -74,6 +75,7 @@ struct download {
 	int64_t size;
 	uint8_t sniff[512];
 	size_t sniff_n;
+	char version[FS_VERSION_LEN + 1]; /* a regular file's: the ETag */
 	bool want_sample;       /* judge compressibility (dl_sample) */
 	double ratio;           /* ... its answer: expected gzip size / size */
 
@@ -404,6 +406,11 @@ static void dl_open_work(void *arg)
 	/* The size: a regular file's from the statx; of anything else by
 	 * seeking, as Go's ServeContent does (a block device has one). */
 	if (S_ISREG(d->st.st_mode)) {
+		/* The version, strong as Stat's: a file changed in the
+		 * clock's current tick may wait it out (fs/entry.h). */
+		if (fs_version_settle(&d->st, d->fd, NULL))
+			fstat(d->fd, &d->st);
+		fs_version(&d->st, d->version);
 		d->size = (int64_t)d->st.st_size;
 	} else {
 		off_t size = lseek(d->fd, 0, SEEK_END);
@@ -437,6 +444,7 @@ static void dl_open_done(void *arg)
 	struct dlplan p;
 	struct dlplan_in in = { .path = d->path, .qpath = d->qpath, .archive = d->archive, .err = d->err,
 				.err_open = d->err_open, .mode = d->st.st_mode, .mtime = d->st.st_mtim.tv_sec,
+				.version = d->version,
 				.size = d->size, .sniff = d->sniff, .sniff_n = d->sniff_n,
 				.gzip_always = files_gzip_always, .gzip_wins = dl_gzip_wins(r, d) };
 

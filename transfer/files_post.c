@@ -27,9 +27,11 @@
 #include "base/users.h"
 #include "base/worker.h"
 #include "fs/entry.h"
+#include "fs/fguard.h"
 #include "fs/fwrite.h"
 #include "transfer/files_archive.h"
 #include "transfer/files_common.h"
+#include "transfer/files_util.h"
 #include "transfer/fsjob.h"
 #include "transfer/multipart.h"
 #include "transfer/uppump.h"
@@ -40,6 +42,9 @@ struct upload {
 	struct fs_meta meta;
 	int64_t content_length;
 	bool atomic;        /* replace by rename where it can (default) */
+	/* HTTP's preconditions on each target (RFC 9110 13.2.2); "" absent */
+	char if_match[FILES_COND_MAX];
+	char if_none_match[FILES_COND_MAX];
 
 	/* sink */
 	bool multipart;
@@ -64,7 +69,38 @@ struct upload {
 	uint64_t key;       /* the mount of the file being written */
 	bool local;         /* ... which cannot hang: closed on the loop */
 	char *resp_body;    /* the reply, once finished */
+	char etag[FS_VERSION_LEN + 3]; /* the file's, when one was written */
 };
+
+static bool up_conditional(const struct upload *up)
+{
+	return up->if_match[0] || up->if_none_match[0];
+}
+
+/* Worker: the target against If-Match / If-None-Match. 0, or 412 (and
+ * the error recorded) when a precondition fails. */
+static int up_preconditions(struct upload *up, char *msg, size_t msglen)
+{
+	char version[FS_VERSION_LEN + 1];
+	bool exists;
+	int rc = fguard_state(up->target, &exists, version);
+
+	if (rc < 0) {
+		snprintf(msg, msglen, "error checking %s: %s", up->target, go_strerror(-rc));
+		return 500;
+	}
+	return files_write_preconditions(up->if_match[0] ? up->if_match : NULL,
+					 up->if_none_match[0] ? up->if_none_match : NULL, exists, version, up->target,
+					 msg, msglen);
+}
+
+/* fwrite's last look before the rename (under the path's lock). */
+static int up_before_replace(void *arg, const char *target, char *err, size_t errlen)
+{
+	int st = up_preconditions(arg, err, errlen);
+
+	return st == 412 ? -ESTALE : st ? -EIO : 0;
+}
 
 static struct upload *up_of(struct uppump *p)
 {
@@ -120,12 +156,22 @@ static int up_fwrite_error(struct upload *up, int rc, const char *msg)
 	return up_error(up, rc == -EISDIR || rc == -ENAMETOOLONG ? 400 : rc == -ENOSPC ? 507 : 500, "%s", msg);
 }
 
-/* Open up->target for writing (fs/fwrite.h); the next jobs run on its mount. */
+/* Open up->target for writing (fs/fwrite.h); the next jobs run on its
+ * mount. A precondition that fails stops the upload before anything is
+ * written. */
 static int up_begin_file(struct upload *up)
 {
 	char err[FILES_MSGLEN];
-	int rc = fwrite_begin(&up->w, up->target, up->u.uid, up->u.gid, up->atomic, err, sizeof(err));
+	int rc;
 
+	if (up_conditional(up)) {
+		int st = up_preconditions(up, err, sizeof(err));
+		if (st)
+			return up_error(up, st, "%s", err);
+		up->w.before_replace = up_before_replace;
+		up->w.before_arg = up;
+	}
+	rc = fwrite_begin(&up->w, up->target, up->u.uid, up->u.gid, up->atomic, err, sizeof(err));
 	if (rc < 0)
 		return up_fwrite_error(up, rc, err);
 	fsjob_fd_mount(up->w.fd, &up->key, &up->local);
@@ -143,15 +189,53 @@ static int up_write(struct upload *up, const uint8_t *p, size_t n)
 	return rc < 0 ? up_fwrite_error(up, rc, err) : 0;
 }
 
+/*
+ * Into place: with preconditions, under the path's lock across their last
+ * check and the rename (fs/fguard.h). The new file's version (stamped so
+ * that it needs no wait) becomes the reply's ETag.
+ */
+static int up_commit(struct upload *up)
+{
+	char err[FILES_MSGLEN];
+	struct stat st;
+	int keep, rc;
+
+	fs_version_stamp(up->w.fd);
+	keep = dup(up->w.fd);
+	if (up_conditional(up) && fguard_lock(up->target, up->pump.job.timeout) < 0) {
+		if (keep >= 0)
+			close(keep);
+		fwrite_discard(&up->w);
+		return up_error(up, 504, "another write of %s did not finish within %g s", up->target,
+				up->pump.job.timeout);
+	}
+	rc = fwrite_commit(&up->w, &up->meta, err, sizeof(err));
+	if (up_conditional(up))
+		fguard_unlock(up->target);
+	up->etag[0] = '\0';
+	if (rc == 0 && keep >= 0 && fstat(keep, &st) == 0 && S_ISREG(st.st_mode)) {
+		char v[FS_VERSION_LEN + 1];
+		if (fs_version_settle(&st, keep, NULL))
+			fstat(keep, &st);
+		fs_version(&st, v);
+		snprintf(up->etag, sizeof(up->etag), "\"%s\"", v);
+	}
+	if (keep >= 0)
+		close(keep);
+	if (rc == -ESTALE)
+		return up_error(up, 412, "%s", err);
+	return rc < 0 ? up_fwrite_error(up, rc, err) : 0;
+}
+
 /* The file is complete: metadata, into place, and its entry in the reply. */
 static int up_finish_file(struct upload *up)
 {
-	char base[PATH_MAX], err[FILES_MSGLEN];
+	char base[PATH_MAX];
 	struct fs_meta rb;
-	int rc = fwrite_commit(&up->w, &up->meta, err, sizeof(err));
+	int rc = up_commit(up);
 
 	if (rc < 0)
-		return up_fwrite_error(up, rc, err);
+		return rc;
 
 	char **nw = realloc(up->written, (up->n_written + 1) * sizeof(*nw));
 	if (!nw)
@@ -329,8 +413,11 @@ static void up_back(struct uppump *p)
 static void up_respond(struct uppump *p, struct http_req *r)
 {
 	struct upload *up = up_of(p);
+	struct http_hdr h[1] = { { "etag", up->etag } };
 
-	http_respond(r, 200, "application/json", up->resp_body, strlen(up->resp_body), NULL, 0);
+	/* The ETag of the one file written: what If-Match takes next. */
+	http_respond(r, 200, "application/json", up->resp_body, strlen(up->resp_body), h,
+		     up->n_written == 1 && up->etag[0] ? 1 : 0);
 }
 
 static const struct uppump_ops up_pump_ops = {
@@ -433,6 +520,18 @@ static int up_params(struct upload *up, struct http_req *r, const char *uname)
 	if (http_query_get(r->query, "atomic", atomic, sizeof(atomic)) > 0)
 		up->atomic = !(strcmp(atomic, "false") == 0 || strcmp(atomic, "0") == 0);
 	up->has_path_param = http_query_get(r->query, "path", up->path_param, sizeof(up->path_param)) > 0;
+	static const char *const conds[2] = { "if-match", "if-none-match" };
+	char *dst[2] = { up->if_match, up->if_none_match };
+	for (int i = 0; i < 2; i++) {
+		const char *v = http_req_header(r, conds[i]);
+		if (!v)
+			continue;
+		if (strlen(v) >= FILES_COND_MAX || !*v) {
+			files_respond_fmt(r, 400, "invalid %s: empty or over %d bytes", conds[i], FILES_COND_MAX - 1);
+			return -1;
+		}
+		snprintf(dst[i], FILES_COND_MAX, "%s", v);
+	}
 	return 0;
 }
 

@@ -460,3 +460,63 @@ time_t files_parse_http_date(const char *s)
 	}
 	return -1;
 }
+
+/* --- entity tags --- */
+
+bool files_etag_listed(const char *field, const char *version, bool weak)
+{
+	size_t vlen = strlen(version);
+	const char *p = field;
+
+	if (!vlen)
+		return false;
+	for (;;) {
+		bool is_weak = false;
+		const char *q;
+
+		while (*p == ' ' || *p == '\t' || *p == ',')
+			p++;
+		if (!*p)
+			return false;
+		if (p[0] == 'W' && p[1] == '/') {
+			is_weak = true;
+			p += 2;
+		}
+		if (*p != '"')
+			return false; /* malformed: nothing matches */
+		q = strchr(p + 1, '"');
+		if (!q)
+			return false;
+		if ((weak || !is_weak) && (size_t)(q - p - 1) == vlen && memcmp(p + 1, version, vlen) == 0)
+			return true;
+		p = q + 1;
+	}
+}
+
+int files_write_preconditions(const char *if_match, const char *if_none_match, bool exists, const char *version,
+			      const char *path, char *msg, size_t msglen)
+{
+	if (if_match) {
+		if (!exists) {
+			snprintf(msg, msglen, "precondition failed: %s does not exist (If-Match: %s)", path, if_match);
+			return 412;
+		}
+		if (strcmp(if_match, "*") != 0 && !files_etag_listed(if_match, version, false)) {
+			snprintf(msg, msglen, "precondition failed: %s is at version \"%s\" (If-Match: %s)", path, version,
+				 if_match);
+			return 412;
+		}
+	}
+	if (if_none_match && exists) {
+		if (strcmp(if_none_match, "*") == 0) {
+			snprintf(msg, msglen, "precondition failed: %s exists (If-None-Match: *)", path);
+			return 412;
+		}
+		if (files_etag_listed(if_none_match, version, true)) {
+			snprintf(msg, msglen, "precondition failed: %s is at version \"%s\" (If-None-Match: %s)", path,
+				 version, if_none_match);
+			return 412;
+		}
+	}
+	return 0;
+}

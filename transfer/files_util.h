@@ -71,4 +71,26 @@ time_t files_parse_http_date(const char *s);
 /* IMF-fixdate of t into buf (>= 30 bytes). */
 void files_format_http_date(time_t t, char *buf, size_t len);
 
+/* The longest If-Match / If-None-Match an upload takes (400 beyond). */
+#define FILES_COND_MAX 1024
+
+/*
+ * Whether an If-Match, If-None-Match or If-Range field value (a
+ * comma-separated list of entity tags, `"x"` or `W/"x"`) names the tag
+ * of `version`. Strong comparison (If-Match, If-Range): a weak tag never
+ * matches; weak (If-None-Match): the W/ is ignored. `*` is the caller's
+ * to look at; an empty version never matches, nor does a malformed list.
+ */
+bool files_etag_listed(const char *field, const char *version, bool weak);
+
+/*
+ * The preconditions of a write (RFC 9110 13.2.2, for POST /files) against
+ * the target's state: `if_match` and `if_none_match` are the field values
+ * (NULL when absent), `exists` and `version` the target's ("" for no
+ * version). Returns 0 when the write may go on, 412 when not, with the
+ * reason in msg.
+ */
+int files_write_preconditions(const char *if_match, const char *if_none_match, bool exists, const char *version,
+			      const char *path, char *msg, size_t msglen);
+
 #endif

@@ -178,6 +178,48 @@ Test(dlplan, conditions_304_412)
 	cr_assert_eq(plan.kind, DLPLAN_BODY);
 }
 
+#define VERSION "0123456789abcdef0123456789abcdef"
+#define ETAG "\"" VERSION "\""
+
+Test(dlplan, etag_conditions)
+{
+	struct dlplan_in in = file_in(10);
+
+	in.version = VERSION;
+	PLAN(&in, NULL);
+	cr_assert_eq(plan.kind, DLPLAN_BODY);
+	cr_assert_str_eq(hdr("etag"), ETAG, "the version, strong");
+
+	PLAN(&in, "if-none-match", ETAG, NULL);
+	cr_assert_eq(plan.status, 304);
+	cr_assert_str_eq(hdr("etag"), ETAG);
+	cr_assert_null(hdr("last-modified"), "a 304 with an ETag drops Last-Modified, as Go's");
+	PLAN(&in, "if-none-match", "\"old\", W/" ETAG, NULL);
+	cr_assert_eq(plan.status, 304, "If-None-Match compares weakly, any of a list");
+	PLAN(&in, "if-none-match", "\"old\"", "if-modified-since", "Tue, 14 Nov 2023 22:13:20 GMT", NULL);
+	cr_assert_eq(plan.kind, DLPLAN_BODY, "If-None-Match given: If-Modified-Since is not looked at");
+
+	PLAN(&in, "if-match", ETAG, NULL);
+	cr_assert_eq(plan.kind, DLPLAN_BODY);
+	PLAN(&in, "if-match", "\"old\"", NULL);
+	cr_assert_eq(plan.status, 412);
+	cr_assert_str_eq(hdr("etag"), ETAG, "the 412 tells the current one");
+	PLAN(&in, "if-match", "W/" ETAG, NULL);
+	cr_assert_eq(plan.status, 412, "If-Match compares strongly");
+	PLAN(&in, "if-match", "\"old\"", "accept-encoding", "gzip", NULL);
+	cr_assert_eq(plan.status, 412, "a condition asks for identity, also If-Match");
+
+	PLAN(&in, "range", "bytes=0-1", "if-range", ETAG, NULL);
+	cr_assert_eq(plan.status, 206, "If-Range with the current ETag: the range");
+	PLAN(&in, "range", "bytes=0-1", "if-range", "\"old\"", NULL);
+	cr_assert_eq(plan.status, 200, "If-Range with another: the whole file");
+
+	in.gzip_always = true;
+	PLAN(&in, "accept-encoding", "gzip", NULL);
+	cr_assert_eq(plan.kind, DLPLAN_GZIP);
+	cr_assert_str_eq(hdr("etag"), "W/" ETAG, "a gzip body: weak, its bytes vary with the level");
+}
+
 Test(dlplan, unsatisfiable_range_416)
 {
 	struct dlplan_in in = file_in(50);

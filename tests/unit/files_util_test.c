@@ -160,3 +160,41 @@ Test(files_util, http_dates)
 	cr_assert_eq(files_parse_http_date("Sun Nov  6 08:49:37 1994"), 784111777);
 	cr_assert_eq(files_parse_http_date("yesterday"), -1);
 }
+
+Test(files_util, etag_lists)
+{
+	const char *v = "0123456789abcdef0123456789abcdef";
+
+	cr_assert(files_etag_listed("\"0123456789abcdef0123456789abcdef\"", v, false));
+	cr_assert(files_etag_listed("\"x\", \"0123456789abcdef0123456789abcdef\"", v, false), "any of a list");
+	cr_assert(files_etag_listed(" \"x\" ,\t\"0123456789abcdef0123456789abcdef\" ", v, false), "with spaces");
+	cr_assert_not(files_etag_listed("W/\"0123456789abcdef0123456789abcdef\"", v, false), "strong: weak never");
+	cr_assert(files_etag_listed("W/\"0123456789abcdef0123456789abcdef\"", v, true), "weak: W/ ignored");
+	cr_assert_not(files_etag_listed("\"0123456789abcdef0123456789abcde\"", v, true), "a prefix is not the tag");
+	cr_assert_not(files_etag_listed("0123456789abcdef0123456789abcdef", v, true), "unquoted: malformed");
+	cr_assert_not(files_etag_listed("\"\"", "", true), "no version matches nothing");
+	cr_assert_not(files_etag_listed("\"unterminated", v, true));
+}
+
+Test(files_util, write_preconditions)
+{
+	const char *v = "0123456789abcdef0123456789abcdef";
+	char msg[512];
+
+	cr_assert_eq(files_write_preconditions(NULL, NULL, true, v, "/f", msg, sizeof(msg)), 0);
+	cr_assert_eq(files_write_preconditions("\"0123456789abcdef0123456789abcdef\"", NULL, true, v, "/f", msg,
+					       sizeof(msg)),
+		     0);
+	cr_assert_eq(files_write_preconditions("\"other\"", NULL, true, v, "/f", msg, sizeof(msg)), 412);
+	cr_assert(strstr(msg, "/f is at version \"0123456789abcdef0123456789abcdef\""), "%s", msg);
+	cr_assert_eq(files_write_preconditions("*", NULL, true, v, "/f", msg, sizeof(msg)), 0);
+	cr_assert_eq(files_write_preconditions("*", NULL, false, "", "/f", msg, sizeof(msg)), 412, "* needs a file");
+	cr_assert_eq(files_write_preconditions("\"x\"", NULL, false, "", "/f", msg, sizeof(msg)), 412);
+	cr_assert_eq(files_write_preconditions(NULL, "*", false, "", "/f", msg, sizeof(msg)), 0, "create only");
+	cr_assert_eq(files_write_preconditions(NULL, "*", true, v, "/f", msg, sizeof(msg)), 412);
+	cr_assert_str_eq(msg, "precondition failed: /f exists (If-None-Match: *)");
+	cr_assert_eq(files_write_preconditions(NULL, "W/\"0123456789abcdef0123456789abcdef\"", true, v, "/f", msg,
+					       sizeof(msg)),
+		     412, "If-None-Match compares weakly");
+	cr_assert_eq(files_write_preconditions(NULL, "\"x\"", true, v, "/f", msg, sizeof(msg)), 0);
+}
