@@ -92,6 +92,38 @@ static void edit_name(char *out, size_t len, size_t i, size_t n)
 		out[0] = '\0';
 }
 
+/*
+ * The next occurrence of op's old text in [p, end), or NULL. memmem is
+ * linear, but a sanitizer's memmem checks the whole haystack it is given
+ * at every call, which for dense matches (a one-byte oldText, replaceAll)
+ * is quadratic: the haystack is a window that doubles while nothing is
+ * found and starts small again after a match. *win carries it between
+ * calls (0 to start).
+ */
+#define FIND_WIN_MIN 4096
+static const char *find_next(const char *p, const char *end, const struct fs_edit_op *op, size_t *win)
+{
+	size_t m = op->old_len;
+
+	if (*win < FIND_WIN_MIN)
+		*win = FIND_WIN_MIN;
+	while ((size_t)(end - p) >= m) {
+		size_t span = (size_t)(end - p) < *win + m ? (size_t)(end - p) : *win + m;
+		const char *hit = memmem(p, span, op->old_text, m);
+		if (hit) {
+			*win = FIND_WIN_MIN;
+			return hit;
+		}
+		if (span == (size_t)(end - p))
+			return NULL;
+		p += span - m + 1; /* an occurrence across the edge starts here or later */
+		if (*win < (SIZE_MAX >> 2))
+			*win *= 2;
+		worker_progress();
+	}
+	return NULL;
+}
+
 /* Occurrences of op's old text in s[0..len), left to right, not
  * overlapping; the first EDIT_LINES_SHOWN lines where they are, and
  * whether there are more such lines. Lines are counted only up to the
@@ -99,30 +131,26 @@ static void edit_name(char *out, size_t len, size_t i, size_t n)
 static size_t count_occurrences(const char *s, size_t len, const struct fs_edit_op *op, size_t *lines, size_t *n_lines,
 				bool *more)
 {
-	size_t count = 0, line = 1;
+	size_t count = 0, line = 1, win = 0;
 	const char *p = s, *end = s + len, *scanned = s;
 
 	*n_lines = 0;
 	*more = false;
-	while ((size_t)(end - p) >= op->old_len) {
-		const char *hit = memmem(p, (size_t)(end - p), op->old_text, op->old_len);
-		if (!hit)
-			break;
+	for (const char *hit; (hit = find_next(p, end, op, &win)); p = hit + op->old_len) {
 		count++;
-		if (!*more) {
-			size_t at = line;
-			for (const char *q = scanned; (q = memchr(q, '\n', (size_t)(hit - q))); q++)
-				at++;
-			scanned = hit;
-			line = at;
-			if (*n_lines && lines[*n_lines - 1] == at)
-				; /* another on the same line */
-			else if (*n_lines < EDIT_LINES_SHOWN)
-				lines[(*n_lines)++] = at;
-			else
-				*more = true;
-		}
-		p = hit + op->old_len;
+		if (*more)
+			continue;
+		size_t at = line;
+		for (const char *q = scanned; (q = memchr(q, '\n', (size_t)(hit - q))); q++)
+			at++;
+		scanned = hit;
+		line = at;
+		if (*n_lines && lines[*n_lines - 1] == at)
+			continue; /* another on the same line */
+		if (*n_lines < EDIT_LINES_SHOWN)
+			lines[(*n_lines)++] = at;
+		else
+			*more = true;
 	}
 	return count;
 }
@@ -175,8 +203,9 @@ static int replace(const char *s, size_t len, const struct fs_edit_op *op, size_
 	if ((rc = take_buf(new_len, out, msg, msglen, which)) < 0)
 		return rc;
 	w = *out;
+	size_t win = 0;
 	for (size_t i = 0; i < count; i++) {
-		const char *hit = memmem(p, (size_t)(end - p), op->old_text, op->old_len);
+		const char *hit = find_next(p, end, op, &win);
 		memcpy(w, p, (size_t)(hit - p));
 		w += hit - p;
 		memcpy(w, op->new_text, op->new_len);
@@ -257,6 +286,7 @@ int fs_edit_apply(const char *src, size_t len, bool present, const struct fs_edi
 		cur = next;
 		cur_len = next_len;
 		replacements += count;
+		worker_progress(); /* a job without a client deadline is bounded by its stalls */
 	}
 	out->replacements = replacements > UINT32_MAX ? UINT32_MAX : (uint32_t)replacements;
 	out->changed = owned && (created || cur_len != len || (len && memcmp(owned, src, len) != 0));
@@ -419,15 +449,20 @@ static int write_result(struct edit_job *j, const struct edit_try *t, const stru
 
 	if (t->present) {
 		/* The replacement keeps the owner; a user who could not give
-		 * it back (not the owner, or not in the file's group) and a
-		 * file with other names are written in place, as uploads do
-		 * for the latter. */
+		 * it back (not the owner, or not in the file's group), one who
+		 * may write the file but not its directory, and a file with
+		 * other names (as uploads do) are written in place. */
 		uid = st0->st_uid;
 		gid = st0->st_gid;
 		if (j->id.uid != 0 && (st0->st_uid != j->id.uid || !in_groups(j, st0->st_gid)))
 			atomic = false;
 		if (st0->st_nlink > 1)
 			atomic = false;
+		char dir[PATH_MAX];
+		fs_path_dir(j->target, dir, sizeof(dir));
+		rc = may(dir, W_OK | X_OK);
+		if (rc < 0 && rc != -ENOSYS)
+			atomic = false; /* no temporary can be made beside it */
 		if (!atomic && j->id.uid != 0) {
 			uid = (uid_t)-1; /* chown(-1, -1): nothing to change, nothing refused */
 			gid = (gid_t)-1;

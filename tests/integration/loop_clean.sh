@@ -71,6 +71,11 @@ expect_match "Glob" '"name":"n.txt"' "$(rpc Glob "{\"path\":\"$M/tree\",\"patter
 expect_match "ReadLines" 'needle in the tree' "$(rpc ReadLines "{\"path\":\"$M/tree/a/b/n.txt\"}")"
 stream filesystem.Filesystem/Grep "{\"path\":\"$M/tree\",\"pattern\":\"needle\"}" "$T/grep.out" 60000
 check "Grep" grep -q 'needle in the tree' "$T/grep.out"
+expect_match "Edit" '"replacements":1' \
+	"$(rpc Edit "{\"path\":\"$M/tree/a/b/n.txt\",\"edits\":[{\"oldText\":\"needle\",\"newText\":\"pin\"}]}")"
+check "the edit landed" grep -q 'pin in the tree' "$M/tree/a/b/n.txt"
+expect_match "GET /files with If-None-Match" '^304$' \
+	"$(curl -s -o /dev/null -w '%{http_code}' -m 300 -H 'If-None-Match: *' "$ENVD_URL/files?path=$M/moved.txt")"
 wid=$(rpc CreateWatcher "{\"path\":\"$M/made\",\"allowNetworkMounts\":true}" |
 	"$PY" -c 'import json,sys; print(json.load(sys.stdin).get("watcherId",""))')
 expect_match "CreateWatcher" '^w' "$wid"

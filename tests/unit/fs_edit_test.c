@@ -122,6 +122,43 @@ Test(edit_apply, empty_old_text_creates_or_fills)
 	cr_assert_str_eq(msg, "file not found: f.txt");
 }
 
+/* Occurrences are searched in windows that grow: one across any edge of
+ * them is found, dense or sparse. */
+Test(edit_apply, found_across_search_windows)
+{
+	static const size_t at[] = { 0, 4093, 4094 + 6, 12290, 40000, 65530, 99990 };
+	struct fs_edit_op ops[] = { OP_ALL("NEEDLE", "pin") };
+	size_t n = 100000, want = n;
+	char *src = malloc(n + 1), *exp = malloc(n + 1);
+
+	memset(src, 'x', n);
+	src[n] = '\0';
+	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
+		memcpy(src + at[i], "NEEDLE", 6);
+	size_t k = 0;
+	for (size_t i = 0; i < n;) {
+		if (i + 6 <= n && !memcmp(src + i, "NEEDLE", 6)) {
+			memcpy(exp + k, "pin", 3);
+			k += 3;
+			i += 6;
+			want -= 3;
+		} else {
+			exp[k++] = src[i++];
+		}
+	}
+	cr_assert_eq(fs_edit_apply(src, n, true, ops, 1, n, NULL, &res, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(res.replacements, 7);
+	cr_assert_eq(res.len, want);
+	cr_assert_eq(memcmp(res.buf, exp, want), 0);
+	fs_edit_result_free(&res);
+	struct fs_edit_op dense[] = { OP_ALL("x", "yy") };
+	cr_assert_eq(fs_edit_apply(src, n, true, dense, 1, 2 * n, NULL, &res, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(res.replacements, n - 7 * 6);
+	fs_edit_result_free(&res);
+	free(src);
+	free(exp);
+}
+
 Test(edit_apply, nothing_changed)
 {
 	struct fs_edit_op ops[] = { OP("same", "same") };
