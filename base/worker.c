@@ -622,7 +622,7 @@ int worker_run(const struct worker_req *req)
 		if (j->key_slot >= 0)
 			mine -= worker_keys[j->key_slot].stuck;
 		bool free_hands = awake > n_running - n_stuck;
-		if (awake == 0 || (!free_hands && mine == 0) || (awake < cpu_cap && n_queued > awake)) {
+		if (awake == 0 || (!free_hands && (mine == 0 || req->spread)) || (awake < cpu_cap && n_queued > awake)) {
 			if (n_idle)
 				waking = pop_idle();
 			else if (n_threads < WORKER_THREADS_MAX)

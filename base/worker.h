@@ -89,6 +89,11 @@ struct worker_req {
 	 * tree that keeps moving ends when it is done; one stuck on a hung
 	 * mount ends between one and two timeouts after its last step. */
 	bool stall;
+	/* One of several jobs meant to run at the same time (the walk jobs
+	 * of a Glob or Grep): a thread is woken for it even while one runs a
+	 * job of its key, which would otherwise be expected back for it and
+	 * only take it once its own (long) job is done. */
+	bool spread;
 };
 
 /* On a pool thread, from work(): the job took a step (an entry listed or

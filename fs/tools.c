@@ -248,6 +248,113 @@ static void heap_free(struct heap *h)
 	memset(h, 0, sizeof(*h));
 }
 
+/* --- scanners and cursors kept between calls --- */
+
+/*
+ * Scanners (each with its SCAN_WINDOW window) and walk cursors (each with
+ * its listing buffer) are kept from one call to the next, at most
+ * TOOLS_WORKERS of each: musl's allocator maps blocks that size at every
+ * malloc and unmaps them at every free, and on a small tree those system
+ * calls, page faults and TLB shootdowns cost more than the search itself.
+ * Freed after TOOLS_KEEP_IDLE_S without a call. Loop thread.
+ */
+#define TOOLS_KEEP_IDLE_S 30.0
+/* The tool structs themselves (some 27 KiB each) likewise, two of them. */
+#define TOOLS_KEEP_TOOLS 2
+
+static struct scanner *kept_sc[TOOLS_WORKERS];
+static struct walk_cursor *kept_cur[TOOLS_WORKERS];
+static struct tool *kept_tool[TOOLS_KEEP_TOOLS];
+static unsigned n_kept_sc, n_kept_cur, n_kept_tool;
+static ev_timer keep_timer;
+static bool keep_timer_init;
+
+static void keep_drop_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	while (n_kept_sc)
+		scanner_free(kept_sc[--n_kept_sc]);
+	while (n_kept_cur)
+		walk_cursor_free(kept_cur[--n_kept_cur]);
+	while (n_kept_tool)
+		free(kept_tool[--n_kept_tool]);
+	ev_timer_stop(loop, w);
+}
+
+static void keep_touch(void)
+{
+	if (!keep_timer_init) {
+		ev_init(&keep_timer, keep_drop_cb);
+		keep_timer.repeat = TOOLS_KEEP_IDLE_S;
+		keep_timer_init = true;
+	}
+	ev_timer_again(envd_loop, &keep_timer);
+}
+
+static struct scanner *scanner_take(const struct pattern *p, const struct scan_opts *o)
+{
+	while (n_kept_sc) {
+		struct scanner *s = kept_sc[--n_kept_sc];
+		if (scanner_rebind(s, p, o) == 0)
+			return s;
+		scanner_free(s);
+	}
+	return scanner_new(p, o);
+}
+
+static void scanner_give(struct scanner *s)
+{
+	if (!s)
+		return;
+	if (n_kept_sc == TOOLS_WORKERS) {
+		scanner_free(s);
+		return;
+	}
+	kept_sc[n_kept_sc++] = s;
+	keep_touch();
+}
+
+static struct tool *tool_alloc(void)
+{
+	if (n_kept_tool) {
+		struct tool *t = kept_tool[--n_kept_tool];
+		memset(t, 0, sizeof(*t));
+		return t;
+	}
+	return calloc(1, sizeof(struct tool));
+}
+
+static void tool_dealloc(struct tool *t)
+{
+	if (n_kept_tool < TOOLS_KEEP_TOOLS)
+		kept_tool[n_kept_tool++] = t;
+	else
+		free(t);
+}
+
+static struct walk_cursor *cursor_take(struct walk *w)
+{
+	if (n_kept_cur) {
+		struct walk_cursor *c = kept_cur[--n_kept_cur];
+		walk_cursor_attach(c, w);
+		return c;
+	}
+	return walk_cursor_new(w);
+}
+
+/* Before its walk is freed. */
+static void cursor_give(struct walk_cursor *c)
+{
+	if (!c)
+		return;
+	if (n_kept_cur == TOOLS_WORKERS) {
+		walk_cursor_free(c);
+		return;
+	}
+	walk_cursor_detach(c);
+	kept_cur[n_kept_cur++] = c;
+	keep_touch();
+}
+
 /* --- the tool's life --- */
 
 static void tool_free(struct tool *t)
@@ -256,8 +363,8 @@ static void tool_free(struct tool *t)
 		struct tool_worker *w = &t->w[i];
 		if (w->in_file)
 			close(w->fd);
-		walk_cursor_free(w->cur);
-		scanner_free(w->sc);
+		cursor_give(w->cur);
+		scanner_give(w->sc);
 		free(w->batch);
 	}
 	if (ev_is_active(&t->async))
@@ -273,7 +380,8 @@ static void tool_free(struct tool *t)
 	free(t->out);
 	rpc_encoded_free(&t->enc);
 	pthread_mutex_destroy(&t->mu);
-	free(t);
+	tool_dealloc(t);
+	keep_touch();
 }
 
 /* A parked job's file is closed on a worker: close() of a file on a
@@ -362,7 +470,8 @@ static int submit(struct tool_worker *w)
 			left = 0.001;
 	}
 	int rc = worker_run(&(struct worker_req){ .work = job_work, .done = job_done, .expired = job_expired,
-						  .arg = w, .key = t->key, .timeout = left, .stall = t->stall });
+						  .arg = w, .key = t->key, .timeout = left, .stall = t->stall,
+						  .spread = true });
 	if (rc < 0)
 		return rc;
 	w->running = true;
@@ -493,7 +602,7 @@ static int open_entry(const struct walk_entry *e)
 	int fd;
 
 	if (e->explicit_file)
-		fd = open(e->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+		fd = openat(AT_FDCWD, e->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	else
 		fd = openat(e->dirfd, e->name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
 	return fd < 0 ? -errno : fd;
@@ -891,7 +1000,7 @@ static unsigned nprocs(void)
  * the call was answered. */
 static struct tool *tool_new(struct rpc_call *call, enum tool_kind kind, const char *req_path)
 {
-	struct tool *t = calloc(1, sizeof(*t));
+	struct tool *t = tool_alloc();
 	struct user u;
 
 	if (!t) {
@@ -899,7 +1008,7 @@ static struct tool *tool_new(struct rpc_call *call, enum tool_kind kind, const c
 		return NULL;
 	}
 	if (caller_of(call, req_path, &u, t->root, sizeof(t->root)) < 0) {
-		free(t);
+		tool_dealloc(t);
 		return NULL;
 	}
 	t->kind = kind;
@@ -932,10 +1041,10 @@ static void tool_start(struct rpc_call *call, struct tool *t)
 	for (unsigned i = 0; i < t->nworkers; i++) {
 		struct tool_worker *w = &t->w[i];
 		w->t = t;
-		w->cur = walk_cursor_new(t->walk);
+		w->cur = cursor_take(t->walk);
 		if (!w->cur)
 			goto nomem;
-		if (t->kind == TOOL_GREP && !(w->sc = scanner_new(t->pat, &t->so)))
+		if (t->kind == TOOL_GREP && !(w->sc = scanner_take(t->pat, &t->so)))
 			goto nomem;
 	}
 	ev_async_start(envd_loop, &t->async);
@@ -1150,7 +1259,7 @@ static void read_lines(struct read_job *j)
 	char *buf;
 	int fd, rc;
 
-	fd = open(j->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	fd = openat(AT_FDCWD, j->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
 		int e = errno;
 		if (e == ENOENT)

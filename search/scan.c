@@ -179,12 +179,9 @@ size_t scan_count_lines(const char *s, size_t n)
 
 /* --- scanner --- */
 
-struct scanner *scanner_new(const struct pattern *p, const struct scan_opts *o)
+/* The pattern, the options within their bounds, a matcher of its own. */
+static int scanner_bind(struct scanner *s, const struct pattern *p, const struct scan_opts *o)
 {
-	struct scanner *s = calloc(1, sizeof(*s));
-
-	if (!s)
-		return NULL;
 	s->p = p;
 	s->o = *o;
 	if (s->o.before > SCAN_CONTEXT_MAX)
@@ -195,14 +192,29 @@ struct scanner *scanner_new(const struct pattern *p, const struct scan_opts *o)
 		s->o.max_line = SCAN_LINE_MAX;
 	if (s->o.mode != SCAN_CONTENT)
 		s->o.before = s->o.after = 0;
+	pattern_matcher_free(s->m);
 	s->m = pattern_matcher_new(p);
+	s->fd = -1;
+	return s->m ? 0 : -ENOMEM;
+}
+
+struct scanner *scanner_new(const struct pattern *p, const struct scan_opts *o)
+{
+	struct scanner *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
 	s->buf = malloc(SCAN_WINDOW);
-	if (!s->m || !s->buf) {
+	if (!s->buf || scanner_bind(s, p, o) < 0) {
 		scanner_free(s);
 		return NULL;
 	}
-	s->fd = -1;
 	return s;
+}
+
+int scanner_rebind(struct scanner *s, const struct pattern *p, const struct scan_opts *o)
+{
+	return scanner_bind(s, p, o);
 }
 
 void scanner_free(struct scanner *s)

@@ -90,6 +90,12 @@ struct scanner;
 
 struct scanner *scanner_new(const struct pattern *p, const struct scan_opts *o);
 void scanner_free(struct scanner *s);
+/*
+ * A scanner kept for another search (its window and line buffers are
+ * allocated once): bound to pattern p and options o anew. Not in the
+ * middle of a file. 0, or -ENOMEM (then only scanner_free may follow).
+ */
+int scanner_rebind(struct scanner *s, const struct pattern *p, const struct scan_opts *o);
 /* Begin a file (fd is borrowed until scanner_run() says SCAN_DONE or an
  * error). */
 void scanner_start(struct scanner *s, int fd);

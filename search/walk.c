@@ -162,6 +162,8 @@ static void release_dir(struct walk_cursor *c)
 /* The cursor's counts into the walk's. */
 static void flush_stats(struct walk_cursor *c)
 {
+	if (!c->w)
+		return;
 	pthread_mutex_lock(&c->w->mu);
 	c->w->st.dirs += c->st.dirs;
 	c->w->st.dirs_denied += c->st.dirs_denied;
@@ -176,10 +178,26 @@ void walk_cursor_free(struct walk_cursor *c)
 {
 	if (!c)
 		return;
-	release_dir(c);
-	flush_stats(c);
+	walk_cursor_detach(c);
 	free(c->buf);
 	free(c);
+}
+
+void walk_cursor_detach(struct walk_cursor *c)
+{
+	if (!c->w)
+		return;
+	release_dir(c);
+	flush_stats(c);
+	c->w = NULL;
+	c->buflen = c->bufpos = 0;
+	c->more = false;
+}
+
+void walk_cursor_attach(struct walk_cursor *c, struct walk *w)
+{
+	c->w = w;
+	c->fd = -1;
 }
 
 void walk_get_stats(struct walk *w, struct walk_stats *st)
@@ -282,7 +300,8 @@ static int ancestors(struct walk *w)
 			break;
 		memcpy(dir, w->root, next);
 		dir[next] = '\0';
-		int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		/* openat: musl's open() follows O_CLOEXEC with an fcntl */
+		int fd = openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (fd >= 0) {
 			struct stat st;
 			bool has_git = fstatat(fd, ".git", &st, 0) == 0;
@@ -409,7 +428,7 @@ static int open_dir(struct walk_cursor *c)
 
 	/* the root may be a symbolic link to a directory (a path named
 	 * explicitly is followed, as ripgrep does); nothing below it is */
-	c->fd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (is_root ? 0 : O_NOFOLLOW));
+	c->fd = openat(AT_FDCWD, d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (is_root ? 0 : O_NOFOLLOW));
 	if (c->fd < 0) {
 		rc = -errno;
 		if (rc == -EACCES || rc == -EPERM)

@@ -100,6 +100,13 @@ bool walk_stopped(const struct walk *w);
 struct walk_cursor *walk_cursor_new(struct walk *w);
 /* Gives back the directory the cursor holds, if any. */
 void walk_cursor_free(struct walk_cursor *c);
+/*
+ * A cursor kept for another walk (its listing buffer is allocated once):
+ * walk_cursor_detach() lets go of its walk as walk_cursor_free() would
+ * (before that walk is freed), walk_cursor_attach() gives it the next.
+ */
+void walk_cursor_detach(struct walk_cursor *c);
+void walk_cursor_attach(struct walk_cursor *c, struct walk *w);
 
 int walk_next(struct walk_cursor *c, struct walk_entry *e);
 

@@ -348,3 +348,38 @@ Test(scan, context_against_a_naive_search, .timeout = 120)
 		free(t);
 	}
 }
+
+/* A scanner kept for another search (scanner_rebind): the new pattern
+ * and options, nothing of the last file. */
+Test(scan, rebound_to_another_pattern)
+{
+	struct pattern_opts po = { 0 };
+	struct pattern *a, *b;
+	char err[128];
+	struct scan_opts o = { .mode = SCAN_CONTENT };
+	struct got g = { .w = 0 };
+	int fd = file_with(T, strlen(T)), rc;
+
+	cr_assert_eq(pattern_compile("x", 1, &po, &a, err, sizeof(err)), 0);
+	cr_assert_eq(pattern_compile("sun", 3, &po, &b, err, sizeof(err)), 0);
+	struct scanner *s = scanner_new(a, &o);
+	scanner_start(s, fd);
+	while ((rc = scanner_run(s, collect, &g)) == SCAN_PAUSED)
+		;
+	cr_assert_eq(scanner_result(s)->matches, 3);
+	o.before = 1;
+	cr_assert_eq(scanner_rebind(s, b, &o), 0);
+	lseek(fd, 0, SEEK_SET);
+	g.w = 0;
+	g.s[0] = '\0';
+	scanner_start(s, fd);
+	while ((rc = scanner_run(s, collect, &g)) == SCAN_PAUSED)
+		;
+	cr_assert_eq(rc, SCAN_DONE);
+	cr_assert_eq(scanner_result(s)->matches, 1);
+	cr_assert_str_eq(g.s, "6:1:sun b5;");
+	scanner_free(s);
+	pattern_free(a);
+	pattern_free(b);
+	close(fd);
+}

@@ -256,3 +256,36 @@ Test(walk, missing_root)
 	walk_cursor_free(c);
 	walk_free(w);
 }
+
+/* A cursor kept from one walk for the next (detach, attach) lists the
+ * second walk whole, as a fresh one does. */
+Test(walk, cursor_kept_for_another_walk)
+{
+	struct walk_opts o = { 0 };
+	char path[256];
+	struct walk_entry e;
+	size_t first = 0, second = 0, fresh = 0;
+
+	snprintf(path, sizeof(path), "%s/repo", root);
+	struct walk *w1 = walk_new(path, &o);
+	struct walk_cursor *c = walk_cursor_new(w1);
+	while (walk_next(c, &e) == 1)
+		first++;
+	walk_cursor_detach(c);
+	walk_free(w1);
+	struct walk *w2 = walk_new(path, &o);
+	walk_cursor_attach(c, w2);
+	while (walk_next(c, &e) == 1)
+		second++;
+	walk_cursor_free(c);
+	walk_free(w2);
+	struct walk *w3 = walk_new(path, &o);
+	c = walk_cursor_new(w3);
+	while (walk_next(c, &e) == 1)
+		fresh++;
+	walk_cursor_free(c);
+	walk_free(w3);
+	cr_assert_gt(first, 0);
+	cr_assert_eq(second, first);
+	cr_assert_eq(fresh, first);
+}

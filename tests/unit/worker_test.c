@@ -476,3 +476,27 @@ Test(worker, shrinks_under_a_light_steady_load, .timeout = 300)
 	}
 	cr_assert_eq(st.threads, WORKER_THREADS_CORE);
 }
+
+/*
+ * A job submitted with .spread while a job of its key runs gets a thread
+ * of its own: it starts while the first still runs, rather than waiting
+ * for that thread to come back (the walk jobs of a Grep run side by side).
+ */
+Test(worker, spread_jobs_run_side_by_side)
+{
+	static atomic_int gate;
+	static struct hjob first = { .gate = &gate }, second = { .gate = &gate };
+
+	h_seq = h_done_count = 0;
+	atomic_store(&h_started, 0);
+	cr_assert_eq(h_run_counted(&first, 4242, 0), 0);
+	want_started = 1;
+	cr_assert(spin_until(started_enough, 300));
+	struct worker_req r = { .work = h_work_counted, .done = h_done, .arg = &second, .key = 4242, .spread = true };
+	cr_assert_eq(worker_run(&r), 0);
+	want_started = 2;
+	cr_assert(spin_until(started_enough, 300), "the second runs while the first still blocks");
+	atomic_store(&gate, 1);
+	h_wait(2, 300);
+	cr_assert(first.done && second.done);
+}
