@@ -135,3 +135,64 @@ test('missing path: not_found', async () => {
   await assert.rejects(tools.glob('*', { path: `${rel}/nope` }), (e) => e.code === 'not_found')
   await assert.rejects(tools.readLines(`${rel}/nope.txt`), (e) => e.code === 'not_found')
 })
+
+test('edit: exact text replaced, all or none, the version as Stat gives it', async () => {
+  const p = `${rel}/src/edit.ts`
+  await sbx.files.write(p, 'const a = 1\r\nconst b = 2\r\n')
+  const r = await tools.edit(p, [{ oldText: 'a = 1', newText: 'a = 10' }, { oldText: 'b = 2', newText: 'b = 20' }])
+  assert.equal(r.replacements, 2)
+  assert.equal(await sbx.files.read(p), 'const a = 10\r\nconst b = 20\r\n')
+  assert.equal(r.version, (await tools.stat(p)).version)
+  await assert.rejects(tools.edit(p, [{ oldText: 'a = 10', newText: 'x' }, { oldText: 'nowhere', newText: 'y' }]),
+    (e) => e.code === 'failed_precondition' && /not found/.test(e.message))
+  assert.equal(await sbx.files.read(p), 'const a = 10\r\nconst b = 20\r\n', 'nothing of a failed call lands')
+  await assert.rejects(tools.edit(p, { oldText: 'const', newText: 'let' }),
+    (e) => e.code === 'failed_precondition' && /found 2 times/.test(e.message))
+  const all = await tools.edit(p, { oldText: 'const', newText: 'let', replaceAll: true })
+  assert.equal(all.replacements, 2)
+})
+
+test('edit with ifVersion: from readLines; a change since is aborted', async () => {
+  const p = `${rel}/src/guarded.ts`
+  await sbx.files.write(p, 'v1\n')
+  const { version } = await tools.readLines(p)
+  await sbx.files.write(p, 'v2\n')
+  await assert.rejects(tools.edit(p, { oldText: 'v', newText: 'V' }, { ifVersion: version }), (e) => e.code === 'aborted')
+  assert.equal(await sbx.files.read(p), 'v2\n')
+  const now = await tools.readLines(p)
+  const r = await tools.edit(p, { oldText: 'v2', newText: 'v3' }, { ifVersion: now.version })
+  assert.notEqual(r.version, now.version)
+  const created = await tools.edit(`${rel}/src/new-by-edit.ts`, { oldText: '', newText: 'created\n' })
+  assert.equal(created.replacements, 1)
+  assert.equal(await sbx.files.read(`${rel}/src/new-by-edit.ts`), 'created\n')
+})
+
+test('readFile and writeFile: whole files with their versions, writes conditional on them', async () => {
+  const p = `${rel}/src/whole.txt`
+  const w = await tools.writeFile(p, 'first\n')
+  const r = await tools.readFile(p, { encoding: 'utf8' })
+  assert.equal(r.content, 'first\n')
+  assert.equal(r.version, w.version)
+  assert.equal(r.version, (await tools.stat(p)).version)
+  const w2 = await tools.writeFile(p, 'second\n', { ifVersion: r.version })
+  await assert.rejects(tools.writeFile(p, 'third\n', { ifVersion: r.version }), (e) => e.status === 412)
+  assert.equal(await sbx.files.read(p), 'second\n')
+  await assert.rejects(tools.writeFile(p, 'again\n', { create: true }), (e) => e.status === 412)
+  await tools.writeFile(`${rel}/src/only-once.txt`, 'x', { create: true })
+  const e = await tools.edit(p, { oldText: 'second', newText: 'edited' }, { ifVersion: w2.version })
+  assert.ok(e.version)
+})
+
+test('the official SDK sends no HTTP conditionals of its own', async () => {
+  const { readFileSync } = await import('node:fs')
+  const { createRequire } = await import('node:module')
+  const main = createRequire(import.meta.url).resolve('e2b')
+  const src = readFileSync(main, 'utf8')
+  assert.doesNotMatch(src, /if-match|if-none-match|if-unmodified-since|if-range/i)
+})
+
+test('calls reuse their connections', async () => {
+  for (let i = 0; i < 20; i++) await tools.readLines(`${rel}/src/a.ts`, { limit: 1 })
+  const open = Object.values(tools.agent.sockets).flat().length + Object.values(tools.agent.freeSockets).flat().length
+  assert.ok(open >= 1 && open <= 8, `${open} connections`)
+})
