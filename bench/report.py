@@ -547,6 +547,24 @@ def build(raw, flag):
               env_id="tools", errors=err)
         R.add(sec, "envd peak RSS after the Globs too", t["rss_peak_kib"], None, "no anchor", "KiB", "lower", "tools",
               env_id="tools", errors=err)
+        if "edit_rtt" in t:
+            f = t["edit_rtt"]
+            R.add(sec, "Edit round trip on %s (a 200-line file, one replacement, written), p50 of %d" % (f["fs"], f["n"]),
+                  f["edit_p50_us"], f["stat_p50_us"], "Stat round trip, same connection, interleaved", "us", "lower",
+                  "tools", target=1.5, env_id="tools", anchor_id="tools", errors=err)
+        if "edit_rtt_disk" in t:
+            f = t["edit_rtt_disk"]
+            R.add(sec, "the same Edit on the tree's disk (%s), p50 of %d" % (f["fs"], f["n"]), f["edit_p50_us"],
+                  f["stat_p50_us"], "Stat round trip, interleaved", "us", "lower", "tools", env_id="tools",
+                  anchor_id="tools", errors=err)
+            R.add(sec, "... of which the disk's replace by rename alone (a temporary written and renamed), p50",
+                  f["replace_p50_us"], f["edit_p50_us"], "the Edit round trip", "us", "lower", "tools", env_id="tools",
+                  anchor_id="tools", errors=err)
+        if "stat_after_write" in t:
+            f = t["stat_after_write"]
+            R.add(sec, "Stat of a file another process has just written (same size), p50 of %d" % f["n"],
+                  f["after_write_p50_us"], f["quiet_p50_us"], "Stat of a file not written, interleaved", "us",
+                  "lower", "tools", env_id="tools", anchor_id="tools", errors=err)
     t = R.runs("tools_sdk")
     if t and "tools_p50_us" in t[0]:
         t = t[0]

@@ -650,6 +650,7 @@ static void edit_run(struct edit_job *j)
 {
 	Filesystem__EditResponse resp = FILESYSTEM__EDIT_RESPONSE__INIT;
 	char version[FS_VERSION_LEN + 1] = "";
+	struct stat lst;
 	char *real;
 	uint32_t replacements = 0;
 	int rc = -ESTALE;
@@ -657,9 +658,13 @@ static void edit_run(struct edit_job *j)
 	/* A symlink is edited where it leads: the file is replaced there
 	 * and the link stays a link. A path that does not resolve (a file
 	 * to create) is written as named. */
-	real = realpath(j->path, NULL);
-	snprintf(j->target, sizeof(j->target), "%s", real ? real : j->path);
-	free(real);
+	if (lstat(j->path, &lst) == 0 && !S_ISLNK(lst.st_mode)) {
+		snprintf(j->target, sizeof(j->target), "%s", j->path); /* one lstat, not one readlink per component */
+	} else {
+		real = realpath(j->path, NULL);
+		snprintf(j->target, sizeof(j->target), "%s", real ? real : j->path);
+		free(real);
+	}
 	for (int i = 0; i < FS_EDIT_TRIES && rc == -ESTALE; i++) {
 		if (reqjob_gone(&j->rj))
 			return;
