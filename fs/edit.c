@@ -22,13 +22,13 @@
 #include "base/errstr.h"
 #include "base/fsid.h"
 #include "base/reqjob.h"
-#include "base/state.h"
 #include "base/users.h"
 #include "base/worker.h"
 #include "filesystem.pb-c.h"
 #include "fs/entry.h"
 #include "fs/fguard.h"
 #include "fs/fwrite.h"
+#include "rpc/caller.h"
 #include "rpc/rpcjob.h"
 
 #define ERRLEN (2 * PATH_MAX + 256)
@@ -780,7 +780,6 @@ void fs_edit(struct rpc_call *call, const ProtobufCMessage *msg)
 	const Filesystem__EditRequest *req = (const Filesystem__EditRequest *)msg;
 	struct edit_job *j;
 	struct user u;
-	char err[ERRLEN];
 	int64_t ms;
 	int rc;
 
@@ -797,17 +796,11 @@ void fs_edit(struct rpc_call *call, const ProtobufCMessage *msg)
 			 req->if_version);
 		return;
 	}
-	rc = rpc_call_user(call, &u, err, sizeof(err));
-	if (rc) {
-		rpc_fail(call, (enum rpc_code)rc, "%s", err);
-		return;
-	}
 	if (!(j = calloc(1, sizeof(*j)))) {
 		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
-	if (path_resolve(&u, req->path, state_default_workdir(), j->path, sizeof(j->path), err, sizeof(err)) < 0) {
-		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
+	if (caller_of(call, req->path, &u, j->path, sizeof(j->path)) < 0) {
 		free(j);
 		return;
 	}

@@ -184,10 +184,12 @@ test('readFile and writeFile: whole files with their versions, writes conditiona
 })
 
 test('the official SDK sends no HTTP conditionals of its own', async () => {
-  const { readFileSync } = await import('node:fs')
+  // node:fs/promises: the SDK's own file on this machine (in the VM run,
+  // node:fs of a suite looks into the guest)
+  const { readFile } = await import('node:fs/promises')
   const { createRequire } = await import('node:module')
   const main = createRequire(import.meta.url).resolve('e2b')
-  const src = readFileSync(main, 'utf8')
+  const src = await readFile(main, 'utf8')
   assert.doesNotMatch(src, /if-match|if-none-match|if-unmodified-since|if-range/i)
 })
 
