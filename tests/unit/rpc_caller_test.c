@@ -191,6 +191,7 @@ static void each_handler(const char *p, const char *auth, const char *want_code,
 		{ "/filesystem.Filesystem/Move", "{\"source\":\"/nonexistent\",\"destination\":\"%s\"}", false },
 		{ "/filesystem.Filesystem/WatchDir", "{\"path\":\"%s\"}", true },
 		{ "/filesystem.Filesystem/CreateWatcher", "{\"path\":\"%s\"}", false },
+		{ "/filesystem.Filesystem/Edit", "{\"path\":\"%s\",\"edits\":[{\"oldText\":\"x\",\"newText\":\"y\"}]}", false },
 		{ "/process.Process/Start", "{\"process\":{\"cmd\":\"/bin/true\",\"cwd\":\"%s\"}}", true },
 		{ "/process.Process/CreateSession", "{\"name\":\"s\",\"cwd\":\"%s\"}", false },
 	};
