@@ -562,7 +562,7 @@ def build(raw, flag):
                   anchor_id="tools", errors=err)
         if "stat_after_write" in t:
             f = t["stat_after_write"]
-            R.add(sec, "Stat of a file another process has just written (same size), p50 of %d" % f["n"],
+            R.add(sec, "Stat of a file another process has just written (same size, %s), p50 of %d" % (f.get("fs", "?"), f["n"]),
                   f["after_write_p50_us"], f["quiet_p50_us"], "Stat of a file not written, interleaved", "us",
                   "lower", "tools", env_id="tools", anchor_id="tools", errors=err)
     t = R.runs("tools_sdk")
