@@ -71,7 +71,7 @@ int budget_parse(const char *s, struct budget *b, char *err, size_t errlen)
 			b->head = (uint32_t)v;
 		else
 			b->tail = (uint32_t)v;
-		if (*p == ',')
+		if (*p == ',' && p[1])
 			p++;
 		else if (*p) {
 			snprintf(err, errlen, "invalid output budget '%s': expected head:BYTES,tail:BYTES", s);
