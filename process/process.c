@@ -799,8 +799,10 @@ static int signal_session(pid_t sid, int sig)
 
 void process_kill_note(struct process *p, int sig, enum endreason_by by, const char *session)
 {
-	/* Only before the end: an end event, once made, says what it says. */
-	if (lc_end_ready(p->lc))
+	/* Only before the end: an end event, once made, says what it says.
+	 * A SIGKILL already sent is what it will die of: a later SIGCONT or
+	 * SIGTERM does not take its place. */
+	if (lc_end_ready(p->lc) || (p->kill.sig == SIGKILL && sig != SIGKILL))
 		return;
 	p->kill.by = by;
 	p->kill.sig = sig;
