@@ -44,6 +44,7 @@
 #include "process/session.h"
 #include "process/process.h"
 #include "process/process_service.h"
+#include "process/waitfor.h"
 #include "rpc/rpc.h"
 #include "base/state.h"
 #include "base/worker.h"
@@ -289,6 +290,20 @@ static void on_stop_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	ev_break(loop, EVBREAK_ALL);
 }
 
+/* WaitFor's port condition learns of listeners from the port scanner: the
+ * process layer cannot call up into the sandbox layer, so the scan is
+ * handed down here. */
+static void ports_scanned(const struct portfwd_sock *socks, size_t n)
+{
+	if (!waitfor_wants_ports())
+		return;
+	waitfor_ports_begin();
+	for (size_t i = 0; i < n; i++)
+		if (!portfwd_is_own(&socks[i]))
+			waitfor_port_seen(socks[i].family, socks[i].addr, socks[i].port);
+	waitfor_ports_end();
+}
+
 int main(int argc, char **argv)
 {
 	parse_flags(argc, argv);
@@ -416,10 +431,15 @@ int main(int argc, char **argv)
 		log_info("envd", "change journal not started");
 	log_info("envd", "listening on port %lld, version %s", port, ENVD_VERSION);
 	say_started(port);
-	if (!flag_get("no-port-forward")->v.b && portfwd_start(flag_get("sandbox-addr")->v.s, (int)port) < 0)
+	if (!flag_get("no-port-forward")->v.b && portfwd_start(flag_get("sandbox-addr")->v.s, (int)port) < 0) {
 		fprintf(stderr, "port forwarding disabled: bad -sandbox-addr %s\n", flag_get("sandbox-addr")->v.s);
-	else
+	} else {
 		process_on_activity(portfwd_kick); /* a new server tends to follow */
+		if (!flag_get("no-port-forward")->v.b) {
+			portfwd_on_scan(ports_scanned);
+			waitfor_port_source(portfwd_kick);
+		}
+	}
 	if (resume)
 		upgrade_resume_forwards();
 	/* SIGTERM/SIGINT end the loop and main returns: children live on in

@@ -20,6 +20,7 @@
 #include "base/exitrec.h"
 #include "base/log.h"
 #include "base/sdnotify.h"
+#include "process/endreason.h"
 #include "process/process.h"
 #include "process/ring.h"
 
@@ -62,6 +63,18 @@ struct keep_hdr {
 	 * records of that pid from then on are this process's (0: a keep
 	 * file of an older envd; t_start_us then stands in). */
 	int64_t exits_after_ns;
+	/* Added later still: zero in a keep file of an older envd, which
+	 * reads as "nothing known" for each. */
+	uint64_t in_written;       /* input bytes written to the command */
+	int64_t deadline_ms;       /* the deadline it was given */
+	uint32_t kill_by, kill_sig; /* the last kill envd sent (endreason.h) */
+	uint64_t kill_timeout_ms;
+	char kill_session[ENDREASON_SESSION_MAX];
+	int32_t termsig;           /* with the exit: the signal it died of */
+	uint32_t why_kind;         /* with finished: why it ended */
+	int32_t why_sig;
+	uint32_t pad2;
+	uint64_t why_memory_max, why_memory_peak, why_timeout_ms;
 };
 
 _Static_assert(sizeof(struct keep_hdr) <= KEEP_HDR, "the keep header outgrew its room");
@@ -124,7 +137,10 @@ static size_t record_size(const struct process_snapshot *s, size_t *cfg_len)
 	const char *cg = s->cgroup;
 
 	*cfg_len = s->config ? process__process_config__get_packed_size(s->config) : 0;
-	return 12 + *cfg_len + (s->tag ? strlen(s->tag) : 0) + (cg ? strlen(cg) : 0);
+	/* config, tag, cgroup; then the idempotency key, its fingerprint and
+	 * user (after the fields an older envd reads, which it ignores). */
+	return 12 + *cfg_len + (s->tag ? strlen(s->tag) : 0) + (cg ? strlen(cg) : 0) + 12 +
+	       (s->idem_key ? strlen(s->idem_key) : 0) + (s->idem_fp ? strlen(s->idem_fp) : 0);
 }
 
 static void record_write(const struct process_snapshot *s, uint8_t *out, size_t cfg_len)
@@ -141,11 +157,23 @@ static void record_write(const struct process_snapshot *s, uint8_t *out, size_t 
 	out += 4 + tl;
 	put_u32(out, cg ? (uint32_t)cl : UINT32_MAX);
 	memcpy(out + 4, cg ? cg : "", cl);
+	out += 4 + cl;
+	tl = s->idem_key ? strlen(s->idem_key) : 0;
+	put_u32(out, s->idem_key ? (uint32_t)tl : UINT32_MAX);
+	memcpy(out + 4, s->idem_key ? s->idem_key : "", tl);
+	out += 4 + tl;
+	tl = s->idem_fp ? strlen(s->idem_fp) : 0;
+	put_u32(out, s->idem_fp ? (uint32_t)tl : UINT32_MAX);
+	memcpy(out + 4, s->idem_fp ? s->idem_fp : "", tl);
+	out += 4 + tl;
+	put_u32(out, s->idem_uid);
 }
 
 struct record {
 	Process__ProcessConfig *config;
 	char *tag, *cgroup;
+	char *key, *fp;
+	uint32_t uid;
 };
 
 /* A string field: -1 for a bad length, else the bytes consumed. */
@@ -180,8 +208,24 @@ static int record_read(const uint8_t *p, size_t len, struct record *r)
 		return -EINVAL;
 	p += n;
 	len -= (size_t)n;
-	if (record_str(p, len, &r->cgroup) < 0)
+	if ((n = record_str(p, len, &r->cgroup)) < 0)
 		return -EINVAL;
+	p += n;
+	len -= (size_t)n;
+	/* An older envd's record ends here: no key. */
+	if (len == 0)
+		return 0;
+	if ((n = record_str(p, len, &r->key)) < 0)
+		return -EINVAL;
+	p += n;
+	len -= (size_t)n;
+	if ((n = record_str(p, len, &r->fp)) < 0)
+		return -EINVAL;
+	p += n;
+	len -= (size_t)n;
+	if (len < 4)
+		return -EINVAL;
+	r->uid = get_u32(p);
 	return 0;
 }
 
@@ -191,6 +235,8 @@ static void record_free(struct record *r)
 		process__process_config__free_unpacked(r->config, NULL);
 	free(r->tag);
 	free(r->cgroup);
+	free(r->key);
+	free(r->fp);
 }
 
 /* ---- the running envd's side: the table's keeper hooks ---- */
@@ -251,6 +297,7 @@ static void *keep_start(struct process *p, const struct process_snapshot *s)
 	h->ring_cap = s->ring->max;
 	h->t_start_us = s->t_start_us;
 	h->exits_after_ns = exitrec_clock_ns();
+	h->deadline_ms = s->deadline_ms;
 	record_write(s, k->map + KEEP_HDR, cfg_len);
 	if (process_ring_lend(p, k->map + ring_off, s->ring->max) < 0) {
 		munmap(k->map, len);
@@ -287,6 +334,7 @@ static void write_exit(struct keep *k, const struct process_snapshot *s)
 
 	h->exit_code = s->exit_code;
 	h->exited = s->exited;
+	h->termsig = s->termsig;
 	snprintf(h->status, sizeof(h->status), "%s", s->status ? s->status : "");
 	__atomic_store_n(&h->reaped, 1, __ATOMIC_RELEASE);
 }
@@ -314,11 +362,33 @@ static void keep_stdin_closed(void *h)
 static void keep_finalized(void *h, const struct process_snapshot *s)
 {
 	struct keep *k = h;
+	struct keep_hdr *hd = hdr_of(k);
 
 	keep_sync(k, s->ring);
 	write_exit(k, s);
-	hdr_of(k)->finished = 1;
+	hd->why_kind = (uint32_t)s->why.kind;
+	hd->why_sig = s->why.sig;
+	hd->why_memory_max = s->why.memory_max;
+	hd->why_memory_peak = s->why.memory_peak;
+	hd->why_timeout_ms = s->why.timeout_ms;
+	hd->finished = 1;
 	unstore(k->pid, "oeitf");
+}
+
+/* Input a new envd must not write again: what reached the command. */
+static void keep_input_written(void *h, uint64_t total)
+{
+	hdr_of(h)->in_written = total;
+}
+
+static void keep_killed(void *h, const struct process_snapshot *s)
+{
+	struct keep_hdr *hd = hdr_of(h);
+
+	hd->kill_by = (uint32_t)s->kill.by;
+	hd->kill_sig = (uint32_t)s->kill.sig;
+	hd->kill_timeout_ms = s->kill.timeout_ms;
+	memcpy(hd->kill_session, s->kill.session, sizeof(hd->kill_session));
 }
 
 static void keep_drop(void *h)
@@ -338,6 +408,8 @@ static const struct process_keeper keeper = {
 	.stdin_closed = keep_stdin_closed,
 	.finalized = keep_finalized,
 	.drop = keep_drop,
+	.input_written = keep_input_written,
+	.killed = keep_killed,
 	.exit_status = keep_exit_status,
 };
 
@@ -481,7 +553,27 @@ static int adopt_one(struct kept *kp)
 		.exited = h->exited != 0,
 		.cgroup = rec.cgroup,
 		.t_start_us = h->t_start_us,
+		.idem_key = rec.key,
+		.idem_uid = rec.uid,
+		.idem_fp = rec.fp,
+		/* What was queued and not written is lost with the old envd
+		 * (docs/crash.md): the count resumes at what was written. */
+		.in_taken = h->in_written,
+		.deadline_ms = h->deadline_ms,
+		.termsig = h->termsig,
 	};
+	s.kill.by = (enum endreason_by)h->kill_by;
+	s.kill.sig = (int)h->kill_sig;
+	s.kill.timeout_ms = h->kill_timeout_ms;
+	memcpy(s.kill.session, h->kill_session, sizeof(s.kill.session));
+	s.kill.session[sizeof(s.kill.session) - 1] = '\0';
+	s.why.kind = (enum endreason_kind)h->why_kind;
+	s.why.sig = h->why_sig;
+	s.why.memory_max = h->why_memory_max;
+	s.why.memory_peak = h->why_memory_peak;
+	s.why.timeout_ms = h->why_timeout_ms;
+	if (s.why.kind == ENDREASON_SESSION)
+		memcpy(s.why.session, s.kill.session, sizeof(s.why.session));
 	char status[sizeof(h->status)];
 	memcpy(status, h->status, sizeof(status));
 	status[sizeof(status) - 1] = '\0';

@@ -18,6 +18,8 @@
 
 #include "base/errstr.h"
 #include "base/loop.h"
+#include "process/budget.h"
+#include "process/endreason.h"
 #include "process/fanout.h"
 #include "process/lifecycle.h"
 #include "process/ring.h"
@@ -67,31 +69,56 @@ static void sub_fail(struct sub *s, enum rpc_code code, const char *fmt, ...)
 	va_end(ap);
 }
 
+void output_end_fill(struct process *p, Process__ProcessEvent__EndEvent *end,
+		     Process__ResourceUsage *use, Process__EndReason *why, char *words, size_t wlen)
+{
+	process__process_event__end_event__init(end);
+	process__resource_usage__init(use);
+	process__end_reason__init(why);
+	end->exit_code = p->exit_code;
+	end->exited = p->exited;
+	if (p->usage_known) {
+		use->cpu_user_usec = p->usage.user_usec;
+		use->cpu_system_usec = p->usage.system_usec;
+		use->memory_peak_bytes = p->usage.memory_peak;
+		use->oom_killed = p->usage.oom_killed;
+		use->wall_usec = p->t_end_us > p->t_start_us ? p->t_end_us - p->t_start_us : 0;
+		end->usage = use;
+	}
+	end->status = p->status;
+	up->fill_end(p, end);
+	if (p->exit_code != 0) {
+		end->optional_error_case = PROCESS__PROCESS_EVENT__END_EVENT__OPTIONAL_ERROR_ERROR;
+		end->error = p->status;
+	}
+	if (p->why.kind != ENDREASON_NONE) {
+		endreason_describe(&p->why, p->status, words, wlen);
+		why->kind = (Process__EndReason__Kind)p->why.kind;
+		why->message = words;
+		why->signal = (uint32_t)(p->why.sig > 0 ? p->why.sig : 0);
+		why->memory_max_bytes = p->why.memory_max;
+		why->memory_peak_bytes = p->why.memory_peak;
+		why->timeout_ms = p->why.timeout_ms;
+		why->session = p->why.session;
+		end->reason = why;
+		/* The reference's "signal: killed" says nothing of an OOM kill, a
+		 * deadline or a closed session; the words do. */
+		if (endreason_in_error(&p->why) && p->exit_code != 0)
+			end->error = words;
+	}
+}
+
 static void sub_send_end(struct sub *s)
 {
 	struct process *p = s->p;
 	Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
-	Process__ProcessEvent__EndEvent end = PROCESS__PROCESS_EVENT__END_EVENT__INIT;
+	Process__ProcessEvent__EndEvent end;
+	Process__ResourceUsage use;
+	Process__EndReason why;
+	char words[512];
 	struct rpc_call *call;
 
-	Process__ResourceUsage use = PROCESS__RESOURCE_USAGE__INIT;
-
-	end.exit_code = p->exit_code;
-	end.exited = p->exited;
-	if (p->usage_known) {
-		use.cpu_user_usec = p->usage.user_usec;
-		use.cpu_system_usec = p->usage.system_usec;
-		use.memory_peak_bytes = p->usage.memory_peak;
-		use.oom_killed = p->usage.oom_killed;
-		use.wall_usec = p->t_end_us > p->t_start_us ? p->t_end_us - p->t_start_us : 0;
-		end.usage = &use;
-	}
-	end.status = p->status;
-	up->fill_end(p, &end);
-	if (p->exit_code != 0) {
-		end.optional_error_case = PROCESS__PROCESS_EVENT__END_EVENT__OPTIONAL_ERROR_ERROR;
-		end.error = p->status;
-	}
+	output_end_fill(p, &end, &use, &why, words, sizeof(words));
 	ev.event_case = PROCESS__PROCESS_EVENT__EVENT_END;
 	ev.end = &end;
 	if (sub_send(s, &ev) < 0 || !s->call)
@@ -99,6 +126,38 @@ static void sub_send_end(struct sub *s)
 	call = s->call;
 	s->call = NULL;
 	rpc_finish(call);
+}
+
+/* The withheld range of a budgeted stream (budget.h), before its tail. */
+static int sub_send_withheld(struct sub *s, uint64_t to)
+{
+	struct process *p = s->p;
+	Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
+	Process__OutputWithheld w = PROCESS__OUTPUT_WITHHELD__INIT;
+	uint64_t rs = ring_start(&p->ring);
+
+	w.from = s->cursor;
+	w.to = to;
+	w.bytes = to - s->cursor;
+	w.readable_from = rs <= w.from ? w.from : rs < to ? rs : to;
+	ev.event_case = PROCESS__PROCESS_EVENT__EVENT_WITHHELD;
+	ev.withheld = &w;
+	return sub_send(s, &ev);
+}
+
+/* A terminal's tail starts on a character, not inside one: past the
+ * continuation bytes at `off` (at most 3), where the ring still has them. */
+static uint64_t char_start(const struct process *p, uint64_t off, uint64_t limit)
+{
+	for (int i = 0; i < UTF8_MAX_TAIL && off < limit; i++) {
+		enum ring_kind kind;
+		uint8_t c;
+
+		if (ring_read(&p->ring, off, &kind, &c, 1) != 1 || kind != RING_PTY || (c & 0xc0) != 0x80)
+			break;
+		off++;
+	}
+	return off;
 }
 
 static void sub_restart_keepalive(struct sub *s)
@@ -118,6 +177,7 @@ static void sub_pump(struct sub *s)
 	while (s->call) {
 		bool end_ready = lc_end_ready(p->lc);
 		uint64_t limit = end_ready ? p->end_off : ring_end(&p->ring);
+		uint64_t upto = limit;
 		Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
 		Process__ProcessEvent__DataEvent data;
 		Process__ProcessEvent__GapEvent gap = PROCESS__PROCESS_EVENT__GAP_EVENT__INIT;
@@ -127,6 +187,20 @@ static void sub_pump(struct sub *s)
 		size_t want;
 		long n;
 
+		/* An output budget first: it may hold the middle back, or mark it. */
+		switch (budget_next(&s->budget, s->cursor, limit, end_ready, &upto)) {
+		case BUDGET_HOLD:
+			goto out;
+		case BUDGET_MARK:
+			if (p->pty)
+				upto = char_start(p, upto, limit);
+			if (sub_send_withheld(s, upto) < 0)
+				goto out;
+			s->cursor = upto;
+			continue;
+		case BUDGET_PASS:
+			break;
+		}
 		switch (fanout_next(&p->ring, end_ready, p->end_off, s->cursor, s->replay,
 				    rpc_call_queued(s->call) < RPC_SEND_HIGH)) {
 		case FANOUT_IDLE:
@@ -156,14 +230,23 @@ static void sub_pump(struct sub *s)
 		case FANOUT_DATA:
 			break;
 		}
+		if (upto <= s->cursor)
+			goto out;
 		process__process_event__data_event__init(&data);
-		want = limit - s->cursor < READ_CHUNK ? (size_t)(limit - s->cursor) : READ_CHUNK;
+		want = upto - s->cursor < READ_CHUNK ? (size_t)(upto - s->cursor) : READ_CHUNK;
 		/* Straight from the ring (PTY output in whole characters): rpc_send
 		   encodes (copies) before returning. */
-		n = ring_peek_text(&p->ring, s->cursor, limit, lc_end_ready(p->lc), &kind, &chunk, want,
-				   tmp);
-		if (n <= 0)
+		n = ring_peek_text(&p->ring, s->cursor, upto, lc_end_ready(p->lc) && upto == limit, &kind,
+				   &chunk, want, tmp);
+		if (n <= 0) {
+			/* A budget's head that ends inside a character cannot have
+			 * its rest: the head ends before it. */
+			if (n == 0 && upto < limit)
+				budget_head_stuck(&s->budget, s->cursor);
+			if (n == 0 && upto < limit)
+				continue;
 			goto out;
+		}
 		/* stdout, stderr and pty share one union slot of the same type. */
 		data.output_case = kind == RING_STDOUT ? PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDOUT
 				 : kind == RING_STDERR ? PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDERR
@@ -213,6 +296,9 @@ void output_update_reading(struct process *p)
 	if (!lc_end_ready(p->lc)) {
 		for (struct sub *s = p->subs; s; s = s->next) {
 			if (!s->call)
+				continue;
+			/* A stream holding its middle back wants nothing now. */
+			if (budget_holding(&s->budget, s->cursor))
 				continue;
 			if (!any)
 				want = false;
@@ -341,7 +427,7 @@ static void ka_cb(EV_P_ ev_timer *w, int revents)
 }
 
 void output_attach(struct process *p, struct rpc_call *call, bool connect, bool replay,
-		   uint64_t from)
+		   uint64_t from, const struct budget *b)
 {
 	Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
 	Process__ProcessEvent__StartEvent st = PROCESS__PROCESS_EVENT__START_EVENT__INIT;
@@ -358,9 +444,11 @@ void output_attach(struct process *p, struct rpc_call *call, bool connect, bool 
 	s->p = p;
 	s->call = call;
 	s->connect = connect;
-	s->replay = replay;
+	/* A budgeted stream is offset-aware: it is told of gaps. */
+	s->replay = replay || b;
 	s->cursor = replay ? (from < ring_end(&p->ring) ? from : ring_end(&p->ring))
 			   : ring_end(&p->ring);
+	budget_begin(&s->budget, b, s->cursor);
 	ka = rpc_call_keepalive_s(call);
 	ev_timer_init(&s->ka, ka_cb, ka, ka);
 	s->ka.data = s;

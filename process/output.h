@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "process.pb-c.h"
+#include "process/budget.h"
 #include "process/process_int.h"
 #include "rpc/rpc.h"
 
@@ -60,11 +61,20 @@ void output_fanout(struct process *p);
 
 /*
  * Subscribe `call` (a Start stream, or a Connect one when `connect`): the
- * start event, then output from `from` (when `replay`) or from now on.
- * Fails the call when out of memory.
+ * start event, then output from `from` (when `replay`) or from now on,
+ * within the output budget `b` (budget.h; NULL: none). Fails the call when
+ * out of memory.
  */
 void output_attach(struct process *p, struct rpc_call *call, bool connect, bool replay,
-		   uint64_t from);
+		   uint64_t from, const struct budget *b);
+
+/*
+ * p's end event as every subscriber gets it: exit, usage, the table's
+ * additions (fill_end), and why it ended (p->why) in words written to
+ * `words`; *use and *why are the event's storage.
+ */
+void output_end_fill(struct process *p, Process__ProcessEvent__EndEvent *end,
+		     Process__ResourceUsage *use, Process__EndReason *why, char *words, size_t wlen);
 
 /* Streams attached to p whose call is not over. */
 unsigned output_streams(const struct process *p);

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,6 +111,14 @@ static void view_of(const struct process *p, struct process_snapshot *s)
 	s->cgroup = p->cg ? pcg_leaf_path(p->cg) : NULL;
 	s->pidfd = -1;
 	s->t_start_us = p->t_start_us;
+	s->idem_key = p->idem_key;
+	s->idem_uid = p->idem_uid;
+	s->idem_fp = p->idem_key ? p->idem_fp : NULL;
+	s->in_taken = p->in_taken;
+	s->deadline_ms = p->kill_ms;
+	s->kill = p->kill;
+	s->termsig = p->termsig;
+	s->why = p->why;
 }
 
 int process_ring_lend(struct process *p, uint8_t *buf, size_t cap)
@@ -124,6 +134,9 @@ static void keeper_start(struct process *p)
 		return;
 	view_of(p, &s);
 	p->keep = process_keeper->start(p, &s);
+	/* What reached the command: queued input is not kept across a crash. */
+	if (p->keep)
+		process_keeper->input_written(p->keep, p->in_written);
 }
 
 static void keeper_reaped(struct process *p)
@@ -144,6 +157,16 @@ static void keeper_finalized(struct process *p)
 		return;
 	view_of(p, &s);
 	process_keeper->finalized(p->keep, &s);
+}
+
+static void keeper_killed(struct process *p)
+{
+	struct process_snapshot s;
+
+	if (!p->keep)
+		return;
+	view_of(p, &s);
+	process_keeper->killed(p->keep, &s);
 }
 
 static void keeper_drop(struct process *p)
@@ -174,9 +197,178 @@ static size_t ring_cost(const struct ring *r)
 
 static void attach_settled(struct process *p);
 
+/* ---- idempotency keys ---------------------------------------------------- */
+
+/* Processes whose spawn job is under way: not in the table yet, but their
+ * key is taken (a repeat must not spawn a second one). */
+static struct process *spawning_head;
+
+static void spawning_add(struct process *p)
+{
+	p->spawning = true;
+	p->spawn_next = spawning_head;
+	spawning_head = p;
+}
+
+static void spawning_remove(struct process *p)
+{
+	for (struct process **pp = &spawning_head; *pp; pp = &(*pp)->spawn_next) {
+		if (*pp == p) {
+			*pp = p->spawn_next;
+			break;
+		}
+	}
+	p->spawning = false;
+	p->spawn_next = NULL;
+}
+
+static bool key_is(const struct process *p, uint32_t uid, const char *key)
+{
+	return p->idem_key && p->idem_uid == uid && strcmp(p->idem_key, key) == 0;
+}
+
+struct process *process_find_key(uint32_t uid, const char *key)
+{
+	if (!key)
+		return NULL;
+	for (struct process *p = spawning_head; p; p = p->spawn_next)
+		if (key_is(p, uid, key))
+			return p;
+	/* Listed and retained entries alike: a key lives as long as its
+	 * entry. Linear, but only a Start with a key pays it, and the table
+	 * is bounded by retention. */
+	for (struct ptable_entry *e = table.head; e; e = e->next) {
+		struct process *q = of_entry(e);
+
+		if ((e->listed || e->retained) && key_is(q, uid, key))
+			return q;
+	}
+	return NULL;
+}
+
+const char *process_key(const struct process *p)
+{
+	return p->idem_key ? p->idem_key : "";
+}
+
+const char *process_key_fingerprint(const struct process *p)
+{
+	return p->idem_key ? p->idem_fp : "";
+}
+
+static void rejoin_cancel(struct rpc_call *call, enum rpc_code why)
+{
+	struct rejoin *r = rpc_call_ud(call);
+
+	r->call = NULL;
+}
+
+static const struct rpc_call_hooks rejoin_hooks = { .on_cancel = rejoin_cancel };
+
+/* The spawn is done: every repeat waiting for it becomes a Connect. */
+static void rejoins_attach(struct process *p)
+{
+	while (p->rejoins) {
+		struct rejoin *r = p->rejoins;
+
+		p->rejoins = r->next;
+		if (r->call) {
+			rpc_call_set_hooks(r->call, NULL, NULL);
+			process_rejoin(p, r->call, r->has_budget ? &r->budget : NULL);
+		}
+		free(r);
+	}
+}
+
+/* The spawn failed: the repeats get what the first Start got. */
+static void rejoins_fail(struct process *p, enum rpc_code code, const char *msg)
+{
+	while (p->rejoins) {
+		struct rejoin *r = p->rejoins;
+
+		p->rejoins = r->next;
+		if (r->call) {
+			rpc_call_set_hooks(r->call, NULL, NULL);
+			rpc_fail(r->call, code, "%s", msg);
+		}
+		free(r);
+	}
+}
+
+/* ---- watches (WaitFor) ------------------------------------------------------ */
+
+void process_watch(struct process *p, struct process_watch *w)
+{
+	w->next = p->watches;
+	p->watches = w;
+}
+
+void process_unwatch(struct process *p, struct process_watch *w)
+{
+	for (struct process_watch **pp = &p->watches; *pp; pp = &(*pp)->next) {
+		if (*pp == w) {
+			*pp = w->next;
+			w->next = NULL;
+			return;
+		}
+	}
+}
+
+const struct ring *process_ring(const struct process *p)
+{
+	return &p->ring;
+}
+
+bool process_ended(const struct process *p)
+{
+	return lc_end_ready(p->lc) && !p->track_wait;
+}
+
+void process_end_event(struct process *p, Process__ProcessEvent__EndEvent *end,
+		       Process__ResourceUsage *use, Process__EndReason *why, char *words,
+		       size_t wlen)
+{
+	output_end_fill(p, end, use, why, words, wlen);
+}
+
+/* A callback may unwatch itself: the next one is taken first. */
+static void watches_appended(struct process *p)
+{
+	for (struct process_watch *w = p->watches, *next; w; w = next) {
+		next = w->next;
+		if (w->appended)
+			w->appended(w, p);
+	}
+}
+
+static void watches_ended(struct process *p)
+{
+	for (struct process_watch *w = p->watches, *next; w; w = next) {
+		next = w->next;
+		if (w->ended)
+			w->ended(w, p);
+	}
+}
+
+static void watches_gone(struct process *p)
+{
+	while (p->watches) {
+		struct process_watch *w = p->watches;
+
+		p->watches = w->next;
+		w->next = NULL;
+		if (w->gone)
+			w->gone(w, p);
+	}
+}
+
 static void process_free(struct process *p)
 {
 	attach_settled(p);
+	watches_gone(p);
+	rejoins_fail(p, RPC_INTERNAL, "error starting process: it did not start");
+	if (p->spawning)
+		spawning_remove(p);
 	if (p->track)
 		process_tracker->release(p->track);
 	pcg_leaf_release(p->cg);
@@ -198,6 +390,7 @@ static void process_free(struct process *p)
 	if (p->config)
 		process__process_config__free_unpacked(p->config, NULL);
 	free(p->tag);
+	free(p->idem_key);
 	free(p);
 }
 
@@ -301,14 +494,33 @@ static void track_ready(struct process *p)
 		return; /* answered inside make_end, whose own fanout follows */
 	process_enter(p);
 	output_fanout(p);
+	watches_ended(p);
 	attach_settled(p);
 	process_leave(p);
+}
+
+/* Why it ended (endreason.h), from what is known now: the signal it died
+ * of, the kill envd sent last, its cgroup's OOM count and memory. */
+static void decide_why(struct process *p)
+{
+	const Process__ProcessLimits *lim = p->config ? p->config->limits : NULL;
+
+	endreason_decide(&p->kill, p->termsig, p->usage_known && p->usage.oom_killed,
+			 lim ? lim->memory_max_bytes : 0, p->usage_known ? p->usage.memory_peak : 0,
+			 &p->why);
+	if (p->why.kind != ENDREASON_NONE) {
+		char words[256];
+
+		endreason_describe(&p->why, p->status, words, sizeof(words));
+		log_info("process", "process %d: %s", (int)p->pid, words);
+	}
 }
 
 /* Entering an end-ready state: subscribers get data up to here, then end. */
 static void make_end(struct process *p)
 {
 	take_usage(p);
+	decide_why(p);
 	/* end_off first: the tracker may answer at once, and nothing may be
 	 * sent as the end before it marks where the output ends (a reader
 	 * behind the ring's end got its end event early, output cut short). */
@@ -323,8 +535,10 @@ static void make_end(struct process *p)
 		 (unsigned long long)p->end_off);
 	ev_timer_stop(envd_loop, &p->grace_w);
 	output_fanout(p);
-	if (!p->track_wait)
+	if (!p->track_wait) {
+		watches_ended(p);
 		attach_settled(p);
+	}
 }
 
 /*
@@ -380,6 +594,7 @@ static void child_cb(EV_P_ ev_child *w, int revents)
 		children_seen = now;
 	}
 	waitstatus_describe(w->rstatus, &p->exit_code, &p->exited, p->status, sizeof(p->status));
+	p->termsig = WIFSIGNALED(w->rstatus) ? WTERMSIG(w->rstatus) : 0;
 	keeper_reaped(p);
 	process_lc_step(p, LC_EV_REAPED);
 	process_leave(p);
@@ -419,6 +634,7 @@ static void pidfd_check(struct process *p)
 	p->ru = ru;
 	if (st >= 0) {
 		waitstatus_describe(st, &p->exit_code, &p->exited, p->status, sizeof(p->status));
+		p->termsig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
 	} else {
 		p->exit_code = -1;
 		p->exited = false;
@@ -462,6 +678,9 @@ static void grace_cb(EV_P_ ev_timer *w, int revents)
 	process_leave(p);
 }
 
+static enum rpc_code signal_by(struct process *p, int sig, enum endreason_by by, char *err,
+			       size_t errlen);
+
 static void kill_cb(EV_P_ ev_timer *w, int revents)
 {
 	struct process *p = w->data;
@@ -469,7 +688,7 @@ static void kill_cb(EV_P_ ev_timer *w, int revents)
 	char err[128];
 
 	if (!lc_finalized(p->lc))
-		process_signal(p, SIGKILL, err, sizeof(err));
+		signal_by(p, SIGKILL, ENDREASON_BY_TIMEOUT, err, sizeof(err));
 }
 
 static void retain_cb(EV_P_ ev_timer *w, int revents)
@@ -578,10 +797,33 @@ static int signal_session(pid_t sid, int sig)
 	return hit;
 }
 
+void process_kill_note(struct process *p, int sig, enum endreason_by by, const char *session)
+{
+	/* Only before the end: an end event, once made, says what it says.
+	 * A SIGKILL already sent is what it will die of: a later SIGCONT or
+	 * SIGTERM does not take its place. */
+	if (lc_end_ready(p->lc) || (p->kill.sig == SIGKILL && sig != SIGKILL))
+		return;
+	p->kill.by = by;
+	p->kill.sig = sig;
+	p->kill.timeout_ms = by == ENDREASON_BY_TIMEOUT ? p->kill_ms : 0;
+	snprintf(p->kill.session, sizeof(p->kill.session), "%s", session ? session : "");
+	keeper_killed(p);
+}
+
 enum rpc_code process_signal(struct process *p, int sig, char *err, size_t errlen)
+{
+	return signal_by(p, sig, ENDREASON_BY_CLIENT, err, errlen);
+}
+
+static enum rpc_code signal_by(struct process *p, int sig, enum endreason_by by, char *err,
+			       size_t errlen)
 {
 	int rc;
 
+	/* Noted first: an attached command waiting in its session ends inside
+	 * the signal op. */
+	process_kill_note(p, sig, by, NULL);
 	if (p->attached) {
 		rc = p->aops ? p->aops->signal(p->aud, sig) : -ESRCH;
 		if (rc == 0)
@@ -651,6 +893,17 @@ static void cmdline(const Process__ProcessConfig *c, char *out, size_t len)
 		o += (size_t)snprintf(out + o, len - o, "%s%s", i ? " " : "", c->args[i]);
 }
 
+/* p is started with the spec's idempotency key. 0 or -ENOMEM. */
+static int take_key(struct process *p, const struct process_spec *s)
+{
+	p->idem_key = strdup(s->idem_key);
+	if (!p->idem_key)
+		return -ENOMEM;
+	p->idem_uid = s->idem_uid;
+	snprintf(p->idem_fp, sizeof(p->idem_fp), "%s", s->idem_fp ? s->idem_fp : "");
+	return 0;
+}
+
 static bool has_limits(const Process__ProcessLimits *l)
 {
 	return l && (l->memory_max_bytes || l->cpu_percent || l->pids_max);
@@ -713,6 +966,7 @@ static void out_appended(struct process *p)
 {
 	if (p->keep)
 		process_keeper->sync(p->keep, &p->ring);
+	watches_appended(p);
 }
 
 static void out_fill_end(struct process *p, Process__ProcessEvent__EndEvent *end)
@@ -734,9 +988,16 @@ static void in_closed(struct process *p)
 		process_keeper->stdin_closed(p->keep);
 }
 
+static void in_wrote(struct process *p)
+{
+	if (p->keep)
+		process_keeper->input_written(p->keep, p->in_written);
+}
+
 static const struct stdin_hooks in_hooks = {
 	.leave = process_leave,
 	.closed = in_closed,
+	.wrote = in_wrote,
 };
 
 static void init_once(void)
@@ -819,6 +1080,8 @@ struct spawn_job {
 	bool killed;                  /* given up: the child is killed */
 	pid_t pid;                    /* spawn_start's result */
 	char serr[512];
+	struct budget budget;         /* the Start stream's output budget */
+	bool has_budget;
 };
 
 static void spawn_job_free(struct spawn_job *j)
@@ -937,6 +1200,7 @@ static void spawn_register(struct spawn_job *j)
 	ev_io_init(&p->in_w, stdin_cb, p->in_fd < 0 ? 0 : p->in_fd, EV_WRITE);
 	p->in_w.data = p;
 	init_timers(p, (double)j->timeout_ms / 1000.0);
+	p->kill_ms = j->timeout_ms > 0 ? j->timeout_ms : 0;
 	if (j->timeout_ms > 0)
 		ev_timer_start(envd_loop, &p->kill_w);
 	output_arm_reads(p);
@@ -950,21 +1214,27 @@ static void spawn_job_done(void *arg)
 {
 	struct spawn_job *j = arg;
 	struct rpc_call *call = j->call;
+	char msg[PATH_MAX + sizeof(j->cl) + sizeof(j->serr) + 128];
 	int status;
 
 	if (call) {
 		rpc_call_set_hooks(call, NULL, NULL);
 		rpc_call_set_deadline_message(call, NULL);
 	}
+	spawning_remove(j->p);
 	if (j->pid < 0) {
-		if (call && j->no_cwd)
-			rpc_fail(call, RPC_INVALID_ARGUMENT, "cwd '%s' does not exist", j->cwd);
-		else if (call && j->pty)
-			rpc_fail(call, RPC_INVALID_ARGUMENT,
+		if (j->no_cwd)
+			snprintf(msg, sizeof(msg), "cwd '%s' does not exist", j->cwd);
+		else if (j->pty)
+			snprintf(msg, sizeof(msg),
 				 "error starting pty with command '%s' in dir '%s' with '%u' cols and '%u' rows: %s",
 				 j->cl, j->cwd, j->cols, j->rows, j->serr);
-		else if (call)
-			rpc_fail(call, RPC_INVALID_ARGUMENT, "error starting process '%s': %s", j->cl, j->serr);
+		else
+			snprintf(msg, sizeof(msg), "error starting process '%s': %s", j->cl, j->serr);
+		if (call)
+			rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", msg);
+		/* Repeats of the Start (its key) get the same answer. */
+		rejoins_fail(j->p, RPC_INVALID_ARGUMENT, msg);
 		process_free(j->p);
 	} else if (j->killed) {
 		/* Answered already (deadline_exceeded); the child goes, whether it
@@ -975,11 +1245,14 @@ static void spawn_job_done(void *arg)
 		}
 		log_info("process", "process %d killed: it did not start within %g s: %s", (int)j->pid,
 			 j->deadline, j->cl);
+		snprintf(msg, sizeof(msg), WORKER_TIMEOUT_FMT, j->deadline, spawn_job_hang_path(j));
+		rejoins_fail(j->p, RPC_DEADLINE_EXCEEDED, msg);
 		process_free(j->p);
 	} else {
 		spawn_register(j);
 		if (call)
-			output_attach(j->p, call, false, false, 0);
+			output_attach(j->p, call, false, false, 0, j->has_budget ? &j->budget : NULL);
+		rejoins_attach(j->p);
 	}
 	spawns_end();
 	spawn_job_free(j);
@@ -1022,6 +1295,14 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 		goto fail;
 	}
 	cmdline(c, j->cl, sizeof(j->cl));
+	if (s->idem_key && take_key(p, s) < 0) {
+		snprintf(err, errlen, "error starting process: %s", go_strerror(ENOMEM));
+		goto fail;
+	}
+	if (s->budget) {
+		j->budget = *s->budget;
+		j->has_budget = true;
+	}
 	code = place(p, s, err, errlen);
 	if (code != RPC_OK)
 		goto fail;
@@ -1132,6 +1413,8 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 		if (s->timeout_ms > 0)
 			rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->deadline, j->cwd);
 	}
+	/* Its key is taken from now on: a repeat waits for this spawn. */
+	spawning_add(p);
 	return RPC_OK;
 
 fail:
@@ -1151,22 +1434,57 @@ fail:
 
 unsigned process_max_subs = 128;
 
-void process_subscribe(struct process *p, struct rpc_call *call, bool replay, uint64_t from)
+void process_subscribe(struct process *p, struct rpc_call *call, bool replay, uint64_t from,
+		       const struct budget *b)
 {
 	if (output_streams(p) >= process_max_subs) {
 		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "process %d already has %u attached streams",
 			 (int)p->pid, process_max_subs);
 		return;
 	}
-	output_attach(p, call, true, replay, from);
+	output_attach(p, call, true, replay, from, b);
+}
+
+void process_rejoin(struct process *p, struct rpc_call *call, const struct budget *b)
+{
+	if (p->spawning) {
+		struct rejoin *r = calloc(1, sizeof(*r));
+
+		if (!r) {
+			rpc_fail(call, RPC_INTERNAL, "error starting process: %s", go_strerror(ENOMEM));
+			return;
+		}
+		r->p = p;
+		r->call = call;
+		if (b) {
+			r->budget = *b;
+			r->has_budget = true;
+		}
+		r->next = p->rejoins;
+		p->rejoins = r;
+		rpc_call_set_hooks(call, &rejoin_hooks, r);
+		return;
+	}
+	if (output_streams(p) >= process_max_subs) {
+		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "process %d already has %u attached streams",
+			 (int)p->pid, process_max_subs);
+		return;
+	}
+	/* The Start's own stream type, as a Connect from the first byte. */
+	output_attach(p, call, false, true, 0, b);
 }
 
 enum rpc_code process_write_input(struct process *p, struct rpc_call *call, bool stream,
-				  bool to_pty, const uint8_t *data, size_t n, bool *later,
-				  char *err, size_t errlen)
+				  bool to_pty, const uint8_t *data, size_t n, bool has_off,
+				  uint64_t off, uint64_t *taken, bool *later, char *err, size_t errlen)
 {
 	process_activity();
-	return stdin_write(p, call, stream, to_pty, data, n, later, err, errlen);
+	return stdin_write(p, call, stream, to_pty, data, n, has_off, off, taken, later, err, errlen);
+}
+
+uint64_t process_input_taken(const struct process *p)
+{
+	return p->in_taken;
 }
 
 void process_input_forget(struct process *p, struct rpc_call *call)
@@ -1313,14 +1631,25 @@ int process_adopt(const struct process_snapshot *s, struct ring *ring)
 	if (p->config && !s->config)
 		process__process_config__init(p->config);
 	p->tag = s->tag ? strdup(s->tag) : NULL;
-	if (!p->config || (s->tag && !p->tag)) {
+	p->idem_key = s->idem_key && *s->idem_key ? strdup(s->idem_key) : NULL;
+	if (!p->config || (s->tag && !p->tag) || (s->idem_key && *s->idem_key && !p->idem_key)) {
 		stdin_drop(p, EPIPE);
 		if (p->config)
 			process__process_config__free_unpacked(p->config, NULL);
 		free(p->tag);
+		free(p->idem_key);
 		free(p);
 		return -ENOMEM;
 	}
+	p->idem_uid = s->idem_uid;
+	snprintf(p->idem_fp, sizeof(p->idem_fp), "%s", s->idem_fp ? s->idem_fp : "");
+	/* The pending input is part of what it has taken. */
+	p->in_taken = s->in_taken > s->stdin_pending_len ? s->in_taken : s->stdin_pending_len;
+	p->in_written = p->in_taken - s->stdin_pending_len;
+	p->kill_ms = s->deadline_ms;
+	p->kill = s->kill;
+	p->termsig = s->termsig;
+	p->why = s->why;
 	init_once();
 	p->ring = *ring;
 	memset(ring, 0, sizeof(*ring));
@@ -1451,6 +1780,11 @@ enum rpc_code process_attach(const struct process_spec *s, uint32_t pid, const i
 		return RPC_INTERNAL;
 	}
 	p->attached = true;
+	if (s->idem_key && take_key(p, s) < 0) {
+		snprintf(err, errlen, "error starting process: %s", go_strerror(ENOMEM));
+		process_free(p);
+		return RPC_INTERNAL;
+	}
 	code = place(p, s, err, errlen);
 	if (code != RPC_OK) {
 		process_free(p);
@@ -1480,11 +1814,12 @@ enum rpc_code process_attach(const struct process_spec *s, uint32_t pid, const i
 	ev_io_init(&p->in_w, stdin_cb, p->in_fd < 0 ? 0 : p->in_fd, EV_WRITE);
 	p->in_w.data = p;
 	init_timers(p, (double)s->timeout_ms / 1000.0);
+	p->kill_ms = s->timeout_ms > 0 ? s->timeout_ms : 0;
 	if (s->timeout_ms > 0)
 		ev_timer_start(envd_loop, &p->kill_w);
 	output_arm_reads(p);
 	if (call)
-		output_attach(p, call, false, false, 0);
+		output_attach(p, call, false, false, 0, s->budget);
 	*out = p;
 	return RPC_OK;
 }
@@ -1530,6 +1865,7 @@ void process_attach_exit(struct process *p, int wstatus)
 	p->aops = NULL;
 	p->t_end_us = mono_us();
 	waitstatus_describe(wstatus, &p->exit_code, &p->exited, p->status, sizeof(p->status));
+	p->termsig = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0;
 	attach_drain(p, &p->out_fd, &p->out_w, RING_STDOUT, &p->out_eof, ops, ud);
 	attach_drain(p, &p->err_fd, &p->err_w, RING_STDERR, &p->err_eof, ops, ud);
 	process_lc_step(p, LC_EV_REAPED);

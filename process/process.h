@@ -52,6 +52,8 @@
 #include <sys/types.h>
 
 #include "process.pb-c.h"
+#include "process/budget.h"
+#include "process/endreason.h"
 #include "rpc/rpc.h"
 
 struct user;
@@ -77,6 +79,12 @@ struct process_spec {
 	char **envp;                          /* one heap block; taken */
 	int64_t timeout_ms;                   /* > 0: SIGKILL the group then */
 	bool track_changes;                   /* the end event lists the command's changes */
+	/* Its idempotency key (idem.h; NULL: none), scoped to idem_uid, and
+	 * the fingerprint of the request (copied). */
+	const char *idem_key;
+	uint32_t idem_uid;
+	const char *idem_fp;
+	const struct budget *budget;          /* the Start stream's (NULL: none) */
 };
 
 /*
@@ -107,6 +115,26 @@ void process_on_activity(void (*fn)(void));
 struct process *process_find_pid(uint32_t pid, bool retained_too);
 struct process *process_find_tag(const char *tag, bool retained_too);
 
+/*
+ * The process started with idempotency key `key` by user `uid`: listed,
+ * retained, or still being spawned. A key lives as long as its process's
+ * table entry (docs/protocol.md, "Idempotent Start"). NULL: none.
+ */
+struct process *process_find_key(uint32_t uid, const char *key);
+/* Its key ("" without one) and its request's fingerprint. */
+const char *process_key(const struct process *p);
+const char *process_key_fingerprint(const struct process *p);
+
+/*
+ * Answer a repeated Start (`call`, a Start stream) as a Connect to p:
+ * start{pid}, its output from offset 0 (gap events for what the ring
+ * dropped), its end when it has ended; with `b`, that output budget. A
+ * spawn still under way is waited for: the call then gets the spawn's
+ * error if it fails. Fails the call with resource_exhausted when
+ * process_max_subs streams are attached already.
+ */
+void process_rejoin(struct process *p, struct rpc_call *call, const struct budget *b);
+
 /* Listed processes in start order; NULL at the end. */
 struct process *process_first(void);
 struct process *process_next(const struct process *p);
@@ -119,13 +147,22 @@ const Process__ProcessConfig *process_config(const struct process *p);
 /*
  * Attach a Connect stream: sends start{pid}, then data from `from`
  * (when `replay`; clamped to the retained range with a gap event) or from
- * now on, then end. Fails the call with resource_exhausted when
+ * now on, then end; with `b` (NULL: none) that output budget from where
+ * it starts. Fails the call with resource_exhausted when
  * process_max_subs streams are already attached.
  */
-void process_subscribe(struct process *p, struct rpc_call *call, bool replay, uint64_t from);
+void process_subscribe(struct process *p, struct rpc_call *call, bool replay, uint64_t from,
+		       const struct budget *b);
 
 /* The rest return RPC_OK or a code with the spec's message in err. */
+/* A client's SendSignal (its end's reason says so when it dies of it). */
 enum rpc_code process_signal(struct process *p, int sig, char *err, size_t errlen);
+/*
+ * Whoever sends p `sig` next, on envd's behalf (a session that is closed),
+ * notes it first: if p dies of that signal, its end's reason names it.
+ * `session` (may be NULL) names the session.
+ */
+void process_kill_note(struct process *p, int sig, enum endreason_by by, const char *session);
 /*
  * Input to the process's stdin (SendInput, StreamInput) with back-pressure.
  * Bytes the pipe does not take at once wait in order; owned copies are
@@ -139,14 +176,53 @@ enum rpc_code process_signal(struct process *p, int sig, char *err, size_t errle
  *     with the write error when the reader goes away), not by the caller.
  * `call` may be NULL (copy, as for a small write).
  */
+/*
+ * `off` (when `has_off`) is where data starts in the process's input,
+ * counted from 0 over every byte it has taken (written, or queued to be,
+ * in order): bytes before what it has taken are dropped (a retried write
+ * is not doubled), an offset past it is out_of_range (the bytes between
+ * are missing). *taken is then the count after this write.
+ */
 enum rpc_code process_write_input(struct process *p, struct rpc_call *call, bool stream,
-				  bool to_pty, const uint8_t *data, size_t n, bool *later,
-				  char *err, size_t errlen);
+				  bool to_pty, const uint8_t *data, size_t n, bool has_off,
+				  uint64_t off, uint64_t *taken, bool *later, char *err, size_t errlen);
+/* Bytes of input p has taken so far (the offset of the next byte). */
+uint64_t process_input_taken(const struct process *p);
 /* A StreamInput call is ending: drop it from p's paused list. */
 void process_input_forget(struct process *p, struct rpc_call *call);
 enum rpc_code process_close_stdin(struct process *p, char *err, size_t errlen);
 enum rpc_code process_resize(struct process *p, unsigned cols, unsigned rows, char *err,
 			     size_t errlen);
+
+/* ---- observers of one process (WaitFor: process/waitfor.c) ---------------
+ *
+ * A watch is told when output was appended to the process's ring, when
+ * its end is complete (the end event's fields are final: the moment
+ * subscribers get it), and when the process is freed (the watch is
+ * dropped then, and `gone` is its last call). A callback may unwatch its
+ * own watch, never another's. Everything runs on envd_loop.
+ */
+struct ring;
+
+struct process_watch {
+	struct process_watch *next;
+	void (*appended)(struct process_watch *w, struct process *p);
+	void (*ended)(struct process_watch *w, struct process *p);
+	void (*gone)(struct process_watch *w, struct process *p);
+};
+void process_watch(struct process *p, struct process_watch *w);
+void process_unwatch(struct process *p, struct process_watch *w);
+/* Its output ring (ring.h), valid until the next callback returns. */
+const struct ring *process_ring(const struct process *p);
+/* Its end is complete (the end event has been, or is being, sent). */
+bool process_ended(const struct process *p);
+/*
+ * The end event as subscribers get it, into *end, with *use and *why as
+ * its storage (strings borrowed from p until it is freed).
+ */
+void process_end_event(struct process *p, Process__ProcessEvent__EndEvent *end,
+		       Process__ResourceUsage *use, Process__EndReason *why, char *words,
+		       size_t wlen);
 
 /* ---- attached commands (process/session.c) --------------------------------
  *
@@ -236,6 +312,16 @@ struct process_snapshot {
 	bool not_child;
 	int pidfd;
 	uint64_t t_start_us;                  /* CLOCK_MONOTONIC at spawn; 0: unknown (now) */
+	/* Its idempotency key (NULL: none), the user it is scoped to, and the
+	 * request's fingerprint. */
+	const char *idem_key;
+	uint32_t idem_uid;
+	const char *idem_fp;
+	uint64_t in_taken;                    /* input taken, pending included */
+	int64_t deadline_ms;                  /* the deadline it was given; 0: none */
+	struct endreason_kill kill;           /* the last kill envd sent */
+	int termsig;                          /* reaped: the signal it died of */
+	struct endreason why;                 /* finished: why it ended */
 };
 
 /* Call fn for every process envd knows (listed and retained), in start order. */
@@ -296,6 +382,9 @@ extern const struct process_tracker *process_tracker;
  *   drop          the process, or its ring, is dropped; a ring that used
  *                 storage the keeper lent (process_ring_lend) has
  *                 forgotten it already. The handle is not used again.
+ * and:
+ *   input_written  bytes written to its stdin or terminal so far (`total`);
+ *   killed         envd sent it a kill (s->kill says which).
  * exit_status tells how a process taken back (not our child) ended (h
  * is its handle, or NULL): 0 with its wait status and usage, -EBUSY while
  * it is a zombie its reaper has not reaped (asked again, however long
@@ -310,6 +399,8 @@ struct process_keeper {
 	void (*stdin_closed)(void *h);
 	void (*finalized)(void *h, const struct process_snapshot *s);
 	void (*drop)(void *h);
+	void (*input_written)(void *h, uint64_t total);
+	void (*killed)(void *h, const struct process_snapshot *s);
 	int (*exit_status)(void *h, pid_t pid, int pidfd, int *status, struct rusage *ru);
 };
 extern const struct process_keeper *process_keeper;

@@ -7,11 +7,13 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/handover.h"
 #include "base/log.h"
+#include "process/endreason.h"
 #include "process/process.h"
 #include "process/ring.h"
 
@@ -66,6 +68,32 @@ static Upgrade__OutputRing *ring_to_record(struct handover *a, const struct ring
 	return o;
 }
 
+/* The key's part of a record (NULL without a key). */
+static Upgrade__IdempotencyKey *key_to_record(struct handover *a, const struct process_snapshot *s)
+{
+	Upgrade__IdempotencyKey *k;
+
+	if (!s->idem_key)
+		return NULL;
+	k = handover_alloc(a, sizeof(*k));
+	if (!k)
+		return NULL;
+	upgrade__idempotency_key__init(k);
+	k->key = (char *)s->idem_key;
+	k->uid = s->idem_uid;
+	k->fingerprint = (char *)(s->idem_fp ? s->idem_fp : "");
+	return k;
+}
+
+static void key_from_record(const Upgrade__IdempotencyKey *k, struct process_snapshot *s)
+{
+	if (!k || !k->key || !*k->key)
+		return;
+	s->idem_key = k->key;
+	s->idem_uid = k->uid;
+	s->idem_fp = k->fingerprint;
+}
+
 static void add_process(void *ud, const struct process_snapshot *s)
 {
 	struct handover *a = ud;
@@ -87,7 +115,26 @@ static void add_process(void *ud, const struct process_snapshot *s)
 			end->optional_error_case = PROCESS__PROCESS_EVENT__END_EVENT__OPTIONAL_ERROR_ERROR;
 			end->error = (char *)s->status;
 		}
+		/* Why it ended rides in the end event, as clients see it. */
+		if (s->why.kind != ENDREASON_NONE) {
+			Process__EndReason *why = handover_alloc(a, sizeof(*why));
+			char *words = handover_alloc(a, 512);
+
+			if (why && words) {
+				process__end_reason__init(why);
+				endreason_describe(&s->why, s->status, words, 512);
+				why->kind = (Process__EndReason__Kind)s->why.kind;
+				why->message = words;
+				why->signal = (uint32_t)(s->why.sig > 0 ? s->why.sig : 0);
+				why->memory_max_bytes = s->why.memory_max;
+				why->memory_peak_bytes = s->why.memory_peak;
+				why->timeout_ms = s->why.timeout_ms;
+				why->session = handover_strdup(a, s->why.session);
+				end->reason = why;
+			}
+		}
 		x->end = end;
+		x->key = key_to_record(a, s);
 		x->remaining_ms = s->retain_left_ms;
 		x->output = ring_to_record(a, s->ring);
 		x->pty = s->pty;
@@ -137,6 +184,22 @@ static void add_process(void *ud, const struct process_snapshot *s)
 	p->exited = s->exited;
 	p->status = (char *)s->status;
 	p->cgroup = (char *)(s->cgroup ? s->cgroup : "");
+	p->key = key_to_record(a, s);
+	p->input_offset = s->in_taken;
+	p->deadline_ms = s->deadline_ms;
+	p->term_signal = (uint32_t)(s->termsig > 0 ? s->termsig : 0);
+	if (s->kill.by != ENDREASON_BY_NONE) {
+		Upgrade__KillNote *k = handover_alloc(a, sizeof(*k));
+
+		if (k) {
+			upgrade__kill_note__init(k);
+			k->by = (uint32_t)s->kill.by;
+			k->signal = (uint32_t)s->kill.sig;
+			k->timeout_ms = s->kill.timeout_ms;
+			k->session = handover_strdup(a, s->kill.session);
+			p->kill = k;
+		}
+	}
 	HANDOVER_PUSH(a, a->st->processes, a->st->n_processes, p);
 }
 
@@ -188,6 +251,16 @@ static int adopt_proc(const Upgrade__HandoverProc *hp)
 	s.stdin_pending_len = hp->stdin_pending.len;
 	s.stdin_close_pending = hp->stdin_close_pending;
 	s.cgroup = hp->cgroup && *hp->cgroup ? hp->cgroup : NULL;
+	key_from_record(hp->key, &s);
+	s.in_taken = hp->input_offset;
+	s.deadline_ms = hp->deadline_ms;
+	s.termsig = (int)hp->term_signal;
+	if (hp->kill) {
+		s.kill.by = (enum endreason_by)hp->kill->by;
+		s.kill.sig = (int)hp->kill->signal;
+		s.kill.timeout_ms = hp->kill->timeout_ms;
+		snprintf(s.kill.session, sizeof(s.kill.session), "%s", hp->kill->session ? hp->kill->session : "");
+	}
 	if (s.pid == 0 || (!s.reaped && kill((pid_t)s.pid, 0) < 0 && errno == ESRCH && s.out_fd < 0))
 		return -ESRCH;
 	rc = ring_from_record(&rg, hp->output);
@@ -214,7 +287,18 @@ static int adopt_exit(const Upgrade__HandoverExit *x)
 		s.exit_code = x->end->exit_code;
 		s.exited = x->end->exited;
 		s.status = x->end->status;
+		if (x->end->reason) {
+			const Process__EndReason *r = x->end->reason;
+
+			s.why.kind = (enum endreason_kind)r->kind;
+			s.why.sig = (int)r->signal;
+			s.why.memory_max = r->memory_max_bytes;
+			s.why.memory_peak = r->memory_peak_bytes;
+			s.why.timeout_ms = r->timeout_ms;
+			snprintf(s.why.session, sizeof(s.why.session), "%s", r->session ? r->session : "");
+		}
 	}
+	key_from_record(x->key, &s);
 	if (x->remaining_ms <= 0)
 		return -ETIME;
 	rc = ring_from_record(&rg, x->output);

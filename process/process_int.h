@@ -30,7 +30,10 @@
 
 #include "process.pb-c.h"
 #include "base/loop.h"
+#include "process/budget.h"
 #include "process/cgroup.h"
+#include "process/endreason.h"
+#include "process/idem.h"
 #include "process/lifecycle.h"
 #include "process/ptable.h"
 #include "process/ring.h"
@@ -45,7 +48,18 @@ struct sub {
 	bool connect;            /* ConnectResponse rather than StartResponse */
 	bool replay;             /* offset-aware: report gaps instead of failing */
 	bool pumping;            /* in sub_pump: a nested on_writable is a no-op */
+	struct budget_state budget; /* its output budget (budget.h), if on */
 	ev_timer ka;
+};
+
+/* A repeated Start with a key that came while the first one's spawn was
+ * under way: it is answered as a Connect once the spawn is done. */
+struct rejoin {
+	struct rejoin *next;
+	struct process *p;
+	struct rpc_call *call;
+	struct budget budget;
+	bool has_budget;
 };
 
 struct process {
@@ -78,6 +92,7 @@ struct process {
 
 	struct sub *subs;
 	int depth;               /* > 0 while a callback is working on p */
+	struct process_watch *watches; /* process.h: WaitFor's observers */
 
 	struct pcg_leaf *cg;     /* own cgroup leaf, or NULL (owned until released) */
 	uint64_t t_start_us;     /* CLOCK_MONOTONIC at spawn */
@@ -101,6 +116,23 @@ struct process {
 	int pidfd_tries;
 	void (*settled)(void *ud); /* once its end is complete; NULL: none */
 	void *settled_ud;
+
+	/* Its idempotency key (idem.h), scoped to a user: found by
+	 * process_find_key while it is in the table, spawning or retained. */
+	char *idem_key;
+	uint32_t idem_uid;
+	char idem_fp[IDEM_FP_LEN];
+	struct rejoin *rejoins;  /* repeats waiting for the spawn */
+	bool spawning;           /* its spawn job is under way */
+	struct process *spawn_next; /* in the list of those (process.c) */
+
+	uint64_t in_taken;       /* input bytes written or queued, in order */
+	uint64_t in_written;     /* of which written to the pipe or terminal */
+
+	int64_t kill_ms;         /* the deadline it was given (ms; 0: none) */
+	struct endreason_kill kill; /* the last kill envd sent it */
+	int termsig;             /* the signal the leader died of; 0: it exited */
+	struct endreason why;    /* made with the end event */
 };
 
 /*

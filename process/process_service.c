@@ -13,9 +13,12 @@
 #include <unistd.h>
 
 #include "base/errstr.h"
+#include "process/budget.h"
+#include "process/idem.h"
 #include "process/procenv.h"
 #include "process/process.h"
 #include "process/session.h"
+#include "process/waitfor.h"
 #include "process.pb-c.h"
 #include "base/state.h"
 #include "base/users.h"
@@ -47,10 +50,116 @@ static struct process *select_or_fail(struct rpc_call *call, const Process__Proc
 	return p;
 }
 
-static void start_spawn(struct rpc_call *call, const Process__StartRequest *rq, struct user *u,
-			const char *cwd);
-static void start_in_session(struct rpc_call *call, const Process__StartRequest *rq, struct user *u,
-			     const char *name, const char *cwd, bool cwd_given);
+/*
+ * What a Start asks of envd itself, beside the command: its idempotency
+ * key (idem.h) and its stream's output budget (budget.h), and the config
+ * without the env vars that carried them (they are not the command's).
+ */
+struct start_ctl {
+	Process__ProcessConfig config;      /* the request's, envs filtered */
+	Process__ProcessConfig__EnvsEntry **envs;
+	const char *key;                    /* NULL: none */
+	char fp[IDEM_FP_LEN];
+	uint32_t uid;
+	struct budget budget;
+	bool has_budget;
+};
+
+/* 0, or -1 once the call is failed. */
+static int start_ctl_of(struct rpc_call *call, const Process__StartRequest *rq, const struct user *u,
+			const char *cwd, const char *session, struct start_ctl *ctl)
+{
+	static const Process__ProcessConfig empty = PROCESS__PROCESS_CONFIG__INIT;
+	const Process__ProcessConfig *c = rq->process ? rq->process : &empty;
+	const char *env_key = NULL, *env_budget = NULL;
+	char err[512];
+	size_t n = 0;
+
+	memset(ctl, 0, sizeof(*ctl));
+	ctl->config = *c;
+	ctl->envs = calloc(c->n_envs + 1, sizeof(*ctl->envs));
+	if (!ctl->envs) {
+		rpc_fail(call, RPC_INTERNAL, "error starting process: %s", go_strerror(ENOMEM));
+		return -1;
+	}
+	for (size_t i = 0; i < c->n_envs; i++) {
+		const char *k = c->envs[i]->key;
+
+		if (k && strcmp(k, IDEM_ENV) == 0)
+			env_key = c->envs[i]->value ? c->envs[i]->value : "";
+		else if (k && strcmp(k, BUDGET_ENV) == 0)
+			env_budget = c->envs[i]->value ? c->envs[i]->value : "";
+		if (!idem_env_control(k))
+			ctl->envs[n++] = c->envs[i];
+	}
+	ctl->config.envs = ctl->envs;
+	ctl->config.n_envs = n;
+	if (idem_key_pick(rpc_call_header(call, IDEM_HEADER), rq->idempotency_key, env_key, &ctl->key, err,
+			  sizeof(err)) < 0) {
+		rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
+		return -1;
+	}
+	/* The field, else the env var. */
+	if (rq->output_budget) {
+		ctl->budget.head = rq->output_budget->head_bytes;
+		ctl->budget.tail = rq->output_budget->tail_bytes;
+		ctl->has_budget = true;
+	} else if (env_budget) {
+		if (budget_parse(env_budget, &ctl->budget, err, sizeof(err)) < 0) {
+			rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", err);
+			return -1;
+		}
+		ctl->has_budget = true;
+	}
+	if (ctl->key) {
+		struct idem_request ir = {
+			.config = &ctl->config,
+			.cwd = cwd,
+			.pty = rq->optional_pty_case != PROCESS__START_REQUEST__OPTIONAL_PTY__NOT_SET,
+			.tag = rq->optional_tag_case ? rq->tag : NULL,
+			.session = session,
+			.track_changes = rq->track_changes,
+		};
+#pragma push_macro("stdin")
+#undef stdin
+		ir.stdin_pipe = !rq->optional_stdin_case || rq->stdin;
+#pragma pop_macro("stdin")
+		ctl->uid = (uint32_t)u->uid;
+		if (idem_fingerprint(&ir, ctl->fp) < 0) {
+			rpc_fail(call, RPC_INTERNAL, "error starting process: %s", go_strerror(ENOMEM));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A Start whose key was used before by this user: the same request is
+ * answered as a Connect to that process (no spawn); another request is
+ * already_exists. True when the call was taken care of so.
+ */
+static bool start_repeated(struct rpc_call *call, const struct start_ctl *ctl)
+{
+	struct process *p = ctl->key ? process_find_key(ctl->uid, ctl->key) : NULL;
+
+	if (!p)
+		return false;
+	if (strcmp(process_key_fingerprint(p), ctl->fp) != 0) {
+		rpc_fail(call, RPC_ALREADY_EXISTS,
+			 "idempotency key '%s' was used for process %u, started by a different request "
+			 "(command, arguments, envs, cwd, user, tag, pty, stdin, session, limits or "
+			 "trackChanges differ)", ctl->key, process_pid(p));
+		return true;
+	}
+	process_rejoin(p, call, ctl->has_budget ? &ctl->budget : NULL);
+	return true;
+}
+
+static void start_spawn(struct rpc_call *call, const Process__StartRequest *rq,
+			const struct start_ctl *ctl, struct user *u, const char *cwd);
+static void start_in_session(struct rpc_call *call, const Process__StartRequest *rq,
+			     const struct start_ctl *ctl, struct user *u, const char *name,
+			     const char *cwd, bool cwd_given);
 
 /* The session a Start names (ENVD_SESSION in its envs), or NULL. */
 static const char *session_of(const Process__StartRequest *rq)
@@ -67,14 +176,16 @@ static const char *session_of(const Process__StartRequest *rq)
 
 /*
  * Start: the user and the cwd resolved here (no syscall on the path: the
- * cwd is checked in the spawn's worker job, process_start), the rest in
- * start_spawn.
+ * cwd is checked in the spawn's worker job, process_start), the key and
+ * the budget taken out, a repeated key answered, the rest in start_spawn.
  */
 static void do_start(struct rpc_call *call, const ProtobufCMessage *msg)
 {
 	const Process__StartRequest *rq = (const Process__StartRequest *)msg;
 	static const Process__ProcessConfig empty = PROCESS__PROCESS_CONFIG__INIT;
 	const Process__ProcessConfig *c = rq->process ? rq->process : &empty;
+	const char *session = rq->optional_pty_case || !rq->process ? NULL : session_of(rq);
+	struct start_ctl ctl = { 0 };
 	char cwd[PATH_MAX];
 	struct user *u;
 
@@ -88,18 +199,25 @@ static void do_start(struct rpc_call *call, const ProtobufCMessage *msg)
 		free(u);
 		return;
 	}
-	if (session_of(rq) && !rq->optional_pty_case && rq->process)
-		start_in_session(call, rq, u, session_of(rq), cwd,
+	if (start_ctl_of(call, rq, u, cwd, session, &ctl) < 0)
+		goto out;
+	if (start_repeated(call, &ctl))
+		goto out;
+	if (session)
+		start_in_session(call, rq, &ctl, u, session, cwd,
 				 rq->process && c->optional_cwd_case && c->cwd && *c->cwd);
 	else
-		start_spawn(call, rq, u, cwd);
+		start_spawn(call, rq, &ctl, u, cwd);
+out:
+	free(ctl.envs);
 	free(u);
 }
 
-static void start_in_session(struct rpc_call *call, const Process__StartRequest *rq, struct user *u,
-			     const char *name, const char *cwd, bool cwd_given)
+static void start_in_session(struct rpc_call *call, const Process__StartRequest *rq,
+			     const struct start_ctl *ctl, struct user *u, const char *name,
+			     const char *cwd, bool cwd_given)
 {
-	const Process__ProcessConfig *c = rq->process;
+	const Process__ProcessConfig *c = &ctl->config;
 	struct session_req r = { 0 };
 	struct session_env *envs = calloc(c->n_envs + 1, sizeof(*envs));
 	char err[1024], home[PATH_MAX];
@@ -140,6 +258,10 @@ static void start_in_session(struct rpc_call *call, const Process__StartRequest 
 	r.timeout_ms = rpc_call_timeout_ms(call);
 	r.track_changes = rq->track_changes;
 	r.envs = envs;
+	r.idem_key = ctl->key;
+	r.idem_uid = ctl->uid;
+	r.idem_fp = ctl->fp;
+	r.budget = ctl->has_budget ? &ctl->budget : NULL;
 	code = session_run(&r, call, err, sizeof(err));
 	if (code != RPC_OK)
 		rpc_fail(call, code, "%s", err);
@@ -148,11 +270,10 @@ out:
 }
 
 /* The rest of Start: environment and spec, then process_start. */
-static void start_spawn(struct rpc_call *call, const Process__StartRequest *rq, struct user *u,
-			const char *cwd)
+static void start_spawn(struct rpc_call *call, const Process__StartRequest *rq,
+			const struct start_ctl *ctl, struct user *u, const char *cwd)
 {
-	static const Process__ProcessConfig empty = PROCESS__PROCESS_CONFIG__INIT;
-	const Process__ProcessConfig *c = rq->process ? rq->process : &empty;
+	const Process__ProcessConfig *c = &ctl->config;
 	struct process_spec spec = { 0 };
 	struct procenv_kv *req = calloc(c->n_envs + 1, sizeof(*req));
 	char err[1024];
@@ -189,6 +310,10 @@ static void start_spawn(struct rpc_call *call, const Process__StartRequest *rq, 
 	spec.envp = envp;
 	spec.timeout_ms = rpc_call_timeout_ms(call);
 	spec.track_changes = rq->track_changes;
+	spec.idem_key = ctl->key;
+	spec.idem_uid = ctl->uid;
+	spec.idem_fp = ctl->fp;
+	spec.budget = ctl->has_budget ? &ctl->budget : NULL;
 	code = process_start(&spec, call, err, sizeof(err));
 	envp = NULL; /* process_start's now */
 	if (code != RPC_OK)
@@ -202,10 +327,16 @@ static void do_connect(struct rpc_call *call, const ProtobufCMessage *msg)
 {
 	const Process__ConnectRequest *rq = (const Process__ConnectRequest *)msg;
 	struct process *p = select_or_fail(call, rq->process, true);
+	struct budget b = { 0 };
 
 	if (!p)
 		return;
-	process_subscribe(p, call, rq->optional_replay_from_case != 0, rq->replay_from);
+	if (rq->output_budget) {
+		b.head = rq->output_budget->head_bytes;
+		b.tail = rq->output_budget->tail_bytes;
+	}
+	process_subscribe(p, call, rq->optional_replay_from_case != 0, rq->replay_from,
+			  rq->output_budget ? &b : NULL);
 }
 
 static void do_list(struct rpc_call *call, const ProtobufCMessage *msg)
@@ -228,6 +359,7 @@ static void do_list(struct rpc_call *call, const ProtobufCMessage *msg)
 			infos[i].optional_tag_case = PROCESS__PROCESS_INFO__OPTIONAL_TAG_TAG;
 			infos[i].tag = (char *)process_tag(p);
 		}
+		infos[i].idempotency_key = (char *)process_key(p);
 		ptrs[i] = &infos[i];
 	}
 	resp.n_processes = i;
@@ -245,6 +377,7 @@ static void do_send_input(struct rpc_call *call, const ProtobufCMessage *msg)
 	struct process *p = select_or_fail(call, rq->process, false);
 	const Process__ProcessInput *in = rq->input;
 	enum rpc_code code;
+	uint64_t taken;
 	bool later;
 	char err[512];
 
@@ -256,11 +389,13 @@ static void do_send_input(struct rpc_call *call, const ProtobufCMessage *msg)
 	}
 	/* stdin and pty are the same union slot type; .pty reads either. */
 	code = process_write_input(p, call, false, in->input_case == PROCESS__PROCESS_INPUT__INPUT_PTY,
-				   in->pty.data, in->pty.len, &later, err, sizeof(err));
+				   in->pty.data, in->pty.len, rq->optional_offset_case != 0, rq->offset,
+				   &taken, &later, err, sizeof(err));
 	if (code != RPC_OK) {
 		rpc_fail(call, code, "%s", err);
 		return;
 	}
+	resp.input_offset = taken;
 	if (!later) /* else answered once the process has read it all */
 		rpc_reply(call, &resp.base);
 }
@@ -275,6 +410,7 @@ static void si_message(struct rpc_call *call, const ProtobufCMessage *msg)
 	const Process__ProcessInput *in;
 	struct process *p;
 	enum rpc_code code;
+	uint64_t taken;
 	bool later;
 	char err[512];
 
@@ -304,7 +440,8 @@ static void si_message(struct rpc_call *call, const ProtobufCMessage *msg)
 		/* Copied; over the bound the call is paused until stdin drains. */
 		code = process_write_input(p, call, true,
 					   in->input_case == PROCESS__PROCESS_INPUT__INPUT_PTY,
-					   in->pty.data, in->pty.len, &later, err, sizeof(err));
+					   in->pty.data, in->pty.len, rq->data->optional_offset_case != 0,
+					   rq->data->offset, &taken, &later, err, sizeof(err));
 		if (code != RPC_OK) {
 			process_input_forget(p, call);
 			rpc_fail(call, code, "%s", err);
@@ -328,7 +465,11 @@ static void si_cancel(struct rpc_call *call, enum rpc_code why)
 static void si_end(struct rpc_call *call)
 {
 	Process__StreamInputResponse resp = PROCESS__STREAM_INPUT_RESPONSE__INIT;
+	uintptr_t sel = (uintptr_t)rpc_call_ud(call);
+	struct process *p = sel ? process_find_pid((uint32_t)sel, true) : NULL;
 
+	if (p)
+		resp.input_offset = process_input_taken(p);
 	rpc_reply(call, &resp.base);
 }
 
@@ -556,6 +697,7 @@ static const struct rpc_method_impl methods[] = {
 	{ "CreateSession", RPC_UNARY, do_create_session },
 	{ "ListSessions", RPC_UNARY, do_list_sessions },
 	{ "CloseSession", RPC_UNARY, do_close_session },
+	{ "WaitFor", RPC_UNARY, waitfor_start },
 };
 
 const struct rpc_service process_service = {

@@ -1402,6 +1402,10 @@ static void session_end(struct session *s)
 {
 	s->closing = true;
 	ev_timer_stop(envd_loop, &s->idle_w);
+	/* Their ends say the session was closed, not just "killed". */
+	for (struct scmd *c = s->head; c; c = c->next)
+		if (c->p)
+			process_kill_note(c->p, SIGKILL, ENDREASON_BY_SESSION, s->name);
 	for (struct scmd *c = s->head; c;) {
 		struct scmd *next = c->next;
 
@@ -1624,6 +1628,10 @@ enum rpc_code session_run(const struct session_req *r, struct rpc_call *call, ch
 	spec.timeout_ms = r->timeout_ms;
 	spec.track_changes = r->track_changes;
 	spec.cwd = r->cwd ? r->cwd : s->home_cwd;
+	spec.idem_key = r->idem_key;
+	spec.idem_uid = r->idem_uid;
+	spec.idem_fp = r->idem_fp;
+	spec.budget = r->budget;
 	code = process_attach(&spec, c->pid, fds, &cmd_ops, c, call, &c->p, err, errlen);
 	if (code != RPC_OK) {
 		for (int i = 0; i < 3; i++)

@@ -39,6 +39,7 @@
 #include "rpc/rpc.h"
 
 struct user;
+struct budget;
 
 #define SESSION_QUEUE_MAX 64      /* commands in one session, the running one included */
 #define SESSION_MAX 256           /* sessions in all */
@@ -64,6 +65,12 @@ struct session_req {
 	bool track_changes;           /* the end event lists its changes */
 	const struct session_env *envs; /* for this command only */
 	size_t n_envs;
+	/* As process_spec's: the command's idempotency key (NULL: none), its
+	 * user and request fingerprint, and the Start stream's output budget. */
+	const char *idem_key;
+	uint32_t idem_uid;
+	const char *idem_fp;
+	const struct budget *budget;
 };
 
 /*

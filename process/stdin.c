@@ -105,6 +105,7 @@ void stdin_flush(struct process *p)
 
 			if (n > 0) {
 				c->off += (size_t)n;
+				p->in_written += (uint64_t)n;
 				continue;
 			}
 			if (n < 0 && errno == EINTR)
@@ -128,6 +129,7 @@ void stdin_flush(struct process *p)
 		chunk_free(p, c);
 	}
 done:
+	up->wrote(p);
 	ev_io_stop(envd_loop, &p->in_w);
 	in_resume_streams(p, true);
 	if (p->stdin_close_pending) {
@@ -137,6 +139,7 @@ done:
 	}
 	return;
 full:
+	up->wrote(p);
 	in_resume_streams(p, false);
 	ev_io_set(&p->in_w, p->in_fd, EV_WRITE);
 	ev_io_start(envd_loop, &p->in_w);
@@ -151,11 +154,16 @@ void stdin_cb(EV_P_ ev_io *w, int revents)
 	up->leave(p);
 }
 
-/* The client of a waiting SendInput left: the rest of its bytes go too. */
+/* The client of a waiting SendInput left: the rest of its bytes go too.
+ * They were counted as taken; when nothing was queued behind them, the
+ * count goes back, so a retry with the offset writes them. (With a write
+ * queued behind, the offsets of that one stand: they assume one writer.) */
 static void si_cancel(struct rpc_call *call, enum rpc_code why)
 {
 	struct inchunk *c = rpc_call_ud(call);
 
+	if (c->p && c->p->inq_tail == c)
+		c->p->in_taken -= c->len - c->off;
 	c->call = NULL;
 	c->data = NULL;
 	c->len = c->off;
@@ -177,12 +185,14 @@ void stdin_append(struct process *p, struct inchunk *c)
 }
 
 enum rpc_code stdin_write(struct process *p, struct rpc_call *call, bool stream, bool to_pty,
-			  const uint8_t *data, size_t n, bool *later, char *err, size_t errlen)
+			  const uint8_t *data, size_t n, bool has_off, uint64_t off, uint64_t *taken,
+			  bool *later, char *err, size_t errlen)
 {
 	size_t done = 0, rest;
 	struct inchunk *c;
 
 	*later = false;
+	*taken = p->in_taken;
 	if (to_pty && !p->pty) {
 		snprintf(err, errlen, "error writing to tty: tty not assigned to process — input "
 				      "should be written to the stdin, not the tty");
@@ -192,6 +202,21 @@ enum rpc_code stdin_write(struct process *p, struct rpc_call *call, bool stream,
 		snprintf(err, errlen, "error writing to stdin: tty assigned to process — input "
 				      "should be written to the pty, not the stdin");
 		return RPC_INTERNAL;
+	}
+	/* A write at an offset: what the process has taken already is not
+	 * written again (a retry whose answer was lost), a gap is refused. */
+	if (has_off) {
+		if (off > p->in_taken) {
+			snprintf(err, errlen, "input offset %llu is past the %llu bytes process %d has "
+					      "taken: bytes %llu to %llu are missing (send them first)",
+				 (unsigned long long)off, (unsigned long long)p->in_taken, (int)p->pid,
+				 (unsigned long long)p->in_taken, (unsigned long long)off);
+			return RPC_OUT_OF_RANGE;
+		}
+		if (p->in_taken - off >= n)
+			return RPC_OK;
+		data += p->in_taken - off;
+		n -= (size_t)(p->in_taken - off);
 	}
 	if (p->in_fd < 0 || p->stdin_close_pending) {
 		if (to_pty)
@@ -215,10 +240,21 @@ enum rpc_code stdin_write(struct process *p, struct rpc_call *call, bool stream,
 		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
 		in_write_error(p, errno, err, errlen);
+		p->in_taken += done;
+		p->in_written += done;
+		*taken = p->in_taken;
+		if (done)
+			up->wrote(p);
 		return RPC_INTERNAL;
 	}
-	if (done == n)
+	p->in_written += done;
+	if (done)
+		up->wrote(p);
+	if (done == n) {
+		p->in_taken += n;
+		*taken = p->in_taken;
 		return RPC_OK;
+	}
 	rest = n - done;
 	/*
 	 * The pipe is full. A unary call too big for the bound keeps its own
@@ -244,6 +280,8 @@ enum rpc_code stdin_write(struct process *p, struct rpc_call *call, bool stream,
 	c->p = p;
 	c->len = rest;
 	stdin_append(p, c);
+	p->in_taken += n;
+	*taken = p->in_taken;
 	ev_io_set(&p->in_w, p->in_fd, EV_WRITE);
 	ev_io_start(envd_loop, &p->in_w);
 	if (call && stream && p->inq_len > STDIN_QUEUE_MAX) {
@@ -260,6 +298,8 @@ enum rpc_code stdin_write(struct process *p, struct rpc_call *call, bool stream,
 	}
 	return RPC_OK;
 nomem:
+	p->in_taken += done;
+	*taken = p->in_taken;
 	snprintf(err, errlen, "error writing to %s: %s", to_pty ? "tty" : "stdin",
 		 go_strerror(ENOMEM));
 	return RPC_INTERNAL;

@@ -29,11 +29,13 @@
  * What stdin.c tells process.c (installed once with stdin_init):
  *   leave   as output_hooks.leave;
  *   closed  envd closed the child's stdin (CloseStdin, once what was
- *           queued is written).
+ *           queued is written);
+ *   wrote   bytes were written to the child (p->in_written grew).
  */
 struct stdin_hooks {
 	void (*leave)(struct process *p);
 	void (*closed)(struct process *p);
+	void (*wrote)(struct process *p);
 };
 void stdin_init(const struct stdin_hooks *hooks);
 
@@ -53,9 +55,11 @@ void stdin_flush(struct process *p);
 void stdin_drop(struct process *p, int e);
 
 /* process_write_input, process_input_forget and process_close_stdin
- * (process.h has the contract). */
+ * (process.h has the contract; p->in_taken counts the input taken, and
+ * p->in_written what of it was written). */
 enum rpc_code stdin_write(struct process *p, struct rpc_call *call, bool stream, bool to_pty,
-			  const uint8_t *data, size_t n, bool *later, char *err, size_t errlen);
+			  const uint8_t *data, size_t n, bool has_off, uint64_t off, uint64_t *taken,
+			  bool *later, char *err, size_t errlen);
 void stdin_forget(struct process *p, struct rpc_call *call);
 enum rpc_code stdin_close(struct process *p, char *err, size_t errlen);
 

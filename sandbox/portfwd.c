@@ -315,10 +315,24 @@ static struct {
 	struct relay *relays;
 	size_t n_relays;
 	struct portfwd_sock socks[PORTFWD_MAX_SOCKS];
+	void (*on_scan)(const struct portfwd_sock *socks, size_t n);
 	struct portfwd_want wants[PORTFWD_MAX_FORWARDS];
 	uint64_t ours[1024];
 	char buf[32768] __attribute__((aligned(8))); /* netlink messages are read in place */
 } pf; /* zero-initialised (.bss): nl is set by portfwd_start */
+
+void portfwd_on_scan(void (*fn)(const struct portfwd_sock *socks, size_t n))
+{
+	pf.on_scan = fn;
+}
+
+bool portfwd_is_own(const struct portfwd_sock *s)
+{
+	const struct fwd *f = pf.by_port[s->port];
+
+	return f && f->lfd >= 0 && s->family == pf.sandbox.family &&
+	       memcmp(s->addr, pf.sandbox.addr, s->family == AF_INET ? 4 : 16) == 0;
+}
 
 size_t portfwd_active_forwards(void)
 {
@@ -814,6 +828,10 @@ static void scan_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		scan_pace(loop, now, pf.wants_sig); /* a failed scan changes nothing */
 		return;
 	}
+	/* Before the forwards change: a forward's own listener is known as
+	 * such (portfwd_is_own) while the scan that saw it is handed on. */
+	if (pf.on_scan)
+		pf.on_scan(pf.socks, n);
 	memset(pf.ours, 0, sizeof(pf.ours));
 	for (struct fwd *f = pf.fwds; f; f = f->next)
 		if (f->lfd >= 0)

@@ -76,6 +76,16 @@ void portfwd_stop(void);
 /* The sandbox is active: scan at the fast pace for PORTFWD_HOT_S. */
 void portfwd_kick(void);
 
+/*
+ * After every successful scan, fn (NULL: none) gets every listening TCP
+ * socket it found, envd's own forward listeners among them
+ * (portfwd_is_own tells them apart). Other layers learn of listeners
+ * through it (WaitFor's port condition) without a scanner of their own.
+ */
+void portfwd_on_scan(void (*fn)(const struct portfwd_sock *socks, size_t n));
+/* s is the listener of one of envd's own forwards (during on_scan). */
+bool portfwd_is_own(const struct portfwd_sock *s);
+
 /* Number of ports currently listening on the sandbox address. */
 size_t portfwd_active_forwards(void);
 

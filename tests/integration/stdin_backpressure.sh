@@ -59,7 +59,7 @@ start_sum h1
 stream_body "$TMP/six" "$PID" 256 >"$TMP/h1.body"
 resp=$(curl -s --max-time "$HANG_S" -X POST "$(url StreamInput)" -H 'Content-Type: application/connect+json' \
 	-H 'Transfer-Encoding: chunked' --data-binary @"$TMP/h1.body" | decode)
-check "StreamInput h1: accepted, no error" $'0 {}\n2 {}' "$resp"
+check "StreamInput h1: accepted, no error" "0 {\"inputOffset\": \"$(stat -c %s "$TMP/six")\"}"$'\n2 {}' "$resp"
 check "CloseStdin" "200 {}" "$(unary CloseStdin "{\"process\":{\"pid\":$PID}}")"
 wait $SPID
 check "StreamInput h1: 6 MiB arrive intact" "$(sum_of "$TMP/six")" "$(digest_of h1)"
@@ -69,7 +69,7 @@ start_sum h2
 stream_body "$TMP/six" "$PID" 256 >"$TMP/h2.body"
 resp=$(nghttp -d "$TMP/h2.body" -H ':method: POST' -H 'content-type: application/connect+json' \
 	"http://127.0.0.1:$PORT/process.Process/StreamInput" | decode)
-check "StreamInput h2c: accepted, no error" $'0 {}\n2 {}' "$resp"
+check "StreamInput h2c: accepted, no error" "0 {\"inputOffset\": \"$(stat -c %s "$TMP/six")\"}"$'\n2 {}' "$resp"
 check "CloseStdin (h2 run)" "200 {}" "$(unary CloseStdin "{\"process\":{\"pid\":$PID}}")"
 wait $SPID
 check "StreamInput h2c: 6 MiB arrive intact" "$(sum_of "$TMP/six")" "$(digest_of h2)"

@@ -309,7 +309,8 @@ Test(keep, what_is_kept_and_what_is_adopted_back)
 
 	/* Its stdin works; its end is learnt from the pidfd and the exit ring. */
 	bool later;
-	cr_assert_eq(process_write_input(p, NULL, false, false, (const uint8_t *)"go\n", 3, &later, err, sizeof(err)),
+	uint64_t taken;
+	cr_assert_eq(process_write_input(p, NULL, false, false, (const uint8_t *)"go\n", 3, false, 0, &taken, &later, err, sizeof(err)),
 		     RPC_OK, "%s", err);
 	cr_assert(wire_until(NULL, not_listed, (void *)(uintptr_t)pid));
 	memset(&v, 0, sizeof(v));

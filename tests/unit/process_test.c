@@ -191,6 +191,7 @@ Test(process, started_without_a_stream)
 	struct process_spec s = { 0 };
 	struct process *p;
 	bool later;
+	uint64_t taken;
 
 	cr_assert_eq(user_lookup("root", &u, NULL, 0), 0);
 	envp = procenv_for(&u, NULL, 0);
@@ -214,7 +215,7 @@ Test(process, started_without_a_stream)
 	cr_expect_eq(process_find_tag("quiet", false), p);
 	cr_expect_str_eq(process_tag(p), "quiet");
 	cr_expect_str_eq(process_config(p)->cmd, "/bin/sh");
-	cr_assert_eq(process_write_input(p, NULL, false, false, (const uint8_t *)"\n", 1, &later, err, sizeof(err)),
+	cr_assert_eq(process_write_input(p, NULL, false, false, (const uint8_t *)"\n", 1, false, 0, &taken, &later, err, sizeof(err)),
 		     RPC_OK, "%s", err);
 	cr_assert(wire_until(NULL, not_listed, (void *)(uintptr_t)pid));
 	p = process_find_tag("quiet", true);
