@@ -35,6 +35,7 @@
 #include "base/users.h"
 #include "base/worker.h"
 #include "process/waitstatus.h"
+#include "rpc/rpcerr.h"
 
 size_t process_ring_size = 1024 * 1024;
 
@@ -83,6 +84,7 @@ static uint64_t tv_us(const struct timeval *tv)
 }
 
 const struct process_tracker *process_tracker;
+const struct process_try_ops *process_try;
 
 /* ---- the keeper (process_keeper in process.h) -------------------------- */
 
@@ -179,6 +181,8 @@ static void process_free(struct process *p)
 	attach_settled(p);
 	if (p->track)
 		process_tracker->release(p->track);
+	if (p->try_h)
+		process_try->release(p->try_h);
 	pcg_leaf_release(p->cg);
 	p->cg = NULL;
 	stop_io(p);
@@ -301,8 +305,28 @@ static void track_ready(struct process *p)
 		return; /* answered inside make_end, whose own fanout follows */
 	process_enter(p);
 	output_fanout(p);
-	attach_settled(p);
+	if (!p->try_wait)
+		attach_settled(p);
 	process_leave(p);
+}
+
+/* The try's changes are in (process_try's end hook): as track_ready. */
+static void try_ready(struct process *p)
+{
+	p->try_wait = false;
+	if (p->try_in_end)
+		return;
+	process_enter(p);
+	output_fanout(p);
+	if (!p->track_wait)
+		attach_settled(p);
+	process_leave(p);
+}
+
+void process_try_attach(struct process *p, void *h)
+{
+	if (!p->try_h && !lc_end_ready(p->lc))
+		p->try_h = h;
 }
 
 /* Entering an end-ready state: subscribers get data up to here, then end. */
@@ -319,11 +343,17 @@ static void make_end(struct process *p)
 		process_tracker->end(p->track, p, track_ready);
 		p->track_in_end = false;
 	}
+	if (p->try_h) {
+		p->try_wait = true;
+		p->try_in_end = true;
+		process_try->end(p->try_h, p, try_ready);
+		p->try_in_end = false;
+	}
 	log_info("process", "process %d ended: %s (%llu output bytes)", (int)p->pid, p->status,
 		 (unsigned long long)p->end_off);
 	ev_timer_stop(envd_loop, &p->grace_w);
 	output_fanout(p);
-	if (!p->track_wait)
+	if (!p->track_wait && !p->try_wait)
 		attach_settled(p);
 }
 
@@ -719,6 +749,8 @@ static void out_fill_end(struct process *p, Process__ProcessEvent__EndEvent *end
 {
 	if (p->track)
 		process_tracker->fill(p->track, end);
+	if (p->try_h)
+		process_try->fill(p->try_h, end);
 }
 
 static const struct output_hooks out_hooks = {
@@ -819,12 +851,17 @@ struct spawn_job {
 	bool killed;                  /* given up: the child is killed */
 	pid_t pid;                    /* spawn_start's result */
 	char serr[512];
+	void *try_h;                  /* a try run's handle (process_try), until p takes it */
+	int try_rc;                   /* the try's layer could not be made: -errno */
 };
 
 static void spawn_job_free(struct spawn_job *j)
 {
 	int last = -1;
 
+	/* A start that did not get as far as its process: the layer goes. */
+	if (j->try_h)
+		process_try->started(j->try_h, NULL, -1);
 	for (int i = 0; i < 3; i++) {
 		if (j->child_fd[i] >= 0 && j->child_fd[i] != last)
 			close(j->child_fd[i]);
@@ -879,7 +916,19 @@ static void spawn_job_work(void *arg)
 {
 	struct spawn_job *j = arg;
 	struct stat st;
+	int mntns = -1;
 
+	/* A try's layer first: where it cannot be made, nothing runs. */
+	if (j->try_h) {
+		j->try_rc = process_try->prepare(j->try_h, &mntns, j->serr, sizeof(j->serr));
+		if (j->try_rc < 0) {
+			j->pid = j->try_rc;
+			__atomic_store_n(&j->returned, true, __ATOMIC_RELEASE);
+			return;
+		}
+		j->rq.join_mntns = true;
+		j->rq.mntns_fd = mntns;
+	}
 	if (stat(j->cwd, &st) < 0 && errno == ENOENT) {
 		j->no_cwd = true;
 		j->pid = -ENOENT;
@@ -957,7 +1006,9 @@ static void spawn_job_done(void *arg)
 		rpc_call_set_deadline_message(call, NULL);
 	}
 	if (j->pid < 0) {
-		if (call && j->no_cwd)
+		if (call && j->try_rc < 0)
+			rpc_fail(call, rpc_code_from_errno(j->try_rc), "%s", j->serr);
+		else if (call && j->no_cwd)
 			rpc_fail(call, RPC_INVALID_ARGUMENT, "cwd '%s' does not exist", j->cwd);
 		else if (call && j->pty)
 			rpc_fail(call, RPC_INVALID_ARGUMENT,
@@ -978,6 +1029,11 @@ static void spawn_job_done(void *arg)
 		process_free(j->p);
 	} else {
 		spawn_register(j);
+		if (j->try_h) {
+			j->p->try_h = j->try_h;
+			j->try_h = NULL;
+			process_try->started(j->p->try_h, j->p, j->pid);
+		}
 		if (call)
 			output_attach(j->p, call, false, false, 0);
 	}
@@ -1002,11 +1058,14 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	if (!p) {
 		free(j);
 		free(s->envp);
+		if (s->try_h)
+			process_try->started(s->try_h, NULL, -1);
 		snprintf(err, errlen, "error starting process: %s", go_strerror(ENOMEM));
 		return RPC_INTERNAL;
 	}
 	j->p = p;
 	j->envp = s->envp;
+	j->try_h = s->try_h;
 	j->child_fd[0] = j->child_fd[1] = j->child_fd[2] = -1;
 	p->lc = LC_NEW;
 	p->out_fd = p->err_fd = p->in_fd = -1;
