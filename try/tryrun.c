@@ -835,6 +835,23 @@ static struct try_job *job_new(void)
 
 /* ---- the end of a try's command ---------------------------------------- */
 
+/* The end event of a try discarded while its command ran: its state alone. */
+static void end_state_only(struct try *t, enum try_state st)
+{
+	Process__TryDiff *m;
+
+	arena_free(&t->end_arena);
+	t->end_msg = NULL;
+	if (!(m = arena_alloc(&t->end_arena, sizeof(*m))))
+		return;
+	process__try_diff__init(m);
+	m->state = (char *)state_names[st];
+	m->paths = t->dirs;
+	m->n_paths = t->n_dirs;
+	m->layer_max_bytes = t->max_bytes;
+	t->end_msg = m;
+}
+
 static void hook_end(void *h, struct process *p, void (*ready)(struct process *p))
 {
 	struct try *t = h;
@@ -850,6 +867,7 @@ static void hook_end(void *h, struct process *p, void (*ready)(struct process *p
 	t->ready = ready;
 	/* Discarded while it ran (or being): its end has nothing to list. */
 	if (is_tomb(t) || t->busy || !t->layer_open || !(j = job_new())) {
+		end_state_only(t, t->busy == BUSY_DISCARD ? TRY_DISCARDED : t->state);
 		end_ready(t);
 		return;
 	}
