@@ -14,6 +14,7 @@ struct line {
 	const char *p;
 	size_t len;      /* without the newline */
 	uint64_t hash;
+	bool noeol;      /* the last line, with no newline: not equal to the same text with one */
 };
 
 struct side {
@@ -56,6 +57,7 @@ static int split_lines(const char *t, size_t n, struct side *s)
 		s->v[s->n].p = t + i;
 		s->v[s->n].len = e - i;
 		s->v[s->n].hash = line_hash(t + i, e - i);
+		s->v[s->n].noeol = !nl;
 		s->n++;
 		s->no_eol = !nl;
 		i = nl ? e + 1 : n;
@@ -67,7 +69,7 @@ static bool eq(const struct ctx *c, long i, long j)
 {
 	const struct line *x = &c->a.v[i], *y = &c->b.v[j];
 
-	return x->hash == y->hash && x->len == y->len && memcmp(x->p, y->p, x->len) == 0;
+	return x->hash == y->hash && x->len == y->len && x->noeol == y->noeol && memcmp(x->p, y->p, x->len) == 0;
 }
 
 /*
