@@ -4,12 +4,13 @@
  * optimistic check that nothing it would write changed in the real
  * directories since the try began, then the plan (tryplan.h) applied.
  *
- * The check. A try remembers when it began (t0, the coarse real-time
- * clock that file times come from, read before its command started and
- * after that clock had moved on). Every change of a real entry, whether
- * a write, a truncation, a chmod, a chown or a rename over it, sets the
- * entry's change time (ctime) to now, and ctime cannot be set otherwise,
- * so a real entry with a ctime after t0 changed since the try began.
+ * The check. A try remembers when it began (t0: the real-time clock
+ * read before its command started, which no file time given until then
+ * exceeds; its command starts once the coarse clock that file times come
+ * from has passed t0). Every change of a real entry, whether a write, a
+ * truncation, a chmod, a chown or a rename over it, sets the entry's
+ * change time (ctime) to now, and ctime cannot be set otherwise, so a
+ * real entry with a ctime after t0 changed since the try began.
  * For each entry the commit would write, replace, chmod or remove:
  *   - it must be there, with a ctime not after t0; where the layer's copy
  *     names the real file it came from (overlay.origin), that must still

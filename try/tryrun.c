@@ -278,16 +278,21 @@ static enum rpc_code hook_begin(const char *const *paths, size_t n, const struct
 	return RPC_OK;
 }
 
-/* The coarse clock file times come from, once it has moved on from now:
-   a change made after this returns has a later time. */
+/*
+ * When the try begins, for the commit's check (tryapply.h): the fine
+ * clock now, which no file time already given exceeds (multigrain
+ * timestamps, Linux 6.13+, give fine ones), then a wait until the coarse
+ * clock (which the other file times come from) has passed it, so any
+ * change from here on gets a later time. At most one tick.
+ */
 static void take_t0(struct timespec *t0)
 {
 	struct timespec now, nap = { 0, 500 * 1000 };
 
-	clock_gettime(CLOCK_REALTIME_COARSE, t0);
-	for (int i = 0; i < 100; i++) {
+	clock_gettime(CLOCK_REALTIME, t0);
+	for (int i = 0; i < 200; i++) {
 		clock_gettime(CLOCK_REALTIME_COARSE, &now);
-		if (now.tv_sec != t0->tv_sec || now.tv_nsec != t0->tv_nsec)
+		if (now.tv_sec > t0->tv_sec || (now.tv_sec == t0->tv_sec && now.tv_nsec > t0->tv_nsec))
 			return;
 		nanosleep(&nap, NULL);
 	}
