@@ -16,7 +16,7 @@
 # Prints one JSON line: commit_s, cp_s, files, per-round times, errors.
 import json, os, shutil, struct, subprocess, sys, tempfile, time
 
-port, tree, rounds, n_mod, n_new = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+port, tree, rounds, n_mod, n_new = sys.argv[1], os.path.abspath(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 url = "http://127.0.0.1:%s/process.Process/" % port
 tmp = tempfile.mkdtemp(dir=os.path.dirname(os.path.abspath(tree)))
 errors = 0
@@ -78,7 +78,8 @@ for r in range(rounds):
     code, out = post("Start", {"process": {"cmd": "/bin/sh", "args": [script], "cwd": tree},
                                 "tryRun": {"paths": [tree]}}, stream=True)
     pid = start_pid(out)
-    if code != 200 or not pid or b'"exitCode"' in out:
+    if code != 200 or not pid or b"\"exitCode\"" in out:
+        sys.stderr.write("start: %d %s\n" % (code, out[-600:]))
         errors += 1
         break
     # Both sides start with nothing dirty to write back.

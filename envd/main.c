@@ -424,6 +424,14 @@ int main(int argc, char **argv)
 	uptmp_sweep();
 	/* Session directories of a killed envd (docs/sessions.md). */
 	session_sweep();
+	/* A try's commit registers its hidden names beside the uploads' registry. */
+	{
+		const char *ur = flag_get("upload-registry")->v.s, *slash = strrchr(ur, '/');
+		if (!*ur)
+			tryapply_registry[0] = '\0';
+		else if (slash)
+			snprintf(tryapply_registry, sizeof(tryapply_registry), "%.*s/try-staging", (int)(slash - ur), ur);
+	}
 	/* What commits of try runs a killed envd made left under hidden names. */
 	tryapply_sweep();
 	if (changes_start() < 0)

@@ -844,9 +844,13 @@ if want try; then
 	TTREE=$ROOT/build/bench/try-tree-$TRY_FILES
 	log "try runs: CommitTry of $((TRY_MOD + TRY_NEW)) changed files in a $TRY_FILES-file tree beside cp -a of them, best of $TRY_ROUNDS"
 	"$PY" bench/tools_tree.py "$TTREE" "$TRY_FILES"
-	start_envd -changes-max-paths 0
+	# The registry of temporary files on a tmpfs, as /run is in a sandbox
+	# (here /run may be the root disk, where each entry is an inode to journal).
+	mkdir -p /dev/shm/envd-bench-$$
+	start_envd -changes-max-paths 0 -upload-registry /dev/shm/envd-bench-$$/uploads
 	run_json try "$PY" bench/try.py "$EPORT" "$TTREE" "$TRY_ROUNDS" "$TRY_MOD" "$TRY_NEW"
 	stop_pid "$EPID"
+	rm -rf /dev/shm/envd-bench-$$
 fi
 
 # 8. The image as a VM -------------------------------------------------------

@@ -694,33 +694,101 @@ static void undo_asides(struct apply *a)
 	}
 }
 
-int tryapply_run(const struct trydiff *d, const struct tryplan *p, const struct tryapply_root *roots,
-		 const volatile bool *stop, struct tryapply_stats *st, char *err, size_t errlen)
+struct tryapply {
+	struct apply a;          /* shared: each call works on a copy with its own stats and message */
+	const struct tryplan *p;
+	size_t stage_end;        /* the first step that is not a stage */
+	size_t *files;           /* the STAGE_FILE and STAGE_OTHER steps */
+	size_t n_files;
+};
+
+int tryapply_new(const struct trydiff *d, const struct tryplan *p, const struct tryapply_root *roots,
+		 struct tryapply **out)
 {
-	struct apply a = { .d = d, .roots = roots, .st = st, .err = err, .errlen = errlen };
-	size_t i = 0, publish_from;
+	struct tryapply *t = calloc(1, sizeof(*t));
+
+	*out = NULL;
+	if (!t || !(t->a.s = calloc(d->n + 1, sizeof(*t->a.s))) || !(t->files = calloc(p->n + 1, sizeof(*t->files)))) {
+		if (t)
+			free(t->a.s);
+		free(t);
+		return -ENOMEM;
+	}
+	t->a.d = d;
+	t->a.roots = roots;
+	t->p = p;
+	while (t->stage_end < p->n && p->v[t->stage_end].op <= TRYPLAN_STAGE_OTHER) {
+		if (p->v[t->stage_end].op >= TRYPLAN_STAGE_FILE)
+			t->files[t->n_files++] = t->stage_end;
+		t->stage_end++;
+	}
+	*out = t;
+	return 0;
+}
+
+size_t tryapply_files(const struct tryapply *t)
+{
+	return t->n_files;
+}
+
+static struct apply view(struct tryapply *t, struct tryapply_stats *st, char *err, size_t errlen)
+{
+	struct apply a = t->a;
+
+	a.st = st;
+	a.err = err;
+	a.errlen = errlen;
+	return a;
+}
+
+static int stopped(const volatile bool *stop, char *err, size_t errlen)
+{
+	if (stop && *stop)
+		return say(err, errlen, -ECANCELED, "the commit was stopped before anything was applied");
+	return 0;
+}
+
+int tryapply_stage_dirs(struct tryapply *t, const volatile bool *stop, struct tryapply_stats *st, char *err,
+			size_t errlen)
+{
+	struct apply a = view(t, st, err, errlen);
 	int rc = 0;
 
-	memset(st, 0, sizeof(*st));
-	a.s = calloc(d->n + 1, sizeof(*a.s));
-	if (!a.s)
-		return say(err, errlen, -ENOMEM, "committing: %s", go_strerror(ENOMEM));
-	for (; i < p->n && p->v[i].op <= TRYPLAN_STAGE_OTHER; i++) {
-		if (stop && *stop) {
-			rc = say(err, errlen, -ECANCELED, "the commit was stopped before anything was applied");
-			break;
-		}
-		if ((rc = do_stage(&a, &p->v[i])) < 0)
-			break;
-	}
-	if (rc < 0) {
-		if (rc == -ENOMEM && !err[0])
-			say(err, errlen, rc, "committing: %s", go_strerror(ENOMEM));
-		unstage(&a);
-		goto out;
-	}
+	for (size_t i = 0; i < t->stage_end && rc == 0; i++)
+		if (t->p->v[i].op <= TRYPLAN_STAGE_DIR && (rc = stopped(stop, err, errlen)) == 0)
+			rc = do_stage(&a, &t->p->v[i]);
+	if (rc == -ENOMEM && !err[0])
+		say(err, errlen, rc, "committing: %s", go_strerror(ENOMEM));
+	return rc;
+}
+
+int tryapply_stage_files(struct tryapply *t, size_t from, size_t to, const volatile bool *stop,
+			 struct tryapply_stats *st, char *err, size_t errlen)
+{
+	struct apply a = view(t, st, err, errlen);
+	int rc = 0;
+
+	for (size_t k = from; k < to && k < t->n_files && rc == 0; k++)
+		if ((rc = stopped(stop, err, errlen)) == 0)
+			rc = do_stage(&a, &t->p->v[t->files[k]]);
+	if (rc == -ENOMEM && !err[0])
+		say(err, errlen, rc, "committing: %s", go_strerror(ENOMEM));
+	return rc;
+}
+
+void tryapply_unstage(struct tryapply *t)
+{
+	unstage(&t->a);
+}
+
+int tryapply_publish(struct tryapply *t, struct tryapply_stats *st, char *err, size_t errlen)
+{
+	struct apply a = view(t, st, err, errlen);
+	const struct tryplan *p = t->p;
+	size_t i = t->stage_end;
+	int rc = 0;
+
 	/* From here on the real directories change; no stop is heard. */
-	publish_from = i;
 	for (; i < p->n; i++)
 		if ((rc = do_publish_step(&a, &p->v[i])) < 0)
 			break;
@@ -732,17 +800,55 @@ int tryapply_run(const struct trydiff *d, const struct tryplan *p, const struct 
 		unstage(&a);
 		say(err, errlen, -EIO, "the commit stopped after %zu of its %zu steps that change the real directories: "
 			       "%s; the try is kept (commit again to apply the rest)",
-		    i - publish_from, p->n - publish_from, why);
+		    i - t->stage_end, p->n - t->stage_end, why);
 		rc = -EIO;
 	}
-out:
-	for (size_t j = 0; j < d->n; j++) {
-		free(a.s[j].hidden);
-		free(a.s[j].tmp);
-		free(a.s[j].reg);
-		free(a.s[j].aside);
+	return rc;
+}
+
+void tryapply_free(struct tryapply *t)
+{
+	if (!t)
+		return;
+	for (size_t j = 0; j < t->a.d->n; j++) {
+		free(t->a.s[j].hidden);
+		free(t->a.s[j].tmp);
+		free(t->a.s[j].reg);
+		free(t->a.s[j].aside);
 	}
-	free(a.s);
+	free(t->a.s);
+	free(t->files);
+	free(t);
+}
+
+static void add_stats(struct tryapply_stats *to, const struct tryapply_stats *from)
+{
+	to->files += from->files;
+	to->bytes += from->bytes;
+	to->dirs += from->dirs;
+	to->removed += from->removed;
+	to->attrs += from->attrs;
+}
+
+int tryapply_run(const struct trydiff *d, const struct tryplan *p, const struct tryapply_root *roots,
+		 const volatile bool *stop, struct tryapply_stats *st, char *err, size_t errlen)
+{
+	struct tryapply *t;
+	struct tryapply_stats part = { 0 };
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	if (tryapply_new(d, p, roots, &t) < 0)
+		return say(err, errlen, -ENOMEM, "committing: %s", go_strerror(ENOMEM));
+	rc = tryapply_stage_dirs(t, stop, st, err, errlen);
+	if (rc == 0)
+		rc = tryapply_stage_files(t, 0, t->n_files, stop, &part, err, errlen);
+	add_stats(st, &part);
+	if (rc < 0)
+		tryapply_unstage(t);
+	else
+		rc = tryapply_publish(t, st, err, errlen);
+	tryapply_free(t);
 	return rc;
 }
 

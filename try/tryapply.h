@@ -70,6 +70,30 @@ struct tryapply_stats {
 int tryapply_check(const struct trydiff *d, const struct tryapply_root *roots, const struct timespec *t0,
 		   char *err, size_t errlen);
 
+/*
+ * A commit in steps, so that its files can be staged by several worker
+ * jobs at once (they are independent once their directories exist):
+ *   tryapply_new          for d and its plan p (both borrowed until free);
+ *   tryapply_stage_dirs   the new directories (one job, first);
+ *   tryapply_stage_files  the files and other entries [from, to) of the
+ *                         tryapply_files() to stage; calls on disjoint
+ *                         ranges may run on several threads at once;
+ *   then tryapply_publish, or tryapply_unstage when a stage failed or was
+ *   stopped; tryapply_free. Stats add up in the caller's st.
+ * tryapply_run does all of it on the calling thread.
+ */
+struct tryapply;
+int tryapply_new(const struct trydiff *d, const struct tryplan *p, const struct tryapply_root *roots,
+		 struct tryapply **out);
+size_t tryapply_files(const struct tryapply *t);
+int tryapply_stage_dirs(struct tryapply *t, const volatile bool *stop, struct tryapply_stats *st, char *err,
+			size_t errlen);
+int tryapply_stage_files(struct tryapply *t, size_t from, size_t to, const volatile bool *stop,
+			 struct tryapply_stats *st, char *err, size_t errlen);
+int tryapply_publish(struct tryapply *t, struct tryapply_stats *st, char *err, size_t errlen);
+void tryapply_unstage(struct tryapply *t);
+void tryapply_free(struct tryapply *t);
+
 int tryapply_run(const struct trydiff *d, const struct tryplan *p, const struct tryapply_root *roots,
 		 const volatile bool *stop, struct tryapply_stats *st, char *err, size_t errlen);
 

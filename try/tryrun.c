@@ -82,12 +82,13 @@ struct try {
 	unsigned jobs;           /* worker jobs using the layer */
 	enum busy busy;
 	struct waiter *waiters;  /* commits or discards waiting for this one's outcome */
+	struct commit *commit;   /* while busy with a commit */
 	struct trykeep *keep;
 	bool in_list;
 };
 
 static struct try *tries;
-static unsigned jobs_in_flight;
+static unsigned jobs_in_flight, commits_in_flight;
 static volatile bool quiescing;
 
 static bool is_tomb(const struct try *t)
@@ -129,14 +130,52 @@ static void unlink_try(struct try *t)
 	}
 }
 
+/*
+ * The layer's descriptors closed on the worker pool: the last close of the
+ * namespace unmounts everything in it and frees the tmpfs, which takes the
+ * kernel tens of milliseconds and must not hold the loop.
+ */
+struct closer {
+	struct trylayer l;
+};
+
+static void closer_work(void *arg)
+{
+	struct closer *c = arg;
+
+	trylayer_close(&c->l);
+}
+
+static void closer_done(void *arg)
+{
+	free(arg);
+}
+
+static void close_layer(struct try *t)
+{
+	struct closer *c = t->layer_open ? malloc(sizeof(*c)) : NULL;
+
+	if (c) {
+		c->l = t->layer;
+		if (worker_submit(closer_work, closer_done, c) == 0) {
+			t->layer.ns_fd = t->layer.root_fd = -1;
+			t->layer_open = false;
+			return;
+		}
+		free(c);
+	}
+	if (t->layer_open)
+		trylayer_close(&t->layer);
+	t->layer_open = false;
+}
+
 /* Free t once nothing refers to it: no job, no process, out of the list. */
 static void try_free_if_unused(struct try *t)
 {
 	if (t->jobs || t->p || t->in_list)
 		return;
 	ev_timer_stop(envd_loop, &t->ttl_w);
-	if (t->layer_open)
-		trylayer_close(&t->layer);
+	close_layer(t);
 	trykeep_drop(t->keep);
 	for (size_t i = 0; i < t->n_dirs; i++)
 		free(t->dirs[i]);
@@ -181,9 +220,7 @@ static void drop_layer(struct try *t)
 	t->keep = NULL;
 	if (t->jobs)
 		return; /* the last job's completion closes it */
-	if (t->layer_open)
-		trylayer_close(&t->layer);
-	t->layer_open = false;
+	close_layer(t);
 }
 
 static void ttl_cb(EV_P_ ev_timer *w, int revents);
@@ -372,7 +409,32 @@ static void hook_release(void *h)
 
 /* ---- jobs on the layer ---------------------------------------------------- */
 
-enum job_kind { JOB_END, JOB_DIFF, JOB_COMMIT, JOB_DISCARD };
+enum job_kind { JOB_END, JOB_DIFF, JOB_COMMIT, JOB_STAGE, JOB_PUBLISH, JOB_DISCARD };
+
+/*
+ * A commit under way (try->commit, busy with BUSY_COMMIT), across its jobs:
+ * one that kills what is left of the try, takes the diff, checks it, plans
+ * and makes the new directories (JOB_COMMIT); then up to STAGE_JOBS that
+ * stage the files, each a share of them, at once (JOB_STAGE: on a disk
+ * the writes of one thread wait on the journal, which others fill); then
+ * one that publishes, or removes what was staged when a stage failed
+ * (JOB_PUBLISH). The calls waiting for its outcome are the try's waiters.
+ */
+#define STAGE_JOBS 4
+#define STAGE_SHARE_MIN 64
+
+struct commit {
+	struct trydiff d;
+	struct tryplan plan;
+	struct tryapply *a;
+	struct tryapply_root roots[TRYLAYER_DIRS_MAX];
+	int upper[TRYLAYER_DIRS_MAX];
+	unsigned pending;          /* JOB_STAGE jobs out */
+	int rc;
+	char err[1536];
+	struct tryapply_stats stats;
+	ev_timer retry_w;          /* the publish job could not be queued yet */
+};
 
 struct try_job {
 	enum job_kind kind;
@@ -392,6 +454,7 @@ struct try_job {
 	struct rpc_encoded enc;
 	bool encoded;
 	struct tryapply_stats stats;
+	size_t from, to;           /* JOB_STAGE: its share of the files */
 };
 
 static const struct rpc_call_hooks job_hooks;
@@ -630,34 +693,56 @@ static void diff_work(struct try_job *j)
 static void commit_work(struct try_job *j)
 {
 	struct try *t = j->t;
-	struct trydiff d;
-	struct tryplan plan = { 0 };
-	struct tryapply_root roots[TRYLAYER_DIRS_MAX];
-	int upper[TRYLAYER_DIRS_MAX], left;
+	struct commit *c = t->commit;
+	int left;
 
+	for (size_t i = 0; i < TRYLAYER_DIRS_MAX; i++)
+		c->upper[i] = -1;
 	/* What is left of the try's processes could still write to the layer. */
 	left = trylayer_kill(&t->layer, KILL_WAIT_S);
 	if (left) {
-		j->rc = -EBUSY;
-		snprintf(j->err, sizeof(j->err), "%d processes of the try did not end within %g s of SIGKILL", left,
+		c->rc = -EBUSY;
+		snprintf(c->err, sizeof(c->err), "%d processes of the try did not end within %g s of SIGKILL", left,
 			 KILL_WAIT_S);
 		return;
 	}
-	trydiff_init(&d, 0);
-	j->rc = scan_all(j, &d, upper);
+	trydiff_init(&c->d, 0);
+	c->rc = scan_all(j, &c->d, c->upper);
+	if (c->rc < 0) {
+		snprintf(c->err, sizeof(c->err), "%s", j->err);
+		return;
+	}
 	for (size_t i = 0; i < t->n_dirs; i++)
-		roots[i] = (struct tryapply_root){ .real = t->dirs[i], .upper_fd = upper[i] };
-	if (j->rc == 0)
-		j->rc = tryapply_check(&d, roots, &t->t0, j->err, sizeof(j->err));
-	if (j->rc == 0 && (j->rc = tryplan_make(&d, &plan)) < 0)
-		snprintf(j->err, sizeof(j->err), "planning the commit: %s", go_strerror(-j->rc));
-	if (j->rc == 0)
-		j->rc = tryapply_run(&d, &plan, roots, &quiescing, &j->stats, j->err, sizeof(j->err));
-	if (j->rc == 0 && !(j->msg = build_msg(j, &d, TRY_END_CHANGES, NULL)))
-		j->msg = NULL; /* applied all the same; the answer lists nothing */
-	tryplan_free(&plan);
-	close_uppers(t, upper);
-	trydiff_free(&d);
+		c->roots[i] = (struct tryapply_root){ .real = t->dirs[i], .upper_fd = c->upper[i] };
+	c->rc = tryapply_check(&c->d, c->roots, &t->t0, c->err, sizeof(c->err));
+	if (c->rc == 0 && (c->rc = tryplan_make(&c->d, &c->plan)) < 0)
+		snprintf(c->err, sizeof(c->err), "planning the commit: %s", go_strerror(-c->rc));
+	if (c->rc == 0 && (c->rc = tryapply_new(&c->d, &c->plan, c->roots, &c->a)) < 0)
+		snprintf(c->err, sizeof(c->err), "committing: %s", go_strerror(-c->rc));
+	if (c->rc == 0)
+		c->rc = tryapply_stage_dirs(c->a, &quiescing, &c->stats, c->err, sizeof(c->err));
+}
+
+static void stage_work(struct try_job *j)
+{
+	struct commit *c = j->t->commit;
+
+	j->rc = tryapply_stage_files(c->a, j->from, j->to, &quiescing, &j->stats, j->err, sizeof(j->err));
+}
+
+static void publish_work(struct try_job *j)
+{
+	struct commit *c = j->t->commit;
+
+	if (!c->a)
+		return;
+	if (c->rc < 0) {
+		tryapply_unstage(c->a);
+		return;
+	}
+	c->rc = tryapply_publish(c->a, &c->stats, c->err, sizeof(c->err));
+	if (c->rc == 0)
+		j->msg = build_msg(j, &c->d, TRY_END_CHANGES, NULL); /* NULL: applied, listing nothing */
 }
 
 static void discard_work(struct try_job *j)
@@ -680,6 +765,12 @@ static void job_work(void *arg)
 		break;
 	case JOB_COMMIT:
 		commit_work(j);
+		break;
+	case JOB_STAGE:
+		stage_work(j);
+		break;
+	case JOB_PUBLISH:
+		publish_work(j);
 		break;
 	case JOB_DISCARD:
 		discard_work(j);
@@ -724,6 +815,10 @@ static void end_ready(struct try *t)
 		ready(t->p);
 }
 
+static void commit_prepared(struct try *t);
+static void commit_publish(struct try *t);
+static void commit_finish(struct try *t, Process__TryDiff *applied);
+
 static void job_done(void *arg)
 {
 	struct try_job *j = arg;
@@ -753,39 +848,26 @@ static void job_done(void *arg)
 			rpc_fail(call, code, "%s", j->err[0] ? j->err : go_strerror(-j->rc));
 		}
 		break;
-	case JOB_COMMIT: {
-		Process__CommitTryResponse resp = PROCESS__COMMIT_TRY_RESPONSE__INIT;
-		Process__TryDiff none = PROCESS__TRY_DIFF__INIT;
+	case JOB_COMMIT:
+		commit_prepared(t);
+		break;
+	case JOB_STAGE: {
+		struct commit *c = t->commit;
 
-		t->busy = BUSY_NONE;
-		if (j->rc == 0) {
-			log_info("try", "the try of process %u is committed: %zu files (%zu bytes), %zu directories, "
-					"%zu removed, %zu chmods",
-				 t->pid, j->stats.files, j->stats.bytes, j->stats.dirs, j->stats.removed, j->stats.attrs);
-			if (j->msg) {
-				j->msg->state = (char *)state_names[TRY_COMMITTED];
-				j->msg->expires_unix_ms = 0;
-			}
-			none.state = (char *)state_names[TRY_COMMITTED];
-			none.paths = t->dirs;
-			none.n_paths = t->n_dirs;
-			resp.applied = j->msg ? j->msg : &none;
-			if (call)
-				rpc_reply(call, &resp.base);
-			answer_waiters(t, RPC_OK, NULL, &resp.base);
-			become_tomb(t, TRY_COMMITTED);
-		} else {
-			if (j->rc == -ECANCELED) {
-				code = RPC_UNAVAILABLE;
-				snprintf(j->err, sizeof(j->err), "envd is upgrading; nothing was applied: commit again");
-			}
-			log_info("try", "the try of process %u was not committed: %s", t->pid, j->err);
-			if (call)
-				rpc_fail(call, code, "%s", j->err);
-			answer_waiters(t, code, j->err, NULL);
+		c->pending--;
+		c->stats.files += j->stats.files;
+		c->stats.bytes += j->stats.bytes;
+		if (j->rc < 0 && c->rc == 0) {
+			c->rc = j->rc;
+			snprintf(c->err, sizeof(c->err), "%s", j->err);
 		}
+		if (!c->pending)
+			commit_publish(t);
 		break;
 	}
+	case JOB_PUBLISH:
+		commit_finish(t, j->msg);
+		break;
 	case JOB_DISCARD: {
 		Process__DiscardTryResponse resp = PROCESS__DISCARD_TRY_RESPONSE__INIT;
 
@@ -801,10 +883,8 @@ static void job_done(void *arg)
 	}
 	}
 	/* The layer went while this job used it. */
-	if (!t->jobs && !t->keep && is_tomb(t) && t->layer_open) {
-		trylayer_close(&t->layer);
-		t->layer_open = false;
-	}
+	if (!t->jobs && !t->keep && is_tomb(t) && t->layer_open)
+		close_layer(t);
 	job_free(j);
 	try_free_if_unused(t);
 }
@@ -836,6 +916,115 @@ static int job_run(struct try *t, enum job_kind kind, struct rpc_call *call, str
 static struct try_job *job_new(void)
 {
 	return calloc(1, sizeof(struct try_job));
+}
+
+/* ---- a commit's jobs, in turn ------------------------------------------- */
+
+static void commit_free(struct try *t)
+{
+	struct commit *c = t->commit;
+
+	if (!c)
+		return;
+	ev_timer_stop(envd_loop, &c->retry_w);
+	tryapply_free(c->a);
+	tryplan_free(&c->plan);
+	trydiff_free(&c->d);
+	for (size_t i = 0; i < TRYLAYER_DIRS_MAX; i++)
+		if (c->upper[i] >= 0)
+			close(c->upper[i]);
+	free(c);
+	t->commit = NULL;
+	commits_in_flight--;
+}
+
+static void retry_publish_cb(EV_P_ ev_timer *w, int revents)
+{
+	(void)revents;
+	commit_publish(w->data);
+}
+
+/* The last job: publish, or remove what was staged. Retried until queued:
+   staged files must not be left to the next envd's sweep. */
+static void commit_publish(struct try *t)
+{
+	struct try_job *j = job_new();
+
+	if (j && job_run(t, JOB_PUBLISH, NULL, j) == 0)
+		return;
+	free(j);
+	ev_timer_set(&t->commit->retry_w, 0.01, 0.);
+	ev_timer_start(envd_loop, &t->commit->retry_w);
+}
+
+/* The diff checked and planned, the directories made: the files in shares. */
+static void commit_prepared(struct try *t)
+{
+	struct commit *c = t->commit;
+	size_t n, k;
+
+	if (c->rc < 0 || !c->a) {
+		commit_publish(t);
+		return;
+	}
+	n = tryapply_files(c->a);
+	k = n / STAGE_SHARE_MIN;
+	k = k < 1 ? 1 : k > STAGE_JOBS ? STAGE_JOBS : k;
+	for (size_t i = 0; i < k; i++) {
+		struct try_job *j = job_new();
+
+		if (!j) {
+			c->rc = -ENOMEM;
+			snprintf(c->err, sizeof(c->err), "committing: %s", go_strerror(ENOMEM));
+			break;
+		}
+		j->from = n * i / k;
+		j->to = n * (i + 1) / k;
+		if (job_run(t, JOB_STAGE, NULL, j) < 0) {
+			free(j);
+			c->rc = -EAGAIN;
+			snprintf(c->err, sizeof(c->err), "filesystem worker queue is full, retry later: %s", t->dirs[0]);
+			break;
+		}
+		c->pending++;
+	}
+	if (!c->pending)
+		commit_publish(t);
+}
+
+/* The outcome, to every call that waits for it. */
+static void commit_finish(struct try *t, Process__TryDiff *applied)
+{
+	struct commit *c = t->commit;
+	Process__CommitTryResponse resp = PROCESS__COMMIT_TRY_RESPONSE__INIT;
+	Process__TryDiff none = PROCESS__TRY_DIFF__INIT;
+	enum rpc_code code = rpc_code_from_errno(c->rc);
+
+	t->busy = BUSY_NONE;
+	if (c->rc == 0) {
+		log_info("try", "the try of process %u is committed: %zu files (%zu bytes), %zu directories, "
+				"%zu removed, %zu chmods",
+			 t->pid, c->stats.files, c->stats.bytes, c->stats.dirs, c->stats.removed, c->stats.attrs);
+		if (applied) {
+			applied->state = (char *)state_names[TRY_COMMITTED];
+			applied->expires_unix_ms = 0;
+		}
+		none.state = (char *)state_names[TRY_COMMITTED];
+		none.paths = t->dirs;
+		none.n_paths = t->n_dirs;
+		resp.applied = applied ? applied : &none;
+		answer_waiters(t, RPC_OK, NULL, &resp.base);
+		commit_free(t);
+		become_tomb(t, TRY_COMMITTED);
+		return;
+	}
+	if (c->rc == -ECANCELED) {
+		code = RPC_UNAVAILABLE;
+		snprintf(c->err, sizeof(c->err), "envd is upgrading; nothing was applied: commit again");
+	}
+	log_info("try", "the try of process %u was not committed: %s", t->pid, c->err);
+	answer_waiters(t, code, c->err, NULL);
+	commit_free(t);
 }
 
 /* ---- the end of a try's command ---------------------------------------- */
@@ -1020,16 +1209,25 @@ static void rpc_commit(struct rpc_call *call, const ProtobufCMessage *msg)
 		rpc_fail(call, RPC_FAILED_PRECONDITION, "the try of process %u is being discarded", t->pid);
 		return;
 	}
-	if (!(j = job_new())) {
+	if (!(j = job_new()) || !(t->commit = calloc(1, sizeof(*t->commit)))) {
+		free(j);
 		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "%s", go_strerror(ENOMEM));
 		return;
 	}
-	t->busy = BUSY_COMMIT;
-	if (job_run(t, JOB_COMMIT, call, j) < 0) {
+	commits_in_flight++;
+	for (size_t i = 0; i < TRYLAYER_DIRS_MAX; i++)
+		t->commit->upper[i] = -1;
+	ev_timer_init(&t->commit->retry_w, retry_publish_cb, 0.01, 0.);
+	t->commit->retry_w.data = t;
+	if (job_run(t, JOB_COMMIT, NULL, j) < 0) {
 		free(j);
-		t->busy = BUSY_NONE;
+		commit_free(t);
 		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s", t->dirs[0]);
+		return;
 	}
+	t->busy = BUSY_COMMIT;
+	/* The caller waits for the outcome as a second commit would. */
+	wait_for_outcome(t, call);
 }
 
 static void rpc_discard(struct rpc_call *call, const ProtobufCMessage *msg)
@@ -1107,7 +1305,7 @@ void try_setup(void)
 
 unsigned try_jobs_in_flight(void)
 {
-	return jobs_in_flight;
+	return jobs_in_flight + commits_in_flight;
 }
 
 void try_quiesce(bool on)
