@@ -736,6 +736,10 @@ static void publish_work(struct try_job *j)
 
 	if (!c->a)
 		return;
+	/* The check again, now that everything slow is done: what changed in
+	   the real tree while the files were staged is a conflict too. */
+	if (c->rc == 0)
+		c->rc = tryapply_check(&c->d, c->roots, &j->t->t0, c->err, sizeof(c->err));
 	if (c->rc < 0) {
 		tryapply_unstage(c->a);
 		return;
