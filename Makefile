@@ -36,7 +36,7 @@ COMMIT  := $(shell git rev-parse --short=7 HEAD 2>/dev/null)
 JOBS    ?= $(shell echo $$((2 * $$(nproc 2>/dev/null || echo 1))))
 
 # Sources by folder, lowest layer first (docs/architecture.md).
-LAYERS    := base search proto http rpc pty process changes fs transfer sandbox envd
+LAYERS    := base search proto http rpc pty process changes fs try transfer sandbox envd
 SRCS      := $(foreach d,$(LAYERS),$(sort $(wildcard $(d)/*.c)))
 PROTOS    := proto/process.proto proto/filesystem.proto proto/handover.proto proto/google/protobuf/timestamp.proto
 GEN_SRCS  := $(GEN)/process.pb-c.c $(GEN)/filesystem.pb-c.c $(GEN)/handover.pb-c.c $(GEN)/google/protobuf/timestamp.pb-c.c

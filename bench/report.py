@@ -577,6 +577,14 @@ def build(raw, flag):
         R.add(sec, "SDK: the same grep over the whole tree, p50", t["tools_p50_us"], t["shell_p50_us"],
               "commands.run('grep -rn ...'), parsed", "us", "lower", "tools", env_id="tools_sdk_tree",
               anchor_id="tools_sdk_tree", errors=t.get("errors", 0))
+    sec = "7c try runs (docs/try.md)"
+    t = R.runs("try")
+    if t and t[0].get("commit_s") is not None:
+        t = t[0]
+        R.add(sec, "CommitTry of %d changed files (%d modified, %d new; and 1 %% as many deleted, chmods) "
+              "in a tree of %d files" % (t["files"], t["modified"], t["new"], t["tree_files"]),
+              round(t["commit_s"] * 1000, 1), round(t["cp_s"] * 1000, 1), "cp -a of the same changed files", "ms",
+              "lower", "try", target=1.5, env_id="try", anchor_id="try", errors=t.get("errors", 0))
     sec = "8 the image as a VM"
     v = R.runs("vm_boot")
     if v:

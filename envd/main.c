@@ -48,6 +48,8 @@
 #include "rpc/rpc.h"
 #include "base/state.h"
 #include "base/worker.h"
+#include "try/tryapply.h"
+#include "try/tryrun.h"
 
 /* Services pace themselves on RPC_SEND_HIGH; the transport fires on_writable
    relative to HTTP_QUEUE_HIGH. They must be the same mark. */
@@ -132,6 +134,9 @@ static struct flag flags[] = {
 	{"gzip-always", F_BOOL, "gzip every download whose client offers gzip, however fast its link", "false",
 	 {.b = false}},
 	{"no-port-forward", F_BOOL, "do not forward loopback listeners to the sandbox address", "false", {.b = false}},
+	{"try-max-bytes", F_INT, "bytes a try run's layer may hold (0: half of the memory)", "0", {.i = 0}},
+	{"try-ttl", F_INT, "seconds a try run waits after its end to be committed before it is discarded", "3600",
+	 {.i = 3600}},
 };
 #define N_FLAGS (sizeof(flags) / sizeof(flags[0]))
 
@@ -353,6 +358,10 @@ int main(int argc, char **argv)
 	arch_limits.max_ratio = (uint64_t)flag_get("archive-max-ratio")->v.i;
 	snprintf(mmds_addr, sizeof(mmds_addr), "%s", flag_get("mmds-addr")->v.s);
 	state_set_default_user(flag_get("default-user")->v.s);
+	if (flag_get("try-max-bytes")->v.i > 0)
+		try_max_bytes = (uint64_t)flag_get("try-max-bytes")->v.i;
+	if (flag_get("try-ttl")->v.i > 0)
+		try_ttl_s = (double)flag_get("try-ttl")->v.i;
 
 	/* As the reference: the soft fd limit is raised to the hard one for
 	 * envd itself; children get the original back (process/spawn.c). */
@@ -395,6 +404,7 @@ int main(int argc, char **argv)
 	bool resume = flag_get("resume-handover")->v.b;
 	keep_setup(sdnotify_available() && !flag_get("no-crash-keep")->v.b);
 	sdnotify_on_queued = notify_queued;
+	try_setup();
 	/* What a killed envd kept in the fd store: the /init state now,
 	 * before the port answers a request without the token; processes
 	 * once the cgroups are set up. */
@@ -418,6 +428,8 @@ int main(int argc, char **argv)
 		workload_setup(cgroup_root_flag(), flag_get("no-cgroups")->v.b);
 	/* Processes a killed envd kept in the fd store (docs/crash.md). */
 	keep_adopt_all(handed, n_handed);
+	/* Try runs a killed envd kept (docs/try.md), with their commands. */
+	try_adopt_all(handed, n_handed);
 	for (size_t i = 0; i < n_handed; i++)
 		if (handed[i].fd >= 0)
 			close(handed[i].fd); /* nobody's */
@@ -427,6 +439,16 @@ int main(int argc, char **argv)
 	uptmp_sweep();
 	/* Session directories of a killed envd (docs/sessions.md). */
 	session_sweep();
+	/* A try's commit registers its hidden names beside the uploads' registry. */
+	{
+		const char *ur = flag_get("upload-registry")->v.s, *slash = strrchr(ur, '/');
+		if (!*ur)
+			tryapply_registry[0] = '\0';
+		else if (slash)
+			snprintf(tryapply_registry, sizeof(tryapply_registry), "%.*s/try-staging", (int)(slash - ur), ur);
+	}
+	/* What commits of try runs a killed envd made left under hidden names. */
+	tryapply_sweep();
 	if (changes_start() < 0)
 		log_info("envd", "change journal not started");
 	log_info("envd", "listening on port %lld, version %s", port, ENVD_VERSION);

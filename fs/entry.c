@@ -810,6 +810,11 @@ int fs_ensure_dirs(const char *dir, uid_t uid, gid_t gid, char *err, size_t errl
 		snprintf(err, errlen, "failed to create directory: %s", go_strerror(ENAMETOOLONG));
 		return -ENAMETOOLONG;
 	}
+	/* The usual case, one look: every prefix of a directory that exists
+	   is one (a write of many files into one tree paid a stat per level
+	   per file). */
+	if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+		return 0;
 	while (i < n) {
 		/* Next component end. */
 		while (i < n && dir[i] == '/')

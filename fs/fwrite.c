@@ -202,7 +202,7 @@ static void fw_unlink_left(struct fwrite *w)
 	w->created = false;
 }
 
-int fwrite_commit(struct fwrite *w, const struct fs_meta *meta, char *err, size_t errlen)
+int fwrite_stage(struct fwrite *w, const struct fs_meta *meta, char *err, size_t errlen)
 {
 	int rc = meta ? fs_meta_replace_fd(w->fd, meta) : 0;
 
@@ -221,6 +221,13 @@ int fwrite_commit(struct fwrite *w, const struct fs_meta *meta, char *err, size_
 		return fw_fail(-EIO, err, errlen, "error writing file: close %s: %s", w->target, go_strerror(e));
 	}
 	w->fd = -1;
+	return 0;
+}
+
+int fwrite_publish(struct fwrite *w, char *err, size_t errlen)
+{
+	int rc;
+
 	if (w->tmp[0] && w->before_replace && (rc = w->before_replace(w->before_arg, w->target, err, errlen)) < 0) {
 		fw_unlink_left(w);
 		return rc;
@@ -240,6 +247,13 @@ int fwrite_commit(struct fwrite *w, const struct fs_meta *meta, char *err, size_
 	return 0;
 }
 
+int fwrite_commit(struct fwrite *w, const struct fs_meta *meta, char *err, size_t errlen)
+{
+	int rc = fwrite_stage(w, meta, err, errlen);
+
+	return rc < 0 ? rc : fwrite_publish(w, err, errlen);
+}
+
 void fwrite_discard(struct fwrite *w)
 {
 	if (w->fd >= 0) {
@@ -250,6 +264,8 @@ void fwrite_discard(struct fwrite *w)
 			unlink(w->tmp);
 		else if (w->created)
 			unlink(w->target);
+	} else if (w->tmp[0]) {
+		unlink(w->tmp); /* staged, not published */
 	}
 	if (w->tmp[0])
 		uptmp_forget(w->reg);

@@ -87,6 +87,18 @@ int fwrite_copy(struct fwrite *w, int in, char *err, size_t errlen);
  */
 int fwrite_commit(struct fwrite *w, const struct fs_meta *meta, char *err, size_t errlen);
 
+/*
+ * fwrite_commit in two steps, for a writer that makes many files appear
+ * together (a try's commit, docs/try.md: every file is written first, then
+ * all are renamed into place at once). fwrite_stage sets the metadata and
+ * closes the file, which stays a registered temporary beside the target
+ * (written in place: it is complete as it stands); fwrite_publish runs
+ * w->before_replace, if set, and renames it over the target. Each returns 0 or an error above; after an error w
+ * holds no file. fwrite_discard drops a staged file too.
+ */
+int fwrite_stage(struct fwrite *w, const struct fs_meta *meta, char *err, size_t errlen);
+int fwrite_publish(struct fwrite *w, char *err, size_t errlen);
+
 /* Drop the file in progress: nothing half-written stays that was not there before. */
 void fwrite_discard(struct fwrite *w);
 

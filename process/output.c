@@ -207,8 +207,8 @@ static void sub_pump(struct sub *s)
 		case FANOUT_WAIT: /* on_writable or the next read resumes */
 			goto out;
 		case FANOUT_END:
-			if (p->track_wait)
-				goto out; /* track_ready resumes */
+			if (p->track_wait || p->try_wait)
+				goto out; /* track_ready, try_ready resume */
 			sub_send_end(s);
 			goto out;
 		case FANOUT_BEHIND:

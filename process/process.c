@@ -37,6 +37,7 @@
 #include "base/users.h"
 #include "base/worker.h"
 #include "process/waitstatus.h"
+#include "rpc/rpcerr.h"
 
 size_t process_ring_size = 1024 * 1024;
 
@@ -85,6 +86,7 @@ static uint64_t tv_us(const struct timeval *tv)
 }
 
 const struct process_tracker *process_tracker;
+const struct process_try_ops *process_try;
 
 /* ---- the keeper (process_keeper in process.h) -------------------------- */
 
@@ -371,6 +373,8 @@ static void process_free(struct process *p)
 		spawning_remove(p);
 	if (p->track)
 		process_tracker->release(p->track);
+	if (p->try_h)
+		process_try->release(p->try_h);
 	pcg_leaf_release(p->cg);
 	p->cg = NULL;
 	stop_io(p);
@@ -494,8 +498,10 @@ static void track_ready(struct process *p)
 		return; /* answered inside make_end, whose own fanout follows */
 	process_enter(p);
 	output_fanout(p);
-	watches_ended(p);
-	attach_settled(p);
+	if (!p->try_wait) {
+		watches_ended(p);
+		attach_settled(p);
+	}
 	process_leave(p);
 }
 
@@ -516,6 +522,27 @@ static void decide_why(struct process *p)
 	}
 }
 
+/* The try's changes are in (process_try's end hook): as track_ready. */
+static void try_ready(struct process *p)
+{
+	p->try_wait = false;
+	if (p->try_in_end)
+		return;
+	process_enter(p);
+	output_fanout(p);
+	if (!p->track_wait) {
+		watches_ended(p);
+		attach_settled(p);
+	}
+	process_leave(p);
+}
+
+void process_try_attach(struct process *p, void *h)
+{
+	if (!p->try_h && !lc_end_ready(p->lc))
+		p->try_h = h;
+}
+
 /* Entering an end-ready state: subscribers get data up to here, then end. */
 static void make_end(struct process *p)
 {
@@ -531,11 +558,17 @@ static void make_end(struct process *p)
 		process_tracker->end(p->track, p, track_ready);
 		p->track_in_end = false;
 	}
+	if (p->try_h) {
+		p->try_wait = true;
+		p->try_in_end = true;
+		process_try->end(p->try_h, p, try_ready);
+		p->try_in_end = false;
+	}
 	log_info("process", "process %d ended: %s (%llu output bytes)", (int)p->pid, p->status,
 		 (unsigned long long)p->end_off);
 	ev_timer_stop(envd_loop, &p->grace_w);
 	output_fanout(p);
-	if (!p->track_wait) {
+	if (!p->track_wait && !p->try_wait) {
 		watches_ended(p);
 		attach_settled(p);
 	}
@@ -973,6 +1006,8 @@ static void out_fill_end(struct process *p, Process__ProcessEvent__EndEvent *end
 {
 	if (p->track)
 		process_tracker->fill(p->track, end);
+	if (p->try_h)
+		process_try->fill(p->try_h, end);
 }
 
 static const struct output_hooks out_hooks = {
@@ -1082,12 +1117,17 @@ struct spawn_job {
 	char serr[512];
 	struct budget budget;         /* the Start stream's output budget */
 	bool has_budget;
+	void *try_h;                  /* a try run's handle (process_try), until p takes it */
+	int try_rc;                   /* the try's layer could not be made: -errno */
 };
 
 static void spawn_job_free(struct spawn_job *j)
 {
 	int last = -1;
 
+	/* A start that did not get as far as its process: the layer goes. */
+	if (j->try_h)
+		process_try->started(j->try_h, NULL, -1);
 	for (int i = 0; i < 3; i++) {
 		if (j->child_fd[i] >= 0 && j->child_fd[i] != last)
 			close(j->child_fd[i]);
@@ -1142,7 +1182,19 @@ static void spawn_job_work(void *arg)
 {
 	struct spawn_job *j = arg;
 	struct stat st;
+	int mntns = -1;
 
+	/* A try's layer first: where it cannot be made, nothing runs. */
+	if (j->try_h) {
+		j->try_rc = process_try->prepare(j->try_h, &mntns, j->serr, sizeof(j->serr));
+		if (j->try_rc < 0) {
+			j->pid = j->try_rc;
+			__atomic_store_n(&j->returned, true, __ATOMIC_RELEASE);
+			return;
+		}
+		j->rq.join_mntns = true;
+		j->rq.mntns_fd = mntns;
+	}
 	if (stat(j->cwd, &st) < 0 && errno == ENOENT) {
 		j->no_cwd = true;
 		j->pid = -ENOENT;
@@ -1223,7 +1275,12 @@ static void spawn_job_done(void *arg)
 	}
 	spawning_remove(j->p);
 	if (j->pid < 0) {
-		if (j->no_cwd)
+		enum rpc_code code = RPC_INVALID_ARGUMENT;
+
+		if (j->try_rc < 0) {
+			code = rpc_code_from_errno(j->try_rc);
+			snprintf(msg, sizeof(msg), "%s", j->serr);
+		} else if (j->no_cwd)
 			snprintf(msg, sizeof(msg), "cwd '%s' does not exist", j->cwd);
 		else if (j->pty)
 			snprintf(msg, sizeof(msg),
@@ -1232,9 +1289,9 @@ static void spawn_job_done(void *arg)
 		else
 			snprintf(msg, sizeof(msg), "error starting process '%s': %s", j->cl, j->serr);
 		if (call)
-			rpc_fail(call, RPC_INVALID_ARGUMENT, "%s", msg);
+			rpc_fail(call, code, "%s", msg);
 		/* Repeats of the Start (its key) get the same answer. */
-		rejoins_fail(j->p, RPC_INVALID_ARGUMENT, msg);
+		rejoins_fail(j->p, code, msg);
 		process_free(j->p);
 	} else if (j->killed) {
 		/* Answered already (deadline_exceeded); the child goes, whether it
@@ -1250,6 +1307,11 @@ static void spawn_job_done(void *arg)
 		process_free(j->p);
 	} else {
 		spawn_register(j);
+		if (j->try_h) {
+			j->p->try_h = j->try_h;
+			j->try_h = NULL;
+			process_try->started(j->p->try_h, j->p, j->pid);
+		}
 		if (call)
 			output_attach(j->p, call, false, false, 0, j->has_budget ? &j->budget : NULL);
 		rejoins_attach(j->p);
@@ -1275,11 +1337,14 @@ enum rpc_code process_start(const struct process_spec *s, struct rpc_call *call,
 	if (!p) {
 		free(j);
 		free(s->envp);
+		if (s->try_h)
+			process_try->started(s->try_h, NULL, -1);
 		snprintf(err, errlen, "error starting process: %s", go_strerror(ENOMEM));
 		return RPC_INTERNAL;
 	}
 	j->p = p;
 	j->envp = s->envp;
+	j->try_h = s->try_h;
 	j->child_fd[0] = j->child_fd[1] = j->child_fd[2] = -1;
 	p->lc = LC_NEW;
 	p->out_fd = p->err_fd = p->in_fd = -1;

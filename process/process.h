@@ -85,6 +85,7 @@ struct process_spec {
 	uint32_t idem_uid;
 	const char *idem_fp;
 	const struct budget *budget;          /* the Start stream's (NULL: none) */
+	void *try_h;                          /* a try run's handle (process_try), or NULL; taken */
 };
 
 /*
@@ -404,6 +405,45 @@ struct process_keeper {
 	int (*exit_status)(void *h, pid_t pid, int pidfd, int *status, struct rusage *ru);
 };
 extern const struct process_keeper *process_keeper;
+
+/*
+ * Try runs (docs/try.md): a command on a copy-on-write layer over some
+ * directories, installed by the try module (try/tryrun.c), which sits
+ * above this layer as the change journal does. The service edge asks
+ * `begin` for a handle when a Start names a try (StartRequest.try_run, or
+ * ENVD_TRY in its envs): `paths` as requested (n may be 0: the cwd), the
+ * user and the resolved cwd, borrowed for the call; RPC_OK with *h, or a
+ * code with the message in err. process_start takes the handle (s->try_h):
+ *   prepare   on the spawn job's worker thread, before the child is made:
+ *             build the layer and give the mount namespace the child
+ *             joins (*mntns stays the handle's); 0, or a negative errno
+ *             with the message (rpc_code_from_errno: failed_precondition
+ *             where a layer cannot be made, invalid_argument for a bad
+ *             directory) and nothing runs;
+ *   started   on the loop once the spawn is done: p with its pid, or p
+ *             NULL when the start failed or was given up (the layer goes);
+ *   end, fill as the tracker's: the end event waits until ready(p), then
+ *             carries the try's changes;
+ *   release   p is freed (the try itself lives on until it is committed,
+ *             discarded or expires).
+ * `diff`, `commit` and `discard` serve the RPCs TryDiff, CommitTry and
+ * DiscardTry. Loop thread, except prepare.
+ */
+struct process_try_ops {
+	enum rpc_code (*begin)(const char *const *paths, size_t n, const struct user *u, const char *cwd,
+			       void **h, char *err, size_t errlen);
+	int (*prepare)(void *h, int *mntns, char *err, size_t errlen);
+	void (*started)(void *h, struct process *p, pid_t pid);
+	void (*end)(void *h, struct process *p, void (*ready)(struct process *p));
+	void (*fill)(void *h, Process__ProcessEvent__EndEvent *end);
+	void (*release)(void *h);
+	rpc_start_fn diff, commit, discard;
+};
+extern const struct process_try_ops *process_try;
+
+/* A try's command taken back after a crash or an upgrade gets its handle
+   again (its end event then waits for the try's changes). */
+void process_try_attach(struct process *p, void *h);
 
 /*
  * For the keeper's start hook: move p's output ring into `buf` (cap bytes,

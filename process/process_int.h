@@ -103,6 +103,9 @@ struct process {
 	void *track;             /* process_tracker handle, or NULL */
 	bool track_wait;         /* the end event waits for the tracker */
 	bool track_in_end;       /* inside the tracker's end() call */
+	void *try_h;             /* process_try handle, or NULL */
+	bool try_wait;           /* the end event waits for the try's changes */
+	bool try_in_end;         /* inside the try's end() call */
 
 	/* An attached command (process_attach): no child of ours. */
 	bool attached;

@@ -161,6 +161,77 @@ static void start_in_session(struct rpc_call *call, const Process__StartRequest 
 			     const struct start_ctl *ctl, struct user *u, const char *name,
 			     const char *cwd, bool cwd_given);
 
+/*
+ * A Start on a copy-on-write layer (docs/try.md): StartRequest.try_run, or
+ * ENVD_TRY in the envs for clients that cannot set the field (the
+ * unmodified SDK). Its value is a colon-separated list of directories, as
+ * PATH is; empty: the command's cwd. Never exported to the command.
+ */
+#define TRY_ENV "ENVD_TRY"
+
+static const char *try_env_of(const Process__StartRequest *rq)
+{
+	const Process__ProcessConfig *c = rq->process;
+
+	for (size_t i = 0; c && i < c->n_envs; i++)
+		if (c->envs[i]->key && strcmp(c->envs[i]->key, TRY_ENV) == 0)
+			return c->envs[i]->value ? c->envs[i]->value : "";
+	return NULL;
+}
+
+static bool try_of(const Process__StartRequest *rq)
+{
+	return rq->try_run || try_env_of(rq);
+}
+
+/*
+ * The try's handle from process_try (spec->try_h), or false with the call
+ * failed. The directories: the field's, else ENVD_TRY's elements.
+ */
+static bool try_begin(struct rpc_call *call, const Process__StartRequest *rq, const struct user *u,
+		      const char *cwd, struct process_spec *spec)
+{
+	const char *env = try_env_of(rq);
+	char *copy = NULL, *save = NULL, err[1024];
+	const char **paths = NULL;
+	size_t n = 0;
+	enum rpc_code code;
+
+	if (!process_try) {
+		rpc_fail(call, RPC_FAILED_PRECONDITION, "error starting process: try runs are not available");
+		return false;
+	}
+	if (rq->try_run && rq->try_run->n_paths) {
+		code = process_try->begin((const char *const *)rq->try_run->paths, rq->try_run->n_paths, u, cwd,
+					  &spec->try_h, err, sizeof(err));
+	} else if (!rq->try_run && env && *env) {
+		size_t cap = 1;
+
+		for (const char *e = env; *e; e++)
+			cap += *e == ':';
+		copy = strdup(env);
+		paths = calloc(cap, sizeof(*paths));
+		if (!copy || !paths) {
+			free(copy);
+			free(paths);
+			rpc_fail(call, RPC_INTERNAL, "error starting process: %s", go_strerror(ENOMEM));
+			return false;
+		}
+		for (char *t = strtok_r(copy, ":", &save); t; t = strtok_r(NULL, ":", &save))
+			paths[n++] = t;
+		code = process_try->begin(paths, n, u, cwd, &spec->try_h, err, sizeof(err));
+	} else {
+		code = process_try->begin(NULL, 0, u, cwd, &spec->try_h, err, sizeof(err));
+	}
+	free(copy);
+	free(paths);
+	if (code != RPC_OK) {
+		rpc_fail(call, code, "%s", err);
+		return false;
+	}
+	return true;
+}
+
 /* The session a Start names (ENVD_SESSION in its envs), or NULL. */
 static const char *session_of(const Process__StartRequest *rq)
 {
@@ -203,7 +274,11 @@ static void do_start(struct rpc_call *call, const ProtobufCMessage *msg)
 		goto out;
 	if (start_repeated(call, &ctl))
 		goto out;
-	if (session)
+	if (session && try_of(rq))
+		rpc_fail(call, RPC_INVALID_ARGUMENT,
+			 "error starting process: a try run cannot run in a shell session (%s and %s)", SESSION_ENV,
+			 TRY_ENV);
+	else if (session)
 		start_in_session(call, rq, &ctl, u, session, cwd,
 				 rq->process && c->optional_cwd_case && c->cwd && *c->cwd);
 	else
@@ -279,13 +354,17 @@ static void start_spawn(struct rpc_call *call, const Process__StartRequest *rq,
 	char err[1024];
 	char **envp = NULL;
 	enum rpc_code code;
+	size_t n_req = 0;
 
 	for (size_t i = 0; req && i < c->n_envs; i++) {
-		req[i].key = c->envs[i]->key;
-		req[i].value = c->envs[i]->value;
+		if (c->envs[i]->key && strcmp(c->envs[i]->key, TRY_ENV) == 0)
+			continue; /* envd's, not the command's */
+		req[n_req].key = c->envs[i]->key;
+		req[n_req].value = c->envs[i]->value;
+		n_req++;
 	}
 	if (req)
-		envp = procenv_for(u, req, c->n_envs);
+		envp = procenv_for(u, req, n_req);
 	if (!envp) {
 		rpc_fail(call, RPC_INTERNAL, "error starting process: %s", go_strerror(ENOMEM));
 		goto out;
@@ -314,6 +393,8 @@ static void start_spawn(struct rpc_call *call, const Process__StartRequest *rq,
 	spec.idem_uid = ctl->uid;
 	spec.idem_fp = ctl->fp;
 	spec.budget = ctl->has_budget ? &ctl->budget : NULL;
+	if (try_of(rq) && !try_begin(call, rq, u, cwd, &spec))
+		goto out;
 	code = process_start(&spec, call, err, sizeof(err));
 	envp = NULL; /* process_start's now */
 	if (code != RPC_OK)
@@ -685,6 +766,32 @@ static void do_close_session(struct rpc_call *call, const ProtobufCMessage *msg)
 	rpc_reply(call, &resp.base);
 }
 
+/* ---- try runs (docs/try.md): served by the try module ---------------------- */
+
+static void try_rpc(struct rpc_call *call, const ProtobufCMessage *msg, rpc_start_fn fn)
+{
+	if (!process_try || !fn) {
+		rpc_fail(call, RPC_UNIMPLEMENTED, "try runs are not available");
+		return;
+	}
+	fn(call, msg);
+}
+
+static void do_try_diff(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	try_rpc(call, msg, process_try ? process_try->diff : NULL);
+}
+
+static void do_commit_try(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	try_rpc(call, msg, process_try ? process_try->commit : NULL);
+}
+
+static void do_discard_try(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	try_rpc(call, msg, process_try ? process_try->discard : NULL);
+}
+
 static const struct rpc_method_impl methods[] = {
 	{ "List", RPC_UNARY, do_list },
 	{ "Connect", RPC_SERVER_STREAM, do_connect },
@@ -698,6 +805,9 @@ static const struct rpc_method_impl methods[] = {
 	{ "ListSessions", RPC_UNARY, do_list_sessions },
 	{ "CloseSession", RPC_UNARY, do_close_session },
 	{ "WaitFor", RPC_UNARY, waitfor_start },
+	{ "TryDiff", RPC_UNARY, do_try_diff },
+	{ "CommitTry", RPC_UNARY, do_commit_try },
+	{ "DiscardTry", RPC_UNARY, do_discard_try },
 };
 
 const struct rpc_service process_service = {

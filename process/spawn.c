@@ -45,6 +45,7 @@ void spawn_original_nofile(unsigned long *cur, unsigned long *max)
 
 enum stage {
 	ST_CGROUP = 1,
+	ST_MNTNS,
 	ST_SESSION,
 	ST_DUP,
 	ST_GROUPS,
@@ -219,6 +220,10 @@ CHILD_CODE static int child_main(void *arg)
 	/* First, while still root: the command's whole life is in its cgroup. */
 	if (rq->join_cgroup && !c->in_cgroup && write(rq->cgroup_procs_fd, "0", 1) != 1)
 		fail(c, ST_CGROUP, errno);
+	/* Not sharing the parent's fs_struct (no CLONE_FS), the child may
+	 * switch mount namespaces; root and cwd become the namespace's. */
+	if (rq->join_mntns && syscall(SYS_setns, rq->mntns_fd, CLONE_NEWNS) < 0)
+		fail(c, ST_MNTNS, errno);
 
 	if (rq->pty) {
 		if (setsid() < 0 || ioctl(rq->fd_in, TIOCSCTTY, 0) < 0)
@@ -431,6 +436,9 @@ pid_t spawn_start(const struct spawn_req *rq, char *err, size_t errlen)
 			;
 		if (rep.stage == ST_CHDIR)
 			snprintf(err, errlen, "chdir %s: %s", r.cwd, go_strerror(rep.err));
+		else if (rep.stage == ST_MNTNS)
+			snprintf(err, errlen, "fork/exec %s: joining the try's mount namespace: %s", r.file,
+				 go_strerror(rep.err));
 		else
 			snprintf(err, errlen, "%s %s: %s", stage_name(rep.stage), r.file,
 				 go_strerror(rep.err));

@@ -6,7 +6,8 @@
  * (EOF = exec reached, a record = failed at that step).
  *
  * In the child: the command's cgroup (when given; born in it through
- * clone3 where the kernel can), a new process group (or, for a PTY, a new session with the
+ * clone3 where the kernel can), the mount namespace of a try run (when
+ * given), a new process group (or, for a PTY, a new session with the
  * slave as controlling terminal), oom_score_adj 100, nice 0, ionice
  * best-effort 4, the original RLIMIT_NOFILE, supplementary groups, gid,
  * uid, cwd, default signal dispositions and an empty mask, only fds 0-2.
@@ -48,6 +49,13 @@ struct spawn_req {
 	 * clone3(CLONE_INTO_CGROUP) the child is created inside it instead.
 	 */
 	int cgroup_dir_fd;
+	/*
+	 * Join the mount namespace mntns_fd (a try run's, docs/try.md): while
+	 * still root and before the chdir, so the cwd and the command are
+	 * looked up in it.
+	 */
+	bool join_mntns;
+	int mntns_fd;
 	/*
 	 * Or NULL: the kernel stores the child's pid here as soon as the
 	 * child exists (CLONE_PARENT_SETTID), before it has exec'd, so

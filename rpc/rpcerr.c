@@ -19,6 +19,9 @@ static const struct {
 	{ EINVAL, RPC_INVALID_ARGUMENT },     /* malformed request value */
 	{ EREMOTE, RPC_INVALID_ARGUMENT },    /* watch on a network filesystem */
 	{ ELOOP, RPC_FAILED_PRECONDITION },   /* symlink loop while resolving */
+	{ EOPNOTSUPP, RPC_FAILED_PRECONDITION }, /* not possible here (a try's layer) */
+	{ EBUSY, RPC_FAILED_PRECONDITION },   /* not in this state (a try still running) */
+	{ ESTALE, RPC_ABORTED },              /* changed since it was read (a try's commit) */
 	{ ENOMEM, RPC_RESOURCE_EXHAUSTED },   /* allocation failed */
 	{ E2BIG, RPC_RESOURCE_EXHAUSTED },    /* over a bound (entries, bytes) */
 	{ EAGAIN, RPC_RESOURCE_EXHAUSTED },   /* a bounded queue is full */

@@ -54,6 +54,7 @@
 #include "sandbox/nfs.h"
 #include "sandbox/portfwd.h"
 #include "sandbox/upgrade.h"
+#include "try/tryrun.h"
 
 extern char **environ;
 
@@ -266,6 +267,7 @@ static int build_record(struct handover *h, uint8_t **out, size_t *out_len)
 	server_handover_save(h);
 	state_handover_save(h);
 	changes_handover_save(h);
+	try_handover_save(h);
 	freeze_handover_save(h); /* schema 2 with guest-frozen cgroups */
 	/* Leaves of no process (spares, released ones): removed by the next
 	 * image, not left behind. */
@@ -411,6 +413,9 @@ static void drain_cb(EV_P_ ev_timer *w, int revents)
 	     * started meanwhile would be in no record. One stuck on a hung
 	     * mount is left behind after the bound. */
 	    (process_spawns_in_flight() && waited < DRAIN_MAX_S) ||
+	    /* A try's commit stops staging (try_quiesce) or finishes
+	     * publishing; its diff jobs end by themselves. */
+	    (try_jobs_in_flight() && waited < DRAIN_MAX_S) ||
 	    (!logexport_idle() && waited < EXPORT_WAIT_S)) {
 		ev_timer_set(w, 0.01, 0.);
 		ev_timer_start(EV_A_ w);
@@ -420,6 +425,7 @@ static void drain_cb(EV_P_ ev_timer *w, int revents)
 	hand_over(u->bin, err, sizeof(err));
 	/* Still here: the exec failed and everything is as it was. */
 	pcg_quiesce(false);
+	try_quiesce(false);
 	server_pause_accept(false);
 	upg_fail(u, "%s", err);
 }
@@ -462,6 +468,7 @@ static void preflight_done(struct upg *u)
 	/* No cgroup job may be out when the record is written: a leaf made
 	 * or removed behind its back would be leaked or named twice. */
 	pcg_quiesce(true);
+	try_quiesce(true);
 	u->drain_start = ev_now(envd_loop);
 	ev_timer_init(&u->drain, drain_cb, DRAIN_S, 0.);
 	u->drain.data = u;
@@ -819,6 +826,8 @@ int upgrade_resume(void)
 	pcg_handover_restore(&h);
 	process_handover_restore(&h);
 	session_handover_restore(&h);
+	/* After the processes: a running try gets its command back. */
+	try_handover_restore(&h);
 	fs_handover_restore(&h);
 	nfs_handover_restore(&h);
 	changes_handover_restore(&h);

@@ -6,7 +6,7 @@
 #
 #   scripts/bench.sh [--quick] [--only ID,ID...] [--out FILE]
 #
-# IDs: rtt rtt_cgroup sdk_rtt sdk_session sdk_today unary json tree stream files sdk_files sdk_link archive footprint idle busy sdk_concurrent conns hung tools vm_boot vm_rtt
+# IDs: rtt rtt_cgroup sdk_rtt sdk_session sdk_today unary json tree stream files sdk_files sdk_link archive footprint idle busy sdk_concurrent conns hung tools try vm_boot vm_rtt
 # Writes FILE (default bench/results/latest.json) and prints a table. Each
 # figure carries the command that reproduces it: `scripts/bench.sh --only ID`
 # (add --quick for the small variant), and the raw client command it ran.
@@ -31,10 +31,12 @@ if [ $QUICK = 1 ]; then
 	N_RTT=100 N_SDK=30 N_SDK_CONC=50 N_UNARY=2000 STREAM_BYTES=$((16 << 20))
 	FILE_MB=16 TEXT_MB=8 SDK_FILE_MB=8 N_IDLE=50 N_BUSY=10 BUSY_BYTES=$((1 << 20)) N_CONNS=200 N_EXEC=5
 	ARCH_FILES=1000 ARCH_MB=16 N_HUNG=30 TOOLS_FILES=10000 TOOLS_ROUNDS=3 TOOLS_SDK=5 N_TREE=2000
+	TRY_FILES=10000 TRY_ROUNDS=2 TRY_MOD=100 TRY_NEW=100
 else
 	N_RTT=1000 N_SDK=1000 N_SDK_CONC=1000 N_UNARY=100000 STREAM_BYTES=$((1 << 30))
 	FILE_MB=1024 TEXT_MB=128 SDK_FILE_MB=64 N_IDLE=1000 N_BUSY=100 BUSY_BYTES=$((16 << 20)) N_CONNS=10000 N_EXEC=20
 	ARCH_FILES=10000 ARCH_MB=1024 N_HUNG=200 TOOLS_FILES=100000 TOOLS_ROUNDS=7 TOOLS_SDK=20 N_TREE=100000
+	TRY_FILES=100000 TRY_ROUNDS=5 TRY_MOD=1000 TRY_NEW=1000
 fi
 MODE_FLAG=$([ $QUICK = 1 ] && echo " --quick" || true)
 
@@ -832,6 +834,23 @@ if want tools; then
 	else
 		record tools '{"errors":1}' "ripgrep missing (scripts/setup.sh)"
 	fi
+fi
+
+# 7c. A try run's commit beside cp -a ----------------------------------------
+# The generated checkout again (its own copy: commits change it, and
+# bench/try.py puts it back), a try that changes TRY_MOD files and makes
+# TRY_NEW; CommitTry against cp -a of the same changed files (docs/try.md).
+if want try; then
+	TTREE=$ROOT/build/bench/try-tree-$TRY_FILES
+	log "try runs: CommitTry of $((TRY_MOD + TRY_NEW)) changed files in a $TRY_FILES-file tree beside cp -a of them, best of $TRY_ROUNDS"
+	"$PY" bench/tools_tree.py "$TTREE" "$TRY_FILES"
+	# The registry of temporary files on a tmpfs, as /run is in a sandbox
+	# (here /run may be the root disk, where each entry is an inode to journal).
+	mkdir -p /dev/shm/envd-bench-$$
+	start_envd -changes-max-paths 0 -upload-registry /dev/shm/envd-bench-$$/uploads
+	run_json try "$PY" bench/try.py "$EPORT" "$TTREE" "$TRY_ROUNDS" "$TRY_MOD" "$TRY_NEW"
+	stop_pid "$EPID"
+	rm -rf /dev/shm/envd-bench-$$
 fi
 
 # 8. The image as a VM -------------------------------------------------------

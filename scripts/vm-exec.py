@@ -4,7 +4,7 @@
 commands.run, with nothing but the Python standard library.
 
     vm-exec.py [-u USER] [-t SECONDS] [--tag TAG] [--background | --events [--keepalive S]]
-               [--changes FILE] COMMAND
+               [--changes FILE] [--try DIRS [--try-diff FILE]] [--pid-file FILE] COMMAND
 
 envd is found at $VM_URL (default http://127.0.0.1:49983); $VM_TOKEN, when
 set, is sent as X-Access-Token. The command runs as `bash -l -c COMMAND`
@@ -17,6 +17,9 @@ wall-clock time, then the event as JSON (output decoded to text); with
 --keepalive S envd sends a keep-alive every S seconds of silence. With
 --changes FILE the command is started with trackChanges and its end
 event's changes (docs/protocol.md, "Changes") are written to FILE as JSON.
+With --try the command runs on a try layer over DIRS (colon-separated,
+docs/try.md), and with --try-diff FILE its end event's try diff is written
+to FILE as JSON. --pid-file FILE gets the command's pid once it started.
 """
 import argparse
 import base64
@@ -36,6 +39,9 @@ ap.add_argument("--tag")
 ap.add_argument("--events", action="store_true")
 ap.add_argument("--keepalive", type=int)
 ap.add_argument("--changes")
+ap.add_argument("--try", dest="try_dirs")
+ap.add_argument("--try-diff")
+ap.add_argument("--pid-file")
 ap.add_argument("command")
 a = ap.parse_args()
 
@@ -45,6 +51,8 @@ if a.tag:
     req["tag"] = a.tag
 if a.changes:
     req["trackChanges"] = True
+if a.try_dirs is not None:
+    req["tryRun"] = {"paths": [d for d in a.try_dirs.split(":") if d]}
 body = json.dumps(req).encode()
 headers = {
     "Content-Type": "application/connect+json",
@@ -87,6 +95,9 @@ while True:
                 if k in data:
                     data[k] = base64.b64decode(data[k]).decode(errors="replace")
         print("%.3f %s" % (time.time(), json.dumps(ev, sort_keys=True)), flush=True)
+    if "start" in ev and a.pid_file:
+        with open(a.pid_file, "w") as f:
+            f.write("%s\n" % ev["start"].get("pid"))
     if "start" in ev and a.background:
         print(ev["start"].get("pid"))
         sys.exit(0)
@@ -100,6 +111,9 @@ while True:
         if a.changes:
             with open(a.changes, "w") as f:
                 json.dump(end.get("changes", {}), f)
+        if a.try_diff:
+            with open(a.try_diff, "w") as f:
+                json.dump(end.get("tryDiff", {}), f)
         if end.get("exited"):
             status = end.get("exitCode", 0) & 0xFF
         else:

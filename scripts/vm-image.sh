@@ -10,7 +10,8 @@
 #                   guest address, mounts the root disk and switch_roots to
 #                   the init= of the kernel command line
 #   modules/        the filesystem modules users mount with (FUSE, NFS and
-#                   what they need), with a modules.dep from depmod; put in
+#                   what they need) and overlayfs (try runs, docs/try.md),
+#                   with a modules.dep from depmod; put in
 #                   the root disk's /lib/modules so the kernel loads them
 #                   on demand (nfs when mount.nfs runs); fuse is loaded by
 #                   the initramfs, as /dev/fuse must exist before the first
@@ -37,8 +38,8 @@ KPKG=${VM_KERNEL_PKG:-linux-image-cloud-$ARCH}
 MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_mmio
 virtio_blk failover net_failover virtio_net virtio-rng fuse"
 # Loaded on demand from the root disk (kernel/ subdirectories of the package).
-DISK_MODULES="fs/fuse fs/nfs fs/lockd fs/nfs_common fs/netfs fs/fscache net/sunrpc"
-INITRD_STAMP=v2
+DISK_MODULES="fs/fuse fs/nfs fs/lockd fs/nfs_common fs/netfs fs/fscache net/sunrpc fs/overlayfs"
+INITRD_STAMP=v3
 
 log() { echo "vm-image: $*" >&2; }
 die() { log "$*"; exit 1; }

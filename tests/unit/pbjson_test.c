@@ -185,6 +185,15 @@ static const ProtobufCMessageDescriptor *const all_types[] = {
 	&filesystem__edit_request__descriptor,
 	&filesystem__edit_response__descriptor,
 	&filesystem__text_edit__descriptor,
+	&process__try_run__descriptor,
+	&process__try_change__descriptor,
+	&process__try_diff__descriptor,
+	&process__try_diff_request__descriptor,
+	&process__try_diff_response__descriptor,
+	&process__commit_try_request__descriptor,
+	&process__commit_try_response__descriptor,
+	&process__discard_try_request__descriptor,
+	&process__discard_try_response__descriptor,
 };
 #define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
 

@@ -15,6 +15,9 @@ Test(rpcerr, situations_map_to_their_codes)
 	cr_assert_eq(rpc_code_from_errno(-ELOOP), RPC_FAILED_PRECONDITION);
 	cr_assert_eq(rpc_code_from_errno(-ENOMEM), RPC_RESOURCE_EXHAUSTED);
 	cr_assert_eq(rpc_code_from_errno(-E2BIG), RPC_RESOURCE_EXHAUSTED);
+	cr_assert_eq(rpc_code_from_errno(-EOPNOTSUPP), RPC_FAILED_PRECONDITION);
+	cr_assert_eq(rpc_code_from_errno(-EBUSY), RPC_FAILED_PRECONDITION);
+	cr_assert_eq(rpc_code_from_errno(-ESTALE), RPC_ABORTED);
 }
 
 Test(rpcerr, everything_else_is_internal)

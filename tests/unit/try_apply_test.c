@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * try_apply_test.c - a try's commit carried out (try/tryapply.h) on an
+ * upper directory made by hand: the real tree ends as the layer shows it
+ * (contents, modes, kinds, a rename, deletions, a new tree), no hidden
+ * name or registry entry is left; a real file changed after the try began
+ * is a conflict with nothing applied; a stop while staging applies
+ * nothing and leaves nothing behind.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/uptmp.h"
+#include "try/tryapply.h"
+
+static char dir[] = "/tmp/tryapply-test.XXXXXX";
+static char real[PATH_MAX], upper[PATH_MAX];
+static struct timespec t0;
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	return remove(p);
+}
+
+static void put(const char *base, const char *name, const char *content, mode_t mode)
+{
+	char p[PATH_MAX + 64];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", base, name);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, mode);
+	cr_assert_geq(fd, 0, "open %s: %s", p, strerror(errno));
+	cr_assert_eq(write(fd, content, strlen(content)), (ssize_t)strlen(content));
+	close(fd);
+	cr_assert_eq(chmod(p, mode), 0);
+}
+
+static void md(const char *base, const char *name)
+{
+	char p[PATH_MAX + 64];
+
+	snprintf(p, sizeof(p), "%s/%s", base, name);
+	cr_assert_eq(mkdir(p, 0755), 0, "mkdir %s: %s", p, strerror(errno));
+}
+
+static void whiteout(const char *name)
+{
+	char p[PATH_MAX + 64];
+
+	snprintf(p, sizeof(p), "%s/%s", upper, name);
+	cr_assert_eq(mknod(p, S_IFCHR, makedev(0, 0)), 0);
+}
+
+static char *slurp(const char *name)
+{
+	static char buf[4096];
+	char p[PATH_MAX + 64];
+	int fd;
+	ssize_t n;
+
+	snprintf(p, sizeof(p), "%s/%s", real, name);
+	fd = open(p, O_RDONLY);
+	if (fd < 0)
+		return NULL;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
+}
+
+static bool exists(const char *name)
+{
+	char p[PATH_MAX + 64];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s", real, name);
+	return lstat(p, &st) == 0;
+}
+
+static mode_t mode_of(const char *name)
+{
+	char p[PATH_MAX + 64];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s", real, name);
+	cr_assert_eq(lstat(p, &st), 0, "%s", p);
+	return st.st_mode;
+}
+
+/* Nothing hidden left in the real tree, nothing in the registries. */
+static void nothing_left(void)
+{
+	char cmd[PATH_MAX * 2];
+
+	snprintf(cmd, sizeof(cmd), "test -z \"$(find %s %s %s -name '.envd-*' -o -path '%s/*' -o -path '%s/*' 2>/dev/null | head -1)\"",
+		 real, tryapply_registry, uptmp_registry, tryapply_registry, uptmp_registry);
+	cr_assert_eq(system(cmd), 0, "something was left behind");
+}
+
+static void setup(void)
+{
+	struct timespec now, nap = { 0, 1000000 };
+
+	cr_assert(mkdtemp(dir));
+	snprintf(real, sizeof(real), "%s/real", dir);
+	snprintf(upper, sizeof(upper), "%s/upper", dir);
+	snprintf(tryapply_registry, sizeof(tryapply_registry), "%s/treg", dir);
+	snprintf(uptmp_registry, sizeof(uptmp_registry), "%s/ureg", dir);
+	cr_assert_eq(mkdir(real, 0755), 0);
+	cr_assert_eq(mkdir(upper, 0755), 0);
+	put(real, "mod.txt", "old", 0644);
+	put(real, "mode.txt", "m", 0644);
+	put(real, "del.txt", "d", 0644);
+	md(real, "deldir");
+	put(real, "deldir/x", "x", 0644);
+	put(real, "typ", "a file", 0644);
+	md(real, "f2d");
+	put(real, "f2d/y", "y", 0644);
+	put(real, "ren_src", "r", 0644);
+	/* The try begins as tryrun.c begins one: the fine clock, then a wait
+	   until the coarse one has passed it. */
+	clock_gettime(CLOCK_REALTIME, &t0);
+	do {
+		nanosleep(&nap, NULL);
+		clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	} while (now.tv_sec < t0.tv_sec || (now.tv_sec == t0.tv_sec && now.tv_nsec <= t0.tv_nsec));
+
+	put(upper, "mod.txt", "new", 0644);
+	put(upper, "mode.txt", "m", 0750);
+	whiteout("del.txt");
+	whiteout("deldir");
+	md(upper, "typ");
+	put(upper, "typ/inner", "i", 0600);
+	put(upper, "f2d", "now a file", 0644);
+	md(upper, "new");
+	md(upper, "new/sub");
+	put(upper, "new/sub/f", "f", 0640);
+	cr_assert_eq(symlinkat("mod.txt", AT_FDCWD, strcat(strcpy((char[PATH_MAX + 8]){ 0 }, upper), "/ln")), 0);
+	put(upper, "ren_dst", "r", 0644);
+	whiteout("ren_src");
+}
+
+static void teardown(void)
+{
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+TestSuite(tryapply, .init = setup, .fini = teardown);
+
+struct run {
+	struct trydiff d;
+	struct tryplan p;
+	struct tryapply_root root;
+	int ufd;
+	char err[2048];
+};
+
+static void scan(struct run *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->ufd = open(upper, O_RDONLY | O_DIRECTORY);
+	cr_assert_geq(r->ufd, 0);
+	trydiff_init(&r->d, 0);
+	cr_assert_eq(trydiff_scan(r->ufd, real, "trusted.", 0, &r->d, r->err, sizeof(r->err)), 0, "%s", r->err);
+	r->root = (struct tryapply_root){ .real = real, .upper_fd = r->ufd };
+	cr_assert_eq(tryplan_make(&r->d, &r->p), 0);
+}
+
+static void done(struct run *r)
+{
+	tryplan_free(&r->p);
+	trydiff_free(&r->d);
+	close(r->ufd);
+}
+
+Test(tryapply, the_real_tree_ends_as_the_layer_shows_it)
+{
+	struct run r;
+	struct tryapply_stats st;
+
+	scan(&r);
+	cr_assert_eq(tryapply_check(&r.d, &r.root, &t0, r.err, sizeof(r.err)), 0, "%s", r.err);
+	cr_assert_eq(tryapply_run(&r.d, &r.p, &r.root, NULL, &st, r.err, sizeof(r.err)), 0, "%s", r.err);
+	cr_assert_str_eq(slurp("mod.txt"), "new");
+	cr_assert_eq(mode_of("mode.txt") & 07777, 0750);
+	cr_assert(!exists("del.txt") && !exists("deldir"));
+	cr_assert(S_ISDIR(mode_of("typ")));
+	cr_assert_str_eq(slurp("typ/inner"), "i");
+	cr_assert_eq(mode_of("typ/inner") & 07777, 0600);
+	cr_assert(S_ISREG(mode_of("f2d")));
+	cr_assert_str_eq(slurp("f2d"), "now a file");
+	cr_assert_str_eq(slurp("new/sub/f"), "f");
+	cr_assert_eq(mode_of("new/sub/f") & 07777, 0640);
+	cr_assert(S_ISLNK(mode_of("ln")));
+	cr_assert(!exists("ren_src"));
+	cr_assert_str_eq(slurp("ren_dst"), "r");
+	cr_assert_geq(st.files, 4);
+	nothing_left();
+	done(&r);
+}
+
+Test(tryapply, a_real_file_changed_since_the_try_began_is_a_conflict)
+{
+	struct run r;
+	char p[PATH_MAX + 16];
+
+	scan(&r);
+	put(real, "mod.txt", "theirs", 0644);
+	cr_assert_eq(tryapply_check(&r.d, &r.root, &t0, r.err, sizeof(r.err)), -ESTALE);
+	snprintf(p, sizeof(p), "%s/mod.txt", real);
+	cr_assert(strstr(r.err, p), "the conflict names the file: %s", r.err);
+	cr_assert_str_eq(slurp("mod.txt"), "theirs");
+	cr_assert(exists("del.txt"), "nothing applied");
+	done(&r);
+}
+
+Test(tryapply, a_file_added_below_a_directory_that_goes_is_a_conflict)
+{
+	struct run r;
+
+	scan(&r);
+	put(real, "deldir/new", "n", 0644);
+	cr_assert_eq(tryapply_check(&r.d, &r.root, &t0, r.err, sizeof(r.err)), -ESTALE);
+	cr_assert(strstr(r.err, "deldir"), "%s", r.err);
+	done(&r);
+}
+
+Test(tryapply, a_stop_while_staging_applies_nothing)
+{
+	struct run r;
+	struct tryapply_stats st;
+	volatile bool stop = true;
+
+	scan(&r);
+	cr_assert_eq(tryapply_run(&r.d, &r.p, &r.root, &stop, &st, r.err, sizeof(r.err)), -ECANCELED);
+	cr_assert_str_eq(slurp("mod.txt"), "old");
+	cr_assert(exists("del.txt") && exists("deldir/x") && !exists("new"));
+	nothing_left();
+	done(&r);
+}
