@@ -153,6 +153,37 @@ static int open_root(int from, const char *path)
 			      : openat(from, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
+/* Directories a walk made, given away together at its end. */
+#define WPATH_MADE_MAX 16
+
+/*
+ * Give the directories made[0..*n) to mk's uid/gid, with the caller's own
+ * identity (the walk's is left meanwhile), and close them. 0, or the
+ * first failure (its path moved to made_at[0]).
+ */
+static int flush_made(int *made, char (*made_at)[PATH_MAX], int *n, const struct wpath_mk *mk, struct fsid_saved *sv,
+		      const struct wpath *p)
+{
+	bool was = sv->active;
+	int rc = 0;
+
+	if (!*n)
+		return 0;
+	wpath_leave(sv);
+	for (int i = 0; i < *n; i++) {
+		if (fchownat(made[i], "", mk->uid, mk->gid, AT_EMPTY_PATH) < 0 && rc == 0) {
+			rc = -errno;
+			if (i)
+				memcpy(made_at[0], made_at[i], sizeof(made_at[0]));
+		}
+		close(made[i]);
+	}
+	*n = 0;
+	if (was && wpath_enter(p, sv) < 0 && rc == 0)
+		rc = -EPERM;
+	return rc;
+}
+
 /*
  * Resolve directory `path` from `from` (absolute paths from "/") into
  * *out, under p's identity and the link rule, creating what is missing
@@ -165,7 +196,9 @@ static int walk(struct wpath *p, int from, const char *path, const struct wpath_
 	struct fsid_saved sv;
 	size_t r = 0, plen = strlen(path);
 	bool crossed = false;
-	int cur = -1, rc;
+	int cur = -1, rc, k, n_made = 0;
+	int made_fd[WPATH_MADE_MAX];
+	char made_at[WPATH_MADE_MAX][PATH_MAX];
 
 	if (plen >= sizeof(buf))
 		return wfail(-ENAMETOOLONG, err, errlen, "failed to create directory: %s", go_strerror(ENAMETOOLONG));
@@ -229,20 +262,20 @@ static int walk(struct wpath *p, int from, const char *path, const struct wpath_
 		if (S_ISDIR(st.st_mode)) {
 			/* Given away on the descriptor, and only a directory of
 			 * the walk's own identity: never one that someone else
-			 * swapped in after the mkdir. */
+			 * swapped in after the mkdir. At the end: a user whose
+			 * link the walk went through creates the next level in
+			 * it before it is given away. */
 			if (made && st.st_uid == fsid_current_uid() && (mk->uid != (uid_t)-1 || mk->gid != (gid_t)-1)) {
-				int k, e;
-				wpath_leave(&sv);
-				k = fchownat(fd, "", mk->uid, mk->gid, AT_EMPTY_PATH);
-				e = errno;
-				rc = wpath_enter(p, &sv);
-				if (k < 0 || rc < 0) {
+				if (n_made == WPATH_MADE_MAX && (k = flush_made(made_fd, made_at, &n_made, mk, &sv, p)) < 0) {
 					close(fd);
-					rc = k < 0 ? -e : rc;
-					wfail(rc, err, errlen, "failed to chown directory: chown %s: %s", shown,
-					      go_strerror(-rc));
+					rc = wfail(k, err, errlen, "failed to chown directory: chown %s: %s", made_at[0],
+						   go_strerror(-k));
 					goto out;
 				}
+				made_fd[n_made] = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+				snprintf(made_at[n_made], sizeof(made_at[0]), "%s", shown);
+				if (made_fd[n_made] >= 0)
+					n_made++;
 			}
 			close(cur);
 			cur = fd;
@@ -291,6 +324,10 @@ static int walk(struct wpath *p, int from, const char *path, const struct wpath_
 out:
 	if (cur >= 0)
 		close(cur);
+	if ((k = flush_made(made_fd, made_at, &n_made, mk, &sv, p)) < 0 && rc == 0) {
+		close(*out);
+		rc = wfail(k, err, errlen, "failed to chown directory: chown %s: %s", made_at[0], go_strerror(-k));
+	}
 	wpath_leave(&sv);
 	return rc;
 }
