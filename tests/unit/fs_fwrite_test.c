@@ -358,6 +358,35 @@ Test(fwrite, the_temporary_is_the_targets_before_any_byte)
 	cr_assert_eq(temporaries(at("rootonly")), 0);
 }
 
+/* The temporary is created 0600, whatever the umask: seen where the
+ * owner cannot be given (a job running as a user asks for root's), which
+ * stops the write before the mode is set. */
+Test(fwrite, the_temporary_is_created_0600)
+{
+	struct fsid id = { .uid = 65534, .gid = 65534 };
+	struct fsid_saved sv;
+	struct fwrite w;
+	struct stat st;
+	int rc;
+
+	NEED_ROOT();
+	other_users();
+	put_as(at("user/t"), 65534, 0666);
+	mode_t old = umask(0);
+	fwrite_init(&w);
+	cr_assert_eq(fsid_enter(&id, &sv), 0);
+	rc = fwrite_begin(&w, at("user/t"), 0, 0, true, err, sizeof(err));
+	fsid_leave(&sv);
+	umask(old);
+	cr_assert_eq(rc, -EIO);
+	cr_assert(strstr(err, "error changing file ownership"), "%s", err);
+	cr_assert(w.tmp[0]);
+	cr_assert_eq(stat(w.tmp, &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0600, "created %o", st.st_mode & 07777);
+	fwrite_discard(&w);
+	cr_assert_eq(temporaries(at("user")), 0);
+}
+
 /* Another writer replaces the target during the write: the commit gives
  * the new content that file's attributes, not the earlier one's. */
 Test(fwrite, the_commit_takes_the_file_under_the_name_now)
