@@ -14,6 +14,8 @@
 #    to a root directory used as a parent; `user`'s link in its home to a
 #    root file; root and `user` upload through them, atomic and in place:
 #    403, nothing changes where the link's owner may not write;
+#  - the filesystem service: Remove, Move and MakeDir through those
+#    links: permission_denied, nothing changes;
 #  - directories: a racer of nobody swaps each directory envd creates in
 #    nobody's directory for a link to a root file: the root file is never
 #    chowned;
@@ -113,6 +115,7 @@ fi
 "${NOBODY[@]}" ln -s "$W/pub/secret" "$W/tmp/report"
 "${NOBODY[@]}" ln -s "$W/pub/made-by-root" "$W/tmp/dangling"
 "${NOBODY[@]}" ln -s "$W/pub" "$W/tmp/dir"
+"${NOBODY[@]}" ln -s "$W/att" "$W/tmp/att"
 "${AS_USER[@]}" ln -s "$W/pub/secret" "$W/home/notes"
 for who in root user; do
 	for q in "" atomic=false; do
@@ -130,6 +133,30 @@ expect_match "the refusal says why" "permission denied" "$(cat "$W/resp")"
 "${NOBODY[@]}" sh -c ": >'$W/att/mine'; ln -s mine '$W/att/link'"
 expect_eq "through nobody's link to nobody's own file: written" "200" "$(up "$W/evil" "$W/att/link" root)"
 expect_eq "... the file behind it" "evil" "$(cat "$W/att/mine")"
+
+# --- the filesystem service: Remove, Move and MakeDir through the same links ---
+# code RPC JSON USER: the Connect code of the call ("" when it succeeded)
+code() {
+	curl -s -X POST "$ENVD_URL/filesystem.Filesystem/$1" -H 'Content-Type: application/json' \
+		-H "Authorization: Basic $(printf '%s:' "$3" | base64)" -d "$2" |
+		"$PY" -c 'import json,sys; print(json.load(sys.stdin).get("code",""))'
+}
+printf 'keep\n' >"$W/pub/keep"
+printf 'mine\n' >"$W/att/src"
+for who in root user; do
+	expect_eq "Remove through nobody's link to a root directory: permission_denied (as $who)" permission_denied \
+		"$(code Remove "{\"path\":\"$W/tmp/dir/keep\"}" "$who")"
+	expect_eq "Move into a root directory through nobody's link: permission_denied (as $who)" permission_denied \
+		"$(code Move "{\"source\":\"$W/att/src\",\"destination\":\"$W/tmp/dir/secret\"}" "$who")"
+	expect_eq "MakeDir through nobody's link: permission_denied (as $who)" permission_denied \
+		"$(code MakeDir "{\"path\":\"$W/tmp/dir/newdir\"}" "$who")"
+done
+check "the root directory keeps its files" test -f "$W/pub/keep"
+check "... its secret too" secret_intact
+check "... and gets no new directory" test ! -e "$W/pub/newdir"
+expect_eq "Remove through nobody's link to nobody's own directory works" "" \
+	"$(code Remove "{\"path\":\"$W/tmp/att/src\"}" root 2>/dev/null)"
+check "... the file is gone" test ! -e "$W/att/src"
 
 # --- directories envd creates, swapped for links as they appear ---
 "${NOBODY[@]}" "$PY" tests/integration/hostile_write_probe.py dir_swapper "$W/att" "$W/pub/secret" "$W/stop.d" \
