@@ -510,3 +510,101 @@ Test(fwrite, under_a_users_identity_the_kernel_judges)
 	cr_assert_eq(stat(at("user/f"), &st), 0);
 	cr_assert_eq(st.st_uid, 65534);
 }
+
+/* Descriptors this process has open. */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* fwrite_stage then fwrite_publish (a try's commit): the staged file is
+ * complete, with the target's attributes, and nothing of the walk stays
+ * open; it is published, or dropped, through another struct that knows
+ * only its names. */
+Test(fwrite, staged_then_published_by_its_names)
+{
+	struct fwrite w, p;
+	char *t = at("s/target"), *u = at("s/other");
+	int fds;
+
+	cr_assert_eq(mkdir(at("s"), 0755), 0);
+	put(t, "old");
+	chmod(t, 0640);
+	put(u, "old too");
+	fds = open_fds();
+
+	fwrite_init(&w);
+	cr_assert_eq(fwrite_begin(&w, t, getuid(), getgid(), true, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(fwrite_write(&w, "staged", 6, err, sizeof(err)), 0);
+	cr_assert_eq(fwrite_stage(&w, NULL, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(open_fds(), fds, "the staged file holds no descriptor");
+	cr_assert_str_eq(get(t), "old");
+	cr_assert_str_eq(get(w.tmp), "staged");
+	cr_assert_eq(mode_of(w.tmp), 0640);
+	cr_assert_eq(registered(), 1);
+
+	fwrite_init(&p);
+	snprintf(p.target, sizeof(p.target), "%s", t);
+	snprintf(p.tmp, sizeof(p.tmp), "%s", w.tmp);
+	snprintf(p.reg, sizeof(p.reg), "%s", w.reg);
+	cr_assert_eq(fwrite_publish(&p, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(get(t), "staged");
+	cr_assert_eq(mode_of(t), 0640);
+	cr_assert_eq(temporaries(at("s")), 0);
+	cr_assert_eq(registered(), 0);
+
+	/* Staged and dropped: the target stays, the temporary goes. */
+	fwrite_init(&w);
+	cr_assert_eq(fwrite_begin(&w, u, getuid(), getgid(), true, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(fwrite_write(&w, "never", 5, err, sizeof(err)), 0);
+	cr_assert_eq(fwrite_stage(&w, NULL, err, sizeof(err)), 0, "%s", err);
+	fwrite_init(&p);
+	snprintf(p.tmp, sizeof(p.tmp), "%s", w.tmp);
+	snprintf(p.reg, sizeof(p.reg), "%s", w.reg);
+	fwrite_discard(&p);
+	cr_assert_str_eq(get(u), "old too");
+	cr_assert_eq(temporaries(at("s")), 0);
+	cr_assert_eq(registered(), 0);
+	cr_assert_eq(open_fds(), fds);
+}
+
+static int refuse(void *arg, const char *target, char *e, size_t elen)
+{
+	++*(int *)arg;
+	snprintf(e, elen, "%s changed", target);
+	return -ESTALE;
+}
+
+/* The writer's hook refuses the rename of a commit made in the walked
+ * directory: the target stays, the temporary and its registry entry go,
+ * no descriptor stays open. */
+Test(fwrite, the_hook_refuses_the_rename)
+{
+	struct fwrite w;
+	char *t = at("h/target");
+	int calls = 0, fds;
+
+	cr_assert_eq(mkdir(at("h"), 0755), 0);
+	put(t, "kept");
+	fds = open_fds();
+	fwrite_init(&w);
+	w.before_replace = refuse;
+	w.before_arg = &calls;
+	cr_assert_eq(fwrite_begin(&w, t, getuid(), getgid(), true, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(fwrite_write(&w, "lost", 4, err, sizeof(err)), 0);
+	cr_assert_eq(fwrite_commit(&w, NULL, err, sizeof(err)), -ESTALE);
+	cr_assert_eq(calls, 1);
+	cr_assert(strstr(err, "changed"), "%s", err);
+	cr_assert_str_eq(get(t), "kept");
+	cr_assert_eq(temporaries(at("h")), 0);
+	cr_assert_eq(registered(), 0);
+	cr_assert_eq(open_fds(), fds);
+	fwrite_discard(&w); /* after the commit: nothing left to do */
+}
