@@ -39,7 +39,9 @@
  * name, as an atomic write does, whatever `atomic` says.
  *
  * Sources: bytes in pieces (fwrite_write, as they arrive), an fd
- * (fwrite_copy), or a whole buffer in one call (fwrite_buffer).
+ * (fwrite_copy), or a whole buffer in one call (fwrite_buffer). Ends:
+ * fwrite_commit, or fwrite_stage and later fwrite_publish for files that
+ * must appear together (a try's commit).
  *
  * Threads: every call makes syscalls on the target's path or an fd of a
  * file there: call them from a worker job (base/worker.h), never the loop.
@@ -54,7 +56,9 @@
  *                  another user's leads where that user may not (403);
  *   -ENOSPC        no room: no inode, no space for the data or the
  *                  attributes (507);
- *   -EIO           anything else (500).
+ *   -EIO           anything else (500);
+ * and whatever a writer's before_replace hook returns (Edit's and the
+ * conditional upload's -ESTALE: the target changed).
  * After an error of fwrite_begin or fwrite_write, fwrite_discard() drops
  * what was written; fwrite_commit() cleans up after itself.
  */
