@@ -45,34 +45,55 @@ static void rand_hex(char *out, size_t n)
 	out[n] = '\0';
 }
 
-int uptmp_open(const char *dir, bool replaces, char *tmp, size_t tmplen, char *reg, size_t reglen)
+int uptmp_create(int dirfd, const char *dir, bool replaces, mode_t mode, char *tmp, size_t tmplen)
 {
 	char sfx[17];
+	const char *name;
 	int fd;
 
-	reg[0] = '\0';
 	rand_hex(sfx, 16);
 	if (snprintf(tmp, tmplen, "%s/%s%c%s", strcmp(dir, "/") ? dir : "", UPTMP_PREFIX, replaces ? 'r' : 'n', sfx) >=
 	    (int)tmplen) {
 		tmp[0] = '\0';
 		return -ENAMETOOLONG;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	name = strrchr(tmp, '/') + 1;
+	fd = openat(dirfd, dirfd == AT_FDCWD ? tmp : name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
 	if (fd < 0) {
 		int e = errno;
 		tmp[0] = '\0';
 		return -e;
 	}
-	/* Best effort: without the entry only a crash's leftover stays. */
-	if (uptmp_registry[0] &&
-	    snprintf(reg, reglen, "%s/%ld.%s", uptmp_registry, (long)getpid(), sfx) < (int)reglen) {
-		if (symlink(tmp, reg) < 0 &&
-		    !(errno == ENOENT && (mkdir(uptmp_registry, 0700) == 0 || errno == EEXIST) &&
-		      symlink(tmp, reg) == 0))
-			reg[0] = '\0';
-	} else {
+	return fd;
+}
+
+void uptmp_register(const char *tmp, char *reg, size_t reglen)
+{
+	const char *base = strrchr(tmp, '/');
+	size_t bl;
+
+	reg[0] = '\0';
+	base = base ? base + 1 : tmp;
+	bl = strlen(base);
+	if (!uptmp_registry[0] || !uptmp_name_is(base, bl, NULL))
+		return;
+	/* The entry is named by the pid and the name's random part. */
+	if (snprintf(reg, reglen, "%s/%ld.%s", uptmp_registry, (long)getpid(), base + bl - 16) >= (int)reglen) {
 		reg[0] = '\0';
+		return;
 	}
+	if (symlink(tmp, reg) < 0 &&
+	    !(errno == ENOENT && (mkdir(uptmp_registry, 0700) == 0 || errno == EEXIST) && symlink(tmp, reg) == 0))
+		reg[0] = '\0';
+}
+
+int uptmp_open(const char *dir, bool replaces, char *tmp, size_t tmplen, char *reg, size_t reglen)
+{
+	int fd = uptmp_create(AT_FDCWD, dir, replaces, 0666, tmp, tmplen);
+
+	reg[0] = '\0';
+	if (fd >= 0)
+		uptmp_register(tmp, reg, reglen);
 	return fd;
 }
 
@@ -98,28 +119,36 @@ bool uptmp_name_is(const char *name, size_t len, bool *replaces)
 	return true;
 }
 
-int uptmp_copy_attrs(const char *target, int fd)
+/* Whether attribute `k` may pass from a replaced file to its replacement
+ * (uptmp.h, uptmp_copy_attrs_fd). */
+static bool attr_inherited(const char *k)
+{
+	return strncmp(k, "user.", 5) == 0 ? strncmp(k, "user.e2b.", 9) != 0 : strncmp(k, "system.", 7) == 0;
+}
+
+/* The copy, from a descriptor (fd >= 0) or else a name (not followed). */
+static int copy_attrs(int from, const char *target, int to)
 {
 	char stack[1024], *names = stack;
-	ssize_t n = llistxattr(target, stack, sizeof(stack));
+	ssize_t n = from >= 0 ? flistxattr(from, stack, sizeof(stack)) : llistxattr(target, stack, sizeof(stack));
 	int rc = 0;
 
 	if (n < 0 && errno == ERANGE) {
-		ssize_t want = llistxattr(target, NULL, 0);
+		ssize_t want = from >= 0 ? flistxattr(from, NULL, 0) : llistxattr(target, NULL, 0);
 		if (want <= 0 || want > 64 * 1024 || !(names = malloc((size_t)want)))
 			return 0;
-		n = llistxattr(target, names, (size_t)want);
+		n = from >= 0 ? flistxattr(from, names, (size_t)want) : llistxattr(target, names, (size_t)want);
 	}
 	for (ssize_t i = 0; n > 0 && i < n;) {
 		const char *k = names + i;
 		char vbuf[4096];
 		i += (ssize_t)strlen(k) + 1;
-		if (strncmp(k, "user.e2b.", 9) == 0)
+		if (!attr_inherited(k))
 			continue;
-		ssize_t vl = lgetxattr(target, k, vbuf, sizeof(vbuf));
+		ssize_t vl = from >= 0 ? fgetxattr(from, k, vbuf, sizeof(vbuf)) : lgetxattr(target, k, vbuf, sizeof(vbuf));
 		if (vl < 0)
 			continue; /* larger than any we keep, or gone meanwhile */
-		if (fsetxattr(fd, k, vbuf, (size_t)vl, 0) < 0 && (errno == ENOSPC || errno == EDQUOT)) {
+		if (fsetxattr(to, k, vbuf, (size_t)vl, 0) < 0 && (errno == ENOSPC || errno == EDQUOT)) {
 			rc = -errno;
 			break;
 		}
@@ -127,6 +156,16 @@ int uptmp_copy_attrs(const char *target, int fd)
 	if (names != stack)
 		free(names);
 	return rc;
+}
+
+int uptmp_copy_attrs_fd(int from, int to)
+{
+	return copy_attrs(from, NULL, to);
+}
+
+int uptmp_copy_attrs(const char *target, int fd)
+{
+	return copy_attrs(-1, target, fd);
 }
 
 /* --- the sweep --- */

@@ -12,15 +12,16 @@
  * tmpfs (uptmp_registry, `<pid>.<hex>` symlinks to the file), so that the
  * next envd removes what a killed one left behind (uptmp_sweep).
  *
- * uptmp_open, uptmp_forget and uptmp_copy_attrs make path syscalls: call
- * them from the worker pool. uptmp_sweep runs on the loop and hands the
- * removals to the worker pool.
+ * uptmp_create, uptmp_register, uptmp_open, uptmp_forget and the
+ * attribute copies make file syscalls: call them from the worker pool.
+ * uptmp_sweep runs on the loop and hands the removals to the worker pool.
  */
 #ifndef ENVD_UPTMP_H
 #define ENVD_UPTMP_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #define UPTMP_PREFIX ".envd-upload."
 
@@ -28,11 +29,26 @@
 extern char uptmp_registry[256];
 
 /*
- * Create a new temporary file for `target` in its directory `dir`
- * (O_WRONLY | O_EXCL, mode 0666 before umask), and register it.
- * `replaces`: the target exists. On success returns the fd and fills
- * tmp (the file's path) and reg (its registry entry, "" when none).
- * Returns -errno of open(); -ENAMETOOLONG when a path does not fit.
+ * Create a new temporary file for a target in directory `dirfd` (an fd
+ * of it, O_PATH will do, or AT_FDCWD) whose path is `dir`: O_WRONLY |
+ * O_CREAT | O_EXCL (never through a link), mode `mode` before umask.
+ * `replaces`: the target exists. Not registered (uptmp_register). On
+ * success returns the fd and fills tmp with the file's path (`dir` joined
+ * with its name, which starts after the last '/'). Returns -errno of
+ * openat(); -ENAMETOOLONG when the path does not fit.
+ */
+int uptmp_create(int dirfd, const char *dir, bool replaces, mode_t mode, char *tmp, size_t tmplen);
+
+/*
+ * Register tmp (a path uptmp_create made) under uptmp_registry; reg gets
+ * the entry, "" when there is none (no registry, or it could not be
+ * written: best effort, only a crash's leftover then stays).
+ */
+void uptmp_register(const char *tmp, char *reg, size_t reglen);
+
+/*
+ * uptmp_create(AT_FDCWD, dir, replaces, 0666, ...) and uptmp_register:
+ * on success the fd, tmp and reg filled; -errno as uptmp_create.
  */
 int uptmp_open(const char *dir, bool replaces, char *tmp, size_t tmplen, char *reg, size_t reglen);
 
@@ -40,10 +56,23 @@ int uptmp_open(const char *dir, bool replaces, char *tmp, size_t tmplen, char *r
 void uptmp_forget(const char *reg);
 
 /*
- * Copy the extended attributes of `target` (not followed if a symlink)
- * to fd, except envd's own metadata (user.e2b.*), which the upload sets.
- * Attributes the filesystem or our privileges refuse are skipped.
+ * Copy the extended attributes of the file open as `from` to fd `to`,
+ * except those a replacement must not inherit: envd's own metadata
+ * (user.e2b.*, which the upload sets), every security.* attribute (file
+ * capabilities, which would hand the new content privileges; integrity
+ * hashes of the old content; LSM labels, which the kernel's policy gives a
+ * new file) and every trusted.* one (root-only attributes that describe
+ * the old inode to the kernel or a daemon, overlayfs's among them). What
+ * is kept: user.* and system.* (ACLs). Attributes the filesystem or our
+ * privileges refuse are skipped.
  * Returns 0, or -ENOSPC / -EDQUOT when the space ran out.
+ */
+int uptmp_copy_attrs_fd(int from, int to);
+
+/*
+ * As uptmp_copy_attrs_fd, from the file `target` names (not followed if a
+ * symlink). A name can be swapped between calls: writers take a
+ * descriptor's (fs/fwrite.h does).
  */
 int uptmp_copy_attrs(const char *target, int fd);
 

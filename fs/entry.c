@@ -9,6 +9,7 @@
  * Release it with fs_entry_free() only.
  */
 #include "fs/entry.h"
+#include "fs/wpath.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -802,51 +803,19 @@ void fs_path_dir(const char *path, char *out, size_t outlen)
 
 int fs_ensure_dirs(const char *dir, uid_t uid, gid_t gid, char *err, size_t errlen)
 {
-	char prefix[PATH_MAX];
-	size_t n = strlen(dir), i = 0;
+	struct wpath_mk mk = { .uid = uid, .gid = gid };
+	struct wpath p;
 	struct stat st;
+	int rc;
 
-	if (n >= sizeof(prefix)) {
-		snprintf(err, errlen, "failed to create directory: %s", go_strerror(ENAMETOOLONG));
-		return -ENAMETOOLONG;
-	}
 	/* The usual case, one look: every prefix of a directory that exists
-	   is one (a write of many files into one tree paid a stat per level
-	   per file). */
+	   is one (a write of many files into one tree paid a walk per file).
+	   Nothing is made or given away then, so following links is
+	   harmless; the walk below holds root's rights back when it creates. */
 	if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
 		return 0;
-	while (i < n) {
-		/* Next component end. */
-		while (i < n && dir[i] == '/')
-			i++;
-		if (i >= n)
-			break;
-		while (i < n && dir[i] != '/')
-			i++;
-		memcpy(prefix, dir, i);
-		prefix[i] = '\0';
-		if (stat(prefix, &st) == 0) {
-			if (!S_ISDIR(st.st_mode)) {
-				snprintf(err, errlen, "path is a file: %s", prefix);
-				return -ENOTDIR;
-			}
-			continue;
-		}
-		if (errno != ENOENT) {
-			int e = errno;
-			snprintf(err, errlen, "failed to stat directory: stat %s: %s", prefix, go_strerror(e));
-			return -e;
-		}
-		if (mkdir(prefix, 0755) < 0 && errno != EEXIST) {
-			int e = errno;
-			snprintf(err, errlen, "failed to create directory: mkdir %s: %s", prefix, go_strerror(e));
-			return -e;
-		}
-		if (chown(prefix, uid, gid) < 0) {
-			int e = errno;
-			snprintf(err, errlen, "failed to chown directory: chown %s: %s", prefix, go_strerror(e));
-			return -e;
-		}
-	}
-	return 0;
+	wpath_init(&p);
+	rc = wpath_dir(&p, dir, &mk, err, errlen);
+	wpath_close(&p);
+	return rc;
 }

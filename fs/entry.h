@@ -127,9 +127,11 @@ int fs_meta_validate(const struct fs_meta *m, char *err, size_t errlen);
 int fs_meta_replace_fd(int fd, const struct fs_meta *m);
 
 /*
- * EnsureDirs: create every missing component of `dir`, 0755,
- * chowned to uid/gid. Returns 0 or -errno with err set to the Go-shaped
- * message ("path is a file: /a", "failed to create directory: ...").
+ * EnsureDirs: create every missing component of `dir`, 0755, given to
+ * uid/gid on its descriptor (fs/wpath.h: past a symbolic link of another
+ * user's, created as that user could). Returns 0 or -errno with err set
+ * to the Go-shaped message ("path is a file: /a", "failed to create
+ * directory: ..."); -EACCES where the walk's identity may not create.
  */
 int fs_ensure_dirs(const char *dir, uid_t uid, gid_t gid, char *err, size_t errlen);
 

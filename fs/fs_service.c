@@ -37,6 +37,7 @@
 #include "fs/tools.h"
 #include "base/arena.h"
 #include "fs/watch.h"
+#include "fs/wpath.h"
 #include "http/http.h"
 #include "rpc/caller.h"
 #include "rpc/rpcerr.h"
@@ -322,8 +323,8 @@ static void make_dir_work(struct fs_job *j)
 		job_fail(j, RPC_INTERNAL, "error getting file info: stat %s: %s", j->path, go_strerror(errno));
 		return;
 	}
-	if (fs_ensure_dirs(j->path, j->uid, j->gid, j->err, sizeof(j->err)) < 0) {
-		j->code = RPC_INTERNAL;
+	if ((rc = fs_ensure_dirs(j->path, j->uid, j->gid, j->err, sizeof(j->err))) < 0) {
+		j->code = rc == -EACCES ? RPC_PERMISSION_DENIED : RPC_INTERNAL;
 		return;
 	}
 	rc = fs_entry_info_in(j->path, j->entbuf, sizeof(j->entbuf), &resp.entry, j->err, sizeof(j->err));
@@ -349,30 +350,57 @@ static void fs_make_dir(struct rpc_call *call, const ProtobufCMessage *msg)
 static void move_work(struct fs_job *j)
 {
 	Filesystem__MoveResponse resp = FILESYSTEM__MOVE_RESPONSE__INIT;
-	char parent[PATH_MAX], err[ERRLEN];
+	struct wpath_mk mk = { .uid = j->uid, .gid = j->gid };
+	char err[ERRLEN];
 	const char *src = j->path, *dst = j->path2;
-	int rc;
+	struct wpath from, to;
+	struct fsid_saved sv;
+	int rc, e;
 
-	fs_path_dir(dst, parent, sizeof(parent));
-	if (fs_ensure_dirs(parent, j->uid, j->gid, err, sizeof(err)) < 0) {
-		job_fail(j, RPC_INTERNAL, "error ensuring directories: %s", err);
-		return;
+	/* Both names are taken in their directories (fs/wpath.h): a link of
+	 * another user's on either path limits the rename to that user's
+	 * rights (two users' links: refused). */
+	wpath_init(&from);
+	wpath_init(&to);
+	if ((rc = wpath_parent(&to, dst, &mk, err, sizeof(err))) < 0) {
+		job_fail(j, rc == -EACCES ? RPC_PERMISSION_DENIED : RPC_INTERNAL, "error ensuring directories: %s", err);
+		goto out;
 	}
-	if (rename(src, dst) < 0) {
-		int e = errno;
+	if ((rc = wpath_parent(&from, src, NULL, err, sizeof(err))) < 0) {
+		if (rc == -ENOENT)
+			job_fail(j, RPC_NOT_FOUND, "source file not found: rename %s %s: %s", src, dst, go_strerror(ENOENT));
+		else
+			job_fail(j, rc == -EACCES ? RPC_PERMISSION_DENIED : RPC_INTERNAL, "error renaming: %s", err);
+		goto out;
+	}
+	if (from.as.set && to.as.set && from.as.uid != to.as.uid) {
+		job_fail(j, RPC_PERMISSION_DENIED, "error renaming: rename %s %s: %s (links of two users)", src, dst,
+			 go_strerror(EACCES));
+		goto out;
+	}
+	rc = wpath_enter(from.as.set ? &from : &to, &sv);
+	if (rc == 0)
+		rc = renameat(from.dirfd, from.name[0] ? from.name : ".", to.dirfd, to.name[0] ? to.name : ".") < 0 ? -errno : 0;
+	wpath_leave(&sv);
+	if (rc < 0) {
+		e = -rc;
 		if (e == ENOENT)
 			job_fail(j, RPC_NOT_FOUND, "source file not found: rename %s %s: %s", src, dst, go_strerror(e));
 		else
-			job_fail(j, RPC_INTERNAL, "error renaming: rename %s %s: %s", src, dst, go_strerror(e));
-		return;
+			job_fail(j, e == EACCES ? RPC_PERMISSION_DENIED : RPC_INTERNAL, "error renaming: rename %s %s: %s",
+				 src, dst, go_strerror(e));
+		goto out;
 	}
 	rc = fs_entry_info_in(dst, j->entbuf, sizeof(j->entbuf), &resp.entry, j->err, sizeof(j->err));
 	if (rc) {
 		j->code = entry_code(rc);
-		return;
+		goto out;
 	}
 	job_encode(j, &resp.base);
 	fs_entry_free(resp.entry);
+out:
+	wpath_close(&from);
+	wpath_close(&to);
 }
 
 static void fs_move(struct rpc_call *call, const ProtobufCMessage *msg)
@@ -624,9 +652,12 @@ static void remove_work(struct fs_job *j)
 {
 	Filesystem__RemoveResponse resp = FILESYSTEM__REMOVE_RESPONSE__INIT;
 	char err[ERRLEN];
+	int rc = fs_remove_all(j->path, err, sizeof(err));
 
-	if (fs_remove_all(j->path, err, sizeof(err))) {
-		job_fail(j, RPC_INTERNAL, "error removing file or directory: %s", err);
+	if (rc) {
+		/* EACCES: the kernel refused (past a link of another user's,
+		 * fs/wpath.h, the removal has that user's rights). */
+		job_fail(j, rc == -EACCES ? RPC_PERMISSION_DENIED : RPC_INTERNAL, "error removing file or directory: %s", err);
 		return;
 	}
 	job_encode(j, &resp.base);

@@ -1,35 +1,64 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fwrite.h - a file written whole, as uploads write them (docs/protocol.md,
- * "POST /files").
+ * "POST /files"; docs/security.md, "Uploads and in-place writes").
+ *
+ * Where: the target's directory is walked with fs/wpath.h, which creates
+ * the missing parents (owned by the user) and holds root's rights back
+ * from whatever a symbolic link of another user's leads to: every name in
+ * that directory is then made, opened, renamed or removed relative to its
+ * descriptor, with the walk's identity. The target's own name is looked
+ * at once (fstatat, not followed) and whatever is opened is checked to be
+ * that same file.
  *
  * Atomic (the default of uploads): the bytes go to a temporary file beside
  * the target (base/uptmp.h, registered so that the next envd removes it
- * if this one dies), which takes the target's owner (the user's), mode and
- * extended attributes (ACLs among them) and is renamed over the target
- * once complete: a reader sees the old content or the new, never half of
- * it, and a cut connection or a crash loses nothing. A target that a
- * rename would not replace as the client means it (a symlink, even a
- * dangling one, a device, a FIFO, a file with other hard links) is written
- * in place, as is every target when atomic is false: opened with O_TRUNC,
- * an existing file chowned to the user, a new one removed again if the
- * write fails.
+ * if this one dies), which is renamed over the target once complete: a
+ * reader sees the old content or the new, never half of it, and a cut
+ * connection or a crash loses nothing. Over an existing file the
+ * temporary is created 0600 and, before its first byte, takes what an
+ * in-place write would have left: owned by the user, the target's mode
+ * with the set-user-ID bit (and the set-group-ID bit of a group-executable
+ * file) cleared as chown(2) clears them, and the target's extended
+ * attributes that may pass (base/uptmp.h: user.* and ACLs; never
+ * security.* or trusted.*), all read from one descriptor of the target.
+ * When the commit finds another file under the name than the one the
+ * attributes came from (another writer replaced it meanwhile), it takes
+ * that one's. A new target's temporary is created as the file would be
+ * (0666 before umask, the directory's default ACL) and given to the user.
  *
- * The parent directories are created as needed, owned by the user.
+ * In place: a target that a rename would not replace as the client means
+ * it (a symlink, even a dangling one, which is followed under the wpath
+ * rule; a device, a FIFO; a file with other hard links), and every target
+ * when atomic is false: the existing file is opened (not followed), given
+ * to the user and truncated; a missing one is created (O_EXCL, so never
+ * through a link someone swapped in) and removed again if the write fails.
+ * Except: a write with root's rights does not go through another name of
+ * a file that someone other than root and the file's owner could have put
+ * in the directory (a hard link to /etc/shadow in /tmp): it replaces the
+ * name, as an atomic write does, whatever `atomic` says.
  *
  * Sources: bytes in pieces (fwrite_write, as they arrive), an fd
- * (fwrite_copy), or a whole buffer in one call (fwrite_buffer).
+ * (fwrite_copy), or a whole buffer in one call (fwrite_buffer). Ends:
+ * fwrite_commit, or fwrite_stage and later fwrite_publish for files that
+ * must appear together (a try's commit).
  *
  * Threads: every call makes syscalls on the target's path or an fd of a
  * file there: call them from a worker job (base/worker.h), never the loop.
+ * A job may run under base/fsid (the writes are then that user's: the
+ * kernel checks them, and links are followed as they are).
  *
  * Errors: a negative errno that names the situation, with the message the
  * client sees written into err:
  *   -EISDIR        the target is a directory (HTTP 400);
  *   -ENAMETOOLONG  the temporary file's name does not fit (400);
+ *   -EACCES        the write's identity may not write there: a link of
+ *                  another user's leads where that user may not (403);
  *   -ENOSPC        no room: no inode, no space for the data or the
  *                  attributes (507);
- *   -EIO           anything else (500).
+ *   -EIO           anything else (500);
+ * and whatever a writer's before_replace hook returns (Edit's and the
+ * conditional upload's -ESTALE: the target changed).
  * After an error of fwrite_begin or fwrite_write, fwrite_discard() drops
  * what was written; fwrite_commit() cleans up after itself.
  */
@@ -42,6 +71,7 @@
 #include <sys/types.h>
 
 #include "fs/entry.h"
+#include "fs/wpath.h"
 
 struct fwrite {
 	int fd;               /* the file being written; -1 when none */
@@ -49,6 +79,12 @@ struct fwrite {
 	char target[PATH_MAX];
 	char tmp[PATH_MAX];   /* atomic: the temporary file; "" in place */
 	char reg[320];        /* ... and its registry entry (base/uptmp.h) */
+	struct wpath at;      /* the directory written in, the name there, the identity for names there */
+	uid_t uid;            /* the owner fwrite_begin was given */
+	gid_t gid;
+	bool replaces;        /* atomic over a file: dev/ino, whose attributes the temporary took */
+	dev_t dev;
+	ino_t ino;
 	/*
 	 * Optional (set after fwrite_init): called by fwrite_commit right
 	 * before the temporary replaces the target (closed, about to be
@@ -93,8 +129,18 @@ int fwrite_commit(struct fwrite *w, const struct fs_meta *meta, char *err, size_
  * all are renamed into place at once). fwrite_stage sets the metadata and
  * closes the file, which stays a registered temporary beside the target
  * (written in place: it is complete as it stands); fwrite_publish runs
- * w->before_replace, if set, and renames it over the target. Each returns 0 or an error above; after an error w
- * holds no file. fwrite_discard drops a staged file too.
+ * w->before_replace, if set, and renames it over the target. Each returns
+ * 0 or an error above; after an error w holds no file. fwrite_discard
+ * drops a staged file too.
+ *
+ * A staged file is known by its names alone (target, tmp, reg: a writer
+ * may keep those and publish or discard through another struct fwrite
+ * with only them set): fwrite_stage lets go of the directory's descriptor
+ * (fwrite.h's walk), so fwrite_publish renames and fwrite_discard removes
+ * by path, with the calling thread's rights. A caller that publishes as
+ * root into directories other users may change checks those directories
+ * itself (try's commit does, docs/security.md). fwrite_commit keeps the
+ * descriptor to the end: its rename is made in the directory it walked.
  */
 int fwrite_stage(struct fwrite *w, const struct fs_meta *meta, char *err, size_t errlen);
 int fwrite_publish(struct fwrite *w, char *err, size_t errlen);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "fs/entry.h"
+#include "fs/wpath.h"
 #include "base/buf.h"
 #include "base/errstr.h"
 #include "base/users.h"
@@ -581,7 +582,9 @@ static int remove_contents(int dfd, const char *path, char *err, size_t errlen, 
 
 int fs_remove_all(const char *path, char *err, size_t errlen)
 {
-	char base[PATH_MAX];
+	char base[PATH_MAX], werr[PATH_MAX + 256];
+	struct fsid_saved sv;
+	struct wpath p;
 	struct stat st;
 	int rc;
 
@@ -590,34 +593,49 @@ int fs_remove_all(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "RemoveAll %s: %s", path, go_strerror(EINVAL));
 		return -EINVAL;
 	}
-	if (lstat(path, &st) < 0) {
-		if (errno == ENOENT)
-			return 0;
-		rc = -errno;
-		snprintf(err, errlen, "lstat %s: %s", path, go_strerror(-rc));
+	/* The name is removed from its directory (fs/wpath.h): past a link
+	 * of another user's, as that user could. */
+	wpath_init(&p);
+	rc = wpath_parent(&p, path, NULL, werr, sizeof(werr));
+	if (rc == -ENOENT || (rc == 0 && !p.name[0]))
+		rc = rc == -ENOENT ? 0 : -EBUSY;
+	if (rc < 0 || !p.name[0]) {
+		if (rc < 0)
+			snprintf(err, errlen, "lstat %s: %s", path, go_strerror(-rc));
+		wpath_close(&p);
 		return rc;
 	}
+	if ((rc = wpath_enter(&p, &sv)) < 0) {
+		snprintf(err, errlen, "lstat %s: %s", path, go_strerror(-rc));
+		wpath_close(&p);
+		return rc;
+	}
+	if (fstatat(p.dirfd, p.name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		rc = errno == ENOENT ? 0 : -errno;
+		if (rc)
+			snprintf(err, errlen, "lstat %s: %s", path, go_strerror(-rc));
+		goto out;
+	}
 	if (!S_ISDIR(st.st_mode)) {
-		if (unlink(path) < 0 && errno != ENOENT) {
+		if (unlinkat(p.dirfd, p.name, 0) < 0 && errno != ENOENT) {
 			rc = -errno;
 			snprintf(err, errlen, "unlinkat %s: %s", path, go_strerror(-rc));
-			return rc;
 		}
-		return 0;
+		goto out;
 	}
-	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int dfd = openat(p.dirfd, p.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "open %s: %s", path, go_strerror(-rc));
-		return rc;
+		goto out;
 	}
 	rc = remove_contents(dfd, path, err, errlen, 0);
-	if (rc)
-		return rc;
-	if (rmdir(path) < 0 && errno != ENOENT) {
+	if (rc == 0 && unlinkat(p.dirfd, p.name, AT_REMOVEDIR) < 0 && errno != ENOENT) {
 		rc = -errno;
 		snprintf(err, errlen, "unlinkat %s: %s", path, go_strerror(-rc));
-		return rc;
 	}
-	return 0;
+out:
+	wpath_leave(&sv);
+	wpath_close(&p);
+	return rc;
 }

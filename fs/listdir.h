@@ -59,8 +59,11 @@ int fs_read_names(const char *dir, char ***names, size_t *n);
 void fs_names_free(char **names, size_t n);
 
 /*
- * rm -rf without following symlinks. A missing path is success. Returns 0
- * or -errno with err "unlinkat <path>: <text>" (the failing call).
+ * rm -rf without following symlinks. A missing path is success. The name
+ * is removed from its directory as fs/wpath.h walked it (past a symbolic
+ * link of another user's, with that user's rights: -EACCES where it may
+ * not). "/" itself is refused (-EBUSY). Returns 0 or -errno with err
+ * "unlinkat <path>: <text>" (the failing call).
  */
 int fs_remove_all(const char *path, char *err, size_t errlen);
 

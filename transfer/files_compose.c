@@ -26,6 +26,7 @@
 #include "base/worker.h"
 #include "fs/entry.h"
 #include "fs/fwrite.h"
+#include "fs/wpath.h"
 #include "http/httpjob.h"
 #include "transfer/files_common.h"
 #include "transfer/fsjob.h"
@@ -111,27 +112,64 @@ static void compose_check(void *arg)
 	}
 }
 
-/* Worker, second job (no deadline: a large copy takes its time). */
+/* Remove a source by its name in its directory (fs/wpath.h): never as
+ * root through a link of another user's. Errors ignored, as the
+ * reference does. */
+static void compose_unlink_source(const char *src)
+{
+	char err[PATH_MAX];
+	struct fsid_saved sv;
+	struct wpath p;
+
+	wpath_init(&p);
+	sv.active = false;
+	if (wpath_parent(&p, src, NULL, err, sizeof(err)) == 0 && p.name[0] && wpath_enter(&p, &sv) == 0)
+		unlinkat(p.dirfd, p.name, 0);
+	wpath_leave(&sv);
+	wpath_close(&p);
+}
+
+/* Worker, second job (no deadline: a large copy takes its time). The
+ * temporary and the rename are names in the destination's directory,
+ * walked with fs/wpath.h (with the identity that walk leaves). */
 static void compose_work(void *arg)
 {
 	struct compose *c = arg;
-	char tmp[PATH_MAX], sfx[40];
-	int out, rc;
+	char tmp[PATH_MAX], name[NAME_MAX + 1], sfx[40], werr[FILES_MSGLEN - 128];
+	struct fsid_saved sv;
+	struct wpath p;
+	int out = -1, rc, e;
 
+	wpath_init(&p);
+	sv.active = false;
 	random_suffix(sfx, sizeof(sfx));
 	if (snprintf(tmp, sizeof(tmp), "%s.e2b-compose.%s.tmp", c->dest, sfx) >= (int)sizeof(tmp)) {
 		c->status = 500;
 		snprintf(c->msg, sizeof(c->msg), "error creating destination file: %s", go_strerror(ENAMETOOLONG));
 		return;
 	}
-	out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	if ((rc = wpath_parent(&p, c->dest, NULL, werr, sizeof(werr))) < 0 || p.slash || !p.name[0] ||
+	    snprintf(name, sizeof(name), "%s.e2b-compose.%s.tmp", p.name, sfx) >= (int)sizeof(name)) {
+		c->status = rc == -EACCES ? 403 : 500;
+		if (rc < 0)
+			snprintf(c->msg, sizeof(c->msg), "error creating destination file: %s", werr);
+		else
+			snprintf(c->msg, sizeof(c->msg), "error creating destination file: open %s: %s", tmp,
+				 go_strerror(p.name[0] && !p.slash ? ENAMETOOLONG : EISDIR));
+		wpath_close(&p);
+		return;
+	}
+	if (wpath_enter(&p, &sv) == 0)
+		out = openat(p.dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	e = errno;
+	wpath_leave(&sv);
 	if (out < 0) {
-		int e = errno;
-		c->status = e == ENOSPC ? 507 : 500;
+		c->status = e == ENOSPC ? 507 : e == EACCES ? 403 : 500;
 		if (e == ENOSPC)
 			snprintf(c->msg, sizeof(c->msg), "not enough disk space available");
 		else
 			snprintf(c->msg, sizeof(c->msg), "error creating destination file: open %s: %s", tmp, go_strerror(e));
+		wpath_close(&p);
 		return;
 	}
 	if (fchown(out, c->u.uid, c->u.gid) < 0) {
@@ -167,21 +205,29 @@ static void compose_work(void *arg)
 		goto fail;
 	}
 	out = -1;
-	if (rename(tmp, c->dest) < 0) {
+	rc = wpath_enter(&p, &sv);
+	if (rc == 0)
+		rc = renameat(p.dirfd, name, p.dirfd, p.name) < 0 ? -errno : 0;
+	wpath_leave(&sv);
+	if (rc < 0) {
 		c->status = 500;
 		snprintf(c->msg, sizeof(c->msg), "error finalizing compose: rename %s %s: %s", tmp, c->dest,
-			 go_strerror(errno));
+			 go_strerror(-rc));
 		goto fail;
 	}
 	for (size_t i = 0; i < c->n; i++)
 		if (strcmp(c->srcs[i], c->dest) != 0)
-			unlink(c->srcs[i]);
+			compose_unlink_source(c->srcs[i]);
 	c->status = 200;
+	wpath_close(&p);
 	return;
 fail:
 	if (out >= 0)
 		close(out);
-	unlink(tmp);
+	if (wpath_enter(&p, &sv) == 0)
+		unlinkat(p.dirfd, name, 0);
+	wpath_leave(&sv);
+	wpath_close(&p);
 }
 
 /* The checks outlived their deadline: 504 naming the path they were on. */

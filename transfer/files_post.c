@@ -153,7 +153,8 @@ static void up_discard(struct uppump *p)
 /* An error of fs/fwrite.h as the upload's status. */
 static int up_fwrite_error(struct upload *up, int rc, const char *msg)
 {
-	return up_error(up, rc == -EISDIR || rc == -ENAMETOOLONG ? 400 : rc == -ENOSPC ? 507 : 500, "%s", msg);
+	return up_error(up, rc == -EISDIR || rc == -ENAMETOOLONG ? 400 : rc == -ENOSPC ? 507 : rc == -EACCES ? 403 : 500, "%s",
+			msg);
 }
 
 /* Open up->target for writing (fs/fwrite.h); the next jobs run on its

@@ -212,10 +212,24 @@ st, d = edit(D + "/link.txt", [e("behind", "BEHIND")])
 ok("through a symlink: the file it leads to is edited, the link stays a link",
    st == 200 and get(target) == b"BEHIND a link\n" and os.path.islink(D + "/link.txt") and
    d.get("version") == version(target), d)
+# A second name in a directory only root may write: in place, both names
+# see it. In D, which anyone may write, that name could be someone's hard
+# link to a file of root's: root's rights do not write through it, the
+# name is replaced and the other name keeps its content (docs/security.md).
+P = D + "/private"
+os.makedirs(P)
+os.chmod(P, 0o755)
+put(P + "/target.txt", "behind a link\n")
+os.link(P + "/target.txt", P + "/hard.txt")
+st, d = edit(P + "/target.txt", [e("behind", "BEHIND")])
+ok("a file with another name: edited in place, both names see it",
+   st == 200 and get(P + "/hard.txt") == b"BEHIND a link\n" and
+   os.stat(P + "/target.txt").st_ino == os.stat(P + "/hard.txt").st_ino, d)
 os.link(target, D + "/hard.txt")
 st, d = edit(target, [e("BEHIND", "behind")])
-ok("a file with another name: edited in place, both names see it",
-   st == 200 and get(D + "/hard.txt") == b"behind a link\n" and os.stat(target).st_ino == os.stat(D + "/hard.txt").st_ino, d)
+ok("a second name in a directory anyone may write: replaced as root, the other name unchanged",
+   st == 200 and get(target) == b"behind a link\n" and get(D + "/hard.txt") == b"BEHIND a link\n" and
+   os.stat(target).st_ino != os.stat(D + "/hard.txt").st_ino, d)
 
 # ---- concurrent edits ----
 c = D + "/counter.txt"

@@ -18,6 +18,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "base/fsid.h"
 #include "base/uptmp.h"
 #include "fs/fwrite.h"
 
@@ -238,4 +239,372 @@ Test(fwrite, copy_from_an_fd)
 	cr_assert(!memcmp(got, "head", 4) && !memcmp(got + 4, b, n));
 	free(got);
 	free(b);
+}
+
+/* --- what a local user can do to a write of root's (docs/security.md) --- */
+
+#define NEED_ROOT()                                                            \
+	do {                                                                   \
+		if (geteuid() != 0)                                            \
+			cr_skip_test("files of other users need root");        \
+	} while (0)
+
+/* dir opened to everyone's lookups; rootonly (root's, 0755), user (uid
+ * 65534's) and open (sticky, world-writable, as /tmp) in it. */
+static void other_users(void)
+{
+	chmod(dir, 0755);
+	cr_assert_eq(mkdir(at("rootonly"), 0755), 0);
+	cr_assert_eq(mkdir(at("user"), 0755), 0);
+	cr_assert_eq(chown(at("user"), 65534, 65534), 0);
+	cr_assert_eq(mkdir(at("open"), 0777), 0);
+	cr_assert_eq(chmod(at("open"), 01777), 0);
+}
+
+/* A file of uid's with `mode` and content "old". */
+static void put_as(const char *path, uid_t uid, mode_t mode)
+{
+	put(path, "old");
+	cr_assert_eq(chown(path, uid, uid), 0);
+	cr_assert_eq(chmod(path, mode), 0);
+}
+
+static mode_t mode_of(const char *path)
+{
+	struct stat st;
+
+	cr_assert_eq(lstat(path, &st), 0, "%s", path);
+	return st.st_mode & 07777;
+}
+
+/* The issue's case: the owner of a target sets set-ID bits, root uploads
+ * over it. The replacement keeps what chown(2) leaves, exactly as the
+ * kernel leaves it for the same file written in place. */
+Test(fwrite, set_id_bits_go_as_chown_drops_them)
+{
+	static const mode_t modes[] = { 04755, 02755, 02745, 06775, 04700, 0755 };
+
+	NEED_ROOT();
+	other_users();
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		char *a = at("rootonly/atomic"), *b = at("rootonly/inplace");
+		put_as(a, 65534, modes[i]);
+		put_as(b, 65534, modes[i]);
+		cr_assert_eq(fwrite_buffer(a, "ELF", 3, 0, 0, true, NULL, err, sizeof(err)), 0, "%s", err);
+		cr_assert_eq(fwrite_buffer(b, "ELF", 3, 0, 0, false, NULL, err, sizeof(err)), 0, "%s", err);
+		struct stat st;
+		cr_assert_eq(stat(a, &st), 0);
+		cr_assert_eq(st.st_uid, 0);
+		cr_assert_eq(st.st_mode & S_ISUID, 0, "mode %o: no set-user-ID root file", modes[i]);
+		cr_assert_eq(mode_of(a), mode_of(b), "mode %o: atomic %o, in place %o", modes[i], mode_of(a), mode_of(b));
+		unlink(a);
+		unlink(b);
+	}
+}
+
+/* File capabilities, other security.* and trusted.* attributes stay with
+ * the old file; user.* ones pass. */
+Test(fwrite, privileged_attributes_do_not_pass)
+{
+	/* VFS_CAP_REVISION_2, effective, permitted CAP_SETUID (bit 7). */
+	static const unsigned char cap[20] = { 0x01, 0x00, 0x00, 0x02, 0x80 };
+	char *t, v[64];
+
+	NEED_ROOT();
+	other_users();
+	t = at("rootonly/tool");
+	put_as(t, 0, 0755);
+	if (setxattr(t, "user.note", "kept", 4, 0) < 0)
+		cr_skip_test("no user xattrs here");
+	cr_assert_eq(setxattr(t, "security.capability", cap, sizeof(cap), 0), 0, "%s", strerror(errno));
+	cr_assert_eq(setxattr(t, "trusted.overlay.opaque", "y", 1, 0), 0);
+	cr_assert_eq(fwrite_buffer(t, "new", 3, 0, 0, true, NULL, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(get(t), "new");
+	cr_assert_eq(getxattr(t, "user.note", v, sizeof(v)), 4);
+	cr_assert_eq(getxattr(t, "security.capability", v, sizeof(v)), -1, "capabilities must not pass");
+	cr_assert_eq(getxattr(t, "trusted.overlay.opaque", v, sizeof(v)), -1);
+}
+
+/* The temporary over an existing file has its owner and mode before the
+ * first byte, and never more than 0600 on the way there. */
+Test(fwrite, the_temporary_is_the_targets_before_any_byte)
+{
+	struct fwrite w;
+	struct stat st;
+	char *t;
+
+	NEED_ROOT();
+	other_users();
+	t = at("rootonly/private");
+	put_as(t, 0, 0600);
+	mode_t old = umask(0);
+	fwrite_init(&w);
+	cr_assert_eq(fwrite_begin(&w, t, 65534, 65534, true, err, sizeof(err)), 0, "%s", err);
+	umask(old);
+	cr_assert(w.tmp[0]);
+	cr_assert_eq(stat(w.tmp, &st), 0);
+	cr_assert_eq(st.st_size, 0);
+	cr_assert_eq(st.st_mode & 07777, 0600, "%o", st.st_mode & 07777);
+	cr_assert_eq(st.st_uid, 65534);
+	cr_assert_eq(st.st_gid, 65534);
+	fwrite_discard(&w);
+
+	put_as(t, 0, 0640);
+	fwrite_init(&w);
+	cr_assert_eq(fwrite_begin(&w, t, 0, 0, true, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(stat(w.tmp, &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0640);
+	fwrite_discard(&w);
+	cr_assert_eq(temporaries(at("rootonly")), 0);
+}
+
+/* The temporary is created 0600, whatever the umask: seen where the
+ * owner cannot be given (a job running as a user asks for root's), which
+ * stops the write before the mode is set. */
+Test(fwrite, the_temporary_is_created_0600)
+{
+	struct fsid id = { .uid = 65534, .gid = 65534 };
+	struct fsid_saved sv;
+	struct fwrite w;
+	struct stat st;
+	int rc;
+
+	NEED_ROOT();
+	other_users();
+	put_as(at("user/t"), 65534, 0666);
+	mode_t old = umask(0);
+	fwrite_init(&w);
+	cr_assert_eq(fsid_enter(&id, &sv), 0);
+	rc = fwrite_begin(&w, at("user/t"), 0, 0, true, err, sizeof(err));
+	fsid_leave(&sv);
+	umask(old);
+	cr_assert_eq(rc, -EIO);
+	cr_assert(strstr(err, "error changing file ownership"), "%s", err);
+	cr_assert(w.tmp[0]);
+	cr_assert_eq(stat(w.tmp, &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0600, "created %o", st.st_mode & 07777);
+	fwrite_discard(&w);
+	cr_assert_eq(temporaries(at("user")), 0);
+}
+
+/* Another writer replaces the target during the write: the commit gives
+ * the new content that file's attributes, not the earlier one's. */
+Test(fwrite, the_commit_takes_the_file_under_the_name_now)
+{
+	struct fwrite w;
+	char *t = at("swap.txt"), *other = at("other.txt"), v[16];
+
+	put(t, "first");
+	chmod(t, 0640);
+	bool xattrs = setxattr(t, "user.first", "1", 1, 0) == 0;
+	fwrite_init(&w);
+	cr_assert_eq(fwrite_begin(&w, t, getuid(), getgid(), true, err, sizeof(err)), 0, "%s", err);
+	put(other, "second");
+	chmod(other, 0604);
+	if (xattrs)
+		setxattr(other, "user.second", "2", 1, 0);
+	cr_assert_eq(rename(other, t), 0);
+	cr_assert_eq(fwrite_write(&w, "mine", 4, err, sizeof(err)), 0);
+	cr_assert_eq(fwrite_commit(&w, NULL, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(get(t), "mine");
+	cr_assert_eq(mode_of(t), 0604);
+	if (xattrs) {
+		cr_assert_eq(getxattr(t, "user.second", v, sizeof(v)), 1);
+		cr_assert_eq(getxattr(t, "user.first", v, sizeof(v)), -1);
+	}
+}
+
+/* A user's link into a directory only root may write: every form of the
+ * write is refused by the kernel (the write goes on as the link's
+ * owner), and nothing there changes. */
+Test(fwrite, another_users_link_does_not_take_roots_rights)
+{
+	struct stat st;
+
+	NEED_ROOT();
+	other_users();
+	put_as(at("rootonly/secret"), 0, 0600);
+	cr_assert_eq(symlink(at("rootonly/secret"), at("user/x")), 0);
+	cr_assert_eq(lchown(at("user/x"), 65534, 65534), 0);
+	cr_assert_eq(symlink(at("rootonly/new"), at("user/dangling")), 0);
+	cr_assert_eq(lchown(at("user/dangling"), 65534, 65534), 0);
+	cr_assert_eq(symlink(at("rootonly"), at("user/d")), 0);
+	cr_assert_eq(lchown(at("user/d"), 65534, 65534), 0);
+
+	for (int atomic = 0; atomic < 2; atomic++) {
+		cr_assert_eq(fwrite_buffer(at("user/x"), "evil", 4, 0, 0, atomic, NULL, err, sizeof(err)), -EACCES);
+		cr_assert(strstr(err, "permission denied"), "%s", err);
+		cr_assert_eq(fwrite_buffer(at("user/dangling"), "evil", 4, 0, 0, atomic, NULL, err, sizeof(err)), -EACCES);
+		cr_assert_eq(fwrite_buffer(at("user/d/secret"), "evil", 4, 0, 0, atomic, NULL, err, sizeof(err)), -EACCES);
+		cr_assert_eq(fwrite_buffer(at("user/d/sub/f"), "evil", 4, 0, 0, atomic, NULL, err, sizeof(err)), -EACCES);
+	}
+	cr_assert_str_eq(get(at("rootonly/secret")), "old");
+	cr_assert_eq(stat(at("rootonly/secret"), &st), 0);
+	cr_assert_eq(st.st_uid, 0, "never chowned");
+	cr_assert_eq(access(at("rootonly/new"), F_OK), -1);
+	cr_assert_eq(access(at("rootonly/sub"), F_OK), -1);
+	cr_assert_eq(temporaries(at("rootonly")), 0);
+
+	/* Where the link's owner may write, the write goes through. */
+	put_as(at("user/real"), 65534, 0644);
+	cr_assert_eq(symlink("real", at("user/mine")), 0);
+	cr_assert_eq(lchown(at("user/mine"), 65534, 65534), 0);
+	cr_assert_eq(fwrite_buffer(at("user/mine"), "fine", 4, 0, 0, true, NULL, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(get(at("user/real")), "fine");
+	cr_assert_eq(stat(at("user/real"), &st), 0);
+	cr_assert_eq(st.st_uid, 0, "given to the request's user on the descriptor");
+}
+
+/* A second name of root's file in a directory anyone can write (a hard
+ * link where fs.protected_hardlinks is 0): root does not write through
+ * it, whatever atomic says; the name is replaced. */
+Test(fwrite, a_planted_hard_link_is_replaced_not_written_through)
+{
+	struct stat a, b;
+
+	NEED_ROOT();
+	other_users();
+	put_as(at("rootonly/shadow"), 0, 0640);
+	for (int atomic = 0; atomic < 2; atomic++) {
+		cr_assert_eq(link(at("rootonly/shadow"), at("open/h")), 0);
+		cr_assert_eq(fwrite_buffer(at("open/h"), "evil", 4, 65534, 65534, atomic, NULL, err, sizeof(err)), 0,
+			     "%s", err);
+		cr_assert_str_eq(get(at("rootonly/shadow")), "old");
+		cr_assert_eq(stat(at("rootonly/shadow"), &a), 0);
+		cr_assert_eq(stat(at("open/h"), &b), 0);
+		cr_assert_eq(a.st_uid, 0, "never chowned");
+		cr_assert_neq(a.st_ino, b.st_ino);
+		cr_assert_str_eq(get(at("open/h")), "evil");
+		cr_assert_eq(b.st_uid, 65534);
+		cr_assert_eq(unlink(at("open/h")), 0);
+	}
+	/* In the file owner's own directory, hard links are written through. */
+	put_as(at("user/f"), 65534, 0644);
+	cr_assert_eq(link(at("user/f"), at("user/g")), 0);
+	cr_assert_eq(fwrite_buffer(at("user/g"), "both", 4, 65534, 65534, true, NULL, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(get(at("user/f")), "both");
+}
+
+/* A job that runs as a user (base/fsid, as Edit does) writes as that user:
+ * a link of another user's is followed as it is, the kernel judges. */
+Test(fwrite, under_a_users_identity_the_kernel_judges)
+{
+	struct fsid id = { .uid = 65534, .gid = 65534 };
+	struct fsid_saved sv;
+	int r1, r2;
+
+	NEED_ROOT();
+	other_users();
+	cr_assert_eq(symlink(at("rootonly"), at("user/to-root")), 0);
+	cr_assert_eq(lchown(at("user/to-root"), 1234, 1234), 0);
+	cr_assert_eq(symlink(at("user"), at("open/to-user")), 0);
+	cr_assert_eq(lchown(at("open/to-user"), 1234, 1234), 0);
+	cr_assert_eq(fsid_enter(&id, &sv), 0);
+	r1 = fwrite_buffer(at("user/to-root/f"), "x", 1, (uid_t)-1, (gid_t)-1, true, NULL, err, sizeof(err));
+	r2 = fwrite_buffer(at("open/to-user/f"), "y", 1, (uid_t)-1, (gid_t)-1, true, NULL, err, sizeof(err));
+	fsid_leave(&sv);
+	cr_assert_eq(r1, -EACCES);
+	cr_assert_eq(r2, 0, "%s", err);
+	cr_assert_str_eq(get(at("user/f")), "y");
+	struct stat st;
+	cr_assert_eq(stat(at("user/f"), &st), 0);
+	cr_assert_eq(st.st_uid, 65534);
+}
+
+/* Descriptors this process has open. */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* fwrite_stage then fwrite_publish (a try's commit): the staged file is
+ * complete, with the target's attributes, and nothing of the walk stays
+ * open; it is published, or dropped, through another struct that knows
+ * only its names. */
+Test(fwrite, staged_then_published_by_its_names)
+{
+	struct fwrite w, p;
+	char *t = at("s/target"), *u = at("s/other");
+	int fds;
+
+	cr_assert_eq(mkdir(at("s"), 0755), 0);
+	put(t, "old");
+	chmod(t, 0640);
+	put(u, "old too");
+	fds = open_fds();
+
+	fwrite_init(&w);
+	cr_assert_eq(fwrite_begin(&w, t, getuid(), getgid(), true, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(fwrite_write(&w, "staged", 6, err, sizeof(err)), 0);
+	cr_assert_eq(fwrite_stage(&w, NULL, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(open_fds(), fds, "the staged file holds no descriptor");
+	cr_assert_str_eq(get(t), "old");
+	cr_assert_str_eq(get(w.tmp), "staged");
+	cr_assert_eq(mode_of(w.tmp), 0640);
+	cr_assert_eq(registered(), 1);
+
+	fwrite_init(&p);
+	snprintf(p.target, sizeof(p.target), "%s", t);
+	snprintf(p.tmp, sizeof(p.tmp), "%s", w.tmp);
+	snprintf(p.reg, sizeof(p.reg), "%s", w.reg);
+	cr_assert_eq(fwrite_publish(&p, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(get(t), "staged");
+	cr_assert_eq(mode_of(t), 0640);
+	cr_assert_eq(temporaries(at("s")), 0);
+	cr_assert_eq(registered(), 0);
+
+	/* Staged and dropped: the target stays, the temporary goes. */
+	fwrite_init(&w);
+	cr_assert_eq(fwrite_begin(&w, u, getuid(), getgid(), true, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(fwrite_write(&w, "never", 5, err, sizeof(err)), 0);
+	cr_assert_eq(fwrite_stage(&w, NULL, err, sizeof(err)), 0, "%s", err);
+	fwrite_init(&p);
+	snprintf(p.tmp, sizeof(p.tmp), "%s", w.tmp);
+	snprintf(p.reg, sizeof(p.reg), "%s", w.reg);
+	fwrite_discard(&p);
+	cr_assert_str_eq(get(u), "old too");
+	cr_assert_eq(temporaries(at("s")), 0);
+	cr_assert_eq(registered(), 0);
+	cr_assert_eq(open_fds(), fds);
+}
+
+static int refuse(void *arg, const char *target, char *e, size_t elen)
+{
+	++*(int *)arg;
+	snprintf(e, elen, "%s changed", target);
+	return -ESTALE;
+}
+
+/* The writer's hook refuses the rename of a commit made in the walked
+ * directory: the target stays, the temporary and its registry entry go,
+ * no descriptor stays open. */
+Test(fwrite, the_hook_refuses_the_rename)
+{
+	struct fwrite w;
+	char *t = at("h/target");
+	int calls = 0, fds;
+
+	cr_assert_eq(mkdir(at("h"), 0755), 0);
+	put(t, "kept");
+	fds = open_fds();
+	fwrite_init(&w);
+	w.before_replace = refuse;
+	w.before_arg = &calls;
+	cr_assert_eq(fwrite_begin(&w, t, getuid(), getgid(), true, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(fwrite_write(&w, "lost", 4, err, sizeof(err)), 0);
+	cr_assert_eq(fwrite_commit(&w, NULL, err, sizeof(err)), -ESTALE);
+	cr_assert_eq(calls, 1);
+	cr_assert(strstr(err, "changed"), "%s", err);
+	cr_assert_str_eq(get(t), "kept");
+	cr_assert_eq(temporaries(at("h")), 0);
+	cr_assert_eq(registered(), 0);
+	cr_assert_eq(open_fds(), fds);
+	fwrite_discard(&w); /* after the commit: nothing left to do */
 }
