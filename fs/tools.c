@@ -928,10 +928,6 @@ out:
 	reqjob_release(&t->rj);
 }
 
-static void tool_async_cb(struct ev_loop *loop, ev_async *a, int revents)
-{
-	tool_pump(a->data);
-}
 
 static bool any_parked(const struct tool *t)
 {
@@ -971,6 +967,12 @@ static void glob_step(struct tool *t)
 		rpc_fail(call, (enum rpc_code)t->err_code, "%s", t->err);
 	else
 		rpc_reply_encoded(call, &t->enc);
+}
+
+/* A job handed output over (only Grep's do). */
+static void tool_async_cb(struct ev_loop *loop, ev_async *a, int revents)
+{
+	grep_step(a->data);
 }
 
 /* A job's completion, while the call is live (reqjob drops the others). */
