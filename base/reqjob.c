@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/loop.h"
 #include "base/worker.h"
 
 void reqjob_init(struct reqjob *j, const struct reqjob_ops *ops)
@@ -100,6 +101,11 @@ unsigned reqjob_busy(const struct reqjob *j)
 	return j->jobs;
 }
 
+bool reqjob_task_busy(const struct reqjob_task *t)
+{
+	return t->busy;
+}
+
 bool reqjob_gone(const struct reqjob *j)
 {
 	return atomic_load_explicit(&j->gone, memory_order_relaxed);
@@ -142,13 +148,20 @@ int reqjob_run_task(struct reqjob *j, struct reqjob_task *t, void (*work)(void *
 		    void *arg, unsigned flags)
 {
 	struct worker_req req = { .work = task_work, .done = task_done, .expired = task_expired, .arg = t,
-				  .key = j->key, .timeout = j->timeout, .stall = j->stall };
+				  .key = j->key, .timeout = j->timeout, .stall = j->stall,
+				  .spread = (flags & REQJOB_SPREAD) != 0 };
 	int rc;
 
 	if (!reqjob_live(j))
 		return -ECANCELED;
 	if (t->busy)
 		return -EBUSY;
+	if (j->until > 0 && !j->stall) {
+		/* A job that starts late must not push the client's deadline on. */
+		req.timeout = j->until - ev_now(envd_loop);
+		if (req.timeout < 0.001)
+			req.timeout = 0.001;
+	}
 	if (flags & (REQJOB_NO_DEADLINE | REQJOB_CPU)) {
 		req.timeout = 0;
 		req.stall = false;

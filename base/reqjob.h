@@ -121,6 +121,16 @@ struct reqjob {
 	uint64_t key;
 	double timeout;
 	bool stall;
+	/*
+	 * Optional (0: unused). The time on the loop's clock (ev_now) by
+	 * which the whole request must be over, for a request of several
+	 * jobs one after another under the client's deadline (a search whose
+	 * paused jobs start again when its client has read): each job then
+	 * gets what is left of it (at least 1 ms) rather than `timeout` from
+	 * its own start, and `timeout` only names the deadline in messages.
+	 * Ignored with `stall`, whose wait starts afresh by design.
+	 */
+	double until;
 
 	struct reqjob_task task;
 };
@@ -129,6 +139,12 @@ struct reqjob {
 #define REQJOB_NO_DEADLINE 1u
 /* Computation on memory: key 0, no deadline. */
 #define REQJOB_CPU 2u
+/*
+ * One of several jobs of the request meant to run at the same time (the
+ * walk jobs of a search): worker_req.spread, so that it does not wait for
+ * a thread busy with a job of its own key.
+ */
+#define REQJOB_SPREAD 4u
 
 /* Set up j with one reference, the caller's. key, timeout and stall start at 0. */
 void reqjob_init(struct reqjob *j, const struct reqjob_ops *ops);
@@ -183,12 +199,18 @@ void reqjob_finish(struct reqjob *j);
 /* Jobs in flight. */
 unsigned reqjob_busy(const struct reqjob *j);
 
+/*
+ * Whether task t has a job in flight: until its completion has run (or
+ * was dropped), its work() may still be using what t's job works on.
+ */
+bool reqjob_task_busy(const struct reqjob_task *t);
+
 /* Whether the peer went away. Any thread: a job's work() may stop early. */
 bool reqjob_gone(const struct reqjob *j);
 
 /*
  * Run work(arg) on the worker pool with j's key and deadline (flags:
- * REQJOB_NO_DEADLINE, REQJOB_CPU), then done(arg) on the loop if j is
+ * REQJOB_NO_DEADLINE, REQJOB_CPU, REQJOB_SPREAD), then done(arg) on the loop if j is
  * still live by then. If the deadline passes first, ops->expired runs
  * instead (see there). The job holds a reference until its completion.
  * Returns 0; -ECANCELED when j is not live; -EBUSY when j's own task is in

@@ -2,14 +2,20 @@
 /*
  * tools.c - Glob, Grep and ReadLines (tools.h).
  *
- * A call is a struct tool owned by the loop. Its walk jobs run on the
- * pool, each with a cursor of the shared walk and (Grep) a scanner; what
- * they find goes, encoded and framed, into the tool's output buffer,
- * from which the loop (woken through an ev_async) sends it. The buffer is
- * bounded (TOOLS_OUT_MAX): a job that finds it full keeps its place (the
- * file it is in, the scanner's state) and returns, "parked"; the loop
- * submits it again once the client has read enough. The tool is freed
- * when the call is over and no job of it is left on the pool.
+ * A call is a struct tool, a request's async job (base/reqjob.h) bound to
+ * the call (rpc/rpcjob.h). Its walk jobs run on the pool, one reqjob task
+ * each, with a cursor of the shared walk and (Grep) a scanner; what they
+ * find goes, encoded and framed, into the tool's output buffer, from which
+ * the loop (woken through an ev_async) sends it. The buffer is bounded
+ * (TOOLS_OUT_MAX): a job that finds it full keeps its place (the file it
+ * is in, the scanner's state) and returns, "parked"; the loop runs it
+ * again once the client has read enough (ops->writable). Each job gets
+ * what is left of the client's deadline (reqjob's `until`). The tool is
+ * freed when its last reference goes: the call's, the handler's and one
+ * per job in flight; a parked job holds none, so a client that leaves
+ * while all are parked frees it at once.
+ *
+ * ReadLines is one reqjob job, as Edit is.
  */
 #include "fs/tools.h"
 
@@ -28,11 +34,13 @@
 #include "base/errstr.h"
 #include "base/fsid.h"
 #include "base/loop.h"
+#include "base/reqjob.h"
 #include "base/users.h"
 #include "base/worker.h"
 #include "filesystem.pb-c.h"
 #include "fs/entry.h"
 #include "rpc/caller.h"
+#include "rpc/rpcjob.h"
 #include "search/glob.h"
 #include "search/pattern.h"
 #include "search/scan.h"
@@ -71,8 +79,8 @@ struct tool_worker {
 	struct tool *t;
 	struct walk_cursor *cur;
 	struct scanner *sc;
-	bool running;  /* submitted, done() not yet run */
-	bool parked;   /* stopped for room in the output; to be submitted again */
+	struct reqjob_task task; /* its job in flight */
+	bool parked;   /* stopped for room in the output; to be run again */
 	bool in_file;  /* sc is in the middle of fd */
 	bool over;     /* its walk is over */
 	int fd;
@@ -83,18 +91,13 @@ struct tool_worker {
 };
 
 struct tool {
+	struct reqjob rj;      /* the call; the walk's key, deadline, stall, until */
 	enum tool_kind kind;
-	struct rpc_call *call; /* loop; NULL once answered or gone */
-	bool gone;             /* the client left or was answered early */
 	struct fsid id;
 	gid_t groups[USER_MAX_GROUPS];
 	char root[PATH_MAX];
-	uint64_t key;
-	double timeout;        /* seconds, for the messages */
-	double deadline;       /* ev_now() + timeout */
-	bool stall;
 	struct rpc_codec codec;
-	unsigned nworkers, running;
+	unsigned nworkers;
 	struct tool_worker w[TOOLS_WORKERS];
 	ev_async async;
 	/* the search */
@@ -357,6 +360,8 @@ static void cursor_give(struct walk_cursor *c)
 
 /* --- the tool's life --- */
 
+#define TOOL_OF(j) REQJOB_CONTAINER(j, struct tool, rj)
+
 static void tool_free(struct tool *t)
 {
 	for (unsigned i = 0; i < t->nworkers; i++) {
@@ -403,81 +408,81 @@ static void close_done(void *arg)
 	tool_free(arg);
 }
 
-/* No job of the tool is running any more: free it, its open files
- * closed off the loop. */
-static void tool_release(struct tool *t)
+/*
+ * ops->free: the last reference went, so no job of the tool is on the
+ * pool. The files parked jobs left open are closed off the loop first;
+ * the reqjob is not used again (its wake-up is stopped now, so nothing
+ * takes a reference on it meanwhile).
+ */
+static void tool_rj_free(struct reqjob *rj)
 {
+	struct tool *t = TOOL_OF(rj);
 	bool open = false;
 
+	if (ev_is_active(&t->async))
+		ev_async_stop(envd_loop, &t->async);
 	for (unsigned i = 0; i < t->nworkers; i++)
 		open = open || t->w[i].in_file;
-	t->gone = true;
 	if (open && worker_run(&(struct worker_req){ .work = close_work, .done = close_done, .arg = t,
-						     .key = t->key }) == 0)
+						     .key = t->rj.key }) == 0)
 		return;
 	tool_free(t);
 }
 
-static void tool_on_cancel(struct rpc_call *call, enum rpc_code why)
+/* The jobs stop at their next file; parked ones are not run again. */
+static void tool_stop(struct tool *t)
 {
-	struct tool *t = rpc_call_ud(call);
-
-	t->call = NULL;
-	t->gone = true;
 	__atomic_store_n(&t->stop, true, __ATOMIC_RELEASE);
 	if (t->walk)
 		walk_stop(t->walk);
-	if (!t->running)
-		tool_release(t);
 }
 
-static void tool_pump(struct tool *t);
-
-static void tool_on_writable(struct rpc_call *call)
+/* ops->cancel: the client left (or its own deadline passed). */
+static void tool_rj_cancel(struct reqjob *rj)
 {
-	tool_pump(rpc_call_ud(call));
+	tool_stop(TOOL_OF(rj));
 }
 
-static const struct rpc_call_hooks tool_hooks = { .on_cancel = tool_on_cancel, .on_writable = tool_on_writable };
-
-/* Hand the call's answer over: no hooks, no more pointer to it. */
-static struct rpc_call *tool_take_call(struct tool *t)
+/* ops->expired: a job outlived the deadline; the call is answered here. */
+static void tool_rj_expired(struct reqjob *rj)
 {
-	struct rpc_call *call = t->call;
+	struct tool *t = TOOL_OF(rj);
 
-	if (call)
-		rpc_call_set_hooks(call, NULL, NULL);
-	t->call = NULL;
-	return call;
+	tool_stop(t);
+	rpc_fail(rpcjob_take(rj), RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, rj->timeout, t->root);
 }
+
+static void grep_step(struct tool *t);
+
+/* ops->writable: the client read; Grep's parked jobs may go on. */
+static void tool_rj_writable(struct reqjob *rj)
+{
+	struct tool *t = TOOL_OF(rj);
+
+	if (t->kind == TOOL_GREP)
+		grep_step(t);
+}
+
+static const struct reqjob_ops tool_ops = { .free = tool_rj_free, .cancel = tool_rj_cancel,
+					    .expired = tool_rj_expired, .writable = tool_rj_writable };
 
 /* --- jobs --- */
 
 static void job_work(void *arg);
 static void job_done(void *arg);
-static void job_expired(void *arg);
 
+/* Run w's job (again) under what is left of the call's deadline. */
 static int submit(struct tool_worker *w)
 {
-	struct tool *t = w->t;
-	double left = t->timeout;
+	bool parked = w->parked;
+	int rc;
 
-	/* a client's deadline is the call's: what is left of it; the
-	 * server's default bounds each job's stall */
-	if (!t->stall) {
-		left = t->deadline - ev_now(envd_loop);
-		if (left < 0.001)
-			left = 0.001;
-	}
-	int rc = worker_run(&(struct worker_req){ .work = job_work, .done = job_done, .expired = job_expired,
-						  .arg = w, .key = t->key, .timeout = left, .stall = t->stall,
-						  .spread = true });
-	if (rc < 0)
-		return rc;
-	w->running = true;
+	/* Cleared before: once submitted, the job's thread owns the flag. */
 	w->parked = false;
-	t->running++;
-	return 0;
+	rc = reqjob_run_task(&w->t->rj, &w->task, job_work, job_done, w, REQJOB_SPREAD);
+	if (rc < 0)
+		w->parked = parked;
+	return rc;
 }
 
 /* Publish a job's batch; false when the output is full (park). */
@@ -840,23 +845,11 @@ static void job_work(void *arg)
 	fsid_leave(&saved);
 }
 
-static void job_expired(void *arg)
-{
-	struct tool_worker *w = arg;
-	struct tool *t = w->t;
-	struct rpc_call *call = tool_take_call(t);
-
-	t->gone = true;
-	__atomic_store_n(&t->stop, true, __ATOMIC_RELEASE);
-	walk_stop(t->walk);
-	if (call)
-		rpc_fail(call, RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, t->timeout, t->root);
-}
-
-/* Grep's end: the kept files ("files"), the summary, the end of stream. */
+/* Grep's end, while the call is live: the kept files ("files"), the
+ * summary, the end of stream. */
 static void grep_end(struct tool *t)
 {
-	struct rpc_call *call = tool_take_call(t);
+	struct rpc_call *call = rpcjob_take(&t->rj);
 	Filesystem__GrepResponse resp = FILESYSTEM__GREP_RESPONSE__INIT;
 	Filesystem__GrepSummary sum = FILESYSTEM__GREP_SUMMARY__INIT;
 	struct walk_stats ws;
@@ -899,14 +892,18 @@ static void grep_end(struct tool *t)
 	rpc_finish(call);
 }
 
-/* Send what the jobs framed; resume parked jobs when there is room. */
+/* Send what the jobs framed; run parked jobs again when there is room. */
 static void tool_pump(struct tool *t)
 {
+	struct rpc_call *call;
 	uint8_t *out = NULL;
 	size_t len = 0;
 
+	/* Sending may end the call (its peer's reference goes with it). */
+	reqjob_hold(&t->rj);
+	call = reqjob_live(&t->rj) ? rpcjob_call(&t->rj) : NULL;
 	pthread_mutex_lock(&t->mu);
-	if (t->call && t->out_len) {
+	if (call && t->out_len) {
 		out = t->out;
 		len = t->out_len;
 		t->out = NULL;
@@ -915,26 +912,22 @@ static void tool_pump(struct tool *t)
 	t->notified = false;
 	pthread_mutex_unlock(&t->mu);
 	if (out)
-		rpc_send_framed(t->call, out, len);
-	if (!t->call)
-		return;
-	if (rpc_call_queued(t->call) >= RPC_SEND_HIGH / 2)
-		return; /* on_writable comes back here */
+		rpc_send_framed(call, out, len);
+	if (!reqjob_live(&t->rj) || rpc_call_queued(call) >= RPC_SEND_HIGH / 2)
+		goto out; /* ops->writable comes back here */
 	for (unsigned i = 0; i < t->nworkers; i++) {
 		struct tool_worker *w = &t->w[i];
-		if (w->parked && !w->running && !stopped(t)) {
+		if (w->parked && !reqjob_task_busy(&w->task) && !stopped(t)) {
 			int rc = submit(w);
 			if (rc < 0)
 				tool_fail(t, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s",
 					  t->root);
 		}
 	}
+out:
+	reqjob_release(&t->rj);
 }
 
-static void tool_async_cb(struct ev_loop *loop, ev_async *a, int revents)
-{
-	tool_pump(a->data);
-}
 
 static bool any_parked(const struct tool *t)
 {
@@ -944,44 +937,53 @@ static bool any_parked(const struct tool *t)
 	return false;
 }
 
-static void job_done(void *arg)
+/* Grep goes on: output sent, parked jobs run again, or, once no job is
+ * left to run, the end. After a job's completion and when the client read. */
+static void grep_step(struct tool *t)
 {
-	struct tool_worker *w = arg;
-	struct tool *t = w->t;
-
-	w->running = false;
-	t->running--;
-	if (t->gone) {
-		if (!t->running)
-			tool_release(t);
-		return;
-	}
-	if (t->kind == TOOL_GREP) {
-		tool_pump(t);
-		if (t->running || any_parked(t))
-			return;
+	reqjob_hold(&t->rj);
+	tool_pump(t);
+	if (reqjob_live(&t->rj) && !reqjob_busy(&t->rj) && !any_parked(t))
 		grep_end(t);
-		tool_release(t);
-		return;
-	}
-	/* Glob */
-	if (t->running)
+	reqjob_release(&t->rj);
+}
+
+/* Glob's jobs are all back: the entries, made off the loop by one more
+ * job, then the reply. */
+static void glob_step(struct tool *t)
+{
+	struct rpc_call *call;
+
+	if (reqjob_busy(&t->rj))
 		return;
 	if (!t->finishing && !t->err_code) {
-		/* the entries are made off the loop, by one more job */
 		t->finishing = true;
 		if (submit(&t->w[0]) == 0)
 			return;
 		tool_fail(t, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s", t->root);
 	}
-	struct rpc_call *call = tool_take_call(t);
-	if (call) {
-		if (t->err_code)
-			rpc_fail(call, (enum rpc_code)t->err_code, "%s", t->err);
-		else
-			rpc_reply_encoded(call, &t->enc);
-	}
-	tool_free(t);
+	call = rpcjob_take(&t->rj);
+	if (t->err_code)
+		rpc_fail(call, (enum rpc_code)t->err_code, "%s", t->err);
+	else
+		rpc_reply_encoded(call, &t->enc);
+}
+
+/* A job handed output over (only Grep's do). */
+static void tool_async_cb(struct ev_loop *loop, ev_async *a, int revents)
+{
+	grep_step(a->data);
+}
+
+/* A job's completion, while the call is live (reqjob drops the others). */
+static void job_done(void *arg)
+{
+	struct tool_worker *w = arg;
+
+	if (w->t->kind == TOOL_GREP)
+		grep_step(w->t);
+	else
+		glob_step(w->t);
 }
 
 /* --- the calls --- */
@@ -996,8 +998,8 @@ static unsigned nprocs(void)
 	return n;
 }
 
-/* A tool for the call on req_path: user, path, codec, deadline. NULL when
- * the call was answered. */
+/* A tool for the call on req_path: user, path, codec, deadline; the
+ * caller holds its reference. NULL when the call was answered. */
 static struct tool *tool_new(struct rpc_call *call, enum tool_kind kind, const char *req_path)
 {
 	struct tool *t = tool_alloc();
@@ -1017,11 +1019,15 @@ static struct tool *tool_new(struct rpc_call *call, enum tool_kind kind, const c
 	t->id.n_groups = u.n_groups < USER_MAX_GROUPS ? u.n_groups : USER_MAX_GROUPS;
 	memcpy(t->groups, u.groups, (size_t)t->id.n_groups * sizeof(gid_t));
 	t->id.groups = t->groups;
-	t->key = worker_path_key(t->root) | WORKER_KEY_WALK;
+	reqjob_init(&t->rj, &tool_ops);
+	t->rj.key = worker_path_key(t->root) | WORKER_KEY_WALK;
 	int64_t ms = rpc_call_timeout_ms(call);
-	t->stall = ms <= 0;
-	t->timeout = worker_deadline_s(ms);
-	t->deadline = ev_now(envd_loop) + t->timeout;
+	/* a client's deadline is the call's: each job gets what is left of
+	 * it; the server's default bounds each job's stall */
+	t->rj.stall = ms <= 0;
+	t->rj.timeout = worker_deadline_s(ms);
+	if (!t->rj.stall)
+		t->rj.until = ev_now(envd_loop) + t->rj.timeout;
 	rpc_call_codec(call, &t->codec);
 	pthread_mutex_init(&t->mu, NULL);
 	ev_async_init(&t->async, tool_async_cb);
@@ -1029,7 +1035,8 @@ static struct tool *tool_new(struct rpc_call *call, enum tool_kind kind, const c
 	return t;
 }
 
-/* Start the walk jobs; the call is answered from their done(). */
+/* Start the walk jobs; the call is answered from their completions. Lets
+ * go of the caller's reference. */
 static void tool_start(struct rpc_call *call, struct tool *t)
 {
 	int64_t ms = rpc_call_timeout_ms(call);
@@ -1048,27 +1055,23 @@ static void tool_start(struct rpc_call *call, struct tool *t)
 			goto nomem;
 	}
 	ev_async_start(envd_loop, &t->async);
-	t->call = call;
-	rpc_call_set_hooks(call, &tool_hooks, t);
+	rpcjob_attach(&t->rj, call);
 	if (ms > 0)
 		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, worker_deadline_s(ms), t->root);
 	for (unsigned i = 0; i < t->nworkers; i++) {
 		int rc = submit(&t->w[i]);
 		if (rc < 0) {
-			if (i == 0) {
-				tool_take_call(t);
-				rpc_fail(call, RPC_RESOURCE_EXHAUSTED,
+			if (i == 0)
+				rpc_fail(rpcjob_take(&t->rj), RPC_RESOURCE_EXHAUSTED,
 					 "filesystem worker queue is full, retry later: %s: %s", t->root, go_strerror(-rc));
-				tool_free(t);
-				return;
-			}
 			break; /* fewer jobs: the walk still gets done */
 		}
 	}
+	reqjob_release(&t->rj);
 	return;
 nomem:
 	rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
-	tool_free(t);
+	reqjob_release(&t->rj);
 }
 
 static int compile_globs(struct rpc_call *call, char **src, size_t n, struct glob **out, size_t *nout,
@@ -1135,12 +1138,12 @@ void fs_tools_grep(struct rpc_call *call, const ProtobufCMessage *msg)
 	rc = pattern_compile(req->pattern, strlen(req->pattern), &po, &t->pat, err, sizeof(err));
 	if (rc) {
 		rpc_fail(call, rc == -ENOMEM ? RPC_RESOURCE_EXHAUSTED : RPC_INVALID_ARGUMENT, "%s", err);
-		tool_free(t);
+		reqjob_release(&t->rj);
 		return;
 	}
 	if (compile_globs(call, req->include, req->n_include, t->inc, &t->n_inc, "include") ||
 	    compile_globs(call, req->exclude, req->n_exclude, t->exc, &t->n_exc, "exclude")) {
-		tool_free(t);
+		reqjob_release(&t->rj);
 		return;
 	}
 	t->mode = mode;
@@ -1201,7 +1204,7 @@ void fs_tools_glob(struct rpc_call *call, const ProtobufCMessage *msg)
 	if (rc) {
 		rpc_fail(call, rc == -ENOMEM ? RPC_RESOURCE_EXHAUSTED : RPC_INVALID_ARGUMENT, "invalid glob %s: %s",
 			 req->pattern, err);
-		tool_free(t);
+		reqjob_release(&t->rj);
 		return;
 	}
 	t->limit = req->limit ? req->limit : TOOLS_LIMIT_DEFAULT;
@@ -1218,25 +1221,16 @@ void fs_tools_glob(struct rpc_call *call, const ProtobufCMessage *msg)
 /* --- ReadLines: one job --- */
 
 struct read_job {
-	struct rpc_call *call;
+	struct reqjob rj;      /* the call; the file's key, deadline, stall */
 	struct fsid id;
 	gid_t groups[USER_MAX_GROUPS];
 	char path[PATH_MAX];
 	uint32_t offset, limit, max_bytes;
-	double timeout;
 	struct rpc_codec codec;
 	enum rpc_code code;
 	char err[ERRLEN];
 	struct rpc_encoded enc;
 };
-
-static void read_on_cancel(struct rpc_call *call, enum rpc_code why)
-{
-	struct read_job *j = rpc_call_ud(call);
-	j->call = NULL;
-}
-
-static const struct rpc_call_hooks read_hooks = { .on_cancel = read_on_cancel };
 
 static void read_fail(struct read_job *j, enum rpc_code code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -1323,33 +1317,34 @@ static void read_work(void *arg)
 	fsid_leave(&saved);
 }
 
-static void read_expired(void *arg)
-{
-	struct read_job *j = arg;
-	struct rpc_call *call = j->call;
-
-	if (!call)
-		return;
-	j->call = NULL;
-	rpc_call_set_hooks(call, NULL, NULL);
-	rpc_fail(call, RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, j->timeout, j->path);
-}
-
+/* The read came back while the call is live (reqjob drops it otherwise). */
 static void read_done(void *arg)
 {
 	struct read_job *j = arg;
-	struct rpc_call *call = j->call;
+	struct rpc_call *call = rpcjob_take(&j->rj);
 
-	if (call) {
-		rpc_call_set_hooks(call, NULL, NULL);
-		if (j->code != RPC_OK)
-			rpc_fail(call, j->code, "%s", j->err);
-		else
-			rpc_reply_encoded(call, &j->enc);
-	}
+	if (j->code != RPC_OK)
+		rpc_fail(call, j->code, "%s", j->err);
+	else
+		rpc_reply_encoded(call, &j->enc);
+}
+
+static void read_expired(struct reqjob *rj)
+{
+	struct read_job *j = REQJOB_CONTAINER(rj, struct read_job, rj);
+
+	rpc_fail(rpcjob_take(rj), RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, rj->timeout, j->path);
+}
+
+static void read_free(struct reqjob *rj)
+{
+	struct read_job *j = REQJOB_CONTAINER(rj, struct read_job, rj);
+
 	rpc_encoded_free(&j->enc);
 	free(j);
 }
+
+static const struct reqjob_ops read_ops = { .free = read_free, .expired = read_expired };
 
 void fs_tools_read_lines(struct rpc_call *call, const ProtobufCMessage *msg)
 {
@@ -1385,18 +1380,17 @@ void fs_tools_read_lines(struct rpc_call *call, const ProtobufCMessage *msg)
 	j->limit = req->limit ? req->limit : TOOLS_READ_LIMIT_DEFAULT;
 	j->max_bytes = req->max_bytes ? req->max_bytes : TOOLS_READ_BYTES_DEFAULT;
 	ms = rpc_call_timeout_ms(call);
-	j->timeout = worker_deadline_s(ms);
-	j->call = call;
+	reqjob_init(&j->rj, &read_ops);
+	j->rj.key = worker_path_key(j->path);
+	j->rj.timeout = worker_deadline_s(ms);
+	j->rj.stall = ms <= 0;
 	rpc_call_codec(call, &j->codec);
-	rc = worker_run(&(struct worker_req){ .work = read_work, .done = read_done, .expired = read_expired, .arg = j,
-					      .key = worker_path_key(j->path), .timeout = j->timeout, .stall = ms <= 0 });
-	if (rc < 0) {
-		rpc_fail(call, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s: %s", j->path,
-			 go_strerror(-rc));
-		free(j);
-		return;
-	}
-	rpc_call_set_hooks(call, &read_hooks, j);
-	if (ms > 0)
-		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->timeout, j->path);
+	rpcjob_attach(&j->rj, call);
+	rc = reqjob_run(&j->rj, read_work, read_done, j, 0);
+	if (rc < 0)
+		rpc_fail(rpcjob_take(&j->rj), RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s: %s",
+			 j->path, go_strerror(-rc));
+	else if (ms > 0)
+		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, j->rj.timeout, j->path);
+	reqjob_release(&j->rj);
 }

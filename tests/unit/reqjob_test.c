@@ -412,9 +412,11 @@ Test(reqjob, several_tasks_at_once)
 	cr_assert_eq(reqjob_run_task(&m.job, &m.t[1], m_work, m_done, &m, REQJOB_NO_DEADLINE), 0);
 	cr_assert_eq(reqjob_run_task(&m.job, &m.t[0], m_work, m_done, &m, 0), -EBUSY, "one job per task");
 	cr_assert_eq(reqjob_busy(&m.job), 2);
+	cr_assert(reqjob_task_busy(&m.t[0]) && reqjob_task_busy(&m.t[1]));
 	reqjob_release(&m.job);
 	atomic_store(&m.gate, 1);
 	cr_assert(spin_until(m_two_done, &m));
+	cr_assert(!reqjob_task_busy(&m.t[0]) && !reqjob_task_busy(&m.t[1]), "free again once done() ran");
 	peer_close(&p);
 	cr_assert_eq(m.frees, 1);
 }
@@ -448,4 +450,73 @@ Test(reqjob, nothing_runs_without_a_peer)
 	cr_assert_eq(reqjob_busy(&c.job), 0);
 	reqjob_release(&c.job);
 	cr_assert_eq(c.frees, 1);
+}
+
+/*
+ * `until` bounds every job by what is left of the request's deadline: a
+ * job whose own timeout is far longer than the test's hang bound expires
+ * all the same once that point has passed.
+ */
+Test(reqjob, until_bounds_the_job_by_what_is_left)
+{
+	static struct ctx c;
+	struct peer p = { 0 };
+
+	ctx_init(&c, false);
+	c.job.timeout = 10 * HANG_S;
+	c.job.until = ev_now(envd_loop) + 0.02;
+	c.close_on_expiry = &p;
+	reqjob_attach(&c.job, &p, &peer_binding);
+	cr_assert_eq(reqjob_run(&c.job, c_work, c_done, &c, 0), 0);
+	reqjob_release(&c.job);
+	cr_assert(spin_until(expired, &c), "the job outlived what was left of the deadline");
+	cr_assert_eq(c.expireds, 1);
+	cr_assert(c.job.expired);
+	atomic_store(&c.gate, 1);
+	cr_assert(spin_until(freed, &c));
+	cr_assert_eq(c.dones, 0);
+	cr_assert_eq(c.frees, 1);
+	cr_assert(spin_until(pool_idle, NULL));
+}
+
+/* Jobs of one key submitted together with REQJOB_SPREAD run at the same
+ * time: each waits (at most the hang bound) to see the other started. */
+struct meet {
+	struct reqjob job;
+	struct reqjob_task t[2];
+	atomic_int started;
+	atomic_int met;
+	int dones, frees;
+};
+
+static void meet_free(struct reqjob *j) { REQJOB_CONTAINER(j, struct meet, job)->frees++; }
+static const struct reqjob_ops meet_ops = { .free = meet_free };
+static void meet_work(void *arg)
+{
+	struct meet *m = arg;
+
+	atomic_fetch_add(&m->started, 1);
+	for (double t = 0; t < HANG_S && atomic_load(&m->started) < 2; t += 0.0002)
+		usleep(200);
+	if (atomic_load(&m->started) == 2)
+		atomic_fetch_add(&m->met, 1);
+}
+static void meet_done(void *arg) { ((struct meet *)arg)->dones++; }
+static bool meet_two_done(void *arg) { return ((struct meet *)arg)->dones == 2; }
+
+Test(reqjob, spread_jobs_run_together)
+{
+	static struct meet m;
+	struct peer p = { 0 };
+
+	reqjob_init(&m.job, &meet_ops);
+	m.job.key = 5151;
+	reqjob_attach(&m.job, &p, &peer_binding);
+	cr_assert_eq(reqjob_run_task(&m.job, &m.t[0], meet_work, meet_done, &m, REQJOB_SPREAD), 0);
+	cr_assert_eq(reqjob_run_task(&m.job, &m.t[1], meet_work, meet_done, &m, REQJOB_SPREAD), 0);
+	reqjob_release(&m.job);
+	cr_assert(spin_until(meet_two_done, &m));
+	cr_assert_eq(atomic_load(&m.met), 2, "both jobs were running at once");
+	peer_close(&p);
+	cr_assert_eq(m.frees, 1);
 }
