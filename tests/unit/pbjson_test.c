@@ -775,8 +775,9 @@ Test(pbjson, uint64_range)
 	DEC_ERR(d, "{\"from\":\"18446744073709551616\"}", "invalid value for uint64 field from");
 	DEC_ERR(d, "{\"from\":-1}", "uint64 field from: -1");
 	DEC_ERR(d, "{\"from\":\"-1\"}", "uint64 field from");
-	/* Known limit: above INT64_MAX only the string form is accepted. */
-	DEC_ERR(d, "{\"from\":18446744073709551615}", "syntax error");
+	/* Numbers are read from their text: the whole uint64 range either way. */
+	reencode(d, "{\"from\":18446744073709551615}", "{\"from\":\"18446744073709551615\"}");
+	DEC_ERR(d, "{\"from\":18446744073709551616}", "invalid value for uint64 field from: 18446744073709551616");
 }
 
 Test(pbjson, int32_numbers)
@@ -809,15 +810,18 @@ Test(pbjson, huge_numbers)
 {
 	const ProtobufCMessageDescriptor *d = &filesystem__list_dir_request__descriptor;
 
-	DEC_ERR(d, "{\"depth\":123456789012345678901234567890}", "syntax error");
-	DEC_ERR(d, "{\"depth\":1e400}", "syntax error");
+	/* Out of range for the field (what protojson says), however large. */
+	DEC_ERR(d, "{\"depth\":123456789012345678901234567890}",
+		"invalid value for uint32 field depth: 123456789012345678901234567890");
+	DEC_ERR(d, "{\"depth\":1e400}", "invalid value for uint32 field depth: 1e400");
 	DEC_ERR(d, "{\"depth\":1e300}", "uint32 field depth");
 	DEC_ERR(d, "{\"depth\":\"123456789012345678901234567890\"}", "uint32 field depth");
 	DEC_ERR(d, "{\"depth\":\"1e20\"}", "uint32 field depth");
 	DEC_ERR(d, "{\"depth\":\"100000000000000000000000000000000000000000000000000000000\"}",
 		"uint32 field depth");
-	/* Unknown fields may hold any valid number. */
+	/* Unknown fields may hold any valid number, whatever its size. */
 	reencode(d, "{\"x\":1e300,\"y\":-0.5,\"depth\":2}", "{\"depth\":2}");
+	reencode(d, "{\"x\":1e400,\"y\":-123456789012345678901234567890.5e-999,\"depth\":2}", "{\"depth\":2}");
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1179,11 +1183,12 @@ Test(pbjson, deep_nesting)
 		protobuf_c_message_free_unpacked(&m->base, NULL);
 	}
 
-	/* A huge unbalanced prefix neither crashes nor recurses. */
+	/* A huge unbalanced prefix neither crashes nor recurses. (`{{` is
+	   malformed at the second brace, before any depth is reached.) */
 	memset(buf, '[', n);
 	dec_err(d, buf, n, "nesting depth");
 	memset(buf, '{', n);
-	dec_err(d, buf, n, "nesting depth");
+	dec_err(d, buf, n, "syntax error at line 1");
 	free(buf);
 }
 
