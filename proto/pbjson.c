@@ -2595,6 +2595,16 @@ static void dec_parser_error(struct dec *d)
 	yajl_free_error(d->h, e);
 }
 
+/* After the value only white space: yajl takes an unfinished token there
+   (`{}"`) for the end of the text. */
+static int check_end(struct dec *d)
+{
+	for (size_t i = d->last; i < d->len; i++)
+		if (d->json[i] != ' ' && d->json[i] != '\t' && d->json[i] != '\n' && d->json[i] != '\r')
+			return dec_syntax(d, i, "trailing garbage");
+	return 0;
+}
+
 static void dec_parse(struct dec *d)
 {
 	static yajl_alloc_funcs afs = { ya_malloc, ya_realloc, ya_free, NULL };
@@ -2617,7 +2627,7 @@ static void dec_parse(struct dec *d)
 	}
 	if (st == yajl_status_error)
 		dec_parser_error(d);
-	else if (st == yajl_status_ok && check_gap(d, d->last, d->len) == 0 && !d->failed && !d->done)
+	else if (st == yajl_status_ok && check_end(d) == 0 && !d->failed && !d->done)
 		dec_syntax(d, d->len, "premature end of the text");
 	else if (st != yajl_status_ok && !d->failed)
 		dec_fail(d, "invalid JSON");
