@@ -246,6 +246,7 @@ $(FUZZ_OBJ)/fuzz_%: $(FUZZ_OBJ)/obj/fuzz/fuzz_%.o $(call fuzz_objs,fuzz/fuzz_ser
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(LIBS)
 
 $(FUZZ_OBJ)/fuzz_pbjson: $(FUZZ_OBJ)/obj/tests/unit/pbjson_tree.o
+$(FUZZ_OBJ)/obj/fuzz/fuzz_pbjson.o: FUZZ_CFLAGS += -iquote tests/unit
 
 .PHONY: fuzz fuzz-build
 fuzz-build: $(FUZZ_BINS)

@@ -1098,7 +1098,9 @@ struct frame {
  */
 #define YA_FIRST 8192
 #define YA_BLOCK 16384
-#define YA_BIG 2048
+/* Above yajl's first buffer (2 KiB, which its lexer takes at the end of
+   every text even when it keeps nothing in it). */
+#define YA_BIG 4096
 
 struct ya_hdr {
 	_Alignas(16) size_t size; /* usable bytes */
@@ -2620,8 +2622,10 @@ static void dec_parse(struct dec *d)
 	/* Checked here, by Go's rules (see above). */
 	yajl_config(d->h, yajl_dont_validate_strings, 1);
 	st = yajl_parse(d->h, (const unsigned char *)d->json, d->len);
-	if (st == yajl_status_ok) {
-		/* A number at the very end needs the end of the text to be one. */
+	if (st == yajl_status_ok && !d->done) {
+		/* Only the end of the text ends a number at the very end (and
+		   yajl tells a text that stops early). With the value complete
+		   nothing is left to it: check_end() looks at the rest. */
 		d->finishing = true;
 		st = yajl_complete_parse(d->h);
 	}
