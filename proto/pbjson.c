@@ -1867,11 +1867,16 @@ static bool json_name_eq(const char *proto, const char *key, size_t n)
 /* Field index for a JSON key (JSON name or proto name), or -1. */
 static int find_field(const ProtobufCMessageDescriptor *desc, const char *key, size_t n)
 {
+	if (n == 0)
+		return -1;
 	for (unsigned i = 0; i < desc->n_fields; i++) {
 		const char *name = desc->fields[i].name;
 
+		/* Both names begin as the proto name does (but after a '_'). */
+		if (name[0] != key[0] && name[0] != '_')
+			continue;
 		if (json_name_eq(name, key, n) ||
-		    (strchr(name, '_') && strncmp(name, key, n) == 0 && name[n] == '\0'))
+		    (strncmp(name, key, n) == 0 && name[n] == '\0'))
 			return (int)i;
 	}
 	return -1;
