@@ -1682,8 +1682,8 @@ static void *mt_decode(void *arg)
 
 Test(pbjson, decoder_on_many_threads)
 {
-	/* The arena is per thread and jansson's hooks are shared: decodes on
-	   several threads at once, with encodes beside them, stay exact. */
+	/* The parser's arena is per thread: decodes on several threads at
+	   once, with encodes beside them, stay exact. */
 	pthread_t th[MT_THREADS];
 	struct mt_job jobs[MT_THREADS];
 	json_t *o;
@@ -1697,7 +1697,7 @@ Test(pbjson, decoder_on_many_threads)
 		pthread_join(th[i], NULL);
 		cr_assert_eq(jobs[i].bad, 0, "thread %d", i);
 	}
-	/* Other users of jansson on this thread still get malloc'd values. */
+	/* jansson, which the other users of JSON keep, is untouched. */
 	o = json_pack("{s:s}", "a", "b");
 	s = json_dumps(o, JSON_COMPACT);
 	cr_assert_str_eq(s, "{\"a\":\"b\"}");
