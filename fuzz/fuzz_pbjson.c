@@ -6,8 +6,8 @@
  * agree on every text either accepts (the exemptions are those of
  * pbjson_test's agrees_with_tree: what jansson refuses that protojson
  * does not, numbers it read through a double, a raw NUL it lets pass).
- * Anything that decodes is encoded again; that must decode to the same
- * message and encode to the same text.
+ * Anything that decodes is encoded again; that must decode, and encode to
+ * the same text.
  */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -110,12 +110,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 		ProtobufCMessage *m2;
 
 		if (j) {
+			/* Our own output must decode, to the same message: compared
+			   by its text, as map entries come out sorted by key. */
 			m2 = pbjson_decode(d, j, len, err, sizeof(err));
-			if (!m2 || !same(m, m2))
-				abort(); /* our own output must decode to the same message */
+			if (!m2)
+				abort();
 			j2 = pbjson_encode(m2, &len2);
 			if (!j2 || len2 != len || memcmp(j, j2, len) != 0)
-				abort(); /* and encode to the same text */
+				abort();
 			free(j2);
 			protobuf_c_message_free_unpacked(m2, NULL);
 			free(j);
