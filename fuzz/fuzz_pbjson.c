@@ -27,6 +27,13 @@ static const ProtobufCMessageDescriptor *const descs[] = {
 	&filesystem__watch_dir_request__descriptor, &filesystem__list_dir_response__descriptor,
 	&filesystem__watch_dir_response__descriptor, &filesystem__get_watcher_events_response__descriptor,
 	&filesystem__move_request__descriptor, &filesystem__entry_info__descriptor,
+	/* trusted commands and try runs */
+	&process__wait_for_request__descriptor, &process__wait_for_response__descriptor,
+	&process__end_reason__descriptor, &process__output_withheld__descriptor,
+	&process__send_input_response__descriptor, &process__try_diff_request__descriptor,
+	&process__try_diff_response__descriptor, &process__commit_try_request__descriptor,
+	&process__commit_try_response__descriptor, &process__discard_try_request__descriptor,
+	&filesystem__edit_request__descriptor, &filesystem__edit_response__descriptor,
 };
 
 static bool has_inexact_number(const char *s, size_t n)

@@ -2036,3 +2036,143 @@ Test(pbjson, decoders_agree_on_every_type)
 			protobuf_c_message_free_unpacked(orig, NULL);
 		}
 }
+
+/*
+ * The trusted-command and try-run messages as clients write them (either
+ * field name, 64-bit numbers as strings or numbers, enums by name or
+ * number, each member of a oneof, a member of another package's enum,
+ * an unknown enum name ignored as protojson's DiscardUnknown does):
+ * both decoders accept them and build the same message; the texts they
+ * refuse, both refuse.
+ */
+Test(pbjson, trusted_and_try_messages_decode_alike)
+{
+	static const struct {
+		const ProtobufCMessageDescriptor *d;
+		const char *json;
+		bool ok;
+	} docs[] = {
+		{ &process__start_request__descriptor,
+		  "{\"process\":{\"cmd\":\"make\"},\"idempotencyKey\":\"k-1\","
+		  "\"outputBudget\":{\"headBytes\":4096,\"tailBytes\":\"8192\"},\"tryRun\":{\"paths\":[\"/app\",\"/tmp/x\"]}}",
+		  true },
+		{ &process__start_request__descriptor,
+		  "{\"process\":{\"cmd\":\"make\"},\"idempotency_key\":\"k-1\",\"output_budget\":{\"head_bytes\":1,"
+		  "\"tail_bytes\":2},\"try_run\":{\"paths\":[]},\"track_changes\":true}",
+		  true },
+		{ &process__start_request__descriptor, "{\"idempotencyKey\":\"a\",\"idempotency_key\":\"b\"}", false },
+		{ &process__start_request__descriptor, "{\"outputBudget\":{\"headBytes\":-1}}", false },
+		{ &process__start_request__descriptor, "{\"tryRun\":{\"paths\":\"/app\"}}", false },
+		{ &process__output_budget__descriptor, "{\"headBytes\":4294967295,\"tailBytes\":null}", true },
+		{ &process__output_budget__descriptor, "{\"headBytes\":4294967296}", false },
+		{ &process__send_input_request__descriptor,
+		  "{\"process\":{\"pid\":7},\"input\":{\"stdin\":\"aGk=\"},\"offset\":\"18446744073709551615\"}", true },
+		{ &process__send_input_request__descriptor, "{\"process\":{\"tag\":\"t\"},\"input\":{\"pty\":\"aGk\"},\"offset\":12}",
+		  true },
+		{ &process__send_input_request__descriptor, "{\"offset\":\"-1\"}", false },
+		{ &process__stream_input_request__descriptor,
+		  "{\"data\":{\"input\":{\"stdin\":\"_-8=\"},\"offset\":\"40\"}}", true },
+		{ &process__stream_input_request__descriptor, "{\"start\":{\"process\":{\"pid\":1}},\"keepalive\":{}}",
+		  false },
+		{ &process__send_input_response__descriptor, "{\"inputOffset\":\"9007199254740993\"}", true },
+		{ &process__stream_input_response__descriptor, "{\"input_offset\":3}", true },
+		{ &process__wait_for_request__descriptor, "{\"port\":{\"port\":8080,\"address\":\"127.0.0.1\"},\"timeoutMs\":60000}",
+		  true },
+		{ &process__wait_for_request__descriptor,
+		  "{\"http\":{\"port\":3000,\"path\":\"/health\",\"statusMin\":200,\"status_max\":399},\"timeout_ms\":1}", true },
+		{ &process__wait_for_request__descriptor,
+		  "{\"output\":{\"process\":{\"tag\":\"srv\"},\"pattern\":\"listening on \\\\d+\",\"ignoreCase\":true,"
+		  "\"fixed\":false,\"stream\":\"stdout\"}}",
+		  true },
+		{ &process__wait_for_request__descriptor, "{\"exit\":{\"pid\":42}}", true },
+		{ &process__wait_for_request__descriptor, "{\"path\":{\"path\":\"/tmp/ready\"},\"exit\":null}", true },
+		{ &process__wait_for_request__descriptor, "{\"port\":{\"port\":1},\"path\":{\"path\":\"/x\"}}", false },
+		{ &process__wait_for_request__descriptor, "{\"port\":{\"port\":1},\"port\":{\"port\":2}}", false },
+		{ &process__wait_for_request__descriptor, "{\"timeoutMs\":1.5}", false },
+		{ &process__wait_for_response__descriptor,
+		  "{\"detail\":\"port 8080 listens\",\"waitedMs\":\"28\",\"address\":\"0.0.0.0:8080\",\"httpStatus\":200,"
+		  "\"line\":\"ready\",\"lineOffset\":1024,\"end\":{\"exitCode\":0,\"exited\":true,\"status\":\"exit status 0\"}}",
+		  true },
+		{ &process__end_reason__descriptor,
+		  "{\"kind\":\"KIND_OOM_KILLED\",\"message\":\"killed\",\"memoryMaxBytes\":\"536870912\","
+		  "\"memory_peak_bytes\":536870912,\"timeoutMs\":0,\"session\":\"s\"}",
+		  true },
+		{ &process__end_reason__descriptor, "{\"kind\":2,\"signal\":9}", true },
+		{ &process__end_reason__descriptor, "{\"kind\":\"KIND_NOPE\"}", true }, /* unknown names ignored */
+		{ &process__end_reason__descriptor, "{\"kind\":\"KIND_TIMEOUT\",\"kind\":1}", false },
+		{ &process__output_withheld__descriptor,
+		  "{\"from\":\"1\",\"to\":2,\"bytes\":\"3\",\"readableFrom\":\"4\"}", true },
+		{ &process__try_run__descriptor, "{\"paths\":[\"/a\",null]}", false },
+		{ &process__try_change__descriptor,
+		  "{\"path\":\"/app/a.c\",\"kind\":\"TRY_CHANGE_KIND_RENAMED\",\"type\":\"FILE_TYPE_FILE\",\"from\":\"/app/b.c\","
+		  "\"size\":\"-1\",\"oldSize\":12,\"mode\":420,\"old_mode\":493,\"contentChanged\":true,\"modeChanged\":true,"
+		  "\"ownerChanged\":false,\"binary\":false,\"unified\":\"--- a\\n+++ b\\n\",\"unifiedTruncated\":true,"
+		  "\"symlinkTarget\":\"\"}",
+		  true },
+		{ &process__try_change__descriptor, "{\"kind\":5,\"type\":3}", true },
+		{ &process__try_change__descriptor, "{\"type\":\"TRY_CHANGE_KIND_CREATED\"}", true }, /* not a FileType: ignored */
+		{ &process__try_diff_request__descriptor, "{\"pid\":12,\"unified\":true,\"maxBytes\":262144,\"limit\":1000}",
+		  true },
+		{ &process__try_diff_request__descriptor, "{\"pid\":\"12\",\"max_bytes\":\"1\"}", true },
+		{ &process__try_diff_request__descriptor, "{\"pid\":true}", false },
+		{ &process__try_diff_response__descriptor,
+		  "{\"diff\":{\"paths\":[\"/app\"],\"state\":\"running\",\"changes\":[{\"path\":\"/app/x\",\"kind\":1},"
+		  "{\"path\":\"/app/y\",\"kind\":\"TRY_CHANGE_KIND_DELETED\",\"size\":-1}],\"truncated\":false,"
+		  "\"layerBytes\":\"18446744073709551615\",\"layer_max_bytes\":1073741824,\"expiresUnixMs\":\"-5\"}}",
+		  true },
+		{ &process__commit_try_request__descriptor, "{\"pid\":4294967295}", true },
+		{ &process__commit_try_request__descriptor, "{\"pid\":-1}", false },
+		{ &process__commit_try_response__descriptor, "{\"applied\":{\"changes\":[],\"state\":\"committed\"}}", true },
+		{ &process__discard_try_request__descriptor, "{\"pid\":9,\"unknownField\":{\"a\":[1,2,{}]}}", true },
+		{ &process__discard_try_response__descriptor, "{}", true },
+		{ &process__discard_try_response__descriptor, "{\"x\":1,\"x\":2}", true },
+	};
+
+	for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++)
+		cr_assert_eq(agrees_with_tree(docs[i].d, docs[i].json, strlen(docs[i].json)), docs[i].ok, "%s: %s",
+			     docs[i].d->name, docs[i].json);
+
+	/* And the values land where they belong. */
+	Process__StartRequest *s = (Process__StartRequest *)dec_ok(&process__start_request__descriptor, docs[0].json);
+
+	cr_assert_str_eq(s->idempotency_key, "k-1");
+	cr_assert_eq(s->output_budget->head_bytes, 4096);
+	cr_assert_eq(s->output_budget->tail_bytes, 8192);
+	cr_assert_eq(s->try_run->n_paths, 2);
+	cr_assert_str_eq(s->try_run->paths[1], "/tmp/x");
+	protobuf_c_message_free_unpacked(&s->base, NULL);
+
+	Process__SendInputRequest *in = (Process__SendInputRequest *)dec_ok(&process__send_input_request__descriptor,
+									    docs[7].json);
+	cr_assert_eq(in->optional_offset_case, PROCESS__SEND_INPUT_REQUEST__OPTIONAL_OFFSET_OFFSET);
+	cr_assert_eq(in->offset, UINT64_MAX);
+	protobuf_c_message_free_unpacked(&in->base, NULL);
+
+	Process__WaitForRequest *w = (Process__WaitForRequest *)dec_ok(&process__wait_for_request__descriptor,
+									docs[15].json);
+	cr_assert_eq(w->condition_case, PROCESS__WAIT_FOR_REQUEST__CONDITION_HTTP);
+	cr_assert_str_eq(w->http->path, "/health");
+	cr_assert_eq(w->http->status_max, 399);
+	cr_assert_eq(w->timeout_ms, 1);
+	protobuf_c_message_free_unpacked(&w->base, NULL);
+
+	w = (Process__WaitForRequest *)dec_ok(&process__wait_for_request__descriptor, docs[18].json);
+	cr_assert_eq(w->condition_case, PROCESS__WAIT_FOR_REQUEST__CONDITION_PATH);
+	protobuf_c_message_free_unpacked(&w->base, NULL);
+
+	Process__TryChange *c = (Process__TryChange *)dec_ok(&process__try_change__descriptor, docs[29].json);
+	cr_assert_eq(c->kind, PROCESS__TRY_CHANGE_KIND__TRY_CHANGE_KIND_RENAMED);
+	cr_assert_eq(c->type, FILESYSTEM__FILE_TYPE__FILE_TYPE_FILE);
+	cr_assert_str_eq(c->from, "/app/b.c");
+	cr_assert_eq(c->size, -1);
+	cr_assert_eq(c->old_mode, 493);
+	protobuf_c_message_free_unpacked(&c->base, NULL);
+
+	Process__TryDiffResponse *r = (Process__TryDiffResponse *)dec_ok(&process__try_diff_response__descriptor,
+									 docs[35].json);
+	cr_assert_eq(r->diff->n_changes, 2);
+	cr_assert_eq(r->diff->changes[1]->kind, PROCESS__TRY_CHANGE_KIND__TRY_CHANGE_KIND_DELETED);
+	cr_assert_eq(r->diff->layer_bytes, UINT64_MAX);
+	cr_assert_eq(r->diff->expires_unix_ms, -5);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+}
