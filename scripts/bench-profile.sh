@@ -22,7 +22,7 @@ CFLAGS=$(make -s -f Makefile -p 2>/dev/null | sed -n 's/^MUSL_CFLAGS := //p' | h
 [ -n "$CFLAGS" ] || { echo "cannot read MUSL_CFLAGS from the Makefile" >&2; exit 1; }
 CFLAGS=$(eval echo "$CFLAGS")
 objs=()
-for src in base/*.c search/*.c proto/*.c http/*.c rpc/*.c pty/*.c process/*.c changes/*.c fs/*.c transfer/*.c sandbox/*.c envd/*.c build/gen/*.pb-c.c build/gen/google/protobuf/*.pb-c.c; do
+for src in base/*.c search/*.c proto/*.c http/*.c rpc/*.c pty/*.c process/*.c changes/*.c fs/*.c try/*.c transfer/*.c sandbox/*.c envd/*.c build/gen/*.pb-c.c build/gen/google/protobuf/*.pb-c.c; do
 	[ -f "$src" ] || continue
 	o=$out/obj/${src//\//_}.o
 	if [ ! -f "$o" ] || [ "$src" -nt "$o" ]; then
