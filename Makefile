@@ -50,7 +50,7 @@ INIT_SRCS := $(sort $(wildcard init/*.c)) base/sdnotify.c base/exitrec.c
 INCS     := -iquote . -iquote $(GEN)
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-missing-braces
 DEFS     := -D_GNU_SOURCE -DENVD_VERSION=\"$(VERSION)\" -DENVD_COMMIT=\"$(COMMIT)\"
-LIBS     := -lnghttp2 -lev -lprotobuf-c -ljansson -lhttp_parser -larchive -lpcre2-8 -lz -lm -lpthread
+LIBS     := -lnghttp2 -lev -lprotobuf-c -lyajl -ljansson -lhttp_parser -larchive -lpcre2-8 -lz -lm -lpthread
 
 # Static musl build: the product.
 MUSL_CFLAGS := -std=gnu11 -Os -fno-strict-aliasing -ffunction-sections -fdata-sections $(WARN) $(DEFS) $(INCS) -I$(DEPS)/include
@@ -143,6 +143,8 @@ $(ABUILD)/tests/%: $(XUNIT_OBJ)/obj/tests/unit/%.o $(XUNIT_OBJ)/obj/tests/unit/e
 	@mkdir -p $(dir $@)
 	$(XUNIT_CC) $(XUNIT_CFLAGS) $(filter %.o,$^) -o $@ $(LIBS) -lcriterion
 
+$(ABUILD)/tests/pbjson_test: $(XUNIT_OBJ)/obj/tests/unit/pbjson_tree.o
+
 .PHONY: cross-unit
 ifneq ($(ARCH),amd64)
 cross-unit: $(XUNIT_BINS)
@@ -167,6 +169,9 @@ $(ASAN_OBJ)/tests/%_alloc_test: tests/unit/%_alloc_test.c tests/unit/failalloc.c
 	@mkdir -p $(dir $@)
 	$(ASAN_CC) $(ASAN_CFLAGS) -Itests/unit $^ -o $@ $(ALLOC_WRAP) $(LIBS) -lcriterion
 
+# pbjson_test holds the decoder against the tree-walking one it replaced
+# (tests/unit/pbjson_tree.c), as does the fuzz target.
+$(ASAN_OBJ)/tests/pbjson_test: tests/unit/pbjson_tree.c
 UNIT_BINS := $(patsubst tests/unit/%.c,$(ASAN_OBJ)/tests/%,$(UNIT_SRCS))
 
 asan: $(ASAN_OBJ)/envd
@@ -239,6 +244,9 @@ $(FUZZ_OBJ)/obj/%.o: %.c $(GEN)/.done
 
 $(FUZZ_OBJ)/fuzz_%: $(FUZZ_OBJ)/obj/fuzz/fuzz_%.o $(call fuzz_objs,fuzz/fuzz_server.c $(LIB_SRCS) $(GEN_SRCS))
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(LIBS)
+
+$(FUZZ_OBJ)/fuzz_pbjson: $(FUZZ_OBJ)/obj/tests/unit/pbjson_tree.o
+$(FUZZ_OBJ)/obj/fuzz/fuzz_pbjson.o: FUZZ_CFLAGS += -iquote tests/unit
 
 .PHONY: fuzz fuzz-build
 fuzz-build: $(FUZZ_BINS)

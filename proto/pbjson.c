@@ -5,9 +5,10 @@
  * Encoding writes JSON text directly into one growing buffer: process
  * output is encoded chunk by chunk as base64 `bytes`, and building a jansson
  * tree per chunk would cost an allocation per node plus a second copy of
- * the payload. Decoding parses with jansson and then walks the tree with the
- * descriptor, allocating exactly what protobuf_c_message_free_unpacked()
- * expects to free (malloc'd strings, bytes, arrays and sub-messages).
+ * the payload. Decoding takes the events of yajl's streaming parser and
+ * stores each value into the message as it is read, with no tree in
+ * between, allocating exactly what protobuf_c_message_free_unpacked()
+ * expects to free (strings, bytes, arrays and sub-messages).
  */
 #include "proto/pbjson.h"
 #include "base/base64.h"
@@ -19,14 +20,15 @@
 #include <stdarg.h>
 #include <errno.h>
 #include <stdatomic.h>
-#include <pthread.h>
+#include <setjmp.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
+#include <yajl/yajl_parse.h>
 
 #define TIMESTAMP_NAME "google.protobuf.Timestamp"
 /* protojson's Timestamp range: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59Z. */
@@ -56,23 +58,6 @@ static bool is_timestamp(const ProtobufCMessageDescriptor *d)
 static char ascii_upper(char c)
 {
 	return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c;
-}
-
-/* Does `key` equal protoc's JSON name (lowerCamelCase) of `proto`? */
-static bool json_name_eq(const char *proto, const char *key)
-{
-	bool up = false;
-
-	for (; *proto; proto++) {
-		if (*proto == '_') {
-			up = true;
-			continue;
-		}
-		if (*key++ != (up ? ascii_upper(*proto) : *proto))
-			return false;
-		up = false;
-	}
-	return *key == '\0';
 }
 
 /*
@@ -1067,10 +1052,104 @@ char *pbjson_encode(const ProtobufCMessage *msg, size_t *len)
 /* ---------------------------------------------------------------------- */
 /* Decoder                                                                 */
 
+/*
+ * The text is parsed by yajl, whose events drive a state machine over the
+ * descriptors: each value is stored into the message as it is read, with
+ * no tree in between. A frame per open object or array of the message
+ * says where the next value goes; a value of an unknown field, however
+ * deep, is one skip frame.
+ *
+ * yajl is lenient where protojson is strict, and the gaps are closed
+ * here, at the token's end (the parser's offset when it calls back; the
+ * whole text is handed over in one call, so offsets are into it): strings
+ * are validated as UTF-8 by Go's rules (yajl's own check lets surrogates
+ * and overlong forms through, so it is switched off), a string with
+ * escapes is checked in its raw form for \u0000 and unpaired surrogates
+ * (yajl turns a lone high surrogate into '?' and pairs a high one with
+ * whatever \u follows), and the text between tokens for \v and \f, which
+ * yajl skips as white space and JSON does not allow.
+ */
+enum fr_kind { FR_MESSAGE, FR_LIST, FR_MAP, FR_SKIP };
+
+struct frame {
+	enum fr_kind kind;
+	unsigned skip;                          /* FR_SKIP: containers open in the skipped value */
+	const ProtobufCMessageDescriptor *desc; /* FR_MESSAGE: its type */
+	ProtobufCMessage *msg;                  /* FR_MESSAGE: being filled; FR_LIST, FR_MAP: the field's owner */
+	/* FR_MESSAGE: the field the value after the last key belongs to
+	   (NULL: an unknown key, its value is skipped); FR_LIST, FR_MAP: the
+	   repeated field itself. */
+	const ProtobufCFieldDescriptor *f;
+	uint64_t seen;                          /* FR_MESSAGE: fields named so far, the first 64 */
+	unsigned char *seen_more;               /* FR_MESSAGE with more than 64 fields: one byte each */
+	size_t cap;                             /* FR_LIST, FR_MAP: slots in the field's array */
+	ProtobufCMessage *entry;                /* FR_MAP: the entry whose key was read, its value not yet */
+};
+
+/*
+ * yajl's own memory (its handle, lexer, state stack, the buffer escaped
+ * strings are decoded into) for one decode: bump-allocated from a
+ * thread-local block, then from chained blocks; allocations of YA_BIG or
+ * more (a buffer as it doubles for a long string) are malloc'd on their
+ * own so that realloc keeps one copy. Nothing is freed one by one but
+ * those; the rest goes at the end of the decode. yajl checks no
+ * allocation, so a failure does not return: it jumps back to the decoder
+ * (yajl holds nothing but memory from here), which reports it.
+ */
+#define YA_FIRST 8192
+#define YA_BLOCK 16384
+/* Above yajl's first buffer (2 KiB, which its lexer takes at the end of
+   every text even when it keeps nothing in it). */
+#define YA_BIG 4096
+
+struct ya_hdr {
+	_Alignas(16) size_t size; /* usable bytes */
+	struct ya_hdr *next, *prev; /* big allocations only */
+	bool big;
+};
+
+struct ya_blk {
+	struct ya_blk *next;
+	_Alignas(16) char data[];
+};
+
+struct yarena {
+	char *cur, *end;
+	struct ya_blk *blocks;
+	struct ya_hdr *big;
+	jmp_buf *oom;
+};
+
+static __thread _Alignas(16) char ya_first[YA_FIRST];
+
 struct dec {
 	char *err;
 	size_t errlen;
 	ProtobufCAllocator *alloc; /* the message's memory */
+	const ProtobufCMessageDescriptor *desc;
+	ProtobufCMessage *root;
+	const char *json;
+	size_t len;
+	yajl_handle h;
+	size_t last;      /* where the text after the last token seen begins */
+	bool finishing;   /* in yajl_complete_parse: its offsets are not into json */
+	bool done;        /* the document's value is complete */
+	bool failed;      /* err says why; nothing more is stored */
+	bool stop;        /* a syntax error or the depth bound: the parse ends */
+	int depth;        /* objects and arrays open */
+	int nf;           /* frames in use */
+	struct frame fr[PBJSON_MAX_DEPTH];
+	struct yarena arena;
+};
+
+/* What a callback saw, for storing and for error messages. */
+enum ev_kind { EV_NULL, EV_BOOL, EV_NUMBER, EV_STRING, EV_OBJECT, EV_ARRAY };
+
+struct ev {
+	enum ev_kind k;
+	bool b;
+	const char *s; /* EV_STRING (decoded), EV_NUMBER (the text) */
+	size_t n;
 };
 
 static void *dec_alloc(struct dec *d, size_t n)
@@ -1089,14 +1168,18 @@ static int dec_fail(struct dec *d, const char *fmt, ...)
 {
 	va_list ap;
 
+	/* The first error is the one reported (but see dec_syntax()). */
+	if (d->failed)
+		return -1;
+	d->failed = true;
 	if (d->errlen == 0)
 		return -1;
 	va_start(ap, fmt);
 	vsnprintf(d->err, d->errlen, fmt, ap);
 	va_end(ap);
-	/* The message ends up inside a JSON error body: jansson quotes raw
-	   input bytes ("near '...'") and truncation can split a character,
-	   so make it valid UTF-8. */
+	/* The message ends up inside a JSON error body: a key or a number
+	   is quoted as it came and truncation can split a character, so
+	   make it valid UTF-8. */
 	for (unsigned char *p = (unsigned char *)d->err; *p;) {
 		size_t k = utf8_seq_len(p, strnlen((char *)p, 4));
 
@@ -1109,73 +1192,117 @@ static int dec_fail(struct dec *d, const char *fmt, ...)
 	return -1;
 }
 
+
 /*
- * A short, valid-UTF-8 rendering of a JSON value for error messages:
- * scalars as JSON text (strings cut at 40 bytes), containers as {…}/[…].
+ * A short, valid-UTF-8 rendering of a value for error messages: strings
+ * as JSON text cut at 40 bytes, numbers as they were written (cut too),
+ * containers as {...} and [...].
  */
-static void describe(const json_t *v, char *out, size_t outlen)
+static void describe(const struct ev *v, char *out, size_t outlen)
 {
 	char tmp[128];
 	struct jbuf b = {.p = tmp, .cap = sizeof(tmp), .fixed = true};
+	size_t n = v->n;
 
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
+	switch (v->k) {
+	case EV_OBJECT:
 		snprintf(out, outlen, "{...}");
 		return;
-	case JSON_ARRAY:
+	case EV_ARRAY:
 		snprintf(out, outlen, "[...]");
 		return;
-	case JSON_STRING: {
-		size_t n = json_string_length(v);
-		const char *s = json_string_value(v);
-
+	case EV_STRING:
 		if (n > 40) {
 			n = 40;
 			/* Cut at a character boundary. */
-			while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+			while (n > 0 && ((unsigned char)v->s[n] & 0xc0) == 0x80)
 				n--;
 		}
 		/* 40 bytes escaped are at most 240: room in tmp for any of them
 		   but control characters, which are 6 each. */
-		jb_put_string(&b, s, n);
+		jb_put_string(&b, v->s, n);
 		if (b.err) {
 			snprintf(out, outlen, "string");
 		} else {
 			tmp[b.len] = '\0';
 			/* A cut is the caller's to accept: the result is checked
 			   only to say so to the compiler. */
-			if (snprintf(out, outlen, "%s%s", tmp, n < json_string_length(v) ? "..." : "") < 0)
+			if (snprintf(out, outlen, "%s%s", tmp, n < v->n ? "..." : "") < 0)
 				out[0] = '\0';
 		}
 		return;
-	}
-	case JSON_INTEGER:
-		snprintf(out, outlen, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-		return;
-	case JSON_REAL:
-		/* As jansson's json_dumps() prints a real: %.17g, and ".0" when
-		   that reads as an integer. */
-		snprintf(tmp, sizeof(tmp), "%.17g", json_real_value(v));
-		if (snprintf(out, outlen, "%s%s", tmp, strpbrk(tmp, ".eEin") ? "" : ".0") < 0)
+	case EV_NUMBER:
+		if (snprintf(out, outlen, "%.*s%s", (int)(n > 40 ? 40 : n), v->s, n > 40 ? "..." : "") < 0)
 			out[0] = '\0';
 		return;
-	case JSON_TRUE:
-		snprintf(out, outlen, "true");
-		return;
-	case JSON_FALSE:
-		snprintf(out, outlen, "false");
+	case EV_BOOL:
+		snprintf(out, outlen, v->b ? "true" : "false");
 		return;
 	default:
 		snprintf(out, outlen, "null");
 	}
 }
 
-static int dec_bad_value(struct dec *d, const char *kind, const char *field, const json_t *v)
+/* The JSON name of a field, for error messages. */
+static const char *json_name(const ProtobufCFieldDescriptor *f, char *buf, size_t len)
 {
-	char what[80];
+	size_t o = 0;
+	bool up = false;
+
+	for (const char *p = f->name; *p && o + 1 < len; p++) {
+		if (*p == '_') {
+			up = true;
+			continue;
+		}
+		buf[o++] = up ? ascii_upper(*p) : *p;
+		up = false;
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+/* `invalid value for KIND field NAME: VALUE`. */
+static int dec_bad_value(struct dec *d, const char *kind, const ProtobufCFieldDescriptor *f, const struct ev *v)
+{
+	char what[80], name[128];
 
 	describe(v, what, sizeof(what));
-	return dec_fail(d, "invalid value for %s field %s: %s", kind, field, what);
+	return dec_fail(d, "invalid value for %s field %s: %s", kind, json_name(f, name, sizeof(name)), what);
+}
+
+static int dec_bad_repeated(struct dec *d, const ProtobufCFieldDescriptor *f, const struct ev *v)
+{
+	char kind[64];
+
+	snprintf(kind, sizeof(kind), "repeated %s", type_name(f->type));
+	return dec_bad_value(d, kind, f, v);
+}
+
+/*
+ * A syntax error, at byte `at` of the text; it ends the parse. It is
+ * reported even after an invalid value: the decode goes on reading after
+ * a value it cannot store (storing nothing more), so that malformed text
+ * is called that wherever its first bad value is, as when the whole text
+ * was parsed before the message was filled.
+ */
+static int dec_syntax(struct dec *d, size_t at, const char *what)
+{
+	size_t line = 1, col = 1;
+
+	if (at > d->len)
+		at = d->len;
+	for (size_t i = 0; i < at; i++) {
+		if (d->json[i] == '\n') {
+			line++;
+			col = 1;
+		} else {
+			col++;
+		}
+	}
+	d->failed = false;
+	dec_fail(d, "syntax error at line %zu column %zu: %s", line, col, what);
+	d->stop = true;
+	return -1;
 }
 
 /* A JSON value as sign and magnitude, before range checks. */
@@ -1278,32 +1405,6 @@ static bool parse_int_text(const char *s, size_t n, struct intval *iv)
 	return true;
 }
 
-static bool json_intval(const json_t *v, struct intval *iv)
-{
-	switch (json_typeof(v)) {
-	case JSON_INTEGER: {
-		json_int_t x = json_integer_value(v);
-
-		iv->neg = x < 0;
-		iv->mag = x < 0 ? (uint64_t)(-(x + 1)) + 1 : (uint64_t)x;
-		return true;
-	}
-	case JSON_REAL: {
-		double x = json_real_value(v);
-
-		if (!isfinite(x) || x != trunc(x) || fabs(x) >= 18446744073709551616.0)
-			return false;
-		iv->neg = x < 0;
-		iv->mag = (uint64_t)fabs(x);
-		return true;
-	}
-	case JSON_STRING:
-		return parse_int_text(json_string_value(v), json_string_length(v), iv);
-	default:
-		return false;
-	}
-}
-
 /* Range-check iv for a signed type with the given maximum (min = -max-1). */
 static bool intval_signed(const struct intval *iv, uint64_t max, int64_t *out)
 {
@@ -1362,40 +1463,6 @@ static bool is_json_number(const char *s, size_t n)
 			return false;
 	}
 	return s == end;
-}
-
-static bool json_double(const json_t *v, double *out)
-{
-	const char *s;
-	size_t n;
-	char tmp[64];
-
-	if (json_is_number(v)) {
-		*out = json_number_value(v);
-		return true;
-	}
-	if (!json_is_string(v))
-		return false;
-	s = json_string_value(v);
-	n = json_string_length(v);
-	if (strcmp(s, "NaN") == 0) {
-		*out = NAN;
-		return true;
-	}
-	if (strcmp(s, "Infinity") == 0) {
-		*out = INFINITY;
-		return true;
-	}
-	if (strcmp(s, "-Infinity") == 0) {
-		*out = -INFINITY;
-		return true;
-	}
-	if (n >= sizeof(tmp) || !is_json_number(s, n))
-		return false;
-	memcpy(tmp, s, n);
-	tmp[n] = '\0';
-	*out = strtod(tmp, NULL);
-	return isfinite(*out);
 }
 
 /*
@@ -1486,23 +1553,64 @@ static ProtobufCMessage *msg_new(struct dec *d, const ProtobufCMessageDescriptor
 	return m;
 }
 
-static ProtobufCMessage *dec_message(struct dec *d, const ProtobufCMessageDescriptor *desc,
-				     const json_t *v, const char *field, int depth);
+/* An integer value of a number or a string (protojson accepts both). */
+static bool ev_intval(const struct ev *v, struct intval *iv)
+{
+	return (v->k == EV_NUMBER || v->k == EV_STRING) && parse_int_text(v->s, v->n, iv);
+}
 
-static int dec_timestamp(struct dec *d, const ProtobufCMessageDescriptor *desc, const json_t *v,
-			 const char *field, ProtobufCMessage **out)
+static bool ev_double(const struct ev *v, double *out)
+{
+	char tmp[64], *copy = tmp;
+
+	if (v->k == EV_STRING) {
+		if (v->n == 3 && memcmp(v->s, "NaN", 3) == 0) {
+			*out = NAN;
+			return true;
+		}
+		if (v->n == 8 && memcmp(v->s, "Infinity", 8) == 0) {
+			*out = INFINITY;
+			return true;
+		}
+		if (v->n == 9 && memcmp(v->s, "-Infinity", 9) == 0) {
+			*out = -INFINITY;
+			return true;
+		}
+		if (!is_json_number(v->s, v->n))
+			return false;
+	} else if (v->k != EV_NUMBER) {
+		return false;
+	}
+	/* strtod wants a terminated string; a number of hundreds of digits
+	   is valid JSON. */
+	if (v->n >= sizeof(tmp) && !(copy = malloc(v->n + 1)))
+		return false;
+	memcpy(copy, v->s, v->n);
+	copy[v->n] = '\0';
+	*out = strtod(copy, NULL);
+	if (copy != tmp)
+		free(copy);
+	/* Beyond the double range (1e400) is invalid, as in protojson. */
+	return isfinite(*out);
+}
+
+static int dec_timestamp(struct dec *d, const ProtobufCMessageDescriptor *desc, const ProtobufCFieldDescriptor *f,
+			 const struct ev *v, ProtobufCMessage **out)
 {
 	const ProtobufCFieldDescriptor *sf, *nf;
 	ProtobufCMessage *m;
 	int64_t secs;
 	int32_t nanos;
-	char what[80];
+	char what[80], name[128];
 
 	if (!ts_fields(desc, &sf, &nf))
 		return dec_fail(d, "unsupported %s descriptor", TIMESTAMP_NAME);
-	if (!json_is_string(v))
-		return dec_bad_value(d, TIMESTAMP_NAME, field, v);
-	if (!parse_rfc3339(json_string_value(v), json_string_length(v), &secs, &nanos)) {
+	if (v->k != EV_STRING) {
+		describe(v, what, sizeof(what));
+		return dec_fail(d, "invalid value for %s field %s: %s", TIMESTAMP_NAME,
+				f ? json_name(f, name, sizeof(name)) : "(top level)", what);
+	}
+	if (!parse_rfc3339(v->s, v->n, &secs, &nanos)) {
 		describe(v, what, sizeof(what));
 		return dec_fail(d, "invalid %s value %s", TIMESTAMP_NAME, what);
 	}
@@ -1519,14 +1627,48 @@ static int dec_timestamp(struct dec *d, const ProtobufCMessageDescriptor *desc, 
 	return 0;
 }
 
+static int push(struct dec *d, enum fr_kind kind, ProtobufCMessage *msg, const ProtobufCFieldDescriptor *f)
+{
+	struct frame *t;
+
+	/* A frame per open object or array, which PBJSON_MAX_DEPTH bounds. */
+	if (d->nf >= PBJSON_MAX_DEPTH)
+		return dec_fail(d, "exceeds maximum nesting depth %d", PBJSON_MAX_DEPTH);
+	t = &d->fr[d->nf++];
+	t->kind = kind;
+	t->skip = 1;
+	t->msg = msg;
+	t->desc = kind == FR_MESSAGE ? msg->descriptor : NULL;
+	t->f = f;
+	t->seen = 0;
+	t->seen_more = NULL;
+	t->cap = 0;
+	t->entry = NULL;
+	if (kind == FR_MESSAGE && t->desc->n_fields > 64 && !(t->seen_more = calloc(t->desc->n_fields, 1)))
+		return dec_fail(d, "out of memory");
+	return 0;
+}
+
+/* A new message stored at dst, whose fields come next. */
+static int open_message(struct dec *d, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **dst)
+{
+	ProtobufCMessage *m = msg_new(d, desc);
+
+	if (!m)
+		return dec_fail(d, "out of memory");
+	*dst = m;
+	return push(d, FR_MESSAGE, m, NULL);
+}
+
 /*
- * Decode one value of field `f` from v into the storage at dst (a single
- * element). `field` names the field in messages. Returns 0 when stored,
- * 1 when the value is ignored (unknown enum name), -1 on error. On error
+ * Store one value of field f (a single element, not an array) at dst;
+ * `namef` names the field in messages (a map's value is named by the map).
+ * Returns 0 when stored (a message: opened, its fields come next), 1 when
+ * the value is ignored (an unknown enum name), -1 on error; on error
  * nothing has been stored.
  */
-static int dec_value(struct dec *d, const ProtobufCFieldDescriptor *f, const char *field,
-		     const json_t *v, void *dst, int depth)
+static int store_value(struct dec *d, const ProtobufCFieldDescriptor *f, const ProtobufCFieldDescriptor *namef,
+		       const struct ev *v, void *dst)
 {
 	struct intval iv;
 	int64_t sv;
@@ -1537,202 +1679,324 @@ static int dec_value(struct dec *d, const ProtobufCFieldDescriptor *f, const cha
 	case PROTOBUF_C_TYPE_INT32:
 	case PROTOBUF_C_TYPE_SINT32:
 	case PROTOBUF_C_TYPE_SFIXED32:
-		if (!json_intval(v, &iv) || !intval_signed(&iv, INT32_MAX, &sv))
-			return dec_bad_value(d, type_name(f->type), field, v);
+		if (!ev_intval(v, &iv) || !intval_signed(&iv, INT32_MAX, &sv))
+			break;
 		*(int32_t *)dst = (int32_t)sv;
 		return 0;
 	case PROTOBUF_C_TYPE_INT64:
 	case PROTOBUF_C_TYPE_SINT64:
 	case PROTOBUF_C_TYPE_SFIXED64:
-		if (!json_intval(v, &iv) || !intval_signed(&iv, INT64_MAX, &sv))
-			return dec_bad_value(d, type_name(f->type), field, v);
+		if (!ev_intval(v, &iv) || !intval_signed(&iv, INT64_MAX, &sv))
+			break;
 		*(int64_t *)dst = sv;
 		return 0;
 	case PROTOBUF_C_TYPE_UINT32:
 	case PROTOBUF_C_TYPE_FIXED32:
-		if (!json_intval(v, &iv) || !intval_unsigned(&iv, UINT32_MAX, &uv))
-			return dec_bad_value(d, type_name(f->type), field, v);
+		if (!ev_intval(v, &iv) || !intval_unsigned(&iv, UINT32_MAX, &uv))
+			break;
 		*(uint32_t *)dst = (uint32_t)uv;
 		return 0;
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:
-		if (!json_intval(v, &iv) || !intval_unsigned(&iv, UINT64_MAX, &uv))
-			return dec_bad_value(d, type_name(f->type), field, v);
+		if (!ev_intval(v, &iv) || !intval_unsigned(&iv, UINT64_MAX, &uv))
+			break;
 		*(uint64_t *)dst = uv;
 		return 0;
 	case PROTOBUF_C_TYPE_FLOAT:
-		if (!json_double(v, &dv) || (isfinite(dv) && fabs(dv) > FLT_MAX))
-			return dec_bad_value(d, "float", field, v);
+		if (!ev_double(v, &dv) || (isfinite(dv) && fabs(dv) > FLT_MAX))
+			break;
 		*(float *)dst = (float)dv;
 		return 0;
 	case PROTOBUF_C_TYPE_DOUBLE:
-		if (!json_double(v, &dv))
-			return dec_bad_value(d, "double", field, v);
+		if (!ev_double(v, &dv))
+			break;
 		*(double *)dst = dv;
 		return 0;
 	case PROTOBUF_C_TYPE_BOOL:
-		if (!json_is_boolean(v))
-			return dec_bad_value(d, "bool", field, v);
-		*(protobuf_c_boolean *)dst = json_is_true(v);
+		if (v->k != EV_BOOL)
+			break;
+		*(protobuf_c_boolean *)dst = v->b;
 		return 0;
 	case PROTOBUF_C_TYPE_ENUM:
-		if (json_is_string(v)) {
-			const ProtobufCEnumValue *ev = f->descriptor
-				? protobuf_c_enum_descriptor_get_value_by_name(f->descriptor,
-									       json_string_value(v))
-				: NULL;
+		if (v->k == EV_STRING) {
+			const ProtobufCEnumValue *ev = NULL;
+			char name[128];
 
-			/* Unknown names are skipped like unknown fields. */
+			/* Unknown names (one too long to be a name among them) are
+			   skipped like unknown fields. */
+			if (f->descriptor && v->n < sizeof(name)) {
+				memcpy(name, v->s, v->n);
+				name[v->n] = '\0';
+				ev = protobuf_c_enum_descriptor_get_value_by_name(f->descriptor, name);
+			}
 			if (!ev)
 				return 1;
 			*(int32_t *)dst = ev->value;
 			return 0;
 		}
-		if (!json_is_number(v) || !json_intval(v, &iv) || !intval_signed(&iv, INT32_MAX, &sv))
-			return dec_bad_value(d, "enum", field, v);
+		if (v->k != EV_NUMBER || !ev_intval(v, &iv) || !intval_signed(&iv, INT32_MAX, &sv))
+			break;
 		*(int32_t *)dst = (int32_t)sv;
 		return 0;
 	case PROTOBUF_C_TYPE_STRING: {
-		size_t n;
 		char *s;
 
-		if (!json_is_string(v))
-			return dec_bad_value(d, "string", field, v);
-		n = json_string_length(v);
-		s = dec_alloc(d, n + 1);
+		if (v->k != EV_STRING)
+			break;
+		s = dec_alloc(d, v->n + 1);
 		if (!s)
 			return dec_fail(d, "out of memory");
-		memcpy(s, json_string_value(v), n + 1);
+		memcpy(s, v->s, v->n);
+		s[v->n] = '\0';
 		*(char **)dst = s;
 		return 0;
 	}
 	case PROTOBUF_C_TYPE_BYTES: {
 		ProtobufCBinaryData *bd = dst;
-		size_t n;
 		unsigned char *buf = NULL;
 		ssize_t got;
 
-		if (!json_is_string(v))
-			return dec_bad_value(d, "bytes", field, v);
-		n = json_string_length(v);
-		if (n > 0) {
-			buf = dec_alloc(d, base64_decoded_maxlen(n));
+		if (v->k != EV_STRING)
+			break;
+		if (v->n > 0) {
+			buf = dec_alloc(d, base64_decoded_maxlen(v->n));
 			if (!buf)
 				return dec_fail(d, "out of memory");
 		}
-		got = base64_decode(buf, json_string_value(v), n);
-		if (got < 0) {
-			dec_free(d, buf);
-			return dec_bad_value(d, "bytes", field, v);
-		}
-		if (got == 0) {
+		got = base64_decode(buf, v->s, v->n);
+		if (got <= 0) {
 			dec_free(d, buf);
 			buf = NULL;
+			if (got < 0)
+				break;
 		}
 		bd->data = buf;
 		bd->len = (size_t)got;
 		return 0;
 	}
-	case PROTOBUF_C_TYPE_MESSAGE: {
-		ProtobufCMessage *sub;
+	case PROTOBUF_C_TYPE_MESSAGE:
+		if (!f->descriptor) {
+			char name[128];
 
-		if (!f->descriptor)
-			return dec_fail(d, "field %s has no message descriptor", field);
-		if (is_timestamp(f->descriptor)) {
-			if (dec_timestamp(d, f->descriptor, v, field, &sub) < 0)
-				return -1;
-		} else {
-			sub = dec_message(d, f->descriptor, v, field, depth + 1);
-			if (!sub)
-				return -1;
+			return dec_fail(d, "field %s has no message descriptor", json_name(namef, name, sizeof(name)));
 		}
-		*(ProtobufCMessage **)dst = sub;
-		return 0;
+		if (is_timestamp(f->descriptor))
+			return dec_timestamp(d, f->descriptor, namef, v, (ProtobufCMessage **)dst);
+		if (v->k != EV_OBJECT)
+			return dec_bad_value(d, "message", namef, v);
+		return open_message(d, f->descriptor, (ProtobufCMessage **)dst);
+	default: {
+		char name[128];
+
+		return dec_fail(d, "field %s has an unsupported type", json_name(namef, name, sizeof(name)));
 	}
-	default:
-		return dec_fail(d, "field %s has an unsupported type", field);
 	}
+	return dec_bad_value(d, type_name(f->type), namef, v);
 }
 
-/* The JSON name of a field, for error messages. */
-static const char *json_name(const ProtobufCFieldDescriptor *f, char *buf, size_t len)
+/* Room for one more element in the array of the repeated field of frame t
+   (arrays double; the message is never left without its elements). */
+static void *list_slot(struct dec *d, struct frame *t, size_t es)
 {
-	size_t o = 0;
-	bool up = false;
+	char *base = (char *)t->msg;
+	size_t n = *(size_t *)(base + t->f->quantifier_offset);
+	char **arrp = (char **)(base + t->f->offset);
 
-	for (const char *p = f->name; *p && o + 1 < len; p++) {
-		if (*p == '_') {
-			up = true;
-			continue;
+	if (n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 4;
+		char *arr;
+
+		if (cap > SIZE_MAX / 2 / es || !(arr = dec_alloc(d, cap * es))) {
+			dec_fail(d, "out of memory");
+			return NULL;
 		}
-		buf[o++] = up ? ascii_upper(*p) : *p;
-		up = false;
+		if (n)
+			memcpy(arr, *arrp, n * es);
+		memset(arr + n * es, 0, (cap - n) * es);
+		dec_free(d, *arrp);
+		*arrp = arr;
+		t->cap = cap;
 	}
-	buf[o] = '\0';
-	return buf;
+	return *arrp + n * es;
 }
 
-static int dec_list(struct dec *d, ProtobufCMessage *m, const ProtobufCFieldDescriptor *f,
-		    const char *field, const json_t *v, int depth)
+/* The repeated field of frame t ends: no elements, no array. */
+static void list_end(struct dec *d, struct frame *t)
 {
-	char *base = (char *)m;
-	size_t *qn = (size_t *)(base + f->quantifier_offset);
-	char **arrp = (char **)(base + f->offset);
-	size_t n, es = pbjson_value_size(f->type);
-	char kind[64];
+	char *base = (char *)t->msg;
+	void **arrp = (void **)(base + t->f->offset);
 
-	snprintf(kind, sizeof(kind), "repeated %s", type_name(f->type));
-	if (!json_is_array(v))
-		return dec_bad_value(d, kind, field, v);
-	n = json_array_size(v);
-	if (n == 0)
-		return 0;
-	if (n > SIZE_MAX / es || !(*arrp = dec_alloc(d, n * es)))
-		return dec_fail(d, "out of memory");
-	memset(*arrp, 0, n * es);
-	/* *qn counts the fully decoded elements, so a failure part-way leaves
-	   a message that protobuf_c_message_free_unpacked() frees cleanly. */
-	*qn = 0;
-	for (size_t i = 0; i < n; i++) {
-		const json_t *el = json_array_get(v, i);
-		int r;
-
-		if (json_is_null(el))
-			return dec_bad_value(d, kind, field, el);
-		r = dec_value(d, f, field, el, *arrp + *qn * es, depth);
-		if (r < 0)
-			return -1;
-		if (r == 0)
-			(*qn)++;
-	}
-	if (*qn == 0) {
+	if (*(size_t *)(base + t->f->quantifier_offset) == 0) {
 		dec_free(d, *arrp);
 		*arrp = NULL;
 	}
+}
+
+static bool field_seen(struct frame *t, unsigned i)
+{
+	bool was;
+
+	if (t->seen_more) {
+		was = t->seen_more[i];
+		t->seen_more[i] = 1;
+		return was;
+	}
+	was = (t->seen >> i) & 1;
+	t->seen |= (uint64_t)1 << i;
+	return was;
+}
+
+/* Does key[0..n) equal protoc's JSON name (lowerCamelCase) of `proto`? */
+static bool json_name_eq(const char *proto, const char *key, size_t n)
+{
+	const char *end = key + n;
+	bool up = false;
+
+	for (; *proto; proto++) {
+		if (*proto == '_') {
+			up = true;
+			continue;
+		}
+		if (key == end || *key++ != (up ? ascii_upper(*proto) : *proto))
+			return false;
+		up = false;
+	}
+	return key == end;
+}
+
+/* Field index for a JSON key (JSON name or proto name), or -1. */
+static int find_field(const ProtobufCMessageDescriptor *desc, const char *key, size_t n)
+{
+	if (n == 0)
+		return -1;
+	for (unsigned i = 0; i < desc->n_fields; i++) {
+		const char *name = desc->fields[i].name;
+
+		/* Both names begin as the proto name does (but after a '_'). */
+		if (name[0] != key[0] && name[0] != '_')
+			continue;
+		if (json_name_eq(name, key, n) ||
+		    (strncmp(name, key, n) == 0 && name[n] == '\0'))
+			return (int)i;
+	}
+	return -1;
+}
+
+/* A key of the object of frame t (a message). */
+static int message_key(struct dec *d, struct frame *t, const char *key, size_t n)
+{
+	int i = find_field(t->desc, key, n);
+
+	t->f = NULL;
+	if (i < 0)
+		return 0; /* unknown fields are ignored */
+	/* `watcherId` and `watcher_id` in one object name one field. */
+	if (field_seen(t, (unsigned)i))
+		return dec_fail(d, "duplicate field %.*s", (int)(n > 64 ? 64 : n), key);
+	t->f = &t->desc->fields[i];
 	return 0;
 }
 
-static int dec_map_key(struct dec *d, const ProtobufCFieldDescriptor *kf, const char *field,
-		       const char *key, void *dst)
+/* The value of field t->f of the message of frame t. */
+static int message_value(struct dec *d, struct frame *t, const struct ev *v)
 {
+	const ProtobufCFieldDescriptor *f = t->f;
+	char *base = (char *)t->msg;
+	int r;
+
+	if (!f) {
+		if (v->k == EV_OBJECT || v->k == EV_ARRAY)
+			return push(d, FR_SKIP, NULL, NULL);
+		return 0;
+	}
+	if (v->k == EV_NULL)
+		return 0; /* null means unset */
+	if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+		if (field_is_map(f)) {
+			if (v->k != EV_OBJECT)
+				return dec_bad_value(d, "map", f, v);
+			return push(d, FR_MAP, t->msg, f);
+		}
+		if (v->k != EV_ARRAY)
+			return dec_bad_repeated(d, f, v);
+		return push(d, FR_LIST, t->msg, f);
+	}
+	if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+		uint32_t *qcase = (uint32_t *)(base + f->quantifier_offset);
+
+		if (*qcase != 0) {
+			const ProtobufCFieldDescriptor *other =
+				protobuf_c_message_descriptor_get_field(t->desc, *qcase);
+			char oname[128] = "?", name[128];
+
+			if (other)
+				json_name(other, oname, sizeof(oname));
+			return dec_fail(d, "oneof fields %s and %s are both set", oname,
+					json_name(f, name, sizeof(name)));
+		}
+		/* Set before a message member's fields are read, so that a
+		   failure inside it frees it with the rest. */
+		r = store_value(d, f, f, v, base + f->offset);
+		if (r == 0)
+			*qcase = f->id;
+		return r < 0 ? -1 : 0;
+	}
+	r = store_value(d, f, f, v, base + f->offset);
+	if (r == 0 && f->label == PROTOBUF_C_LABEL_OPTIONAL && f->type != PROTOBUF_C_TYPE_STRING &&
+	    f->type != PROTOBUF_C_TYPE_MESSAGE)
+		*(protobuf_c_boolean *)(base + f->quantifier_offset) = 1;
+	return r < 0 ? -1 : 0;
+}
+
+/* An element of the repeated field of frame t. */
+static int list_value(struct dec *d, struct frame *t, const struct ev *v)
+{
+	const ProtobufCFieldDescriptor *f = t->f;
+	size_t *qn = (size_t *)((char *)t->msg + f->quantifier_offset);
+	void *slot;
+	int r;
+
+	if (v->k == EV_NULL)
+		return dec_bad_repeated(d, f, v);
+	if (!(slot = list_slot(d, t, pbjson_value_size(f->type))))
+		return -1;
+	r = store_value(d, f, f, v, slot);
+	/* *qn counts the elements stored, so a failure part-way leaves a
+	   message that protobuf_c_message_free_unpacked() frees cleanly (a
+	   message element is counted as soon as it is opened). */
+	if (r == 0)
+		(*qn)++;
+	return r < 0 ? -1 : 0;
+}
+
+/* A key of the map of frame t: a new entry, its key set. */
+static int map_key(struct dec *d, struct frame *t, const char *key, size_t n)
+{
+	const ProtobufCMessageDescriptor *ed = t->f->descriptor;
+	const ProtobufCFieldDescriptor *kf = &ed->fields[0];
+	ProtobufCMessage *e = msg_new(d, ed);
+	void *dst;
 	struct intval iv;
 	int64_t sv;
 	uint64_t uv;
-	json_t *tmp;
 
+	if (!e)
+		return dec_fail(d, "out of memory");
+	t->entry = e;
+	dst = (char *)e + kf->offset;
 	switch (kf->type) {
 	case PROTOBUF_C_TYPE_STRING: {
-		size_t n = strlen(key);
 		char *s = dec_alloc(d, n + 1);
 
 		if (!s)
 			return dec_fail(d, "out of memory");
-		memcpy(s, key, n + 1);
+		memcpy(s, key, n);
+		s[n] = '\0';
 		*(char **)dst = s;
 		return 0;
 	}
 	case PROTOBUF_C_TYPE_BOOL:
-		if (strcmp(key, "true") == 0 || strcmp(key, "false") == 0) {
+		if ((n == 4 && memcmp(key, "true", 4) == 0) || (n == 5 && memcmp(key, "false", 5) == 0)) {
 			*(protobuf_c_boolean *)dst = key[0] == 't';
 			return 0;
 		}
@@ -1740,7 +2004,7 @@ static int dec_map_key(struct dec *d, const ProtobufCFieldDescriptor *kf, const 
 	case PROTOBUF_C_TYPE_INT32:
 	case PROTOBUF_C_TYPE_SINT32:
 	case PROTOBUF_C_TYPE_SFIXED32:
-		if (parse_int_text(key, strlen(key), &iv) && intval_signed(&iv, INT32_MAX, &sv)) {
+		if (parse_int_text(key, n, &iv) && intval_signed(&iv, INT32_MAX, &sv)) {
 			*(int32_t *)dst = (int32_t)sv;
 			return 0;
 		}
@@ -1748,21 +2012,21 @@ static int dec_map_key(struct dec *d, const ProtobufCFieldDescriptor *kf, const 
 	case PROTOBUF_C_TYPE_INT64:
 	case PROTOBUF_C_TYPE_SINT64:
 	case PROTOBUF_C_TYPE_SFIXED64:
-		if (parse_int_text(key, strlen(key), &iv) && intval_signed(&iv, INT64_MAX, &sv)) {
+		if (parse_int_text(key, n, &iv) && intval_signed(&iv, INT64_MAX, &sv)) {
 			*(int64_t *)dst = sv;
 			return 0;
 		}
 		break;
 	case PROTOBUF_C_TYPE_UINT32:
 	case PROTOBUF_C_TYPE_FIXED32:
-		if (parse_int_text(key, strlen(key), &iv) && intval_unsigned(&iv, UINT32_MAX, &uv)) {
+		if (parse_int_text(key, n, &iv) && intval_unsigned(&iv, UINT32_MAX, &uv)) {
 			*(uint32_t *)dst = (uint32_t)uv;
 			return 0;
 		}
 		break;
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:
-		if (parse_int_text(key, strlen(key), &iv) && intval_unsigned(&iv, UINT64_MAX, &uv)) {
+		if (parse_int_text(key, n, &iv) && intval_unsigned(&iv, UINT64_MAX, &uv)) {
 			*(uint64_t *)dst = uv;
 			return 0;
 		}
@@ -1770,342 +2034,626 @@ static int dec_map_key(struct dec *d, const ProtobufCFieldDescriptor *kf, const 
 	default:
 		break;
 	}
-	tmp = json_string(key);
-	if (!tmp)
-		return dec_fail(d, "invalid map key for field %s", field);
-	dec_bad_value(d, "map key", field, tmp);
-	json_decref(tmp);
-	return -1;
+	{
+		struct ev kv = { .k = EV_STRING, .s = key, .n = n };
+
+		return dec_bad_value(d, "map key", t->f, &kv);
+	}
 }
 
-static int dec_map(struct dec *d, ProtobufCMessage *m, const ProtobufCFieldDescriptor *f,
-		   const char *field, const json_t *v, int depth)
+/* The value of the entry whose key frame t (a map) just read. */
+static int map_value(struct dec *d, struct frame *t, const struct ev *v)
 {
-	const ProtobufCMessageDescriptor *ed = f->descriptor;
-	const ProtobufCFieldDescriptor *kf = &ed->fields[0], *vf = &ed->fields[1];
-	char *base = (char *)m;
-	size_t *qn = (size_t *)(base + f->quantifier_offset);
-	ProtobufCMessage ***arrp = (ProtobufCMessage ***)(base + f->offset);
-	const char *key;
-	json_t *val;
-	size_t n;
+	const ProtobufCFieldDescriptor *vf = &((const ProtobufCMessageDescriptor *)t->f->descriptor)->fields[1];
+	size_t *qn = (size_t *)((char *)t->msg + t->f->quantifier_offset);
+	ProtobufCMessage *e = t->entry, **slot;
+	int r;
 
-	if (!json_is_object(v))
-		return dec_bad_value(d, "map", field, v);
-	n = json_object_size(v);
-	if (n == 0)
-		return 0;
-	if (n > SIZE_MAX / sizeof(**arrp) || !(*arrp = dec_alloc(d, n * sizeof(**arrp))))
-		return dec_fail(d, "out of memory");
-	memset(*arrp, 0, n * sizeof(**arrp));
-	*qn = 0;
-	json_object_foreach((json_t *)v, key, val) {
-		ProtobufCMessage *e;
-		int r;
-
-		if (*qn >= n)
-			break;
-		if (json_is_null(val))
-			return dec_bad_value(d, "map", field, val);
-		e = msg_new(d, ed);
-		if (!e)
-			return dec_fail(d, "out of memory");
-		if (dec_map_key(d, kf, field, key, (char *)e + kf->offset) < 0) {
-			protobuf_c_message_free_unpacked(e, d->alloc);
-			return -1;
-		}
-		r = dec_value(d, vf, field, val, (char *)e + vf->offset, depth);
-		if (r != 0) {
-			protobuf_c_message_free_unpacked(e, d->alloc);
-			if (r < 0)
-				return -1;
-			continue; /* unknown enum name: entry dropped */
-		}
-		(*arrp)[(*qn)++] = e;
+	if (v->k == EV_NULL)
+		return dec_bad_value(d, "map", t->f, v);
+	if (!(slot = list_slot(d, t, sizeof(*slot))))
+		return -1;
+	/* The entry is the message's from here (a message value is filled
+	   after this returns). */
+	*slot = e;
+	(*qn)++;
+	t->entry = NULL;
+	r = store_value(d, vf, t->f, v, (char *)e + vf->offset);
+	if (r == 1) {
+		/* An unknown enum name: the entry is dropped. */
+		(*qn)--;
+		*slot = NULL;
+		protobuf_c_message_free_unpacked(e, d->alloc);
 	}
-	if (*qn == 0) {
-		dec_free(d, *arrp);
-		*arrp = NULL;
+	return r < 0 ? -1 : 0;
+}
+
+/* The map of frame t ends: its keys must differ (protojson refuses a
+   duplicate map key as it does a duplicate field). */
+static int map_end(struct dec *d, struct frame *t)
+{
+	const ProtobufCFieldDescriptor *kf = &((const ProtobufCMessageDescriptor *)t->f->descriptor)->fields[0];
+	size_t n = *(size_t *)((char *)t->msg + t->f->quantifier_offset);
+	const ProtobufCMessage **ents = *(const ProtobufCMessage ***)((char *)t->msg + t->f->offset);
+	const ProtobufCMessage *dup = NULL;
+
+	if (n <= 8) {
+		for (size_t i = 1; i < n && !dup; i++)
+			for (size_t j = 0; j < i; j++)
+				if (map_key_cmp(kf, ents[i], ents[j]) == 0) {
+					dup = ents[i];
+					break;
+				}
+	} else {
+		/* Sorted copies: n log n, not n^2, for a map of many keys. */
+		const ProtobufCMessage **v = malloc(2 * n * sizeof(*v));
+
+		if (!v)
+			return dec_fail(d, "out of memory");
+		memcpy(v, ents, n * sizeof(*v));
+		map_sort(kf, v, v + n, n);
+		for (size_t i = 1; i < n; i++)
+			if (map_key_cmp(kf, v[i - 1], v[i]) == 0) {
+				dup = v[i];
+				break;
+			}
+		free(v);
+	}
+	if (dup) {
+		char what[80], name[128];
+
+		if (kf->type == PROTOBUF_C_TYPE_STRING) {
+			const char *k = *(char *const *)((const char *)dup + kf->offset);
+			struct ev kv = { .k = EV_STRING, .s = k, .n = strlen(k) };
+
+			describe(&kv, what, sizeof(what));
+		} else {
+			snprintf(what, sizeof(what), "(a %s)", type_name(kf->type));
+		}
+		return dec_fail(d, "duplicate key in map field %s: %s", json_name(t->f, name, sizeof(name)), what);
+	}
+	list_end(d, t);
+	return 0;
+}
+
+/* A value wherever the frames say it goes. */
+static int on_value(struct dec *d, const struct ev *v)
+{
+	struct frame *t;
+
+	if (d->nf == 0) {
+		char what[80];
+
+		if (d->root || d->done)
+			return dec_fail(d, "internal error: a second document value");
+		if (is_timestamp(d->desc)) {
+			if (dec_timestamp(d, d->desc, NULL, v, &d->root) < 0)
+				return -1;
+			d->done = true;
+			return 0;
+		}
+		if (v->k != EV_OBJECT) {
+			describe(v, what, sizeof(what));
+			return dec_fail(d, "expected a JSON object, got %s", what);
+		}
+		return open_message(d, d->desc, &d->root);
+	}
+	t = &d->fr[d->nf - 1];
+	switch (t->kind) {
+	case FR_MESSAGE:
+		return message_value(d, t, v);
+	case FR_LIST:
+		return list_value(d, t, v);
+	case FR_MAP:
+		return map_value(d, t, v);
+	default: /* FR_SKIP */
+		if (v->k == EV_OBJECT || v->k == EV_ARRAY)
+			t->skip++;
+		return 0;
+	}
+}
+
+static void pop(struct dec *d)
+{
+	struct frame *t = &d->fr[--d->nf];
+
+	free(t->seen_more);
+	t->seen_more = NULL;
+}
+
+/* An object or array ends. */
+static int on_end(struct dec *d)
+{
+	struct frame *t = &d->fr[d->nf - 1];
+
+	switch (t->kind) {
+	case FR_SKIP:
+		if (--t->skip == 0)
+			pop(d);
+		return 0;
+	case FR_LIST:
+		list_end(d, t);
+		break;
+	case FR_MAP:
+		if (map_end(d, t) < 0)
+			return -1;
+		break;
+	default:
+		break;
+	}
+	pop(d);
+	if (d->nf == 0)
+		d->done = true;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* yajl's callbacks                                                        */
+
+/* Where the text stands after the token being reported. */
+static size_t dec_here(struct dec *d)
+{
+	return d->finishing ? d->len : yajl_get_bytes_consumed(d->h);
+}
+
+/* Between tokens JSON allows space, tab, CR and LF; yajl also skips \v
+   and \f. (Inside a string every control character is yajl's error.) */
+static int check_gap(struct dec *d, size_t from, size_t to)
+{
+	for (size_t i = from; i < to; i++)
+		if (d->json[i] == '\v' || d->json[i] == '\f')
+			return dec_syntax(d, i, "invalid character between tokens");
+	return 0;
+}
+
+/* Offset of the first byte of s[0..n) that is not valid UTF-8 (Go's
+   rules), or n. */
+static size_t utf8_check(const unsigned char *s, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		uint64_t w;
+
+		while (i + 8 <= n) {
+			memcpy(&w, s + i, 8);
+			if (w & 0x8080808080808080ull)
+				break;
+			i += 8;
+		}
+		while (i < n && s[i] < 0x80)
+			i++;
+		if (i < n) {
+			size_t k = utf8_seq_len(s + i, n - i);
+
+			if (k == 0)
+				return i;
+			i += k;
+		}
+	}
+	return n;
+}
+
+static int hex4(const char *p)
+{
+	int v = 0;
+
+	for (int i = 0; i < 4; i++) {
+		char c = p[i];
+
+		v = v * 16 + (c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+	}
+	return v;
+}
+
+/*
+ * The raw text of a string with escapes, [p, end): its bytes valid UTF-8
+ * and every \u a character other than NUL, surrogates only in pairs.
+ * (The lexer has checked that each escape is one JSON allows.)
+ */
+static int check_escaped(struct dec *d, const char *p, const char *end)
+{
+	while (p < end) {
+		const char *bs = memchr(p, '\\', (size_t)(end - p));
+		size_t run = (bs ? bs : end) - p, bad = utf8_check((const unsigned char *)p, run);
+		int cp;
+
+		if (bad < run)
+			return dec_syntax(d, (size_t)(p + bad - d->json), "invalid UTF-8 in a string");
+		if (!bs)
+			break;
+		if (bs[1] != 'u') {
+			p = bs + 2;
+			continue;
+		}
+		cp = hex4(bs + 2);
+		if (cp == 0)
+			return dec_syntax(d, (size_t)(bs - d->json), "\\u0000 in a string (NUL is not allowed)");
+		if (cp >= 0xdc00 && cp <= 0xdfff)
+			return dec_syntax(d, (size_t)(bs - d->json), "unpaired UTF-16 surrogate in a string");
+		if (cp >= 0xd800 && cp <= 0xdbff) {
+			int lo;
+
+			if (end - bs < 12 || bs[6] != '\\' || bs[7] != 'u' || (lo = hex4(bs + 8)) < 0xdc00 ||
+			    lo > 0xdfff)
+				return dec_syntax(d, (size_t)(bs - d->json), "unpaired UTF-16 surrogate in a string");
+			p = bs + 12;
+			continue;
+		}
+		p = bs + 6;
 	}
 	return 0;
 }
 
-static int dec_field(struct dec *d, ProtobufCMessage *m, const ProtobufCFieldDescriptor *f,
-		     const json_t *v, int depth)
+/* A string or key token (its text decoded in s, n): checked where yajl
+   does not, and the text after the token before it. */
+static int check_string(struct dec *d, const unsigned char *s, size_t n)
 {
-	char *base = (char *)m;
-	char field[128];
-	int r;
+	size_t end = dec_here(d), bad;
+	const char *q;
 
-	json_name(f, field, sizeof(field));
-	if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-		if (field_is_map(f))
-			return dec_map(d, m, f, field, v, depth);
-		return dec_list(d, m, f, field, v, depth);
+	if (d->finishing)
+		return 0; /* (never: a string is whole before the text ends) */
+	if ((const char *)s >= d->json && (const char *)s <= d->json + d->len) {
+		/* No escapes: yajl hands over the text itself. */
+		if (check_gap(d, d->last, (size_t)((const char *)s - 1 - d->json)) < 0)
+			return -1;
+		d->last = end;
+		bad = utf8_check(s, n);
+		if (bad < n)
+			return dec_syntax(d, (size_t)((const char *)s + bad - d->json), "invalid UTF-8 in a string");
+		return 0;
 	}
-	if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
-		uint32_t *qcase = (uint32_t *)(base + f->quantifier_offset);
-
-		if (*qcase != 0) {
-			const ProtobufCFieldDescriptor *other =
-				protobuf_c_message_descriptor_get_field(m->descriptor, *qcase);
-			char oname[128] = "?";
-
-			if (other)
-				json_name(other, oname, sizeof(oname));
-			return dec_fail(d, "oneof fields %s and %s are both set", oname, field);
-		}
-		r = dec_value(d, f, field, v, base + f->offset, depth);
-		if (r == 0)
-			*qcase = f->id;
-		return r < 0 ? -1 : 0;
-	}
-	r = dec_value(d, f, field, v, base + f->offset, depth);
-	if (r == 0 && f->label == PROTOBUF_C_LABEL_OPTIONAL && f->type != PROTOBUF_C_TYPE_STRING &&
-	    f->type != PROTOBUF_C_TYPE_MESSAGE)
-		*(protobuf_c_boolean *)(base + f->quantifier_offset) = 1;
-	return r < 0 ? -1 : 0;
+	/* Decoded into yajl's buffer: look at the raw token, which begins at
+	   the first quote after the previous token (nothing between two
+	   tokens is a quote) and ends at the parser's offset. */
+	q = memchr(d->json + d->last, '"', end - d->last);
+	if (!q || end < 2 || (size_t)(q - d->json) > end - 2)
+		return dec_syntax(d, d->last, "internal error: string token not found");
+	if (check_gap(d, d->last, (size_t)(q - d->json)) < 0)
+		return -1;
+	d->last = end;
+	return check_escaped(d, q + 1, d->json + end - 1);
 }
 
-/* Field index for a JSON key (JSON name or proto name), or -1. */
-static int find_field(const ProtobufCMessageDescriptor *desc, const char *key)
+static int y_null(void *ctx)
 {
-	for (unsigned i = 0; i < desc->n_fields; i++)
-		if (json_name_eq(desc->fields[i].name, key) || strcmp(desc->fields[i].name, key) == 0)
-			return (int)i;
-	return -1;
+	struct dec *d = ctx;
+	struct ev v = { .k = EV_NULL };
+	size_t end = dec_here(d);
+
+	if (check_gap(d, d->last, end) < 0)
+		return 0;
+	d->last = end;
+	if (!d->failed)
+		on_value(d, &v);
+	return !d->stop;
 }
 
-static ProtobufCMessage *dec_message(struct dec *d, const ProtobufCMessageDescriptor *desc,
-				     const json_t *v, const char *field, int depth)
+static int y_boolean(void *ctx, int b)
 {
-	ProtobufCMessage *m = NULL;
-	unsigned char seen_small[64], *seen = seen_small;
-	const char *key;
-	json_t *val;
+	struct dec *d = ctx;
+	struct ev v = { .k = EV_BOOL, .b = b != 0 };
+	size_t end = dec_here(d);
 
-	if (depth > PBJSON_MAX_DEPTH) {
+	if (check_gap(d, d->last, end) < 0)
+		return 0;
+	d->last = end;
+	if (!d->failed)
+		on_value(d, &v);
+	return !d->stop;
+}
+
+static int y_number(void *ctx, const char *s, size_t n)
+{
+	struct dec *d = ctx;
+	struct ev v = { .k = EV_NUMBER, .s = s, .n = n };
+	size_t end = dec_here(d);
+
+	if (check_gap(d, d->last, end) < 0)
+		return 0;
+	d->last = end;
+	if (!d->failed)
+		on_value(d, &v);
+	return !d->stop;
+}
+
+static int y_string(void *ctx, const unsigned char *s, size_t n)
+{
+	struct dec *d = ctx;
+	struct ev v = { .k = EV_STRING, .s = (const char *)s, .n = n };
+
+	if (check_string(d, s, n) < 0)
+		return 0;
+	if (!d->failed)
+		on_value(d, &v);
+	return !d->stop;
+}
+
+static int y_start(struct dec *d, enum ev_kind k)
+{
+	struct ev v = { .k = k };
+	size_t end = dec_here(d);
+
+	if (check_gap(d, d->last, end) < 0)
+		return 0;
+	d->last = end;
+	/* Also after an invalid value: it bounds yajl's stack of states. */
+	if (++d->depth > PBJSON_MAX_DEPTH) {
+		d->failed = false;
 		dec_fail(d, "exceeds maximum nesting depth %d", PBJSON_MAX_DEPTH);
-		return NULL;
+		d->stop = true;
+		return 0;
 	}
-	if (!json_is_object(v)) {
-		if (field)
-			dec_bad_value(d, "message", field, v);
-		else
-			dec_bad_value(d, "message", desc->name, v);
-		return NULL;
-	}
-	m = msg_new(d, desc);
-	if (!m)
-		goto oom;
-	if (desc->n_fields > sizeof(seen_small)) {
-		seen = calloc(desc->n_fields, 1);
-		if (!seen)
-			goto oom;
-	} else {
-		memset(seen, 0, desc->n_fields);
-	}
-	json_object_foreach((json_t *)v, key, val) {
-		int i = find_field(desc, key);
-
-		if (i < 0)
-			continue; /* unknown fields are ignored */
-		/* `watcherId` and `watcher_id` in one object name one field. */
-		if (seen[i]) {
-			dec_fail(d, "duplicate field %s", key);
-			goto fail;
-		}
-		seen[i] = 1;
-		if (json_is_null(val))
-			continue;
-		if (dec_field(d, m, &desc->fields[i], val, depth) < 0)
-			goto fail;
-	}
-	if (seen != seen_small)
-		free(seen);
-	return m;
-oom:
-	dec_fail(d, "out of memory");
-fail:
-	if (seen != seen_small)
-		free(seen);
-	if (m)
-		protobuf_c_message_free_unpacked(m, d->alloc);
-	return NULL;
+	if (!d->failed)
+		on_value(d, &v);
+	return !d->stop;
 }
 
-/*
- * jansson recurses once per nesting level; bound the depth before handing
- * it the text so a document of a million `[` cannot exhaust the stack.
- */
-static bool json_too_deep(const char *s, size_t n, int max)
+static int y_start_map(void *ctx)
 {
-	int depth = 0;
-	bool in_str = false;
-
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (in_str) {
-			if (c == '\\')
-				i++;
-			else if (c == '"')
-				in_str = false;
-			continue;
-		}
-		if (c == '"')
-			in_str = true;
-		else if (c == '{' || c == '[') {
-			if (++depth > max)
-				return true;
-		} else if (c == '}' || c == ']')
-			depth--;
-	}
-	return false;
+	return y_start(ctx, EV_OBJECT);
 }
+
+static int y_start_array(void *ctx)
+{
+	return y_start(ctx, EV_ARRAY);
+}
+
+static int y_map_key(void *ctx, const unsigned char *s, size_t n)
+{
+	struct dec *d = ctx;
+	struct frame *t;
+
+	if (check_string(d, s, n) < 0 || d->failed)
+		return !d->stop;
+	t = &d->fr[d->nf - 1];
+	if (t->kind == FR_MESSAGE)
+		message_key(d, t, (const char *)s, n);
+	else if (t->kind == FR_MAP)
+		map_key(d, t, (const char *)s, n);
+	return !d->stop;
+}
+
+static int y_end(void *ctx)
+{
+	struct dec *d = ctx;
+	size_t end = dec_here(d);
+
+	if (check_gap(d, d->last, end) < 0)
+		return 0;
+	d->last = end;
+	d->depth--;
+	if (!d->failed)
+		on_end(d);
+	return !d->stop;
+}
+
+static const yajl_callbacks dec_callbacks = {
+	.yajl_null = y_null,
+	.yajl_boolean = y_boolean,
+	.yajl_number = y_number,
+	.yajl_string = y_string,
+	.yajl_start_map = y_start_map,
+	.yajl_map_key = y_map_key,
+	.yajl_end_map = y_end,
+	.yajl_start_array = y_start_array,
+	.yajl_end_array = y_end,
+};
 
 /* ---------------------------------------------------------------------- */
-/* jansson's memory during a decode                                        */
+/* yajl's memory                                                           */
 
-/*
- * jansson builds a tree per document: the object, its hash table, a pair
- * per key, a string per value, each from malloc and each freed again by
- * json_decref(): for a small request that was half of the decode. While
- * pbjson_decode() parses, this thread's jansson allocations come from an
- * arena instead (bump allocation from a thread-local block, then from
- * chained blocks), nothing is freed one by one, and the tree is dropped
- * whole at the end. Blocks of JA_BIG bytes or more (a long string's
- * buffer as the lexer doubles it) are malloc'd on their own and given back
- * when jansson frees them, so a 16 MiB string costs what it did.
- *
- * jansson's hooks are process-wide (json_set_alloc_funcs), so they look at
- * a thread-local pointer: other threads, and this one outside a decode,
- * get malloc and free as before.
- */
-#define JA_FIRST 8192
-#define JA_BLOCK 32768
-#define JA_BIG 8192
-
-struct ja_blk {
-	struct ja_blk *next;
-	_Alignas(16) char data[];
-};
-
-struct jarena {
-	char *cur, *end;
-	struct ja_blk *blocks; /* malloc'd blocks bumped into */
-	struct ja_blk *big;    /* malloc'd one per big allocation */
-};
-
-static __thread struct jarena *ja_cur;
-static __thread _Alignas(16) char ja_first[JA_FIRST];
-static pthread_once_t ja_once = PTHREAD_ONCE_INIT;
-
-static void *ja_slow(struct jarena *a, size_t n)
+static void *ya_alloc(struct yarena *a, size_t n)
 {
-	struct ja_blk *blk;
+	struct ya_hdr *h;
 
-	if (n >= JA_BIG) {
-		blk = malloc(sizeof(*blk) + n);
-		if (!blk)
-			return NULL;
-		blk->next = a->big;
-		a->big = blk;
-		return blk->data;
-	}
-	blk = malloc(sizeof(*blk) + JA_BLOCK);
-	if (!blk)
-		return NULL;
-	blk->next = a->blocks;
-	a->blocks = blk;
-	a->cur = blk->data + n;
-	a->end = blk->data + JA_BLOCK;
-	return blk->data;
-}
-
-static void *ja_malloc(size_t n)
-{
-	struct jarena *a = ja_cur;
-	char *p;
-
-	if (!a)
-		return malloc(n);
 	if (n > SIZE_MAX / 2)
 		return NULL;
 	n = (n + 15) & ~(size_t)15;
-	if (n > (size_t)(a->end - a->cur))
-		return ja_slow(a, n);
-	p = a->cur;
-	a->cur += n;
+	if (n >= YA_BIG) {
+		h = malloc(sizeof(*h) + n);
+		if (!h)
+			return NULL;
+		h->big = true;
+		h->prev = NULL;
+		h->next = a->big;
+		if (a->big)
+			a->big->prev = h;
+		a->big = h;
+	} else {
+		if (sizeof(*h) + n > (size_t)(a->end - a->cur)) {
+			struct ya_blk *blk = malloc(sizeof(*blk) + YA_BLOCK);
+
+			if (!blk)
+				return NULL;
+			blk->next = a->blocks;
+			a->blocks = blk;
+			a->cur = blk->data;
+			a->end = blk->data + YA_BLOCK;
+		}
+		h = (struct ya_hdr *)a->cur;
+		a->cur += sizeof(*h) + n;
+		h->big = false;
+	}
+	h->size = n;
+	return h + 1;
+}
+
+static void *ya_malloc(void *ctx, size_t n)
+{
+	struct yarena *a = ctx;
+	void *p = ya_alloc(a, n);
+
+	if (!p)
+		longjmp(*a->oom, 1);
 	return p;
 }
 
-static void ja_free(void *p)
+static void ya_unlink(struct yarena *a, struct ya_hdr *h)
 {
-	struct jarena *a = ja_cur;
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		a->big = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+}
 
-	if (!a) {
-		free(p);
-		return;
+static void ya_free(void *ctx, void *p)
+{
+	struct ya_hdr *h = p ? (struct ya_hdr *)p - 1 : NULL;
+
+	/* Small blocks go with the arena. */
+	if (h && h->big) {
+		ya_unlink(ctx, h);
+		free(h);
 	}
+}
+
+static void *ya_realloc(void *ctx, void *p, size_t n)
+{
+	struct yarena *a = ctx;
+	struct ya_hdr *h;
+	void *q;
+
 	if (!p)
-		return;
-	/* Only a big block goes back now; the rest goes with the arena. */
-	for (struct ja_blk **bp = &a->big; *bp; bp = &(*bp)->next) {
-		if ((*bp)->data == p) {
-			struct ja_blk *blk = *bp;
+		return ya_malloc(ctx, n);
+	h = (struct ya_hdr *)p - 1;
+	if (n <= h->size)
+		return p;
+	if (h->big && n <= SIZE_MAX / 2) {
+		struct ya_hdr *nh;
 
-			*bp = blk->next;
-			free(blk);
-			return;
+		n = (n + 15) & ~(size_t)15;
+		ya_unlink(a, h);
+		nh = realloc(h, sizeof(*h) + n);
+		if (!nh) {
+			/* Still ours to free at the end. */
+			h->prev = NULL;
+			h->next = a->big;
+			if (a->big)
+				a->big->prev = h;
+			a->big = h;
+			longjmp(*a->oom, 1);
 		}
+		nh->size = n;
+		nh->prev = NULL;
+		nh->next = a->big;
+		if (a->big)
+			a->big->prev = nh;
+		a->big = nh;
+		return nh + 1;
 	}
+	q = ya_malloc(ctx, n);
+	memcpy(q, p, h->size);
+	return q;
 }
 
-static void ja_install(void)
+static void ya_begin(struct yarena *a)
 {
-	json_malloc_t m;
-	json_free_t f;
-
-	/* Hooks someone else set (a test's) are left alone. */
-	json_get_alloc_funcs(&m, &f);
-	if (m == malloc && f == free)
-		json_set_alloc_funcs(ja_malloc, ja_free);
-}
-
-static void ja_begin(struct jarena *a)
-{
-	pthread_once(&ja_once, ja_install);
-	a->cur = ja_first;
-	a->end = ja_first + sizeof(ja_first);
+	a->cur = ya_first;
+	a->end = ya_first + sizeof(ya_first);
 	a->blocks = NULL;
 	a->big = NULL;
-	ja_cur = a;
 }
 
-/* Drop everything the arena gave out: the tree is not freed node by node. */
-static void ja_end(struct jarena *a)
+static void ya_end(struct yarena *a)
 {
-	ja_cur = NULL;
-	for (struct ja_blk **l = &a->blocks; l; l = l == &a->blocks ? &a->big : NULL) {
-		while (*l) {
-			struct ja_blk *blk = *l;
+	while (a->blocks) {
+		struct ya_blk *b = a->blocks;
 
-			*l = blk->next;
-			free(blk);
-		}
+		a->blocks = b->next;
+		free(b);
+	}
+	while (a->big) {
+		struct ya_hdr *h = a->big;
+
+		a->big = h->next;
+		free(h);
 	}
 }
 
-/* Are jansson's allocations ours? (A test may have pointed them elsewhere,
-   and then the tree must be freed the usual way.) */
-static bool ja_installed(void)
-{
-	json_malloc_t m;
-	json_free_t f;
+/* ---------------------------------------------------------------------- */
+/* The decode                                                              */
 
-	json_get_alloc_funcs(&m, &f);
-	return m == ja_malloc && f == ja_free;
+/* yajl's failure as "syntax error at line L column C: what". */
+static void dec_parser_error(struct dec *d)
+{
+	unsigned char *e = yajl_get_error(d->h, 0, NULL, 0);
+	char what[160];
+	size_t n;
+	const char *s = (const char *)e;
+
+	if (!s) {
+		dec_syntax(d, d->len, "invalid JSON");
+		return;
+	}
+	/* "parse error: trailing garbage\n" -> "trailing garbage" */
+	if (strncmp(s, "parse error: ", 13) == 0)
+		s += 13;
+	else if (strncmp(s, "lexical error: ", 15) == 0)
+		s += 15;
+	n = strlen(s);
+	while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '.'))
+		n--;
+	snprintf(what, sizeof(what), "%.*s", (int)n, s);
+	dec_syntax(d, d->finishing ? d->len : yajl_get_bytes_consumed(d->h), what);
+	yajl_free_error(d->h, e);
+}
+
+/* After the value only white space: yajl takes an unfinished token there
+   (`{}"`) for the end of the text. */
+static int check_end(struct dec *d)
+{
+	for (size_t i = d->last; i < d->len; i++)
+		if (d->json[i] != ' ' && d->json[i] != '\t' && d->json[i] != '\n' && d->json[i] != '\r')
+			return dec_syntax(d, i, "trailing garbage");
+	return 0;
+}
+
+static void dec_parse(struct dec *d)
+{
+	static yajl_alloc_funcs afs = { ya_malloc, ya_realloc, ya_free, NULL };
+	yajl_alloc_funcs mine = afs;
+	yajl_status st;
+
+	mine.ctx = &d->arena;
+	d->h = yajl_alloc(&dec_callbacks, &mine, d);
+	if (!d->h) {
+		dec_fail(d, "out of memory");
+		return;
+	}
+	/* Checked here, by Go's rules (see above). */
+	yajl_config(d->h, yajl_dont_validate_strings, 1);
+	st = yajl_parse(d->h, (const unsigned char *)d->json, d->len);
+	if (st == yajl_status_ok && !d->done) {
+		/* Only the end of the text ends a number at the very end (and
+		   yajl tells a text that stops early). With the value complete
+		   nothing is left to it: check_end() looks at the rest. */
+		d->finishing = true;
+		st = yajl_complete_parse(d->h);
+	}
+	if (st == yajl_status_error)
+		dec_parser_error(d);
+	else if (st == yajl_status_ok && check_end(d) == 0 && !d->failed && !d->done)
+		dec_syntax(d, d->len, "premature end of the text");
+	else if (st != yajl_status_ok && !d->failed)
+		dec_fail(d, "invalid JSON");
+}
+
+/* Run the parse; false when an allocation inside yajl failed (it jumps
+   back here; everything yajl had is in the arena, the message's state in
+   *d, so nothing of this frame is needed afterwards). */
+static bool dec_parse_guarded(struct dec *d)
+{
+	jmp_buf oom;
+
+	d->arena.oom = &oom;
+	if (setjmp(oom))
+		return false;
+	dec_parse(d);
+	return true;
 }
 
 static void *sys_alloc(void *ud, size_t n)
@@ -2129,46 +2677,41 @@ ProtobufCMessage *pbjson_decode(const ProtobufCMessageDescriptor *desc, const ch
 ProtobufCMessage *pbjson_decode_with(const ProtobufCMessageDescriptor *desc, const char *json,
 				     size_t len, ProtobufCAllocator *alloc, char *err, size_t errlen)
 {
-	struct dec d = { err, errlen, alloc ? alloc : &system_alloc };
-	ProtobufCMessage *m = NULL;
-	struct jarena arena;
-	json_error_t je;
-	json_t *root;
+	struct dec d;
 
 	if (errlen > 0)
 		err[0] = '\0';
+	/* The frames are set as they are pushed: only the rest is cleared. */
+	memset(&d, 0, offsetof(struct dec, fr));
+	d.err = err;
+	d.errlen = errlen;
+	d.alloc = alloc ? alloc : &system_alloc;
+	d.desc = desc;
+	d.json = json ? json : "";
+	d.len = json ? len : 0;
 	if (!desc) {
 		dec_fail(&d, "no message descriptor");
 		return NULL;
 	}
-	if (!json) {
-		json = "";
-		len = 0;
+	ya_begin(&d.arena);
+	if (!dec_parse_guarded(&d)) {
+		d.failed = false;
+		dec_fail(&d, "out of memory");
 	}
-	if (json_too_deep(json, len, PBJSON_MAX_DEPTH)) {
-		dec_fail(&d, "exceeds maximum nesting depth %d", PBJSON_MAX_DEPTH);
-		return NULL;
-	}
-	ja_begin(&arena);
-	root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
-	if (!root) {
-		ja_end(&arena);
-		dec_fail(&d, "syntax error at line %d column %d: %s", je.line, je.column, je.text);
-		return NULL;
-	}
-	if (is_timestamp(desc)) {
-		if (dec_timestamp(&d, desc, root, "(top level)", &m) < 0)
-			m = NULL;
-	} else if (!json_is_object(root)) {
-		char what[80];
+	ya_end(&d.arena);
+	if (!d.failed && d.done && d.root)
+		return d.root;
+	if (!d.failed)
+		dec_fail(&d, "invalid JSON");
+	/* A map entry waits for its value; the rest hangs off the root. */
+	while (d.nf > 0) {
+		struct frame *t = &d.fr[d.nf - 1];
 
-		describe(root, what, sizeof(what));
-		dec_fail(&d, "expected a JSON object, got %s", what);
-	} else {
-		m = dec_message(&d, desc, root, NULL, 1);
+		if (t->kind == FR_MAP && t->entry)
+			protobuf_c_message_free_unpacked(t->entry, d.alloc);
+		pop(&d);
 	}
-	if (!ja_installed())
-		json_decref(root);
-	ja_end(&arena);
-	return m;
+	if (d.root)
+		protobuf_c_message_free_unpacked(d.root, d.alloc);
+	return NULL;
 }

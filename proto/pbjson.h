@@ -13,12 +13,11 @@
  *   - 64-bit integers as strings, 32-bit integers as numbers, bytes as
  *     padded standard base64, enums by value name, map<K,V> as an object,
  *     google.protobuf.Timestamp as an RFC 3339 UTC string.
- * Input is checked strictly where protojson is strict (types, ranges,
- * duplicate oneof members) and leniently where it is lenient (unknown
- * fields and unknown enum names are ignored, null means unset).
- *
- * Known limit: a uint64 given as a JSON *number* above 2^63-1 is rejected
- * (the JSON parser stores integers as long long); as a string it works.
+ * Input is checked strictly where protojson is strict (RFC 8259 text with
+ * valid UTF-8 and no NUL, types, ranges read from the number's own text,
+ * duplicate fields, map keys and oneof members) and leniently where it is
+ * lenient (unknown fields, with any valid value and repeated keys, and
+ * unknown enum names are ignored; null means unset).
  *
  * Errors: the encoders return NULL, -ENOMEM or (a fixed buffer) -ENOBUFS;
  * the decoder returns NULL with a message (the RPC edge reports it as
@@ -81,12 +80,15 @@ size_t pbjson_field_name(const ProtobufCFieldDescriptor *f, char *out, size_t ca
  * message (no prefix, e.g. `invalid value for uint32 field pid: "x"`) into
  * err (always NUL-terminated when errlen > 0).
  *
- * The text is parsed by jansson, whose tree lives in a per-thread arena
- * for the length of the call (no allocation per node, no freeing node by
- * node): to that end the first call points jansson's allocator hooks
- * (json_set_alloc_funcs, process-wide) at functions that use the arena
- * while a decode runs on the calling thread and malloc/free otherwise;
- * hooks already set by someone else are left alone. Any thread.
+ * The text is parsed by yajl's streaming parser, whose events fill the
+ * message directly: no document tree. Errors: malformed text is
+ * `syntax error at line L column C: ...` (reported even when a value
+ * before it was invalid), nesting deeper than PBJSON_MAX_DEPTH
+ * `exceeds maximum nesting depth 64`, otherwise the first value that
+ * cannot be stored (`invalid value for ...`, `duplicate field ...`,
+ * `oneof fields ... are both set`) or `out of memory`; on any error all
+ * memory is given back. yajl's own memory comes from a per-thread arena
+ * (a thread-local block, then malloc). Any thread.
  */
 ProtobufCMessage *pbjson_decode(const ProtobufCMessageDescriptor *desc, const char *json,
 				size_t len, char *err, size_t errlen);

@@ -25,11 +25,11 @@ stamp=$root/.packages
 # dependencies on other -dev packages serve builds that read pkg-config or
 # CMake files, which this one does not.
 dev=(libc6-dev linux-libc-dev libcriterion-dev libnghttp2-dev libev-dev libprotobuf-c-dev
-     libjansson-dev libhttp-parser-dev libarchive-dev libpcre2-dev zlib1g-dev)
+     libyajl-dev libjansson-dev libhttp-parser-dev libarchive-dev libpcre2-dev zlib1g-dev)
 # The shared libraries the tests load, with everything they depend on
 # (the linker checks the symbols of these too), and the runtime of
 # -fsanitize=undefined.
-run=(libc6 libgcc-s1 libcriterion3 libnghttp2-14 libev4 libprotobuf-c1 libjansson4
+run=(libc6 libgcc-s1 libcriterion3 libnghttp2-14 libev4 libprotobuf-c1 libyajl2 libjansson4
      libhttp-parser2.9 libarchive13 libpcre2-8-0 zlib1g libubsan1)
 
 die() { echo "arm64-sysroot: $*" >&2; exit 1; }

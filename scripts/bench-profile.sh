@@ -22,7 +22,7 @@ CFLAGS=$(make -s -f Makefile -p 2>/dev/null | sed -n 's/^MUSL_CFLAGS := //p' | h
 [ -n "$CFLAGS" ] || { echo "cannot read MUSL_CFLAGS from the Makefile" >&2; exit 1; }
 CFLAGS=$(eval echo "$CFLAGS")
 objs=()
-for src in base/*.c proto/*.c http/*.c rpc/*.c pty/*.c process/*.c changes/*.c fs/*.c transfer/*.c sandbox/*.c envd/*.c build/gen/*.pb-c.c build/gen/google/protobuf/*.pb-c.c; do
+for src in base/*.c search/*.c proto/*.c http/*.c rpc/*.c pty/*.c process/*.c changes/*.c fs/*.c try/*.c transfer/*.c sandbox/*.c envd/*.c build/gen/*.pb-c.c build/gen/google/protobuf/*.pb-c.c; do
 	[ -f "$src" ] || continue
 	o=$out/obj/${src//\//_}.o
 	if [ ! -f "$o" ] || [ "$src" -nt "$o" ]; then
@@ -32,7 +32,7 @@ for src in base/*.c proto/*.c http/*.c rpc/*.c pty/*.c process/*.c changes/*.c f
 	objs+=("$o")
 done
 musl-gcc -static -Wl,--gc-sections "${objs[@]}" -o build/bench/envd-prof -Lbuild/deps/musl/lib \
-	-lnghttp2 -lev -lprotobuf-c -ljansson -lhttp_parser -larchive -lz -lm -lpthread
+	-lnghttp2 -lev -lprotobuf-c -lyajl -ljansson -lhttp_parser -larchive -lpcre2-8 -lz -lm -lpthread
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 tmp=$(mktemp -d build/bench/profile/tmp.XXXXXX)

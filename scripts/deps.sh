@@ -203,6 +203,24 @@ if ! stamp jansson; then
 	done_ jansson
 fi
 
+if ! stamp yajl; then
+	# The streaming JSON parser proto/pbjson decodes requests with. Its
+	# sources are compiled directly (the CMake build wants its tools and
+	# doxygen); yajl_version.h is made from its template as CMake would.
+	d=$(fetch yajl)
+	mkdir -p "$out/include/yajl"
+	(cd "$d" && rm -rf build-musl && mkdir -p build-musl/include/yajl \
+		&& cp src/api/yajl_common.h src/api/yajl_parse.h src/api/yajl_gen.h src/api/yajl_tree.h build-musl/include/yajl/ \
+		&& sed -e 's/${YAJL_MAJOR}/2/' -e 's/${YAJL_MINOR}/1/' -e 's/${YAJL_MICRO}/0/' \
+			src/api/yajl_version.h.cmake >build-musl/include/yajl/yajl_version.h \
+		&& for c in yajl yajl_alloc yajl_buf yajl_encode yajl_gen yajl_lex yajl_parser yajl_tree yajl_version; do
+			$CC $CFLAGS -Isrc -Ibuild-musl/include -c "src/$c.c" -o "build-musl/$c.o" || exit 1
+		done \
+		&& rm -f "$out/lib/libyajl.a" && $AR rcs "$out/lib/libyajl.a" build-musl/*.o \
+		&& cp build-musl/include/yajl/*.h "$out/include/yajl/")
+	done_ yajl
+fi
+
 if ! stamp http-parser; then
 	d=$(fetch http-parser)
 	(cd "$d" && $CC $CFLAGS -DHTTP_PARSER_STRICT=0 -c http_parser.c -o http_parser.o \

@@ -7,7 +7,7 @@
 set -euo pipefail
 
 pkgs=(gcc make cmake musl-tools dpkg-dev pkg-config protobuf-c-compiler
-      libcriterion-dev libnghttp2-dev libev-dev libprotobuf-c-dev libjansson-dev
+      libcriterion-dev libnghttp2-dev libev-dev libprotobuf-c-dev libyajl-dev libjansson-dev
       libhttp-parser-dev libarchive-dev libpcre2-dev zlib1g-dev ripgrep curl nghttp2-client nghttp2-server
       xz-utils bzip2 zip unzip patch file procps iproute2 util-linux passwd clang libclang-rt-14-dev python3 iptables
       qemu-system-x86 busybox-static socat e2fsprogs cpio debootstrap

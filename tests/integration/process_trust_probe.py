@@ -418,8 +418,10 @@ def waitfor(base, tmp):
     os.makedirs(os.path.join(d, "a", "b"))
     time.sleep(0.3)
     early = "resp" in w
-    open(target, "w").close()
+    # Taken before the file exists: the answer may come (and its thread
+    # note its time) before this thread runs again.
     t_made = time.time()
+    open(target, "w").close()
     w["thread"].join(HANG_S)
     code, r = w.get("resp", (0, {}))
     ok(not early and code == 200 and w.get("t", 0) >= t_made, "WaitFor on a path made later, below new directories",

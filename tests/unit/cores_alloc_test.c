@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "failalloc.h"
@@ -103,7 +104,7 @@ Test(cores_alloc, multipart_allocates_nothing)
 }
 
 /* ---------------------------------------------------------------------- */
-/* proto/pbjson.c: decode (jansson + protobuf-c message) and encode        */
+/* proto/pbjson.c: decode (yajl + protobuf-c message) and encode           */
 
 static const char start_json[] =
 	"{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-l\",\"-c\",\"echo hi\"],"
@@ -204,6 +205,39 @@ static int decode_bad_op(void *ctx)
 Test(cores_alloc, pbjson_decode_error_path_survives_failures)
 {
 	failalloc_run("decode error", decode_bad_op, NULL, FAILALLOC_MAY_ABSORB);
+}
+
+/* The parser's own memory: a string with escapes longer than its first
+   buffer (decoded in a buffer that doubles), a text cut inside a long
+   string (kept whole by the lexer), many frames. An allocation failing
+   inside yajl jumps back to the decoder, which gives everything back. */
+static char long_escaped[24 * 1024], long_cut[24 * 1024];
+
+static int decode_text_op(void *ctx)
+{
+	const char *j = ctx;
+	char err[128];
+	ProtobufCMessage *m = pbjson_decode(&process__start_request__descriptor, j, strlen(j), err, sizeof(err));
+
+	if (m) {
+		protobuf_c_message_free_unpacked(m, NULL);
+		return 0;
+	}
+	/* The cut text: its syntax error is its success. */
+	return strstr(err, "syntax error") ? 0 : -ENOMEM;
+}
+
+Test(cores_alloc, pbjson_decode_parser_memory_fails_cleanly)
+{
+	size_t o = (size_t)sprintf(long_escaped, "{\"process\":{\"cmd\":\"");
+
+	while (o < sizeof(long_escaped) - 64)
+		o += (size_t)sprintf(long_escaped + o, "ab\\n\\u00e9");
+	sprintf(long_escaped + o, "\",\"args\":[\"\\t\"]},\"x\":[[[[{}]]]]}");
+	cr_assert_gt(failalloc_run("long escaped string", decode_text_op, long_escaped, 0), 2);
+	memcpy(long_cut, long_escaped, sizeof(long_cut));
+	long_cut[sizeof(long_cut) - 200] = '\0';
+	cr_assert_gt(failalloc_run("cut string", decode_text_op, long_cut, FAILALLOC_MAY_ABSORB), 1);
 }
 
 /* ---------------------------------------------------------------------- */

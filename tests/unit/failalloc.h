@@ -19,7 +19,9 @@
  * allocation while lexing (upstream issue akheron/jansson#362, still open)
  * and then writes past its buffer, so failing its allocations crashes inside
  * the library, not in our code. Its allocations are bounded by our message
- * limit (-max-message) and made on an overcommitting kernel.
+ * limit (-max-message) and made on an overcommitting kernel. (Requests are
+ * parsed by yajl, whose allocations go through proto/pbjson.c's arena and
+ * so are counted and failed like ours.)
  *
  * Adding a core (for example the HTTP/1.1 parser or the Connect decoder):
  *   1. create tests/unit/<core>_alloc_test.c, #include "failalloc.h";

@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "proto/pbjson.h"
+#include "pbjson_tree.h"
 #include "process.pb-c.h"
 #include "filesystem.pb-c.h"
 #include "google/protobuf/timestamp.pb-c.h"
@@ -775,8 +776,9 @@ Test(pbjson, uint64_range)
 	DEC_ERR(d, "{\"from\":\"18446744073709551616\"}", "invalid value for uint64 field from");
 	DEC_ERR(d, "{\"from\":-1}", "uint64 field from: -1");
 	DEC_ERR(d, "{\"from\":\"-1\"}", "uint64 field from");
-	/* Known limit: above INT64_MAX only the string form is accepted. */
-	DEC_ERR(d, "{\"from\":18446744073709551615}", "syntax error");
+	/* Numbers are read from their text: the whole uint64 range either way. */
+	reencode(d, "{\"from\":18446744073709551615}", "{\"from\":\"18446744073709551615\"}");
+	DEC_ERR(d, "{\"from\":18446744073709551616}", "invalid value for uint64 field from: 18446744073709551616");
 }
 
 Test(pbjson, int32_numbers)
@@ -809,15 +811,18 @@ Test(pbjson, huge_numbers)
 {
 	const ProtobufCMessageDescriptor *d = &filesystem__list_dir_request__descriptor;
 
-	DEC_ERR(d, "{\"depth\":123456789012345678901234567890}", "syntax error");
-	DEC_ERR(d, "{\"depth\":1e400}", "syntax error");
+	/* Out of range for the field (what protojson says), however large. */
+	DEC_ERR(d, "{\"depth\":123456789012345678901234567890}",
+		"invalid value for uint32 field depth: 123456789012345678901234567890");
+	DEC_ERR(d, "{\"depth\":1e400}", "invalid value for uint32 field depth: 1e400");
 	DEC_ERR(d, "{\"depth\":1e300}", "uint32 field depth");
 	DEC_ERR(d, "{\"depth\":\"123456789012345678901234567890\"}", "uint32 field depth");
 	DEC_ERR(d, "{\"depth\":\"1e20\"}", "uint32 field depth");
 	DEC_ERR(d, "{\"depth\":\"100000000000000000000000000000000000000000000000000000000\"}",
 		"uint32 field depth");
-	/* Unknown fields may hold any valid number. */
+	/* Unknown fields may hold any valid number, whatever its size. */
 	reencode(d, "{\"x\":1e300,\"y\":-0.5,\"depth\":2}", "{\"depth\":2}");
+	reencode(d, "{\"x\":1e400,\"y\":-123456789012345678901234567890.5e-999,\"depth\":2}", "{\"depth\":2}");
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1179,11 +1184,12 @@ Test(pbjson, deep_nesting)
 		protobuf_c_message_free_unpacked(&m->base, NULL);
 	}
 
-	/* A huge unbalanced prefix neither crashes nor recurses. */
+	/* A huge unbalanced prefix neither crashes nor recurses. (`{{` is
+	   malformed at the second brace, before any depth is reached.) */
 	memset(buf, '[', n);
 	dec_err(d, buf, n, "nesting depth");
 	memset(buf, '{', n);
-	dec_err(d, buf, n, "nesting depth");
+	dec_err(d, buf, n, "syntax error at line 1");
 	free(buf);
 }
 
@@ -1269,6 +1275,81 @@ Test(pbjson, encoder_output_is_valid_json)
 /* ---------------------------------------------------------------------- */
 /* Robustness: mutated documents never crash or leak                       */
 
+/*
+ * Does the text hold a number the tree decoder read through a double (a
+ * fraction, an exponent, 16 digits or more)? There the two decoders may
+ * differ by design: the streaming one reads integers from the number's
+ * text, exactly, as protojson does.
+ */
+static bool has_inexact_number(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '"') {
+			for (i++; i < n && s[i] != '"'; i++)
+				if (s[i] == '\\')
+					i++;
+			continue;
+		}
+		if (s[i] == '-' || (s[i] >= '0' && s[i] <= '9')) {
+			size_t digits = 0;
+
+			for (; i < n && strchr("-+.eE0123456789", s[i]); i++) {
+				if (s[i] == '.' || s[i] == 'e' || s[i] == 'E')
+					return true;
+				digits += s[i] >= '0' && s[i] <= '9';
+			}
+			if (digits >= 16)
+				return true;
+			i--;
+		}
+	}
+	return false;
+}
+
+/*
+ * The streaming decoder against the tree-walking one it replaced: on every
+ * text one of them accepts, both accept and build the same message.
+ * Where jansson itself refused the text for a reason protojson does not
+ * have (a key repeated in an unknown object, a number beyond long long or
+ * double), the streaming decoder may accept; where numbers went through a
+ * double, values may differ; a raw NUL byte between tokens, which jansson
+ * lets through after a number, only the streaming decoder refuses.
+ * Returns whether the new decoder accepted.
+ */
+static bool agrees_with_tree(const ProtobufCMessageDescriptor *d, const char *json, size_t n)
+{
+	char err[256], terr[256];
+	bool parser_error;
+	ProtobufCMessage *m = pbjson_decode(d, json, n, err, sizeof(err));
+	ProtobufCMessage *t = pbjson_tree_decode(d, json, n, terr, sizeof(terr), &parser_error);
+	bool exempt = has_inexact_number(json, n) ||
+		      (!t && parser_error && (strstr(terr, "duplicate object key") || strstr(terr, "too big") ||
+					      strstr(terr, "overflow"))) ||
+		      (t && !m && memchr(json, '\0', n));
+
+	if (!m)
+		cr_assert_neq(err[0], '\0');
+	if (m && t) {
+		size_t l1 = protobuf_c_message_get_packed_size(m), l2 = protobuf_c_message_get_packed_size(t);
+		uint8_t *p1 = xmalloc(l1), *p2 = xmalloc(l2);
+
+		protobuf_c_message_pack(m, p1);
+		protobuf_c_message_pack(t, p2);
+		cr_assert(exempt || (l1 == l2 && memcmp(p1, p2, l1) == 0),
+			  "the decoders build different messages from %.*s", (int)n, json);
+		free(p1);
+		free(p2);
+	} else {
+		cr_assert(exempt || (!m && !t), "%.*s: streaming decoder %s, tree decoder %s", (int)n, json,
+			  m ? "accepts" : err, t ? "accepts" : terr);
+	}
+	if (m)
+		protobuf_c_message_free_unpacked(m, NULL);
+	if (t)
+		protobuf_c_message_free_unpacked(t, NULL);
+	return m != NULL;
+}
+
 Test(pbjson, mutation_fuzz)
 {
 	static const struct {
@@ -1332,6 +1413,7 @@ Test(pbjson, mutation_fuzz)
 				n = pos;
 			}
 		}
+		agrees_with_tree(seeds[si].d, buf, n);
 		m = pbjson_decode(seeds[si].d, buf, n, err, sizeof(err));
 		if (m) {
 			char *js = enc(m);
@@ -1600,8 +1682,8 @@ static void *mt_decode(void *arg)
 
 Test(pbjson, decoder_on_many_threads)
 {
-	/* The arena is per thread and jansson's hooks are shared: decodes on
-	   several threads at once, with encodes beside them, stay exact. */
+	/* The parser's arena is per thread: decodes on several threads at
+	   once, with encodes beside them, stay exact. */
 	pthread_t th[MT_THREADS];
 	struct mt_job jobs[MT_THREADS];
 	json_t *o;
@@ -1615,7 +1697,7 @@ Test(pbjson, decoder_on_many_threads)
 		pthread_join(th[i], NULL);
 		cr_assert_eq(jobs[i].bad, 0, "thread %d", i);
 	}
-	/* Other users of jansson on this thread still get malloc'd values. */
+	/* jansson, which the other users of JSON keep, is untouched. */
 	o = json_pack("{s:s}", "a", "b");
 	s = json_dumps(o, JSON_COMPACT);
 	cr_assert_str_eq(s, "{\"a\":\"b\"}");
@@ -1697,4 +1779,400 @@ Test(pbjson, field_names_for_pieces)
 	cr_assert_eq(pbjson_field_name(f, out, sizeof(out)), strlen("\"modifiedTime\":"));
 	cr_assert_eq(memcmp(out, "\"modifiedTime\":", 15), 0);
 	cr_assert_eq(pbjson_field_name(f, out, 10), 0, "too small: nothing");
+}
+
+/* ---------------------------------------------------------------------- */
+/* The streaming decoder at its edges                                      */
+
+Test(pbjson, keys_with_escapes_and_repeated_keys)
+{
+	const ProtobufCMessageDescriptor *st = &filesystem__stat_request__descriptor;
+	const ProtobufCMessageDescriptor *sel = &process__process_selector__descriptor;
+
+	/* A key with escapes is decoded before it is looked up, in either
+	   spelling of the field. */
+	reencode(st, "{\"pa\\u0074h\":\"/x\"}", "{\"path\":\"/x\"}");
+	reencode(st, "{\"\\u0070\\u0061\\u0074\\u0068\":\"/x\"}", "{\"path\":\"/x\"}");
+	reencode(&filesystem__get_watcher_events_request__descriptor, "{\"watcher\\u005fid\":\"w\"}",
+		 "{\"watcherId\":\"w\"}");
+	DEC_ERR(st, "{\"path\":\"a\",\"p\\u0061th\":\"b\"}", "duplicate field p");
+	/* An unknown key may repeat (protojson does not look at it), at any
+	   depth; a known one may not, null or not. */
+	reencode(st, "{\"x\":1,\"x\":[2],\"path\":\"/x\",\"y\":{\"z\":1,\"z\":{\"z\":2,\"z\":3}}}",
+		 "{\"path\":\"/x\"}");
+	DEC_ERR(st, "{\"path\":null,\"path\":\"a\"}", "duplicate field path");
+	DEC_ERR(st, "{\"path\":\"a\",\"path\":null}", "duplicate field path");
+	/* One oneof member twice is a duplicate field; two members, a oneof
+	   error; a member and null, one member. */
+	DEC_ERR(sel, "{\"pid\":1,\"pid\":1}", "duplicate field pid");
+	DEC_ERR(sel, "{\"tag\":\"a\",\"pid\":1}", "oneof fields tag and pid are both set");
+	reencode(sel, "{\"tag\":null,\"pid\":3}", "{\"pid\":3}");
+	DEC_ERR(&process__process_event__descriptor, "{\"start\":{\"pid\":1},\"start\":{}}", "duplicate field start");
+	/* Keys that only look like a field. */
+	reencode(st, "{\"path \":\"a\",\"pat\":\"b\",\"pathx\":\"c\",\"PATH\":\"d\",\"\":1}", "{}");
+}
+
+Test(pbjson, map_keys)
+{
+	const ProtobufCMessageDescriptor *cfg = &process__process_config__descriptor;
+	char *j = xmalloc(64 * 1024);
+	size_t o;
+	Process__ProcessConfig *m;
+
+	DEC_ERR(cfg, "{\"envs\":{\"A\":\"1\",\"A\":\"2\"}}", "duplicate key in map field envs: \"A\"");
+	DEC_ERR(cfg, "{\"envs\":{\"A\":\"1\",\"\\u0041\":\"2\"}}", "duplicate key in map field envs");
+	reencode(cfg, "{\"envs\":{\"A\":\"1\",\"a\":\"2\",\"\":\"3\"}}", "{\"envs\":{\"\":\"3\",\"A\":\"1\",\"a\":\"2\"}}");
+	/* Many keys: distinct ones are kept in order, a repeated one is
+	   found however far apart. */
+	o = (size_t)sprintf(j, "{\"envs\":{");
+	for (int i = 0; i < 2000; i++)
+		o += (size_t)sprintf(j + o, "%s\"K%d\":\"%d\"", i ? "," : "", i, i);
+	strcpy(j + o, "}}");
+	m = (Process__ProcessConfig *)dec_ok(cfg, j);
+	cr_assert_eq(m->n_envs, 2000);
+	cr_assert_str_eq(m->envs[1999]->key, "K1999");
+	cr_assert_str_eq(m->envs[7]->value, "7");
+	protobuf_c_message_free_unpacked(&m->base, NULL);
+	o += (size_t)sprintf(j + o, ",\"K3\":\"x\"}}");
+	DEC_ERR(cfg, j, "duplicate key in map field envs: \"K3\"");
+	free(j);
+}
+
+Test(pbjson, depth_limit_in_every_position)
+{
+	const ProtobufCMessageDescriptor *d = &filesystem__stat_request__descriptor;
+	char buf[1024];
+	size_t o;
+
+	/* Objects of an unknown field: the top object and 63 more pass, one
+	   more is refused. */
+	for (int extra = 0; extra < 2; extra++) {
+		o = (size_t)sprintf(buf, "{\"path\":\"p\"");
+		for (int i = 0; i < PBJSON_MAX_DEPTH - 1 + extra; i++)
+			o += (size_t)sprintf(buf + o, i ? "\"x\":{" : ",\"x\":{");
+		for (int i = 0; i < PBJSON_MAX_DEPTH - 1 + extra; i++)
+			buf[o++] = '}';
+		buf[o++] = '}';
+		buf[o] = '\0';
+		if (extra)
+			DEC_ERR(d, buf, "exceeds maximum nesting depth 64");
+		else
+			reencode(d, buf, "{\"path\":\"p\"}");
+	}
+	/* Known messages nested: the limit counts the same. */
+	o = (size_t)sprintf(buf, "{\"process\":{\"pid\":1},\"input\":{\"stdin\":\"\"}}");
+	reencode(&process__send_input_request__descriptor, buf, buf);
+	/* The bound holds after an invalid value, where nothing is stored. */
+	o = (size_t)sprintf(buf, "{\"path\":5,\"x\":");
+	for (int i = 0; i < 100; i++)
+		buf[o++] = '[';
+	DEC_ERR(d, buf, "nesting depth");
+}
+
+Test(pbjson, numbers_from_their_text)
+{
+	const ProtobufCMessageDescriptor *sel = &process__process_selector__descriptor;
+	const ProtobufCMessageDescriptor *ent = &filesystem__entry_info__descriptor;
+
+	reencode(sel, "{\"pid\":1.0}", "{\"pid\":1}");
+	reencode(sel, "{\"pid\":-0}", "{\"pid\":0}");
+	reencode(sel, "{\"pid\":-0.0e5}", "{\"pid\":0}");
+	reencode(sel, "{\"pid\":0.42e2}", "{\"pid\":42}");
+	DEC_ERR(sel, "{\"pid\":0.42e1}", "invalid value for uint32 field pid: 0.42e1");
+	/* Exact, not through a double: 2^63 - 1 written with a fraction and
+	   an exponent, and one more than the largest uint64. */
+	reencode(ent, "{\"size\":9223372036854775807.0}", "{\"size\":\"9223372036854775807\"}");
+	reencode(ent, "{\"size\":922337203685477580.7e1}", "{\"size\":\"9223372036854775807\"}");
+	DEC_ERR(ent, "{\"size\":9223372036854775807.5}", "int64 field size");
+	DEC_ERR(ent, "{\"size\":1.0000000000000001}", "int64 field size");
+	DEC_ERR(ent, "{\"size\":1e400}", "invalid value for int64 field size: 1e400");
+	DEC_ERR(ent, "{\"size\":-1e400}", "int64 field size");
+	/* A long number is quoted cut in the message. */
+	DEC_ERR(sel, "{\"pid\":123456789012345678901234567890123456789012345678901234567890}",
+		"uint32 field pid: 1234567890123456789012345678901234567890...");
+	/* Malformed numbers are the parser's. */
+	DEC_ERR(sel, "{\"pid\":1.}", "syntax error");
+	DEC_ERR(sel, "{\"pid\":1e}", "syntax error");
+	DEC_ERR(sel, "{\"pid\":-}", "syntax error");
+	DEC_ERR(sel, "{\"pid\":0x10}", "syntax error");
+	DEC_ERR(sel, "{\"pid\":Infinity}", "syntax error");
+	/* A number is no enum name in a string, nor a bool. */
+	DEC_ERR(&process__start_request__descriptor, "{\"stdin\":1}", "bool field stdin: 1");
+}
+
+Test(pbjson, strings_where_the_parser_is_lenient)
+{
+	const ProtobufCMessageDescriptor *d = &filesystem__stat_request__descriptor;
+
+	/* \v and \f are no JSON white space, anywhere between tokens. */
+	DEC_ERR(d, "{\v\"path\":\"a\"}", "syntax error at line 1 column 2");
+	DEC_ERR(d, "{\"path\"\f:\"a\"}", "syntax error");
+	DEC_ERR(d, "{\"x\":[1,\v2],\"path\":\"a\"}", "syntax error");
+	DEC_ERR(d, "{\"path\":\"a\"}\v", "syntax error");
+	DEC_ERR(d, "\f{\"path\":\"a\"}", "syntax error");
+	reencode(d, "\r\n\t {\"path\" \t:\r\n\"a\"\n}\n", "{\"path\":\"a\"}");
+	/* UTF-8 by Go's rules, in values, keys and skipped values alike:
+	   overlong forms, surrogates, beyond U+10FFFF, a cut sequence. */
+	DEC_ERR(d, "{\"path\":\"\xc0\xaf\"}", "syntax error at line 1 column 10: invalid UTF-8");
+	DEC_ERR(d, "{\"path\":\"\xe0\x80\xaf\"}", "invalid UTF-8");
+	DEC_ERR(d, "{\"path\":\"\xf4\x90\x80\x80\"}", "invalid UTF-8");
+	DEC_ERR(d, "{\"path\":\"ok\xf0\x9f\x98\"}", "invalid UTF-8");
+	DEC_ERR(d, "{\"x\":[\"\xed\xbf\xbf\"],\"path\":\"a\"}", "invalid UTF-8");
+	DEC_ERR(d, "{\"\xed\xa0\x80\":1}", "invalid UTF-8");
+	DEC_ERR(d, "{\"path\":\"\\n\xc3\"}", "invalid UTF-8");
+	/* Escapes: NUL, lone or misordered surrogates, a high one followed
+	   by something else, in every position. */
+	DEC_ERR(d, "{\"path\":\"a\\u0000b\"}", "\\u0000 in a string");
+	DEC_ERR(d, "{\"x\":\"\\u0000\",\"path\":\"a\"}", "\\u0000");
+	DEC_ERR(d, "{\"a\\u0000\":1}", "\\u0000");
+	DEC_ERR(d, "{\"path\":\"\\ud800x\"}", "unpaired UTF-16 surrogate");
+	DEC_ERR(d, "{\"path\":\"\\ud800\\u0041\"}", "unpaired UTF-16 surrogate");
+	DEC_ERR(d, "{\"path\":\"\\ud800\\ud800\"}", "unpaired UTF-16 surrogate");
+	DEC_ERR(d, "{\"path\":\"\\udc00\"}", "unpaired UTF-16 surrogate");
+	DEC_ERR(d, "{\"path\":\"x\\uDBFF\"}", "unpaired UTF-16 surrogate");
+	{
+		Filesystem__StatRequest *m = (Filesystem__StatRequest *)dec_ok(
+			d, "{\"path\":\"\\uDBFF\\uDFFF\\u0001\\\"\\\\\xc3\xa9\"}");
+
+		cr_assert_str_eq(m->path, "\xf4\x8f\xbf\xbf\x01\"\\\xc3\xa9");
+		protobuf_c_message_free_unpacked(&m->base, NULL);
+	}
+	/* An unfinished token after the value is not the end of the text. */
+	DEC_ERR(d, "{}\"", "syntax error");
+	DEC_ERR(d, "{} 1", "syntax error");
+	DEC_ERR(d, "{} t", "syntax error");
+	DEC_ERR(d, "{\"path\":\"a\"", "syntax error");
+	/* An invalid value, then malformed text: the syntax error is told. */
+	DEC_ERR(d, "{\"path\":5,\"x\":}", "syntax error");
+	DEC_ERR(d, "{\"path\":5,\"x\":\"\xff\"}", "syntax error");
+	DEC_ERR(d, "{\"path\":5}", "invalid value for string field path: 5");
+}
+
+Test(pbjson, huge_arrays_and_unfinished_text)
+{
+	const ProtobufCMessageDescriptor *cfg = &process__process_config__descriptor;
+	size_t n = 200000, o;
+	char *j = xmalloc(n * 8 + 64);
+	Process__ProcessConfig *m;
+
+	o = (size_t)sprintf(j, "{\"args\":[");
+	for (size_t i = 0; i < n; i++)
+		o += (size_t)sprintf(j + o, "%s\"%zu\"", i ? "," : "", i % 10);
+	o += (size_t)sprintf(j + o, "]}");
+	m = (Process__ProcessConfig *)pbjson_decode_with(cfg, j, o, &counting, NULL, 0);
+	cr_assert_not_null(m);
+	cr_assert_eq(m->n_args, n);
+	cr_assert_str_eq(m->args[n - 1], "9");
+	protobuf_c_message_free_unpacked(&m->base, &counting);
+	cr_assert_eq(ca_live, 0);
+	/* A list of messages, thousands long. */
+	{
+		const ProtobufCMessageDescriptor *ld = &filesystem__list_dir_response__descriptor;
+		Filesystem__ListDirResponse *r;
+
+		o = (size_t)sprintf(j, "{\"entries\":[");
+		for (size_t i = 0; i < 20000; i++)
+			o += (size_t)sprintf(j + o, "%s{\"name\":\"f%zu\",\"size\":\"%zu\"}", i ? "," : "", i, i);
+		o += (size_t)sprintf(j + o, "]}");
+		r = (Filesystem__ListDirResponse *)pbjson_decode_with(ld, j, o, &counting, NULL, 0);
+		cr_assert_not_null(r);
+		cr_assert_eq(r->n_entries, 20000);
+		cr_assert_eq(r->entries[19999]->size, 19999);
+		protobuf_c_message_free_unpacked(&r->base, &counting);
+		cr_assert_eq(ca_live, 0);
+	}
+	/* Cut anywhere, a long document fails cleanly (the parser keeps an
+	   unfinished last token: a long string cut is a long buffer). */
+	o = (size_t)sprintf(j, "{\"cmd\":\"");
+	memset(j + o, 'a', 1 << 20);
+	o += 1 << 20;
+	for (size_t cut = o; cut > o - 4; cut--)
+		cr_assert_null(pbjson_decode_with(cfg, j, cut, &counting, NULL, 0));
+	cr_assert_eq(ca_live, 0);
+	free(j);
+}
+
+Test(pbjson, timestamp_at_the_top)
+{
+	const ProtobufCMessageDescriptor *d = &google__protobuf__timestamp__descriptor;
+	Google__Protobuf__Timestamp *ts = (Google__Protobuf__Timestamp *)dec_ok(d, " \"2025-01-02T03:04:05.5Z\" ");
+
+	cr_assert_eq(ts->seconds, 1735787045);
+	cr_assert_eq(ts->nanos, 500000000);
+	protobuf_c_message_free_unpacked(&ts->base, NULL);
+	DEC_ERR(d, "{}", "invalid value for google.protobuf.Timestamp field (top level): {...}");
+	DEC_ERR(d, "\"2025-01-02T03:04:05Z\" 1", "syntax error");
+	DEC_ERR(d, "\"2025\"", "invalid google.protobuf.Timestamp value \"2025\"");
+}
+
+Test(pbjson, decoders_agree_on_every_type)
+{
+	/* The round-trip documents of every message type and variant, and
+	   their mutations, through both decoders. */
+	static const char tokens[] = "{}[]\":,0-e.\\nu \x01\xff";
+	uint32_t seed = 77;
+
+	for (size_t i = 0; i < N_TYPES; i++)
+		for (int v = 0; v < N_VARIANTS; v++) {
+			ProtobufCMessage *orig = fill(all_types[i], v, 0);
+			size_t len;
+			char *json = pbjson_encode(orig, &len);
+
+			cr_assert_not_null(json);
+			cr_assert(agrees_with_tree(all_types[i], json, len));
+			for (int k = 0; k < 40 && len > 0; k++) {
+				char *c = xmalloc(len);
+				size_t pos;
+
+				memcpy(c, json, len);
+				seed = seed * 1103515245u + 12345u;
+				pos = (seed >> 8) % len;
+				c[pos] = tokens[(seed >> 20) % (sizeof(tokens) - 1)];
+				agrees_with_tree(all_types[i], c, len);
+				agrees_with_tree(all_types[i], c, pos);
+				free(c);
+			}
+			free(json);
+			protobuf_c_message_free_unpacked(orig, NULL);
+		}
+}
+
+/*
+ * The trusted-command and try-run messages as clients write them (either
+ * field name, 64-bit numbers as strings or numbers, enums by name or
+ * number, each member of a oneof, a member of another package's enum,
+ * an unknown enum name ignored as protojson's DiscardUnknown does):
+ * both decoders accept them and build the same message; the texts they
+ * refuse, both refuse.
+ */
+Test(pbjson, trusted_and_try_messages_decode_alike)
+{
+	static const struct {
+		const ProtobufCMessageDescriptor *d;
+		const char *json;
+		bool ok;
+	} docs[] = {
+		{ &process__start_request__descriptor,
+		  "{\"process\":{\"cmd\":\"make\"},\"idempotencyKey\":\"k-1\","
+		  "\"outputBudget\":{\"headBytes\":4096,\"tailBytes\":\"8192\"},\"tryRun\":{\"paths\":[\"/app\",\"/tmp/x\"]}}",
+		  true },
+		{ &process__start_request__descriptor,
+		  "{\"process\":{\"cmd\":\"make\"},\"idempotency_key\":\"k-1\",\"output_budget\":{\"head_bytes\":1,"
+		  "\"tail_bytes\":2},\"try_run\":{\"paths\":[]},\"track_changes\":true}",
+		  true },
+		{ &process__start_request__descriptor, "{\"idempotencyKey\":\"a\",\"idempotency_key\":\"b\"}", false },
+		{ &process__start_request__descriptor, "{\"outputBudget\":{\"headBytes\":-1}}", false },
+		{ &process__start_request__descriptor, "{\"tryRun\":{\"paths\":\"/app\"}}", false },
+		{ &process__output_budget__descriptor, "{\"headBytes\":4294967295,\"tailBytes\":null}", true },
+		{ &process__output_budget__descriptor, "{\"headBytes\":4294967296}", false },
+		{ &process__send_input_request__descriptor,
+		  "{\"process\":{\"pid\":7},\"input\":{\"stdin\":\"aGk=\"},\"offset\":\"18446744073709551615\"}", true },
+		{ &process__send_input_request__descriptor, "{\"process\":{\"tag\":\"t\"},\"input\":{\"pty\":\"aGk\"},\"offset\":12}",
+		  true },
+		{ &process__send_input_request__descriptor, "{\"offset\":\"-1\"}", false },
+		{ &process__stream_input_request__descriptor,
+		  "{\"data\":{\"input\":{\"stdin\":\"_-8=\"},\"offset\":\"40\"}}", true },
+		{ &process__stream_input_request__descriptor, "{\"start\":{\"process\":{\"pid\":1}},\"keepalive\":{}}",
+		  false },
+		{ &process__send_input_response__descriptor, "{\"inputOffset\":\"9007199254740993\"}", true },
+		{ &process__stream_input_response__descriptor, "{\"input_offset\":3}", true },
+		{ &process__wait_for_request__descriptor, "{\"port\":{\"port\":8080,\"address\":\"127.0.0.1\"},\"timeoutMs\":60000}",
+		  true },
+		{ &process__wait_for_request__descriptor,
+		  "{\"http\":{\"port\":3000,\"path\":\"/health\",\"statusMin\":200,\"status_max\":399},\"timeout_ms\":1}", true },
+		{ &process__wait_for_request__descriptor,
+		  "{\"output\":{\"process\":{\"tag\":\"srv\"},\"pattern\":\"listening on \\\\d+\",\"ignoreCase\":true,"
+		  "\"fixed\":false,\"stream\":\"stdout\"}}",
+		  true },
+		{ &process__wait_for_request__descriptor, "{\"exit\":{\"pid\":42}}", true },
+		{ &process__wait_for_request__descriptor, "{\"path\":{\"path\":\"/tmp/ready\"},\"exit\":null}", true },
+		{ &process__wait_for_request__descriptor, "{\"port\":{\"port\":1},\"path\":{\"path\":\"/x\"}}", false },
+		{ &process__wait_for_request__descriptor, "{\"port\":{\"port\":1},\"port\":{\"port\":2}}", false },
+		{ &process__wait_for_request__descriptor, "{\"timeoutMs\":1.5}", false },
+		{ &process__wait_for_response__descriptor,
+		  "{\"detail\":\"port 8080 listens\",\"waitedMs\":\"28\",\"address\":\"0.0.0.0:8080\",\"httpStatus\":200,"
+		  "\"line\":\"ready\",\"lineOffset\":1024,\"end\":{\"exitCode\":0,\"exited\":true,\"status\":\"exit status 0\"}}",
+		  true },
+		{ &process__end_reason__descriptor,
+		  "{\"kind\":\"KIND_OOM_KILLED\",\"message\":\"killed\",\"memoryMaxBytes\":\"536870912\","
+		  "\"memory_peak_bytes\":536870912,\"timeoutMs\":0,\"session\":\"s\"}",
+		  true },
+		{ &process__end_reason__descriptor, "{\"kind\":2,\"signal\":9}", true },
+		{ &process__end_reason__descriptor, "{\"kind\":\"KIND_NOPE\"}", true }, /* unknown names ignored */
+		{ &process__end_reason__descriptor, "{\"kind\":\"KIND_TIMEOUT\",\"kind\":1}", false },
+		{ &process__output_withheld__descriptor,
+		  "{\"from\":\"1\",\"to\":2,\"bytes\":\"3\",\"readableFrom\":\"4\"}", true },
+		{ &process__try_run__descriptor, "{\"paths\":[\"/a\",null]}", false },
+		{ &process__try_change__descriptor,
+		  "{\"path\":\"/app/a.c\",\"kind\":\"TRY_CHANGE_KIND_RENAMED\",\"type\":\"FILE_TYPE_FILE\",\"from\":\"/app/b.c\","
+		  "\"size\":\"-1\",\"oldSize\":12,\"mode\":420,\"old_mode\":493,\"contentChanged\":true,\"modeChanged\":true,"
+		  "\"ownerChanged\":false,\"binary\":false,\"unified\":\"--- a\\n+++ b\\n\",\"unifiedTruncated\":true,"
+		  "\"symlinkTarget\":\"\"}",
+		  true },
+		{ &process__try_change__descriptor, "{\"kind\":5,\"type\":3}", true },
+		{ &process__try_change__descriptor, "{\"type\":\"TRY_CHANGE_KIND_CREATED\"}", true }, /* not a FileType: ignored */
+		{ &process__try_diff_request__descriptor, "{\"pid\":12,\"unified\":true,\"maxBytes\":262144,\"limit\":1000}",
+		  true },
+		{ &process__try_diff_request__descriptor, "{\"pid\":\"12\",\"max_bytes\":\"1\"}", true },
+		{ &process__try_diff_request__descriptor, "{\"pid\":true}", false },
+		{ &process__try_diff_response__descriptor,
+		  "{\"diff\":{\"paths\":[\"/app\"],\"state\":\"running\",\"changes\":[{\"path\":\"/app/x\",\"kind\":1},"
+		  "{\"path\":\"/app/y\",\"kind\":\"TRY_CHANGE_KIND_DELETED\",\"size\":-1}],\"truncated\":false,"
+		  "\"layerBytes\":\"18446744073709551615\",\"layer_max_bytes\":1073741824,\"expiresUnixMs\":\"-5\"}}",
+		  true },
+		{ &process__commit_try_request__descriptor, "{\"pid\":4294967295}", true },
+		{ &process__commit_try_request__descriptor, "{\"pid\":-1}", false },
+		{ &process__commit_try_response__descriptor, "{\"applied\":{\"changes\":[],\"state\":\"committed\"}}", true },
+		{ &process__discard_try_request__descriptor, "{\"pid\":9,\"unknownField\":{\"a\":[1,2,{}]}}", true },
+		{ &process__discard_try_response__descriptor, "{}", true },
+		{ &process__discard_try_response__descriptor, "{\"x\":1,\"x\":2}", true },
+	};
+
+	for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++)
+		cr_assert_eq(agrees_with_tree(docs[i].d, docs[i].json, strlen(docs[i].json)), docs[i].ok, "%s: %s",
+			     docs[i].d->name, docs[i].json);
+
+	/* And the values land where they belong. */
+	Process__StartRequest *s = (Process__StartRequest *)dec_ok(&process__start_request__descriptor, docs[0].json);
+
+	cr_assert_str_eq(s->idempotency_key, "k-1");
+	cr_assert_eq(s->output_budget->head_bytes, 4096);
+	cr_assert_eq(s->output_budget->tail_bytes, 8192);
+	cr_assert_eq(s->try_run->n_paths, 2);
+	cr_assert_str_eq(s->try_run->paths[1], "/tmp/x");
+	protobuf_c_message_free_unpacked(&s->base, NULL);
+
+	Process__SendInputRequest *in = (Process__SendInputRequest *)dec_ok(&process__send_input_request__descriptor,
+									    docs[7].json);
+	cr_assert_eq(in->optional_offset_case, PROCESS__SEND_INPUT_REQUEST__OPTIONAL_OFFSET_OFFSET);
+	cr_assert_eq(in->offset, UINT64_MAX);
+	protobuf_c_message_free_unpacked(&in->base, NULL);
+
+	Process__WaitForRequest *w = (Process__WaitForRequest *)dec_ok(&process__wait_for_request__descriptor,
+									docs[15].json);
+	cr_assert_eq(w->condition_case, PROCESS__WAIT_FOR_REQUEST__CONDITION_HTTP);
+	cr_assert_str_eq(w->http->path, "/health");
+	cr_assert_eq(w->http->status_max, 399);
+	cr_assert_eq(w->timeout_ms, 1);
+	protobuf_c_message_free_unpacked(&w->base, NULL);
+
+	w = (Process__WaitForRequest *)dec_ok(&process__wait_for_request__descriptor, docs[18].json);
+	cr_assert_eq(w->condition_case, PROCESS__WAIT_FOR_REQUEST__CONDITION_PATH);
+	protobuf_c_message_free_unpacked(&w->base, NULL);
+
+	Process__TryChange *c = (Process__TryChange *)dec_ok(&process__try_change__descriptor, docs[29].json);
+	cr_assert_eq(c->kind, PROCESS__TRY_CHANGE_KIND__TRY_CHANGE_KIND_RENAMED);
+	cr_assert_eq(c->type, FILESYSTEM__FILE_TYPE__FILE_TYPE_FILE);
+	cr_assert_str_eq(c->from, "/app/b.c");
+	cr_assert_eq(c->size, -1);
+	cr_assert_eq(c->old_mode, 493);
+	protobuf_c_message_free_unpacked(&c->base, NULL);
+
+	Process__TryDiffResponse *r = (Process__TryDiffResponse *)dec_ok(&process__try_diff_response__descriptor,
+									 docs[35].json);
+	cr_assert_eq(r->diff->n_changes, 2);
+	cr_assert_eq(r->diff->changes[1]->kind, PROCESS__TRY_CHANGE_KIND__TRY_CHANGE_KIND_DELETED);
+	cr_assert_eq(r->diff->layer_bytes, UINT64_MAX);
+	cr_assert_eq(r->diff->expires_unix_ms, -5);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
 }
