@@ -103,7 +103,7 @@ $(ABUILD)/init: $(call musl_objs,$(INIT_SRCS))
 # with Debian's cross gcc against build/arm64/sysroot: Debian's arm64 glibc,
 # Criterion and libraries, unpacked there by scripts/arm64-sysroot.sh (not
 # installed: dpkg cannot hold them beside the host's). Dynamic, with UBSan;
-# the sysroot is also the emulator's library prefix (QEMU_LD_PREFIX).
+# the sysroot gives the emulator its libraries (scripts/qemu-root.sh).
 # No ASan: under qemu-user the emulated mmap places mappings (Criterion's
 # shared memory among them) outside the address layout ASan assumes for
 # aarch64, and its shadow check faults on them; memory errors and leaks are
@@ -119,12 +119,8 @@ XUNIT_OBJ := $(BUILD)/arm64/unit
 # failure path leaks, which LeakSanitizer checks, and it cannot run here.
 # process_keep_test too: it plays a crash with a subreaper standing in for
 # init, and qemu-user has no PR_SET_CHILD_SUBREAPER (the arm64 VM runs our
-# init as PID 1 on a real aarch64 kernel). fs_wpath_test too: its walks
-# start at "/", which qemu-user, given the sysroot for the tests' shared
-# libraries (QEMU_LD_PREFIX), opens as the sysroot's root, so every walk
-# looks for /tmp there (the static arm64 envd runs without a prefix, and
-# its uploads take the same walks in the qemu-user integration suites).
-XUNIT_SKIP := %_alloc_test.c tests/unit/process_keep_test.c tests/unit/fs_wpath_test.c
+# init as PID 1 on a real aarch64 kernel).
+XUNIT_SKIP := %_alloc_test.c tests/unit/process_keep_test.c
 XUNIT_BINS := $(patsubst tests/unit/%.c,$(ABUILD)/tests/%,$(filter-out $(XUNIT_SKIP),$(UNIT_SRCS)))
 xunit_objs = $(patsubst %.c,$(XUNIT_OBJ)/obj/%.o,$(1))
 

@@ -95,10 +95,11 @@ job_unit() { # job_unit BIN LOG [EMULATOR]
 	name=$(basename "$t")
 	local pre=()
 	if [ -n "$emu" ]; then
-		# Under qemu-user: the libraries from the sysroot (as -L would),
-		# and Criterion's workers through the emulator too
+		# Under qemu-user: the libraries from the sysroot (as -L would,
+		# through a root of its own: scripts/qemu-root.sh), and
+		# Criterion's workers through the emulator too
 		# (tests/unit/emuexec.c).
-		export QEMU_LD_PREFIX=$PWD/build/arm64/sysroot
+		pre=(bash scripts/qemu-root.sh "$PWD/build/arm64/qemu-root" "$PWD/build/arm64/sysroot")
 		ENVD_TEST_EMULATOR=$(command -v "$emu")
 		export ENVD_TEST_EMULATOR
 		# Signals 32 and 33 of this x86-64 host are its libc's own, and
@@ -109,7 +110,7 @@ job_unit() { # job_unit BIN LOG [EMULATOR]
 		# as libc refuses those two.
 		# shellcheck disable=SC2016 # Perl code, not shell
 		[ "$(uname -m)" = x86_64 ] &&
-			pre=(perl -e 'my $dfl = "\0" x 32; syscall(13, $_, $dfl, 0, 8) for 32, 33; exec {$ARGV[0]} @ARGV or die "$ARGV[0]: $!\n"' --)
+			pre+=(perl -e 'my $dfl = "\0" x 32; syscall(13, $_, $dfl, 0, 8) for 32, 33; exec {$ARGV[0]} @ARGV or die "$ARGV[0]: $!\n"' --)
 	fi
 	# shellcheck disable=SC2086
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_timed "$LIMIT_UNIT_S" "${pre[@]}" $emu "$t" -j2 >"$log" 2>&1
@@ -288,6 +289,9 @@ if [ "$mode" != unit-arm64 ]; then
 	done
 fi
 if [ "$mode" != unit ] && command -v qemu-aarch64-static >/dev/null; then
+	# Made once, before the jobs (scripts/qemu-root.sh).
+	rm -rf build/arm64/qemu-root
+	[ -d build/arm64/sysroot ] && bash scripts/qemu-root.sh "$PWD/build/arm64/qemu-root" "$PWD/build/arm64/sysroot" true
 	for t in build/arm64/tests/*_test; do
 		[ -x "$t" ] || continue
 		n=$(basename "$t")
