@@ -10,8 +10,9 @@
 # (not exported, colon-separated, relative to the cwd); ENOSPC past
 # -try-max-bytes; -try-ttl; the refusals (a missing directory, nested
 # ones, /, a session, a FUSE mount, overlays stacked too deep, no mount
-# namespace for envd); with a cgroup leaf per command; a try kept across
-# a crash of envd (under build/init) and across a live upgrade.
+# namespace for envd); with a cgroup leaf per command; envd chrooted (the
+# command runs in envd's root, not the mount namespace's); a try kept
+# across a crash of envd (under build/init) and across a live upgrade.
 . "$(dirname "$0")/process_lib.sh"
 . "$(dirname "$0")/cgroup_lib.sh"
 W=$(mktemp -d /tmp/envd-try-test.XXXXXX)
