@@ -1182,11 +1182,11 @@ static void spawn_job_work(void *arg)
 {
 	struct spawn_job *j = arg;
 	struct stat st;
-	int mntns = -1;
+	int mntns = -1, mntns_root = -1;
 
 	/* A try's layer first: where it cannot be made, nothing runs. */
 	if (j->try_h) {
-		j->try_rc = process_try->prepare(j->try_h, &mntns, j->serr, sizeof(j->serr));
+		j->try_rc = process_try->prepare(j->try_h, &mntns, &mntns_root, j->serr, sizeof(j->serr));
 		if (j->try_rc < 0) {
 			j->pid = j->try_rc;
 			__atomic_store_n(&j->returned, true, __ATOMIC_RELEASE);
@@ -1194,6 +1194,7 @@ static void spawn_job_work(void *arg)
 		}
 		j->rq.join_mntns = true;
 		j->rq.mntns_fd = mntns;
+		j->rq.mntns_root_fd = mntns_root;
 	}
 	if (stat(j->cwd, &st) < 0 && errno == ENOENT) {
 		j->no_cwd = true;

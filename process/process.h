@@ -416,7 +416,9 @@ extern const struct process_keeper *process_keeper;
  * code with the message in err. process_start takes the handle (s->try_h):
  *   prepare   on the spawn job's worker thread, before the child is made:
  *             build the layer and give the mount namespace the child
- *             joins (*mntns stays the handle's); 0, or a negative errno
+ *             joins and, where envd is chrooted, the root it takes there
+ *             (*mntns_root, else -1; both stay the handle's, open until
+ *             `started`); 0, or a negative errno
  *             with the message (rpc_code_from_errno: failed_precondition
  *             where a layer cannot be made, invalid_argument for a bad
  *             directory) and nothing runs;
@@ -432,7 +434,7 @@ extern const struct process_keeper *process_keeper;
 struct process_try_ops {
 	enum rpc_code (*begin)(const char *const *paths, size_t n, const struct user *u, const char *cwd,
 			       void **h, char *err, size_t errlen);
-	int (*prepare)(void *h, int *mntns, char *err, size_t errlen);
+	int (*prepare)(void *h, int *mntns, int *mntns_root, char *err, size_t errlen);
 	void (*started)(void *h, struct process *p, pid_t pid);
 	void (*end)(void *h, struct process *p, void (*ready)(struct process *p));
 	void (*fill)(void *h, Process__ProcessEvent__EndEvent *end);

@@ -221,8 +221,12 @@ CHILD_CODE static int child_main(void *arg)
 	if (rq->join_cgroup && !c->in_cgroup && write(rq->cgroup_procs_fd, "0", 1) != 1)
 		fail(c, ST_CGROUP, errno);
 	/* Not sharing the parent's fs_struct (no CLONE_FS), the child may
-	 * switch mount namespaces; root and cwd become the namespace's. */
+	 * switch mount namespaces; root and cwd become the namespace's, and
+	 * envd's own root again where it is chrooted. */
 	if (rq->join_mntns && syscall(SYS_setns, rq->mntns_fd, CLONE_NEWNS) < 0)
+		fail(c, ST_MNTNS, errno);
+	if (rq->join_mntns && rq->mntns_root_fd >= 0 &&
+	    (syscall(SYS_fchdir, rq->mntns_root_fd) < 0 || syscall(SYS_chroot, ".") < 0))
 		fail(c, ST_MNTNS, errno);
 
 	if (rq->pty) {

@@ -52,10 +52,14 @@ struct spawn_req {
 	/*
 	 * Join the mount namespace mntns_fd (a try run's, docs/try.md): while
 	 * still root and before the chdir, so the cwd and the command are
-	 * looked up in it.
+	 * looked up in it. The join puts the child at the namespace's root;
+	 * mntns_root_fd (a directory in that namespace, or -1) is then made
+	 * its root (fchdir and chroot): envd's own root where envd runs
+	 * chrooted. Read only with join_mntns.
 	 */
 	bool join_mntns;
 	int mntns_fd;
+	int mntns_root_fd;
 	/*
 	 * Or NULL: the kernel stores the child's pid here as soon as the
 	 * child exists (CLONE_PARENT_SETTID), before it has exec'd, so

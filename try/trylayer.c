@@ -108,7 +108,7 @@ struct helper {
 	/* out */
 	int lfd[TRYLAYER_DIRS_MAX];
 	int sfd[TRYLAYER_DIRS_MAX][TRYLAYER_SUBMOUNTS_MAX];
-	int root_fd, ns_fd;
+	int root_fd, ns_fd, chroot_fd;
 	int stage, err;
 	size_t which;                               /* the directory the failure concerns */
 	char kmsg[MSG_MAX];                         /* the kernel's words, where it gave some */
@@ -205,6 +205,7 @@ HELPER_CODE static int helper_main(void *arg)
 {
 	struct helper *h = arg;
 	char lower[64], upper[128], work[128], p[128];
+	struct stat in, top;
 	int rc;
 
 	/* Envd's mounts keep showing here; nothing made here goes back. */
@@ -269,6 +270,19 @@ HELPER_CODE static int helper_main(void *arg)
 	h->ns_fd = open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC);
 	if (h->ns_fd < 0)
 		return h_fail(h, ST_NS, 0, errno);
+	/* Our root here: where envd is chrooted, the command must be too. */
+	h->chroot_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (h->chroot_fd < 0)
+		return h_fail(h, ST_NS, 0, errno);
+	/* The join's own root (the helper has an fs_struct of its own and is
+	   gone next): the same directory means no chroot, and no descriptor.
+	   Where the join is refused, the descriptor stays: the chroot is
+	   then made in vain, never missed. */
+	if (fstat(h->chroot_fd, &in) == 0 && syscall(SYS_setns, h->ns_fd, CLONE_NEWNS) == 0 &&
+	    stat("/", &top) == 0 && in.st_dev == top.st_dev && in.st_ino == top.st_ino) {
+		close(h->chroot_fd);
+		h->chroot_fd = -1;
+	}
 	return 0;
 }
 
@@ -454,6 +468,10 @@ static int explain(const struct helper *h, char *err, size_t errlen)
 
 	switch (h->stage) {
 	case ST_SLAVE:
+		if (e == EINVAL)
+			return refuse(err, errlen, -EOPNOTSUPP,
+				      "a try needs a private mount namespace: envd's root is not a mount point (a "
+				      "chroot into a directory that is not one)");
 		return refuse(err, errlen, -EOPNOTSUPP, "a try needs a private mount namespace: %s", go_strerror(e));
 	case ST_OPEN_DIR:
 	case ST_OPEN_SUB:
@@ -503,7 +521,7 @@ int trylayer_build(char **dirs, size_t n, uint64_t max_bytes, struct trylayer *l
 	pid_t pid;
 	int rc, st;
 
-	l->ns_fd = l->root_fd = -1;
+	l->ns_fd = l->root_fd = l->chroot_fd = -1;
 	if (!h || n > TRYLAYER_DIRS_MAX || !(stack = aligned_alloc(16, HELPER_STACK))) {
 		free(h);
 		free(stack);
@@ -512,7 +530,7 @@ int trylayer_build(char **dirs, size_t n, uint64_t max_bytes, struct trylayer *l
 					     : refuse(err, errlen, -ENOMEM, "%s", go_strerror(ENOMEM));
 	}
 	h->n = n;
-	h->root_fd = h->ns_fd = -1;
+	h->root_fd = h->ns_fd = h->chroot_fd = -1;
 	for (size_t i = 0; i < TRYLAYER_DIRS_MAX; i++) {
 		h->lfd[i] = -1;
 		for (size_t j = 0; j < TRYLAYER_SUBMOUNTS_MAX; j++)
@@ -554,10 +572,13 @@ int trylayer_build(char **dirs, size_t n, uint64_t max_bytes, struct trylayer *l
 			close(h->root_fd);
 		if (h->ns_fd >= 0)
 			close(h->ns_fd);
+		if (h->chroot_fd >= 0)
+			close(h->chroot_fd);
 		goto out;
 	}
 	l->ns_fd = h->ns_fd;
 	l->root_fd = h->root_fd;
+	l->chroot_fd = h->chroot_fd;
 	rc = 0;
 out:
 	helper_close_paths(h);
@@ -639,5 +660,7 @@ void trylayer_close(struct trylayer *l)
 		close(l->ns_fd);
 	if (l->root_fd >= 0)
 		close(l->root_fd);
-	l->ns_fd = l->root_fd = -1;
+	if (l->chroot_fd >= 0)
+		close(l->chroot_fd);
+	l->ns_fd = l->root_fd = l->chroot_fd = -1;
 }

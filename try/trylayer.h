@@ -23,6 +23,14 @@
  * read the upper directories through it). The mounts live as long as the
  * namespace: while a process is in it or ns_fd is open.
  *
+ * Joining a mount namespace (setns) puts a process at the namespace's own
+ * root. Where envd runs chrooted (a container started with `unshare
+ * --root` or chroot(8)), that is not envd's root: the helper then leaves a
+ * third descriptor, envd's root as the new namespace shows it (chroot_fd,
+ * O_PATH), to which the command's child changes its root after the join
+ * (process/spawn.h). Without a chroot it is -1. Only the command's spawn
+ * needs it: nothing else ever joins the namespace.
+ *
  * Refused before anything is made (-EOPNOTSUPP, with the reason): no
  * mount namespace for envd (clone fails: not root, a seccomp filter),
  * no overlayfs in the kernel, a directory on FUSE or a network
@@ -52,6 +60,7 @@
 struct trylayer {
 	int ns_fd;   /* the mount namespace; -1: none */
 	int root_fd; /* the tmpfs's root: <i>/u and <i>/w; -1: none */
+	int chroot_fd; /* envd's root in the namespace when envd is chrooted; -1: none */
 };
 
 /*
@@ -74,7 +83,7 @@ uint64_t trylayer_used(const struct trylayer *l);
  */
 int trylayer_kill(const struct trylayer *l, double wait_s);
 
-/* Close both descriptors (the mounts go with the namespace's last user). */
+/* Close the descriptors (the mounts go with the namespace's last user). */
 void trylayer_close(struct trylayer *l);
 
 #endif

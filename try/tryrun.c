@@ -158,7 +158,7 @@ static void close_layer(struct try *t)
 	if (c) {
 		c->l = t->layer;
 		if (worker_submit(closer_work, closer_done, c) == 0) {
-			t->layer.ns_fd = t->layer.root_fd = -1;
+			t->layer.ns_fd = t->layer.root_fd = t->layer.chroot_fd = -1;
 			t->layer_open = false;
 			return;
 		}
@@ -280,7 +280,7 @@ static enum rpc_code hook_begin(const char *const *paths, size_t n, const struct
 		snprintf(err, errlen, "error starting process: %s", go_strerror(ENOMEM));
 		return RPC_INTERNAL;
 	}
-	t->layer.ns_fd = t->layer.root_fd = -1;
+	t->layer.ns_fd = t->layer.root_fd = t->layer.chroot_fd = -1;
 	ev_timer_init(&t->ttl_w, ttl_cb, 1., 0.);
 	t->ttl_w.data = t;
 	t->uid = u->uid;
@@ -336,7 +336,7 @@ static void take_t0(struct timespec *t0)
 }
 
 /* Worker thread: the spawn job owns t until `started`. */
-static int hook_prepare(void *h, int *mntns, char *err, size_t errlen)
+static int hook_prepare(void *h, int *mntns, int *mntns_root, char *err, size_t errlen)
 {
 	struct try *t = h;
 	char why[1024];
@@ -350,6 +350,7 @@ static int hook_prepare(void *h, int *mntns, char *err, size_t errlen)
 	t->layer_open = true;
 	take_t0(&t->t0);
 	*mntns = t->layer.ns_fd;
+	*mntns_root = t->layer.chroot_fd;
 	return 0;
 }
 
@@ -376,6 +377,11 @@ static void hook_started(void *h, struct process *p, pid_t pid)
 	struct try *t = h;
 	Upgrade__HandoverTry r;
 
+	/* The spawn is done: no other process joins the namespace. */
+	if (t->layer.chroot_fd >= 0) {
+		close(t->layer.chroot_fd);
+		t->layer.chroot_fd = -1;
+	}
 	if (!p) {
 		/* Nothing ran (or nothing will): the layer goes. */
 		drop_layer(t);
@@ -1346,6 +1352,8 @@ static struct try *from_record(const Upgrade__HandoverTry *r, int ns_fd, int lay
 	t->expires_ms = r->expires_unix_ms;
 	t->layer.ns_fd = ns_fd;
 	t->layer.root_fd = layer_fd;
+	/* Only a spawn needs it, and nothing spawns into a layer again. */
+	t->layer.chroot_fd = -1;
 	t->layer_open = ns_fd >= 0 && layer_fd >= 0;
 	if (ns_fd >= 0)
 		fcntl(ns_fd, F_SETFD, FD_CLOEXEC);

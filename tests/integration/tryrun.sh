@@ -10,8 +10,9 @@
 # (not exported, colon-separated, relative to the cwd); ENOSPC past
 # -try-max-bytes; -try-ttl; the refusals (a missing directory, nested
 # ones, /, a session, a FUSE mount, overlays stacked too deep, no mount
-# namespace for envd); with a cgroup leaf per command; a try kept across
-# a crash of envd (under build/init) and across a live upgrade.
+# namespace for envd); with a cgroup leaf per command; envd chrooted (the
+# command runs in envd's root, not the mount namespace's); a try kept
+# across a crash of envd (under build/init) and across a live upgrade.
 . "$(dirname "$0")/process_lib.sh"
 . "$(dirname "$0")/cgroup_lib.sh"
 W=$(mktemp -d /tmp/envd-try-test.XXXXXX)
@@ -282,6 +283,54 @@ if [ -n "$CG" ]; then
 else
 	echo "# no private cgroup2 directory here: the cgroup check is skipped"
 fi
+
+# --- envd chrooted, as in a container started with `unshare --root` ---
+# Joining the try's mount namespace puts a process at the namespace's own
+# root: the command must still see envd's root (its cwd exists only there).
+PASS=0 FAIL=0
+C=$W/chroot
+CP=/envd-chroot-try/proj
+ENVD_REAL=$(realpath "$ENVD_BIN")
+BINDS="/usr /etc /dev /proc $(dirname "$ENVD_REAL")"
+mkdir -p "$C"/{usr,etc,dev,proc,tmp,run} "$C$(dirname "$ENVD_REAL")" "$C$CP"
+for l in bin sbin lib lib32 lib64 libx32; do
+	if [ -L "/$l" ]; then
+		cp -P "/$l" "$C/$l"
+	elif [ -d "/$l" ]; then
+		mkdir -p "$C/$l"
+		BINDS="$BINDS /$l"
+	fi
+done
+echo bee >"$C$CP/b"
+ENVD_BIN=$W/chroot.sh
+# The binds live in envd's own mount namespace and go with it. The root is
+# a mount of its own, as a container's is (a try makes its mounts slaves
+# of envd's, which only a mount's root can be told).
+cat >"$ENVD_BIN" <<EOF
+#!/bin/sh
+exec unshare --mount --propagation private -- /bin/sh -ec '
+mount --bind "$C" "$C"
+for d in $BINDS; do mount --rbind "\$d" "$C\$d"; done
+exec chroot "$C" "$ENVD_REAL" "\$@"' sh "\$@"
+EOF
+chmod +x "$ENVD_BIN"
+start_envd
+stream Start "{\"process\":{\"cmd\":\"/bin/sh\",\"args\":[\"-c\",\"pwd; echo new > n; rm b; (echo bg > bg_made) &\"],\"cwd\":\"$CP\"},\"tryRun\":{}}" >"$TMP/t14.txt"
+check "a chrooted envd's try runs in its cwd, in envd's root" "0 $CP" \
+	"$(end_field "$TMP/t14.txt" 'e.get("exitCode", 0)') $(stdout_of <"$TMP/t14.txt" | head -n1)"
+pid14=$(pid_in "$TMP/t14.txt")
+bg_made() { changes_of "$(diff_of "$pid14")" "$CP" | grep -q 'created bg_made'; }
+wait_for 60 bg_made
+check "the diff: its changes and its background job's" "deleted b
+created bg_made
+created n" "$(changes_of "$(diff_of "$pid14")" "$CP")"
+check "the real tree (in the chroot) is untouched" "bee no" \
+	"$(cat "$C$CP/b") $([ -e "$C$CP/n" ] && echo yes || echo no)"
+check "CommitTry in the chroot" 200 "$(code_of "$(unary CommitTry "{\"pid\":$pid14}")")"
+check "applied to envd's root" "new bg gone" \
+	"$(cat "$C$CP/n" "$C$CP/bg_made" 2>/dev/null | tr '\n' ' ')$([ -e "$C$CP/b" ] && echo there || echo gone)"
+ENVD_BIN=$ENVD_REAL
+summary || summary_rc=1
 
 # --- a crash of envd (under build/init): the try is taken back ---
 PASS=0 FAIL=0
