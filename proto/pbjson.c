@@ -11,6 +11,7 @@
  * expects to free (strings, bytes, arrays and sub-messages).
  */
 #include "proto/pbjson.h"
+#include "proto/pbtext.h"
 #include "base/base64.h"
 #include "base/buf.h"
 
@@ -30,67 +31,8 @@
 
 #include <yajl/yajl_parse.h>
 
-#define TIMESTAMP_NAME "google.protobuf.Timestamp"
-/* protojson's Timestamp range: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59Z. */
-#define TS_MIN_SECONDS (-62135596800LL)
-#define TS_MAX_SECONDS 253402300799LL
-
 /* ---------------------------------------------------------------------- */
 /* Descriptor helpers shared by both directions                            */
-
-/* The Timestamp descriptor once seen (every EntryInfo has one): a
-   pointer compare instead of a string compare per message. */
-static const ProtobufCMessageDescriptor *_Atomic ts_desc;
-
-static bool is_timestamp(const ProtobufCMessageDescriptor *d)
-{
-	if (!d)
-		return false;
-	if (d == atomic_load_explicit(&ts_desc, memory_order_relaxed))
-		return true;
-	if (d->name && d->name[0] == 'g' && strcmp(d->name, TIMESTAMP_NAME) == 0) {
-		atomic_store_explicit(&ts_desc, d, memory_order_relaxed);
-		return true;
-	}
-	return false;
-}
-
-static char ascii_upper(char c)
-{
-	return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c;
-}
-
-/*
- * protoc-c has no map flag: a map<K,V> field is a repeated message whose
- * type is the nested `<CamelField>Entry` with key = 1 and value = 2. Check
- * all of that so an ordinary repeated message that happens to have two
- * fields is not mistaken for a map.
- */
-static bool field_is_map(const ProtobufCFieldDescriptor *f)
-{
-	const ProtobufCMessageDescriptor *e = f->descriptor;
-	const char *p, *s;
-	bool up = true;
-
-	if (f->label != PROTOBUF_C_LABEL_REPEATED || f->type != PROTOBUF_C_TYPE_MESSAGE || !e)
-		return false;
-	if (e->n_fields != 2 || e->fields[0].id != 1 || e->fields[1].id != 2 ||
-	    strcmp(e->fields[0].name, "key") != 0 || strcmp(e->fields[1].name, "value") != 0 ||
-	    e->fields[0].label == PROTOBUF_C_LABEL_REPEATED ||
-	    e->fields[1].label == PROTOBUF_C_LABEL_REPEATED)
-		return false;
-	s = e->short_name;
-	for (p = f->name; *p; p++) {
-		if (*p == '_') {
-			up = true;
-			continue;
-		}
-		if (*s++ != (up ? ascii_upper(*p) : *p))
-			return false;
-		up = false;
-	}
-	return strcmp(s, "Entry") == 0;
-}
 
 size_t pbjson_value_size(ProtobufCType t)
 {
@@ -113,63 +55,6 @@ size_t pbjson_value_size(ProtobufCType t)
 	default: /* 32-bit integers, float, enum */
 		return 4;
 	}
-}
-
-static const char *type_name(ProtobufCType t)
-{
-	static const char *const names[] = {
-		[PROTOBUF_C_TYPE_INT32] = "int32",
-		[PROTOBUF_C_TYPE_SINT32] = "sint32",
-		[PROTOBUF_C_TYPE_SFIXED32] = "sfixed32",
-		[PROTOBUF_C_TYPE_INT64] = "int64",
-		[PROTOBUF_C_TYPE_SINT64] = "sint64",
-		[PROTOBUF_C_TYPE_SFIXED64] = "sfixed64",
-		[PROTOBUF_C_TYPE_UINT32] = "uint32",
-		[PROTOBUF_C_TYPE_FIXED32] = "fixed32",
-		[PROTOBUF_C_TYPE_UINT64] = "uint64",
-		[PROTOBUF_C_TYPE_FIXED64] = "fixed64",
-		[PROTOBUF_C_TYPE_FLOAT] = "float",
-		[PROTOBUF_C_TYPE_DOUBLE] = "double",
-		[PROTOBUF_C_TYPE_BOOL] = "bool",
-		[PROTOBUF_C_TYPE_ENUM] = "enum",
-		[PROTOBUF_C_TYPE_STRING] = "string",
-		[PROTOBUF_C_TYPE_BYTES] = "bytes",
-		[PROTOBUF_C_TYPE_MESSAGE] = "message",
-	};
-
-	if ((unsigned)t < sizeof(names) / sizeof(names[0]) && names[t])
-		return names[t];
-	return "unknown";
-}
-
-/* Howard Hinnant's civil calendar conversions (proleptic Gregorian). */
-static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
-{
-	int64_t era;
-	unsigned yoe, doy, doe;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = (unsigned)(y - era * 400);
-	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + (int64_t)doe - 719468;
-}
-
-static void civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d)
-{
-	int64_t era;
-	unsigned doe, yoe, doy, mp;
-
-	z += 719468;
-	era = (z >= 0 ? z : z - 146096) / 146097;
-	doe = (unsigned)(z - era * 146097);
-	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-	mp = (5 * doy + 2) / 153;
-	*d = doy - (153 * mp + 2) / 5 + 1;
-	*m = mp < 10 ? mp + 3 : mp - 9;
-	*y = (int64_t)yoe + era * 400 + (*m <= 2);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -458,7 +343,7 @@ static size_t json_name_text(const char *proto, char *w)
 			up = true;
 			continue;
 		}
-		*w++ = up ? ascii_upper(*proto) : *proto;
+		*w++ = up ? pbtext_upper(*proto) : *proto;
 		up = false;
 	}
 	*w++ = '"';
@@ -609,23 +494,6 @@ static void enc_float(struct jbuf *b, double v, bool is_float)
 	jb_put(b, out, (size_t)o);
 }
 
-static bool ts_fields(const ProtobufCMessageDescriptor *d, const ProtobufCFieldDescriptor **sf,
-		      const ProtobufCFieldDescriptor **nf)
-{
-	/* protoc-c orders fields by number: seconds = 1, nanos = 2. */
-	if (d->n_fields == 2 && d->fields[0].name[0] == 's' && strcmp(d->fields[0].name, "seconds") == 0 &&
-	    strcmp(d->fields[1].name, "nanos") == 0) {
-		*sf = &d->fields[0];
-		*nf = &d->fields[1];
-	} else {
-		*sf = protobuf_c_message_descriptor_get_field_by_name(d, "seconds");
-		*nf = protobuf_c_message_descriptor_get_field_by_name(d, "nanos");
-	}
-	return *sf && *nf && (*sf)->type == PROTOBUF_C_TYPE_INT64 &&
-	       (*nf)->type == PROTOBUF_C_TYPE_INT32 && (*sf)->label != PROTOBUF_C_LABEL_REPEATED &&
-	       (*nf)->label != PROTOBUF_C_LABEL_REPEATED;
-}
-
 /*
  * RFC 3339 in UTC with 0, 3, 6 or 9 fraction digits. Out-of-range values
  * cannot be represented; they are normalised and clamped to protojson's
@@ -638,33 +506,33 @@ static void enc_timestamp(struct jbuf *b, const ProtobufCMessage *m)
 	unsigned mo, d;
 	char *w, *s;
 
-	if (!ts_fields(m->descriptor, &sf, &nf)) {
+	if (!pbtext_ts_fields(m->descriptor, &sf, &nf)) {
 		jb_fail(b);
 		return;
 	}
 	secs = *(const int64_t *)((const char *)m + sf->offset);
 	nanos = *(const int32_t *)((const char *)m + nf->offset);
-	if (secs < TS_MIN_SECONDS)
-		secs = TS_MIN_SECONDS, nanos = 0;
-	if (secs > TS_MAX_SECONDS)
-		secs = TS_MAX_SECONDS, nanos = 999999999;
+	if (secs < PBTEXT_TS_MIN_SECONDS)
+		secs = PBTEXT_TS_MIN_SECONDS, nanos = 0;
+	if (secs > PBTEXT_TS_MAX_SECONDS)
+		secs = PBTEXT_TS_MAX_SECONDS, nanos = 999999999;
 	secs += nanos / 1000000000;
 	nanos %= 1000000000;
 	if (nanos < 0) {
 		nanos += 1000000000;
 		secs--;
 	}
-	if (secs < TS_MIN_SECONDS)
-		secs = TS_MIN_SECONDS, nanos = 0;
-	if (secs > TS_MAX_SECONDS)
-		secs = TS_MAX_SECONDS, nanos = 999999999;
+	if (secs < PBTEXT_TS_MIN_SECONDS)
+		secs = PBTEXT_TS_MIN_SECONDS, nanos = 0;
+	if (secs > PBTEXT_TS_MAX_SECONDS)
+		secs = PBTEXT_TS_MAX_SECONDS, nanos = 999999999;
 	days = secs / 86400;
 	rem = secs % 86400;
 	if (rem < 0) {
 		rem += 86400;
 		days--;
 	}
-	civil_from_days(days, &y, &mo, &d);
+	pbtext_civil_from_days(days, &y, &mo, &d);
 	w = jb_room(b, 32);
 	if (!w)
 		return;
@@ -967,7 +835,7 @@ static void enc_message(struct jbuf *b, const ProtobufCMessage *m, int depth)
 		return;
 	}
 	d = m->descriptor;
-	if (is_timestamp(d)) {
+	if (pbtext_is_timestamp(d)) {
 		enc_timestamp(b, m);
 		return;
 	}
@@ -983,7 +851,7 @@ static void enc_message(struct jbuf *b, const ProtobufCMessage *m, int depth)
 			if (n == 0 || !arr)
 				continue;
 			enc_name(b, f, &first);
-			if (field_is_map(f)) {
+			if (pbtext_field_is_map(f)) {
 				enc_map(b, f, (ProtobufCMessage *const *)arr, n, depth);
 				continue;
 			}
@@ -1192,7 +1060,6 @@ static int dec_fail(struct dec *d, const char *fmt, ...)
 	return -1;
 }
 
-
 /*
  * A short, valid-UTF-8 rendering of a value for error messages: strings
  * as JSON text cut at 40 bytes, numbers as they were written (cut too),
@@ -1243,38 +1110,20 @@ static void describe(const struct ev *v, char *out, size_t outlen)
 	}
 }
 
-/* The JSON name of a field, for error messages. */
-static const char *json_name(const ProtobufCFieldDescriptor *f, char *buf, size_t len)
-{
-	size_t o = 0;
-	bool up = false;
-
-	for (const char *p = f->name; *p && o + 1 < len; p++) {
-		if (*p == '_') {
-			up = true;
-			continue;
-		}
-		buf[o++] = up ? ascii_upper(*p) : *p;
-		up = false;
-	}
-	buf[o] = '\0';
-	return buf;
-}
-
 /* `invalid value for KIND field NAME: VALUE`. */
 static int dec_bad_value(struct dec *d, const char *kind, const ProtobufCFieldDescriptor *f, const struct ev *v)
 {
 	char what[80], name[128];
 
 	describe(v, what, sizeof(what));
-	return dec_fail(d, "invalid value for %s field %s: %s", kind, json_name(f, name, sizeof(name)), what);
+	return dec_fail(d, "invalid value for %s field %s: %s", kind, pbtext_json_name(f, name, sizeof(name)), what);
 }
 
 static int dec_bad_repeated(struct dec *d, const ProtobufCFieldDescriptor *f, const struct ev *v)
 {
 	char kind[64];
 
-	snprintf(kind, sizeof(kind), "repeated %s", type_name(f->type));
+	snprintf(kind, sizeof(kind), "repeated %s", pbtext_type_name(f->type));
 	return dec_bad_value(d, kind, f, v);
 }
 
@@ -1305,245 +1154,6 @@ static int dec_syntax(struct dec *d, size_t at, const char *what)
 	return -1;
 }
 
-/* A JSON value as sign and magnitude, before range checks. */
-struct intval {
-	bool neg;
-	uint64_t mag;
-};
-
-/*
- * Integer value of a JSON number written as text (protojson accepts digit
- * strings for every integer type). Follows the JSON number grammar exactly;
- * fractions and exponents are allowed only when the value is integral
- * (`1e3`, `1.50e2`), as Go's protojson does.
- */
-static bool parse_int_text(const char *s, size_t n, struct intval *iv)
-{
-	const char *end = s + n, *ip, *fp = NULL;
-	size_t il, fl = 0;
-	long exp = 0;
-	long shift;
-	char digits[48];
-	size_t nd = 0;
-
-	iv->neg = false;
-	iv->mag = 0;
-	if (s < end && *s == '-') {
-		iv->neg = true;
-		s++;
-	}
-	if (s >= end || *s < '0' || *s > '9')
-		return false;
-	ip = s;
-	if (*s == '0')
-		s++;
-	else
-		while (s < end && *s >= '0' && *s <= '9')
-			s++;
-	il = (size_t)(s - ip);
-	if (s < end && *s == '.') {
-		fp = ++s;
-		while (s < end && *s >= '0' && *s <= '9')
-			s++;
-		fl = (size_t)(s - fp);
-		if (fl == 0)
-			return false;
-	}
-	if (s < end && (*s == 'e' || *s == 'E')) {
-		bool eneg = false;
-
-		s++;
-		if (s < end && (*s == '+' || *s == '-'))
-			eneg = *s++ == '-';
-		if (s >= end || *s < '0' || *s > '9')
-			return false;
-		while (s < end && *s >= '0' && *s <= '9') {
-			if (exp > 10000)
-				return false;
-			exp = exp * 10 + (*s++ - '0');
-		}
-		if (eneg)
-			exp = -exp;
-	}
-	if (s != end)
-		return false;
-	/* Drop trailing fraction zeros: "1.0" is the integer 1. */
-	while (fl > 0 && fp[fl - 1] == '0')
-		fl--;
-	/* Significant digits, leading zeros dropped. */
-	for (size_t i = 0; i < il + fl; i++) {
-		char c = i < il ? ip[i] : fp[i - il];
-
-		if (nd == 0 && c == '0')
-			continue;
-		if (nd >= sizeof(digits))
-			return false;
-		digits[nd++] = c;
-	}
-	shift = exp - (long)fl;
-	if (nd == 0)
-		return true; /* zero, whatever the exponent */
-	if (shift < 0) {
-		/* The digits shifted behind the decimal point must be zeros. */
-		if ((size_t)-shift > nd)
-			return false;
-		for (size_t i = nd - (size_t)-shift; i < nd; i++)
-			if (digits[i] != '0')
-				return false;
-		nd -= (size_t)-shift;
-		shift = 0;
-	}
-	if ((long)nd + shift > 20)
-		return false;
-	for (long i = 0; i < (long)nd + shift; i++) {
-		unsigned dg = i < (long)nd ? (unsigned)(digits[i] - '0') : 0;
-
-		if (iv->mag > (UINT64_MAX - dg) / 10)
-			return false;
-		iv->mag = iv->mag * 10 + dg;
-	}
-	return true;
-}
-
-/* Range-check iv for a signed type with the given maximum (min = -max-1). */
-static bool intval_signed(const struct intval *iv, uint64_t max, int64_t *out)
-{
-	if (iv->neg) {
-		if (iv->mag > max + 1)
-			return false;
-		*out = iv->mag == 0 ? 0 : -(int64_t)(iv->mag - 1) - 1;
-	} else {
-		if (iv->mag > max)
-			return false;
-		*out = (int64_t)iv->mag;
-	}
-	return true;
-}
-
-static bool intval_unsigned(const struct intval *iv, uint64_t max, uint64_t *out)
-{
-	if ((iv->neg && iv->mag != 0) || iv->mag > max)
-		return false;
-	*out = iv->mag;
-	return true;
-}
-
-/* Text allowed by the JSON number grammar (for float fields given as strings). */
-static bool is_json_number(const char *s, size_t n)
-{
-	const char *end = s + n;
-
-	if (s < end && *s == '-')
-		s++;
-	if (s >= end || *s < '0' || *s > '9')
-		return false;
-	if (*s == '0')
-		s++;
-	else
-		while (s < end && *s >= '0' && *s <= '9')
-			s++;
-	if (s < end && *s == '.') {
-		const char *f = ++s;
-
-		while (s < end && *s >= '0' && *s <= '9')
-			s++;
-		if (s == f)
-			return false;
-	}
-	if (s < end && (*s == 'e' || *s == 'E')) {
-		const char *e;
-
-		s++;
-		if (s < end && (*s == '+' || *s == '-'))
-			s++;
-		e = s;
-		while (s < end && *s >= '0' && *s <= '9')
-			s++;
-		if (s == e)
-			return false;
-	}
-	return s == end;
-}
-
-/*
- * RFC 3339 as Go's time.Parse(time.RFC3339Nano) accepts it:
- * YYYY-MM-DDTHH:MM:SS[.f{1,9}](Z|±HH:MM), fields range-checked (days per
- * month included), then converted to UTC.
- */
-static bool parse_rfc3339(const char *s, size_t n, int64_t *secs, int32_t *nanos)
-{
-	static const unsigned mdays[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
-	unsigned v[6], dim;
-	size_t i = 19;
-	int32_t ns = 0;
-	int64_t t, off = 0;
-	int64_t year;
-
-	if (n < 20)
-		return false;
-	for (int k = 0; k < 19; k++) {
-		bool sep = k == 4 || k == 7 || k == 10 || k == 13 || k == 16;
-
-		if (sep != (s[k] < '0' || s[k] > '9'))
-			return false;
-	}
-	if (s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':')
-		return false;
-	year = (s[0] - '0') * 1000 + (s[1] - '0') * 100 + (s[2] - '0') * 10 + (s[3] - '0');
-	for (int k = 0; k < 5; k++) {
-		const char *p = s + 5 + 3 * k;
-
-		v[k] = (unsigned)((p[0] - '0') * 10 + (p[1] - '0'));
-	}
-	/* v: month, day, hour, minute, second */
-	if (v[0] < 1 || v[0] > 12 || v[2] > 23 || v[3] > 59 || v[4] > 59)
-		return false;
-	dim = mdays[v[0] - 1];
-	if (v[0] == 2 && year % 4 == 0 && (year % 100 != 0 || year % 400 == 0))
-		dim = 29;
-	if (v[1] < 1 || v[1] > dim)
-		return false;
-	if (s[i] == '.') {
-		size_t start = ++i;
-
-		while (i < n && s[i] >= '0' && s[i] <= '9') {
-			if (i - start >= 9)
-				return false;
-			ns = ns * 10 + (s[i++] - '0');
-		}
-		if (i == start)
-			return false;
-		for (size_t k = i - start; k < 9; k++)
-			ns *= 10;
-	}
-	if (i < n && s[i] == 'Z') {
-		i++;
-	} else if (i < n && (s[i] == '+' || s[i] == '-')) {
-		const char *p = s + i + 1;
-
-		if (n - i != 6 || p[2] != ':')
-			return false;
-		for (int k = 0; k < 5; k++)
-			if (k != 2 && (p[k] < '0' || p[k] > '9'))
-				return false;
-		v[5] = (unsigned)((p[0] - '0') * 10 + (p[1] - '0'));
-		if (v[5] > 23 || (p[3] - '0') * 10 + (p[4] - '0') > 59)
-			return false;
-		off = (int64_t)v[5] * 3600 + ((p[3] - '0') * 10 + (p[4] - '0')) * 60;
-		if (s[i] == '-')
-			off = -off;
-		i += 6;
-	} else {
-		return false;
-	}
-	if (i != n)
-		return false;
-	t = days_from_civil(year, v[0], v[1]) * 86400 + v[2] * 3600 + v[3] * 60 + v[4] - off;
-	*secs = t;
-	*nanos = ns;
-	return true;
-}
-
 static ProtobufCMessage *msg_new(struct dec *d, const ProtobufCMessageDescriptor *desc)
 {
 	ProtobufCMessage *m = dec_alloc(d, desc->sizeof_message);
@@ -1554,9 +1164,9 @@ static ProtobufCMessage *msg_new(struct dec *d, const ProtobufCMessageDescriptor
 }
 
 /* An integer value of a number or a string (protojson accepts both). */
-static bool ev_intval(const struct ev *v, struct intval *iv)
+static bool ev_intval(const struct ev *v, struct pbtext_int *iv)
 {
-	return (v->k == EV_NUMBER || v->k == EV_STRING) && parse_int_text(v->s, v->n, iv);
+	return (v->k == EV_NUMBER || v->k == EV_STRING) && pbtext_parse_int(v->s, v->n, iv);
 }
 
 static bool ev_double(const struct ev *v, double *out)
@@ -1576,7 +1186,7 @@ static bool ev_double(const struct ev *v, double *out)
 			*out = -INFINITY;
 			return true;
 		}
-		if (!is_json_number(v->s, v->n))
+		if (!pbtext_is_number(v->s, v->n))
 			return false;
 	} else if (v->k != EV_NUMBER) {
 		return false;
@@ -1603,20 +1213,20 @@ static int dec_timestamp(struct dec *d, const ProtobufCMessageDescriptor *desc, 
 	int32_t nanos;
 	char what[80], name[128];
 
-	if (!ts_fields(desc, &sf, &nf))
-		return dec_fail(d, "unsupported %s descriptor", TIMESTAMP_NAME);
+	if (!pbtext_ts_fields(desc, &sf, &nf))
+		return dec_fail(d, "unsupported %s descriptor", PBTEXT_TIMESTAMP_NAME);
 	if (v->k != EV_STRING) {
 		describe(v, what, sizeof(what));
-		return dec_fail(d, "invalid value for %s field %s: %s", TIMESTAMP_NAME,
-				f ? json_name(f, name, sizeof(name)) : "(top level)", what);
+		return dec_fail(d, "invalid value for %s field %s: %s", PBTEXT_TIMESTAMP_NAME,
+				f ? pbtext_json_name(f, name, sizeof(name)) : "(top level)", what);
 	}
-	if (!parse_rfc3339(v->s, v->n, &secs, &nanos)) {
+	if (!pbtext_parse_rfc3339(v->s, v->n, &secs, &nanos)) {
 		describe(v, what, sizeof(what));
-		return dec_fail(d, "invalid %s value %s", TIMESTAMP_NAME, what);
+		return dec_fail(d, "invalid %s value %s", PBTEXT_TIMESTAMP_NAME, what);
 	}
-	if (secs < TS_MIN_SECONDS || secs > TS_MAX_SECONDS) {
+	if (secs < PBTEXT_TS_MIN_SECONDS || secs > PBTEXT_TS_MAX_SECONDS) {
 		describe(v, what, sizeof(what));
-		return dec_fail(d, "%s value out of range: %s", TIMESTAMP_NAME, what);
+		return dec_fail(d, "%s value out of range: %s", PBTEXT_TIMESTAMP_NAME, what);
 	}
 	m = msg_new(d, desc);
 	if (!m)
@@ -1670,7 +1280,7 @@ static int open_message(struct dec *d, const ProtobufCMessageDescriptor *desc, P
 static int store_value(struct dec *d, const ProtobufCFieldDescriptor *f, const ProtobufCFieldDescriptor *namef,
 		       const struct ev *v, void *dst)
 {
-	struct intval iv;
+	struct pbtext_int iv;
 	int64_t sv;
 	uint64_t uv;
 	double dv;
@@ -1679,26 +1289,26 @@ static int store_value(struct dec *d, const ProtobufCFieldDescriptor *f, const P
 	case PROTOBUF_C_TYPE_INT32:
 	case PROTOBUF_C_TYPE_SINT32:
 	case PROTOBUF_C_TYPE_SFIXED32:
-		if (!ev_intval(v, &iv) || !intval_signed(&iv, INT32_MAX, &sv))
+		if (!ev_intval(v, &iv) || !pbtext_int_signed(&iv, INT32_MAX, &sv))
 			break;
 		*(int32_t *)dst = (int32_t)sv;
 		return 0;
 	case PROTOBUF_C_TYPE_INT64:
 	case PROTOBUF_C_TYPE_SINT64:
 	case PROTOBUF_C_TYPE_SFIXED64:
-		if (!ev_intval(v, &iv) || !intval_signed(&iv, INT64_MAX, &sv))
+		if (!ev_intval(v, &iv) || !pbtext_int_signed(&iv, INT64_MAX, &sv))
 			break;
 		*(int64_t *)dst = sv;
 		return 0;
 	case PROTOBUF_C_TYPE_UINT32:
 	case PROTOBUF_C_TYPE_FIXED32:
-		if (!ev_intval(v, &iv) || !intval_unsigned(&iv, UINT32_MAX, &uv))
+		if (!ev_intval(v, &iv) || !pbtext_int_unsigned(&iv, UINT32_MAX, &uv))
 			break;
 		*(uint32_t *)dst = (uint32_t)uv;
 		return 0;
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:
-		if (!ev_intval(v, &iv) || !intval_unsigned(&iv, UINT64_MAX, &uv))
+		if (!ev_intval(v, &iv) || !pbtext_int_unsigned(&iv, UINT64_MAX, &uv))
 			break;
 		*(uint64_t *)dst = uv;
 		return 0;
@@ -1734,7 +1344,7 @@ static int store_value(struct dec *d, const ProtobufCFieldDescriptor *f, const P
 			*(int32_t *)dst = ev->value;
 			return 0;
 		}
-		if (v->k != EV_NUMBER || !ev_intval(v, &iv) || !intval_signed(&iv, INT32_MAX, &sv))
+		if (v->k != EV_NUMBER || !ev_intval(v, &iv) || !pbtext_int_signed(&iv, INT32_MAX, &sv))
 			break;
 		*(int32_t *)dst = (int32_t)sv;
 		return 0;
@@ -1778,9 +1388,9 @@ static int store_value(struct dec *d, const ProtobufCFieldDescriptor *f, const P
 		if (!f->descriptor) {
 			char name[128];
 
-			return dec_fail(d, "field %s has no message descriptor", json_name(namef, name, sizeof(name)));
+			return dec_fail(d, "field %s has no message descriptor", pbtext_json_name(namef, name, sizeof(name)));
 		}
-		if (is_timestamp(f->descriptor))
+		if (pbtext_is_timestamp(f->descriptor))
 			return dec_timestamp(d, f->descriptor, namef, v, (ProtobufCMessage **)dst);
 		if (v->k != EV_OBJECT)
 			return dec_bad_value(d, "message", namef, v);
@@ -1788,10 +1398,10 @@ static int store_value(struct dec *d, const ProtobufCFieldDescriptor *f, const P
 	default: {
 		char name[128];
 
-		return dec_fail(d, "field %s has an unsupported type", json_name(namef, name, sizeof(name)));
+		return dec_fail(d, "field %s has an unsupported type", pbtext_json_name(namef, name, sizeof(name)));
 	}
 	}
-	return dec_bad_value(d, type_name(f->type), namef, v);
+	return dec_bad_value(d, pbtext_type_name(f->type), namef, v);
 }
 
 /* Room for one more element in the array of the repeated field of frame t
@@ -1857,7 +1467,7 @@ static bool json_name_eq(const char *proto, const char *key, size_t n)
 			up = true;
 			continue;
 		}
-		if (key == end || *key++ != (up ? ascii_upper(*proto) : *proto))
+		if (key == end || *key++ != (up ? pbtext_upper(*proto) : *proto))
 			return false;
 		up = false;
 	}
@@ -1912,7 +1522,7 @@ static int message_value(struct dec *d, struct frame *t, const struct ev *v)
 	if (v->k == EV_NULL)
 		return 0; /* null means unset */
 	if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-		if (field_is_map(f)) {
+		if (pbtext_field_is_map(f)) {
 			if (v->k != EV_OBJECT)
 				return dec_bad_value(d, "map", f, v);
 			return push(d, FR_MAP, t->msg, f);
@@ -1930,9 +1540,9 @@ static int message_value(struct dec *d, struct frame *t, const struct ev *v)
 			char oname[128] = "?", name[128];
 
 			if (other)
-				json_name(other, oname, sizeof(oname));
+				pbtext_json_name(other, oname, sizeof(oname));
 			return dec_fail(d, "oneof fields %s and %s are both set", oname,
-					json_name(f, name, sizeof(name)));
+					pbtext_json_name(f, name, sizeof(name)));
 		}
 		/* Set before a message member's fields are read, so that a
 		   failure inside it frees it with the rest. */
@@ -1976,7 +1586,7 @@ static int map_key(struct dec *d, struct frame *t, const char *key, size_t n)
 	const ProtobufCFieldDescriptor *kf = &ed->fields[0];
 	ProtobufCMessage *e = msg_new(d, ed);
 	void *dst;
-	struct intval iv;
+	struct pbtext_int iv;
 	int64_t sv;
 	uint64_t uv;
 
@@ -2004,7 +1614,7 @@ static int map_key(struct dec *d, struct frame *t, const char *key, size_t n)
 	case PROTOBUF_C_TYPE_INT32:
 	case PROTOBUF_C_TYPE_SINT32:
 	case PROTOBUF_C_TYPE_SFIXED32:
-		if (parse_int_text(key, n, &iv) && intval_signed(&iv, INT32_MAX, &sv)) {
+		if (pbtext_parse_int(key, n, &iv) && pbtext_int_signed(&iv, INT32_MAX, &sv)) {
 			*(int32_t *)dst = (int32_t)sv;
 			return 0;
 		}
@@ -2012,21 +1622,21 @@ static int map_key(struct dec *d, struct frame *t, const char *key, size_t n)
 	case PROTOBUF_C_TYPE_INT64:
 	case PROTOBUF_C_TYPE_SINT64:
 	case PROTOBUF_C_TYPE_SFIXED64:
-		if (parse_int_text(key, n, &iv) && intval_signed(&iv, INT64_MAX, &sv)) {
+		if (pbtext_parse_int(key, n, &iv) && pbtext_int_signed(&iv, INT64_MAX, &sv)) {
 			*(int64_t *)dst = sv;
 			return 0;
 		}
 		break;
 	case PROTOBUF_C_TYPE_UINT32:
 	case PROTOBUF_C_TYPE_FIXED32:
-		if (parse_int_text(key, n, &iv) && intval_unsigned(&iv, UINT32_MAX, &uv)) {
+		if (pbtext_parse_int(key, n, &iv) && pbtext_int_unsigned(&iv, UINT32_MAX, &uv)) {
 			*(uint32_t *)dst = (uint32_t)uv;
 			return 0;
 		}
 		break;
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:
-		if (parse_int_text(key, n, &iv) && intval_unsigned(&iv, UINT64_MAX, &uv)) {
+		if (pbtext_parse_int(key, n, &iv) && pbtext_int_unsigned(&iv, UINT64_MAX, &uv)) {
 			*(uint64_t *)dst = uv;
 			return 0;
 		}
@@ -2108,9 +1718,9 @@ static int map_end(struct dec *d, struct frame *t)
 
 			describe(&kv, what, sizeof(what));
 		} else {
-			snprintf(what, sizeof(what), "(a %s)", type_name(kf->type));
+			snprintf(what, sizeof(what), "(a %s)", pbtext_type_name(kf->type));
 		}
-		return dec_fail(d, "duplicate key in map field %s: %s", json_name(t->f, name, sizeof(name)), what);
+		return dec_fail(d, "duplicate key in map field %s: %s", pbtext_json_name(t->f, name, sizeof(name)), what);
 	}
 	list_end(d, t);
 	return 0;
@@ -2126,7 +1736,7 @@ static int on_value(struct dec *d, const struct ev *v)
 
 		if (d->root || d->done)
 			return dec_fail(d, "internal error: a second document value");
-		if (is_timestamp(d->desc)) {
+		if (pbtext_is_timestamp(d->desc)) {
 			if (dec_timestamp(d, d->desc, NULL, v, &d->root) < 0)
 				return -1;
 			d->done = true;

@@ -3,8 +3,10 @@
  * pbjson_tree.c - the tree-walking JSON decoder envd used before
  * proto/pbjson parsed with a streaming parser: jansson builds the document,
  * then the tree is walked into the protobuf-c message. Kept for the tests
- * alone, as an independent second implementation the streaming decoder is
- * held against (tests/unit/pbjson_test.c, fuzz/fuzz_pbjson.c).
+ * alone, as an independent second walk the streaming decoder is held
+ * against (tests/unit/pbjson_test.c, fuzz/fuzz_pbjson.c). The text forms
+ * of values (numbers, timestamps, names) are proto/pbtext's, shared with
+ * the codec and tested by themselves (pbtext_test.c).
  * Error messages are not compared, so describe() here is plain.
  */
 #include "pbjson_tree.h"
@@ -25,32 +27,7 @@
 
 #include "base/base64.h"
 #include "proto/pbjson.h"
-
-#define TIMESTAMP_NAME "google.protobuf.Timestamp"
-#define TS_MIN_SECONDS (-62135596800LL)
-#define TS_MAX_SECONDS 253402300799LL
-
-/* The Timestamp descriptor once seen (every EntryInfo has one): a
-   pointer compare instead of a string compare per message. */
-static const ProtobufCMessageDescriptor *_Atomic ts_desc;
-
-static bool is_timestamp(const ProtobufCMessageDescriptor *d)
-{
-	if (!d)
-		return false;
-	if (d == atomic_load_explicit(&ts_desc, memory_order_relaxed))
-		return true;
-	if (d->name && d->name[0] == 'g' && strcmp(d->name, TIMESTAMP_NAME) == 0) {
-		atomic_store_explicit(&ts_desc, d, memory_order_relaxed);
-		return true;
-	}
-	return false;
-}
-
-static char ascii_upper(char c)
-{
-	return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c;
-}
+#include "proto/pbtext.h"
 
 /* Does `key` equal protoc's JSON name (lowerCamelCase) of `proto`? */
 static bool json_name_eq(const char *proto, const char *key)
@@ -62,124 +39,11 @@ static bool json_name_eq(const char *proto, const char *key)
 			up = true;
 			continue;
 		}
-		if (*key++ != (up ? ascii_upper(*proto) : *proto))
+		if (*key++ != (up ? pbtext_upper(*proto) : *proto))
 			return false;
 		up = false;
 	}
 	return *key == '\0';
-}
-
-/*
- * protoc-c has no map flag: a map<K,V> field is a repeated message whose
- * type is the nested `<CamelField>Entry` with key = 1 and value = 2. Check
- * all of that so an ordinary repeated message that happens to have two
- * fields is not mistaken for a map.
- */
-static bool field_is_map(const ProtobufCFieldDescriptor *f)
-{
-	const ProtobufCMessageDescriptor *e = f->descriptor;
-	const char *p, *s;
-	bool up = true;
-
-	if (f->label != PROTOBUF_C_LABEL_REPEATED || f->type != PROTOBUF_C_TYPE_MESSAGE || !e)
-		return false;
-	if (e->n_fields != 2 || e->fields[0].id != 1 || e->fields[1].id != 2 ||
-	    strcmp(e->fields[0].name, "key") != 0 || strcmp(e->fields[1].name, "value") != 0 ||
-	    e->fields[0].label == PROTOBUF_C_LABEL_REPEATED ||
-	    e->fields[1].label == PROTOBUF_C_LABEL_REPEATED)
-		return false;
-	s = e->short_name;
-	for (p = f->name; *p; p++) {
-		if (*p == '_') {
-			up = true;
-			continue;
-		}
-		if (*s++ != (up ? ascii_upper(*p) : *p))
-			return false;
-		up = false;
-	}
-	return strcmp(s, "Entry") == 0;
-}
-
-static size_t value_size(ProtobufCType t)
-{
-	switch (t) {
-	case PROTOBUF_C_TYPE_INT64:
-	case PROTOBUF_C_TYPE_SINT64:
-	case PROTOBUF_C_TYPE_SFIXED64:
-	case PROTOBUF_C_TYPE_UINT64:
-	case PROTOBUF_C_TYPE_FIXED64:
-	case PROTOBUF_C_TYPE_DOUBLE:
-		return 8;
-	case PROTOBUF_C_TYPE_BOOL:
-		return sizeof(protobuf_c_boolean);
-	case PROTOBUF_C_TYPE_STRING:
-		return sizeof(char *);
-	case PROTOBUF_C_TYPE_BYTES:
-		return sizeof(ProtobufCBinaryData);
-	case PROTOBUF_C_TYPE_MESSAGE:
-		return sizeof(ProtobufCMessage *);
-	default: /* 32-bit integers, float, enum */
-		return 4;
-	}
-}
-
-static const char *type_name(ProtobufCType t)
-{
-	static const char *const names[] = {
-		[PROTOBUF_C_TYPE_INT32] = "int32",
-		[PROTOBUF_C_TYPE_SINT32] = "sint32",
-		[PROTOBUF_C_TYPE_SFIXED32] = "sfixed32",
-		[PROTOBUF_C_TYPE_INT64] = "int64",
-		[PROTOBUF_C_TYPE_SINT64] = "sint64",
-		[PROTOBUF_C_TYPE_SFIXED64] = "sfixed64",
-		[PROTOBUF_C_TYPE_UINT32] = "uint32",
-		[PROTOBUF_C_TYPE_FIXED32] = "fixed32",
-		[PROTOBUF_C_TYPE_UINT64] = "uint64",
-		[PROTOBUF_C_TYPE_FIXED64] = "fixed64",
-		[PROTOBUF_C_TYPE_FLOAT] = "float",
-		[PROTOBUF_C_TYPE_DOUBLE] = "double",
-		[PROTOBUF_C_TYPE_BOOL] = "bool",
-		[PROTOBUF_C_TYPE_ENUM] = "enum",
-		[PROTOBUF_C_TYPE_STRING] = "string",
-		[PROTOBUF_C_TYPE_BYTES] = "bytes",
-		[PROTOBUF_C_TYPE_MESSAGE] = "message",
-	};
-
-	if ((unsigned)t < sizeof(names) / sizeof(names[0]) && names[t])
-		return names[t];
-	return "unknown";
-}
-
-/* Howard Hinnant's civil calendar conversions (proleptic Gregorian). */
-static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
-{
-	int64_t era;
-	unsigned yoe, doy, doe;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = (unsigned)(y - era * 400);
-	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + (int64_t)doe - 719468;
-}
-
-static bool ts_fields(const ProtobufCMessageDescriptor *d, const ProtobufCFieldDescriptor **sf,
-		      const ProtobufCFieldDescriptor **nf)
-{
-	/* protoc-c orders fields by number: seconds = 1, nanos = 2. */
-	if (d->n_fields == 2 && d->fields[0].name[0] == 's' && strcmp(d->fields[0].name, "seconds") == 0 &&
-	    strcmp(d->fields[1].name, "nanos") == 0) {
-		*sf = &d->fields[0];
-		*nf = &d->fields[1];
-	} else {
-		*sf = protobuf_c_message_descriptor_get_field_by_name(d, "seconds");
-		*nf = protobuf_c_message_descriptor_get_field_by_name(d, "nanos");
-	}
-	return *sf && *nf && (*sf)->type == PROTOBUF_C_TYPE_INT64 &&
-	       (*nf)->type == PROTOBUF_C_TYPE_INT32 && (*sf)->label != PROTOBUF_C_LABEL_REPEATED &&
-	       (*nf)->label != PROTOBUF_C_LABEL_REPEATED;
 }
 
 struct dec {
@@ -253,107 +117,7 @@ static int dec_bad_value(struct dec *d, const char *kind, const char *field, con
 	return dec_fail(d, "invalid value for %s field %s: %s", kind, field, what);
 }
 
-/* A JSON value as sign and magnitude, before range checks. */
-struct intval {
-	bool neg;
-	uint64_t mag;
-};
-
-/*
- * Integer value of a JSON number written as text (protojson accepts digit
- * strings for every integer type). Follows the JSON number grammar exactly;
- * fractions and exponents are allowed only when the value is integral
- * (`1e3`, `1.50e2`), as Go's protojson does.
- */
-static bool parse_int_text(const char *s, size_t n, struct intval *iv)
-{
-	const char *end = s + n, *ip, *fp = NULL;
-	size_t il, fl = 0;
-	long exp = 0;
-	long shift;
-	char digits[48];
-	size_t nd = 0;
-
-	iv->neg = false;
-	iv->mag = 0;
-	if (s < end && *s == '-') {
-		iv->neg = true;
-		s++;
-	}
-	if (s >= end || *s < '0' || *s > '9')
-		return false;
-	ip = s;
-	if (*s == '0')
-		s++;
-	else
-		while (s < end && *s >= '0' && *s <= '9')
-			s++;
-	il = (size_t)(s - ip);
-	if (s < end && *s == '.') {
-		fp = ++s;
-		while (s < end && *s >= '0' && *s <= '9')
-			s++;
-		fl = (size_t)(s - fp);
-		if (fl == 0)
-			return false;
-	}
-	if (s < end && (*s == 'e' || *s == 'E')) {
-		bool eneg = false;
-
-		s++;
-		if (s < end && (*s == '+' || *s == '-'))
-			eneg = *s++ == '-';
-		if (s >= end || *s < '0' || *s > '9')
-			return false;
-		while (s < end && *s >= '0' && *s <= '9') {
-			if (exp > 10000)
-				return false;
-			exp = exp * 10 + (*s++ - '0');
-		}
-		if (eneg)
-			exp = -exp;
-	}
-	if (s != end)
-		return false;
-	/* Drop trailing fraction zeros: "1.0" is the integer 1. */
-	while (fl > 0 && fp[fl - 1] == '0')
-		fl--;
-	/* Significant digits, leading zeros dropped. */
-	for (size_t i = 0; i < il + fl; i++) {
-		char c = i < il ? ip[i] : fp[i - il];
-
-		if (nd == 0 && c == '0')
-			continue;
-		if (nd >= sizeof(digits))
-			return false;
-		digits[nd++] = c;
-	}
-	shift = exp - (long)fl;
-	if (nd == 0)
-		return true; /* zero, whatever the exponent */
-	if (shift < 0) {
-		/* The digits shifted behind the decimal point must be zeros. */
-		if ((size_t)-shift > nd)
-			return false;
-		for (size_t i = nd - (size_t)-shift; i < nd; i++)
-			if (digits[i] != '0')
-				return false;
-		nd -= (size_t)-shift;
-		shift = 0;
-	}
-	if ((long)nd + shift > 20)
-		return false;
-	for (long i = 0; i < (long)nd + shift; i++) {
-		unsigned dg = i < (long)nd ? (unsigned)(digits[i] - '0') : 0;
-
-		if (iv->mag > (UINT64_MAX - dg) / 10)
-			return false;
-		iv->mag = iv->mag * 10 + dg;
-	}
-	return true;
-}
-
-static bool json_intval(const json_t *v, struct intval *iv)
+static bool json_intval(const json_t *v, struct pbtext_int *iv)
 {
 	switch (json_typeof(v)) {
 	case JSON_INTEGER: {
@@ -373,70 +137,10 @@ static bool json_intval(const json_t *v, struct intval *iv)
 		return true;
 	}
 	case JSON_STRING:
-		return parse_int_text(json_string_value(v), json_string_length(v), iv);
+		return pbtext_parse_int(json_string_value(v), json_string_length(v), iv);
 	default:
 		return false;
 	}
-}
-
-/* Range-check iv for a signed type with the given maximum (min = -max-1). */
-static bool intval_signed(const struct intval *iv, uint64_t max, int64_t *out)
-{
-	if (iv->neg) {
-		if (iv->mag > max + 1)
-			return false;
-		*out = iv->mag == 0 ? 0 : -(int64_t)(iv->mag - 1) - 1;
-	} else {
-		if (iv->mag > max)
-			return false;
-		*out = (int64_t)iv->mag;
-	}
-	return true;
-}
-
-static bool intval_unsigned(const struct intval *iv, uint64_t max, uint64_t *out)
-{
-	if ((iv->neg && iv->mag != 0) || iv->mag > max)
-		return false;
-	*out = iv->mag;
-	return true;
-}
-
-/* Text allowed by the JSON number grammar (for float fields given as strings). */
-static bool is_json_number(const char *s, size_t n)
-{
-	const char *end = s + n;
-
-	if (s < end && *s == '-')
-		s++;
-	if (s >= end || *s < '0' || *s > '9')
-		return false;
-	if (*s == '0')
-		s++;
-	else
-		while (s < end && *s >= '0' && *s <= '9')
-			s++;
-	if (s < end && *s == '.') {
-		const char *f = ++s;
-
-		while (s < end && *s >= '0' && *s <= '9')
-			s++;
-		if (s == f)
-			return false;
-	}
-	if (s < end && (*s == 'e' || *s == 'E')) {
-		const char *e;
-
-		s++;
-		if (s < end && (*s == '+' || *s == '-'))
-			s++;
-		e = s;
-		while (s < end && *s >= '0' && *s <= '9')
-			s++;
-		if (s == e)
-			return false;
-	}
-	return s == end;
 }
 
 static bool json_double(const json_t *v, double *out)
@@ -465,91 +169,12 @@ static bool json_double(const json_t *v, double *out)
 		*out = -INFINITY;
 		return true;
 	}
-	if (n >= sizeof(tmp) || !is_json_number(s, n))
+	if (n >= sizeof(tmp) || !pbtext_is_number(s, n))
 		return false;
 	memcpy(tmp, s, n);
 	tmp[n] = '\0';
 	*out = strtod(tmp, NULL);
 	return isfinite(*out);
-}
-
-/*
- * RFC 3339 as Go's time.Parse(time.RFC3339Nano) accepts it:
- * YYYY-MM-DDTHH:MM:SS[.f{1,9}](Z|±HH:MM), fields range-checked (days per
- * month included), then converted to UTC.
- */
-static bool parse_rfc3339(const char *s, size_t n, int64_t *secs, int32_t *nanos)
-{
-	static const unsigned mdays[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
-	unsigned v[6], dim;
-	size_t i = 19;
-	int32_t ns = 0;
-	int64_t t, off = 0;
-	int64_t year;
-
-	if (n < 20)
-		return false;
-	for (int k = 0; k < 19; k++) {
-		bool sep = k == 4 || k == 7 || k == 10 || k == 13 || k == 16;
-
-		if (sep != (s[k] < '0' || s[k] > '9'))
-			return false;
-	}
-	if (s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':')
-		return false;
-	year = (s[0] - '0') * 1000 + (s[1] - '0') * 100 + (s[2] - '0') * 10 + (s[3] - '0');
-	for (int k = 0; k < 5; k++) {
-		const char *p = s + 5 + 3 * k;
-
-		v[k] = (unsigned)((p[0] - '0') * 10 + (p[1] - '0'));
-	}
-	/* v: month, day, hour, minute, second */
-	if (v[0] < 1 || v[0] > 12 || v[2] > 23 || v[3] > 59 || v[4] > 59)
-		return false;
-	dim = mdays[v[0] - 1];
-	if (v[0] == 2 && year % 4 == 0 && (year % 100 != 0 || year % 400 == 0))
-		dim = 29;
-	if (v[1] < 1 || v[1] > dim)
-		return false;
-	if (s[i] == '.') {
-		size_t start = ++i;
-
-		while (i < n && s[i] >= '0' && s[i] <= '9') {
-			if (i - start >= 9)
-				return false;
-			ns = ns * 10 + (s[i++] - '0');
-		}
-		if (i == start)
-			return false;
-		for (size_t k = i - start; k < 9; k++)
-			ns *= 10;
-	}
-	if (i < n && s[i] == 'Z') {
-		i++;
-	} else if (i < n && (s[i] == '+' || s[i] == '-')) {
-		const char *p = s + i + 1;
-
-		if (n - i != 6 || p[2] != ':')
-			return false;
-		for (int k = 0; k < 5; k++)
-			if (k != 2 && (p[k] < '0' || p[k] > '9'))
-				return false;
-		v[5] = (unsigned)((p[0] - '0') * 10 + (p[1] - '0'));
-		if (v[5] > 23 || (p[3] - '0') * 10 + (p[4] - '0') > 59)
-			return false;
-		off = (int64_t)v[5] * 3600 + ((p[3] - '0') * 10 + (p[4] - '0')) * 60;
-		if (s[i] == '-')
-			off = -off;
-		i += 6;
-	} else {
-		return false;
-	}
-	if (i != n)
-		return false;
-	t = days_from_civil(year, v[0], v[1]) * 86400 + v[2] * 3600 + v[3] * 60 + v[4] - off;
-	*secs = t;
-	*nanos = ns;
-	return true;
 }
 
 static ProtobufCMessage *msg_new(struct dec *d, const ProtobufCMessageDescriptor *desc)
@@ -573,17 +198,17 @@ static int dec_timestamp(struct dec *d, const ProtobufCMessageDescriptor *desc, 
 	int32_t nanos;
 	char what[80];
 
-	if (!ts_fields(desc, &sf, &nf))
-		return dec_fail(d, "unsupported %s descriptor", TIMESTAMP_NAME);
+	if (!pbtext_ts_fields(desc, &sf, &nf))
+		return dec_fail(d, "unsupported %s descriptor", PBTEXT_TIMESTAMP_NAME);
 	if (!json_is_string(v))
-		return dec_bad_value(d, TIMESTAMP_NAME, field, v);
-	if (!parse_rfc3339(json_string_value(v), json_string_length(v), &secs, &nanos)) {
+		return dec_bad_value(d, PBTEXT_TIMESTAMP_NAME, field, v);
+	if (!pbtext_parse_rfc3339(json_string_value(v), json_string_length(v), &secs, &nanos)) {
 		describe(v, what, sizeof(what));
-		return dec_fail(d, "invalid %s value %s", TIMESTAMP_NAME, what);
+		return dec_fail(d, "invalid %s value %s", PBTEXT_TIMESTAMP_NAME, what);
 	}
-	if (secs < TS_MIN_SECONDS || secs > TS_MAX_SECONDS) {
+	if (secs < PBTEXT_TS_MIN_SECONDS || secs > PBTEXT_TS_MAX_SECONDS) {
 		describe(v, what, sizeof(what));
-		return dec_fail(d, "%s value out of range: %s", TIMESTAMP_NAME, what);
+		return dec_fail(d, "%s value out of range: %s", PBTEXT_TIMESTAMP_NAME, what);
 	}
 	m = msg_new(d, desc);
 	if (!m)
@@ -603,7 +228,7 @@ static int dec_timestamp(struct dec *d, const ProtobufCMessageDescriptor *desc, 
 static int dec_value(struct dec *d, const ProtobufCFieldDescriptor *f, const char *field,
 		     const json_t *v, void *dst, int depth)
 {
-	struct intval iv;
+	struct pbtext_int iv;
 	int64_t sv;
 	uint64_t uv;
 	double dv;
@@ -612,27 +237,27 @@ static int dec_value(struct dec *d, const ProtobufCFieldDescriptor *f, const cha
 	case PROTOBUF_C_TYPE_INT32:
 	case PROTOBUF_C_TYPE_SINT32:
 	case PROTOBUF_C_TYPE_SFIXED32:
-		if (!json_intval(v, &iv) || !intval_signed(&iv, INT32_MAX, &sv))
-			return dec_bad_value(d, type_name(f->type), field, v);
+		if (!json_intval(v, &iv) || !pbtext_int_signed(&iv, INT32_MAX, &sv))
+			return dec_bad_value(d, pbtext_type_name(f->type), field, v);
 		*(int32_t *)dst = (int32_t)sv;
 		return 0;
 	case PROTOBUF_C_TYPE_INT64:
 	case PROTOBUF_C_TYPE_SINT64:
 	case PROTOBUF_C_TYPE_SFIXED64:
-		if (!json_intval(v, &iv) || !intval_signed(&iv, INT64_MAX, &sv))
-			return dec_bad_value(d, type_name(f->type), field, v);
+		if (!json_intval(v, &iv) || !pbtext_int_signed(&iv, INT64_MAX, &sv))
+			return dec_bad_value(d, pbtext_type_name(f->type), field, v);
 		*(int64_t *)dst = sv;
 		return 0;
 	case PROTOBUF_C_TYPE_UINT32:
 	case PROTOBUF_C_TYPE_FIXED32:
-		if (!json_intval(v, &iv) || !intval_unsigned(&iv, UINT32_MAX, &uv))
-			return dec_bad_value(d, type_name(f->type), field, v);
+		if (!json_intval(v, &iv) || !pbtext_int_unsigned(&iv, UINT32_MAX, &uv))
+			return dec_bad_value(d, pbtext_type_name(f->type), field, v);
 		*(uint32_t *)dst = (uint32_t)uv;
 		return 0;
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:
-		if (!json_intval(v, &iv) || !intval_unsigned(&iv, UINT64_MAX, &uv))
-			return dec_bad_value(d, type_name(f->type), field, v);
+		if (!json_intval(v, &iv) || !pbtext_int_unsigned(&iv, UINT64_MAX, &uv))
+			return dec_bad_value(d, pbtext_type_name(f->type), field, v);
 		*(uint64_t *)dst = uv;
 		return 0;
 	case PROTOBUF_C_TYPE_FLOAT:
@@ -663,7 +288,7 @@ static int dec_value(struct dec *d, const ProtobufCFieldDescriptor *f, const cha
 			*(int32_t *)dst = ev->value;
 			return 0;
 		}
-		if (!json_is_number(v) || !json_intval(v, &iv) || !intval_signed(&iv, INT32_MAX, &sv))
+		if (!json_is_number(v) || !json_intval(v, &iv) || !pbtext_int_signed(&iv, INT32_MAX, &sv))
 			return dec_bad_value(d, "enum", field, v);
 		*(int32_t *)dst = (int32_t)sv;
 		return 0;
@@ -713,7 +338,7 @@ static int dec_value(struct dec *d, const ProtobufCFieldDescriptor *f, const cha
 
 		if (!f->descriptor)
 			return dec_fail(d, "field %s has no message descriptor", field);
-		if (is_timestamp(f->descriptor)) {
+		if (pbtext_is_timestamp(f->descriptor)) {
 			if (dec_timestamp(d, f->descriptor, v, field, &sub) < 0)
 				return -1;
 		} else {
@@ -729,34 +354,16 @@ static int dec_value(struct dec *d, const ProtobufCFieldDescriptor *f, const cha
 	}
 }
 
-/* The JSON name of a field, for error messages. */
-static const char *json_name(const ProtobufCFieldDescriptor *f, char *buf, size_t len)
-{
-	size_t o = 0;
-	bool up = false;
-
-	for (const char *p = f->name; *p && o + 1 < len; p++) {
-		if (*p == '_') {
-			up = true;
-			continue;
-		}
-		buf[o++] = up ? ascii_upper(*p) : *p;
-		up = false;
-	}
-	buf[o] = '\0';
-	return buf;
-}
-
 static int dec_list(struct dec *d, ProtobufCMessage *m, const ProtobufCFieldDescriptor *f,
 		    const char *field, const json_t *v, int depth)
 {
 	char *base = (char *)m;
 	size_t *qn = (size_t *)(base + f->quantifier_offset);
 	char **arrp = (char **)(base + f->offset);
-	size_t n, es = value_size(f->type);
+	size_t n, es = pbjson_value_size(f->type);
 	char kind[64];
 
-	snprintf(kind, sizeof(kind), "repeated %s", type_name(f->type));
+	snprintf(kind, sizeof(kind), "repeated %s", pbtext_type_name(f->type));
 	if (!json_is_array(v))
 		return dec_bad_value(d, kind, field, v);
 	n = json_array_size(v);
@@ -790,7 +397,7 @@ static int dec_list(struct dec *d, ProtobufCMessage *m, const ProtobufCFieldDesc
 static int dec_map_key(struct dec *d, const ProtobufCFieldDescriptor *kf, const char *field,
 		       const char *key, void *dst)
 {
-	struct intval iv;
+	struct pbtext_int iv;
 	int64_t sv;
 	uint64_t uv;
 	json_t *tmp;
@@ -815,7 +422,7 @@ static int dec_map_key(struct dec *d, const ProtobufCFieldDescriptor *kf, const 
 	case PROTOBUF_C_TYPE_INT32:
 	case PROTOBUF_C_TYPE_SINT32:
 	case PROTOBUF_C_TYPE_SFIXED32:
-		if (parse_int_text(key, strlen(key), &iv) && intval_signed(&iv, INT32_MAX, &sv)) {
+		if (pbtext_parse_int(key, strlen(key), &iv) && pbtext_int_signed(&iv, INT32_MAX, &sv)) {
 			*(int32_t *)dst = (int32_t)sv;
 			return 0;
 		}
@@ -823,21 +430,21 @@ static int dec_map_key(struct dec *d, const ProtobufCFieldDescriptor *kf, const 
 	case PROTOBUF_C_TYPE_INT64:
 	case PROTOBUF_C_TYPE_SINT64:
 	case PROTOBUF_C_TYPE_SFIXED64:
-		if (parse_int_text(key, strlen(key), &iv) && intval_signed(&iv, INT64_MAX, &sv)) {
+		if (pbtext_parse_int(key, strlen(key), &iv) && pbtext_int_signed(&iv, INT64_MAX, &sv)) {
 			*(int64_t *)dst = sv;
 			return 0;
 		}
 		break;
 	case PROTOBUF_C_TYPE_UINT32:
 	case PROTOBUF_C_TYPE_FIXED32:
-		if (parse_int_text(key, strlen(key), &iv) && intval_unsigned(&iv, UINT32_MAX, &uv)) {
+		if (pbtext_parse_int(key, strlen(key), &iv) && pbtext_int_unsigned(&iv, UINT32_MAX, &uv)) {
 			*(uint32_t *)dst = (uint32_t)uv;
 			return 0;
 		}
 		break;
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:
-		if (parse_int_text(key, strlen(key), &iv) && intval_unsigned(&iv, UINT64_MAX, &uv)) {
+		if (pbtext_parse_int(key, strlen(key), &iv) && pbtext_int_unsigned(&iv, UINT64_MAX, &uv)) {
 			*(uint64_t *)dst = uv;
 			return 0;
 		}
@@ -912,9 +519,9 @@ static int dec_field(struct dec *d, ProtobufCMessage *m, const ProtobufCFieldDes
 	char field[128];
 	int r;
 
-	json_name(f, field, sizeof(field));
+	pbtext_json_name(f, field, sizeof(field));
 	if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-		if (field_is_map(f))
+		if (pbtext_field_is_map(f))
 			return dec_map(d, m, f, field, v, depth);
 		return dec_list(d, m, f, field, v, depth);
 	}
@@ -927,7 +534,7 @@ static int dec_field(struct dec *d, ProtobufCMessage *m, const ProtobufCFieldDes
 			char oname[128] = "?";
 
 			if (other)
-				json_name(other, oname, sizeof(oname));
+				pbtext_json_name(other, oname, sizeof(oname));
 			return dec_fail(d, "oneof fields %s and %s are both set", oname, field);
 		}
 		r = dec_value(d, f, field, v, base + f->offset, depth);
@@ -1051,7 +658,6 @@ static void sys_free(void *ud, void *p)
 
 static ProtobufCAllocator system_alloc = { sys_alloc, sys_free, NULL };
 
-
 ProtobufCMessage *pbjson_tree_decode(const ProtobufCMessageDescriptor *desc, const char *json, size_t len,
 				     char *err, size_t errlen, bool *parser_error)
 {
@@ -1077,7 +683,7 @@ ProtobufCMessage *pbjson_tree_decode(const ProtobufCMessageDescriptor *desc, con
 		dec_fail(&d, "syntax error at line %d column %d: %s", je.line, je.column, je.text);
 		return NULL;
 	}
-	if (is_timestamp(desc)) {
+	if (pbtext_is_timestamp(desc)) {
 		if (dec_timestamp(&d, desc, root, "(top level)", &m) < 0)
 			m = NULL;
 	} else if (!json_is_object(root)) {
