@@ -706,19 +706,15 @@ static void edit_work(void *arg)
 static void edit_done(void *arg)
 {
 	struct edit_job *j = arg;
-	struct rpc_call *call = rpcjob_take(&j->rj);
 
-	if (j->code != RPC_OK)
-		rpc_fail(call, j->code, "%s", j->err);
-	else
-		rpc_reply_encoded(call, &j->enc);
+	rpcjob_answer(&j->rj, j->code, j->err, &j->enc);
 }
 
 static void edit_expired(struct reqjob *rj)
 {
 	struct edit_job *j = REQJOB_CONTAINER(rj, struct edit_job, rj);
 
-	rpc_fail(rpcjob_take(rj), RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, rj->timeout, j->path);
+	rpcjob_expire(rj, j->path);
 }
 
 static void edit_free(struct reqjob *rj)

@@ -195,14 +195,9 @@ static void job_work(void *arg)
 
 /* A job's deadline passed: answer its call and let go of it; the job
  * itself is freed when its thread returns. */
-static void fail_expired(struct reqjob *rj, const char *path)
-{
-	rpc_fail(rpcjob_take(rj), RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, rj->timeout, path);
-}
-
 static void job_expired(struct reqjob *rj)
 {
-	fail_expired(rj, REQJOB_CONTAINER(rj, struct fs_job, rj)->path);
+	rpcjob_expire(rj, REQJOB_CONTAINER(rj, struct fs_job, rj)->path);
 }
 
 static void job_free(struct reqjob *rj)
@@ -609,7 +604,7 @@ static void ls_writable(struct reqjob *rj)
 
 static void ls_expired(struct reqjob *rj)
 {
-	fail_expired(rj, REQJOB_CONTAINER(rj, struct ls_job, rj)->path);
+	rpcjob_expire(rj, REQJOB_CONTAINER(rj, struct ls_job, rj)->path);
 }
 
 static const struct reqjob_ops ls_ops = { .free = ls_free, .expired = ls_expired, .writable = ls_writable };
@@ -848,7 +843,7 @@ static void watch_job_work(void *arg)
 
 static void watch_job_expired(struct reqjob *rj)
 {
-	fail_expired(rj, REQJOB_CONTAINER(rj, struct watch_job, rj)->path);
+	rpcjob_expire(rj, REQJOB_CONTAINER(rj, struct watch_job, rj)->path);
 }
 
 /* Also when the call went away: the watches the job added go with it. */

@@ -449,7 +449,7 @@ static void tool_rj_expired(struct reqjob *rj)
 	struct tool *t = TOOL_OF(rj);
 
 	tool_stop(t);
-	rpc_fail(rpcjob_take(rj), RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, rj->timeout, t->root);
+	rpcjob_expire(rj, t->root);
 }
 
 static void grep_step(struct tool *t);
@@ -952,8 +952,6 @@ static void grep_step(struct tool *t)
  * job, then the reply. */
 static void glob_step(struct tool *t)
 {
-	struct rpc_call *call;
-
 	if (reqjob_busy(&t->rj))
 		return;
 	if (!t->finishing && !t->err_code) {
@@ -962,11 +960,7 @@ static void glob_step(struct tool *t)
 			return;
 		tool_fail(t, RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s", t->root);
 	}
-	call = rpcjob_take(&t->rj);
-	if (t->err_code)
-		rpc_fail(call, (enum rpc_code)t->err_code, "%s", t->err);
-	else
-		rpc_reply_encoded(call, &t->enc);
+	rpcjob_answer(&t->rj, t->err_code ? (enum rpc_code)t->err_code : RPC_OK, t->err, &t->enc);
 }
 
 /* A job handed output over (only Grep's do). */
@@ -1321,19 +1315,15 @@ static void read_work(void *arg)
 static void read_done(void *arg)
 {
 	struct read_job *j = arg;
-	struct rpc_call *call = rpcjob_take(&j->rj);
 
-	if (j->code != RPC_OK)
-		rpc_fail(call, j->code, "%s", j->err);
-	else
-		rpc_reply_encoded(call, &j->enc);
+	rpcjob_answer(&j->rj, j->code, j->err, &j->enc);
 }
 
 static void read_expired(struct reqjob *rj)
 {
 	struct read_job *j = REQJOB_CONTAINER(rj, struct read_job, rj);
 
-	rpc_fail(rpcjob_take(rj), RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, rj->timeout, j->path);
+	rpcjob_expire(rj, j->path);
 }
 
 static void read_free(struct reqjob *rj)

@@ -3,6 +3,7 @@
  * rpcjob.c - struct reqjob over struct rpc_call (rpcjob.h).
  */
 #include "rpc/rpcjob.h"
+#include "base/worker.h"
 
 #include <stddef.h>
 
@@ -48,4 +49,19 @@ struct rpc_call *rpcjob_call(const struct reqjob *j)
 struct rpc_call *rpcjob_take(struct reqjob *j)
 {
 	return reqjob_detach(j);
+}
+
+void rpcjob_answer(struct reqjob *j, enum rpc_code code, const char *err, struct rpc_encoded *enc)
+{
+	struct rpc_call *call = rpcjob_take(j);
+
+	if (code != RPC_OK)
+		rpc_fail(call, code, "%s", err);
+	else
+		rpc_reply_encoded(call, enc);
+}
+
+void rpcjob_expire(struct reqjob *j, const char *path)
+{
+	rpc_fail(rpcjob_take(j), RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, j->timeout, path);
 }

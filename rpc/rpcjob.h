@@ -32,4 +32,15 @@ struct rpc_call *rpcjob_call(const struct reqjob *j);
  */
 struct rpc_call *rpcjob_take(struct reqjob *j);
 
+/*
+ * The end of a job with one answer, taking the call (nothing when it is
+ * gone): code RPC_OK answers with enc, any other code fails with err as
+ * the message.
+ */
+void rpcjob_answer(struct reqjob *j, enum rpc_code code, const char *err, struct rpc_encoded *enc);
+
+/* ops->expired of a job on a path: deadline_exceeded with the worker
+ * pool's words ("... did not answer within N s: path"), taking the call. */
+void rpcjob_expire(struct reqjob *j, const char *path);
+
 #endif

@@ -35,6 +35,7 @@ struct lctx {
 };
 
 static int frees, cancels, dones;
+static enum rpc_code answer_code; /* not RPC_OK: the job fails with it */
 static atomic_int gate, started;
 static double job_timeout;
 
@@ -51,10 +52,9 @@ static void l_cancel(struct reqjob *j)
 
 static void l_expired(struct reqjob *j)
 {
-	struct rpc_call *call = rpcjob_take(j);
-
-	cr_assert_not_null(call);
-	rpc_fail(call, RPC_DEADLINE_EXCEEDED, WORKER_TIMEOUT_FMT, j->timeout, "/test");
+	cr_assert_not_null(rpcjob_call(j));
+	rpcjob_expire(j, "/test");
+	cr_assert_null(rpcjob_call(j), "taken");
 }
 
 static const struct reqjob_ops l_ops = { .free = l_free, .cancel = l_cancel, .expired = l_expired };
@@ -69,12 +69,17 @@ static void l_work(void *arg)
 static void l_done(void *arg)
 {
 	struct lctx *c = arg;
-	struct rpc_call *call = rpcjob_take(&c->job);
+	struct rpc_call *call = answer_code != RPC_OK ? NULL : rpcjob_take(&c->job);
 	Process__ListResponse resp = PROCESS__LIST_RESPONSE__INIT;
 	Process__ProcessInfo info = PROCESS__PROCESS_INFO__INIT;
 	Process__ProcessInfo *infos[1] = { &info };
 
 	dones++;
+	if (answer_code != RPC_OK) {
+		rpcjob_answer(&c->job, answer_code, "no such thing: /test", NULL);
+		cr_assert_null(rpcjob_call(&c->job), "taken");
+		return;
+	}
 	cr_assert_not_null(call);
 	cr_assert_null(rpcjob_call(&c->job), "taken");
 	info.pid = 7;
@@ -120,6 +125,7 @@ static void setup(void)
 	atomic_store(&gate, 1);
 	atomic_store(&started, 0);
 	job_timeout = 0;
+	answer_code = RPC_OK;
 }
 
 static void teardown(void)
@@ -190,6 +196,18 @@ Test(rpcjob, answered_by_the_job)
 	cr_assert_eq(dones, 1);
 	cr_assert_eq(frees, 1, "taken and answered: the last reference went with the job's");
 	cr_assert_eq(cancels, 0);
+}
+
+Test(rpcjob, answered_with_the_jobs_error)
+{
+	answer_code = RPC_NOT_FOUND;
+	resp_len = 0;
+	send_req("");
+	cr_assert(spin_until(response_in));
+	cr_assert(strncmp(resp, "HTTP/1.1 404", 12) == 0, "%s", resp);
+	cr_assert(strstr(resp, "\"code\":\"not_found\"") && strstr(resp, "no such thing: /test"), "%s", resp);
+	cr_assert_eq(dones, 1);
+	cr_assert(spin_until(freed));
 }
 
 Test(rpcjob, client_gone_while_running)
