@@ -1926,46 +1926,33 @@ static int check_string(struct dec *d, const unsigned char *s, size_t n)
 	return check_escaped(d, q + 1, d->json + end - 1);
 }
 
-static int y_null(void *ctx)
+/* A value that is not a string: the text before it is checked (yajl is
+ * lenient there), then it is stored. */
+static int y_scalar(struct dec *d, const struct ev *v)
 {
-	struct dec *d = ctx;
-	struct ev v = { .k = EV_NULL };
 	size_t end = dec_here(d);
 
 	if (check_gap(d, d->last, end) < 0)
 		return 0;
 	d->last = end;
 	if (!d->failed)
-		on_value(d, &v);
+		on_value(d, v);
 	return !d->stop;
+}
+
+static int y_null(void *ctx)
+{
+	return y_scalar(ctx, &(struct ev){ .k = EV_NULL });
 }
 
 static int y_boolean(void *ctx, int b)
 {
-	struct dec *d = ctx;
-	struct ev v = { .k = EV_BOOL, .b = b != 0 };
-	size_t end = dec_here(d);
-
-	if (check_gap(d, d->last, end) < 0)
-		return 0;
-	d->last = end;
-	if (!d->failed)
-		on_value(d, &v);
-	return !d->stop;
+	return y_scalar(ctx, &(struct ev){ .k = EV_BOOL, .b = b != 0 });
 }
 
 static int y_number(void *ctx, const char *s, size_t n)
 {
-	struct dec *d = ctx;
-	struct ev v = { .k = EV_NUMBER, .s = s, .n = n };
-	size_t end = dec_here(d);
-
-	if (check_gap(d, d->last, end) < 0)
-		return 0;
-	d->last = end;
-	if (!d->failed)
-		on_value(d, &v);
-	return !d->stop;
+	return y_scalar(ctx, &(struct ev){ .k = EV_NUMBER, .s = s, .n = n });
 }
 
 static int y_string(void *ctx, const unsigned char *s, size_t n)
