@@ -45,6 +45,7 @@
 #include "http/httpjob.h"
 #include "transfer/archive.h"
 #include "fs/entry.h"
+#include "fs/wpath.h"
 #include "transfer/files_util.h"
 #include "transfer/fsjob.h"
 #include "transfer/uppump.h"
@@ -245,10 +246,15 @@ struct aup {
 	struct uppump pump;
 	struct user u;
 	enum arch_format fmt;
-	char dir[PATH_MAX];     /* where to extract (symlinks resolved) */
-	char parent[PATH_MAX];
-	char base[NAME_MAX + 1];
-	int parent_fd;          /* where the temporary directory goes */
+	char dir[PATH_MAX];     /* where to extract, as named (for messages) */
+	char parent[PATH_MAX];  /* its directory, as named (for messages) */
+	char base[NAME_MAX + 1]; /* DIR's name in parent_fd (links followed) */
+	int parent_fd;          /* where the temporary directory goes (O_PATH) */
+	/* The identity the walk to parent_fd went on with (fs/wpath.h): every
+	 * call in parent_fd and below is made with it, so a link of another
+	 * user's on the way does not carry root's rights (its dirfd is -1:
+	 * the directory moved to parent_fd). */
+	struct wpath walk;
 	bool inside;            /* ... which is DIR itself (a mount point) */
 	int spool_fd;
 	int list_fd;
@@ -270,6 +276,7 @@ static void aup_free(struct uppump *p)
 	struct aup *a = aup_of(p);
 
 	fsjob_close(a->parent_fd, a->key, a->local);
+	wpath_close(&a->walk); /* its dirfd is parent_fd's or -1 */
 	fsjob_close(a->spool_fd, a->key, a->local);
 	fsjob_close(a->list_fd, a->key, a->local);
 	free(a->list_mem);
@@ -278,6 +285,12 @@ static void aup_free(struct uppump *p)
 
 /* Record the extraction's error (the first one wins); the loop sends it. */
 #define aup_error(a, ...) uppump_fail(&(a)->pump, __VA_ARGS__)
+
+/* An error of a call in parent_fd: 403 when the identity may not. */
+static int aup_fs_status(int e)
+{
+	return e == EACCES || e == EPERM ? 403 : e == ENOSPC || e == EDQUOT ? 507 : 500;
+}
 
 /* An unnamed file in dir (removed by the kernel however we exit). */
 static int anon_file(int dirfd)
@@ -365,7 +378,7 @@ static int aup_workdir(struct aup *a)
 	return 0;
 }
 
-static void aup_extract(struct aup *a)
+static void aup_extract_as(struct aup *a, uid_t uid, gid_t gid)
 {
 	char tmp[NAME_MAX + 1];
 	int root = -1, dst = -1;
@@ -378,7 +391,8 @@ static void aup_extract(struct aup *a)
 		if (e == ENOSPC || e == EDQUOT)
 			aup_error(a, 507, "not enough disk space available");
 		else
-			aup_error(a, 500, "error creating temporary directory in '%s': %s", a->parent, go_strerror(e));
+			aup_error(a, aup_fs_status(e), "error creating temporary directory in '%s': %s", a->parent,
+				  go_strerror(e));
 		return;
 	}
 	root = openat(a->parent_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -395,9 +409,9 @@ static void aup_extract(struct aup *a)
 	x->format = a->fmt;
 	x->root_fd = root;
 	x->final_dir = a->pump.shown;
-	x->uid = a->u.uid;
-	x->gid = a->u.gid;
-	x->keep_setid = a->u.uid == 0;
+	x->uid = uid;
+	x->gid = gid;
+	x->keep_setid = uid == 0 && wpath_as_root(&a->walk);
 	x->list_fd = a->list_fd;
 	if (arch_extract_run(x) < 0) {
 		aup_error(a, x->status, "%s", x->msg);
@@ -409,7 +423,7 @@ static void aup_extract(struct aup *a)
 	else
 		dst = openat(a->parent_fd, a->base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dst < 0 && errno == ENOENT) {
-		fchown(root, a->u.uid, a->u.gid);
+		fchown(root, uid, gid);
 		fchmod(root, 0755);
 		if (renameat(a->parent_fd, tmp, a->parent_fd, a->base) == 0)
 			goto ok;
@@ -447,6 +461,27 @@ fail:
 	arch_remove_tree(a->parent_fd, tmp);
 }
 
+/*
+ * Extract with the walk's identity. Past a link of another user's that is
+ * that user's (what they could have made themselves, owned by them: the
+ * identity cannot give files away); otherwise root's, the tree given to
+ * the request's user.
+ */
+static void aup_extract(struct aup *a)
+{
+	struct fsid_saved sv;
+
+	if (wpath_enter(&a->walk, &sv) < 0) {
+		aup_error(a, 500, "error taking the identity to extract into '%s'", a->dir);
+		return;
+	}
+	if (a->walk.as.set)
+		aup_extract_as(a, a->walk.as.uid, a->walk.as.gid);
+	else
+		aup_extract_as(a, a->u.uid, a->u.gid);
+	wpath_leave(&sv);
+}
+
 /* Worker: the entry list into memory, for a mount the loop must not read. */
 static void aup_list_read(struct aup *a)
 {
@@ -470,49 +505,64 @@ static void aup_list_read(struct aup *a)
 	}
 }
 
-/* Worker: what the loop did before: check DIR, make its parent, open the spool there. */
+/*
+ * Worker: check DIR, make its parent, open the spool there. The parent is
+ * reached by the write walk (fs/wpath.h), and a DIR that is a symbolic
+ * link is followed under the same rule: extraction happens beside its
+ * target, so the final rename stays on one filesystem.
+ */
 static void aup_setup(struct aup *a)
 {
-	char err[1024];
+	struct wpath_mk mk = { .uid = a->u.uid, .gid = a->u.gid };
+	struct fsid_saved sv;
+	char err[2 * PATH_MAX + 512];
 	struct stat st;
+	int rc, e;
 
-	if (stat(a->pump.shown, &st) == 0) {
-		if (!S_ISDIR(st.st_mode)) {
-			aup_error(a, 400, "path '%s' is not a directory", a->pump.shown);
-			return;
-		}
-		/* A symlinked DIR: work beside its target so renames stay on
-		 * one filesystem. */
-		if (!realpath(a->pump.shown, a->dir)) {
-			aup_error(a, 500, "error resolving '%s': %s", a->pump.shown, go_strerror(errno));
-			return;
-		}
-	} else if (errno == ENOENT) {
-		snprintf(a->dir, sizeof(a->dir), "%s", a->pump.shown);
-	} else {
-		aup_error(a, 500, "error checking path '%s': %s", a->pump.shown, go_strerror(errno));
-		return;
-	}
+	wpath_close(&a->walk);
+	snprintf(a->dir, sizeof(a->dir), "%s", a->pump.shown);
 	fs_path_dir(a->dir, a->parent, sizeof(a->parent));
-	path_base(a->dir, a->base, sizeof(a->base));
-	if (!strcmp(a->dir, "/") || !strcmp(a->base, ".") || !strcmp(a->base, "..")) {
-		aup_error(a, 400, "cannot extract into the root directory");
-		return;
+	rc = wpath_parent(&a->walk, a->pump.shown, &mk, err, sizeof(err));
+	for (;;) {
+		if (rc < 0) {
+			aup_error(a, rc == -EACCES ? 403 : rc == -ENOTDIR ? 400 : 500, "error ensuring directories: %s",
+				  err);
+			goto fail;
+		}
+		if (!a->walk.name[0] || !strcmp(a->walk.name, ".") || !strcmp(a->walk.name, "..")) {
+			aup_error(a, 400, "cannot extract into the root directory");
+			goto fail;
+		}
+		if ((rc = wpath_enter(&a->walk, &sv)) == 0)
+			rc = fstatat(a->walk.dirfd, a->walk.name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
+		wpath_leave(&sv);
+		if (rc == 0 && S_ISLNK(st.st_mode)) {
+			rc = wpath_follow(&a->walk, err, sizeof(err));
+			continue;
+		}
+		break;
 	}
-	if (fs_ensure_dirs(a->parent, a->u.uid, a->u.gid, err, sizeof(err)) < 0) {
-		aup_error(a, 500, "error ensuring directories: %s", err);
-		return;
+	if (rc == 0 && !S_ISDIR(st.st_mode)) {
+		aup_error(a, 400, "path '%s' is not a directory", a->pump.shown);
+		goto fail;
 	}
-	a->parent_fd = open(a->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (a->parent_fd >= 0) {
-		fsjob_fd_mount(a->parent_fd, &a->key, &a->local);
+	if (rc < 0 && rc != -ENOENT) {
+		aup_error(a, aup_fs_status(-rc), "error checking path '%s': %s", a->pump.shown, go_strerror(-rc));
+		goto fail;
+	}
+	snprintf(a->base, sizeof(a->base), "%s", a->walk.name);
+	a->parent_fd = a->walk.dirfd;
+	a->walk.dirfd = -1;
+	fsjob_fd_mount(a->parent_fd, &a->key, &a->local);
+	if ((rc = wpath_enter(&a->walk, &sv)) == 0)
 		a->spool_fd = anon_file(a->parent_fd);
-	}
-	if (a->spool_fd < 0) {
-		int e = errno;
-		aup_error(a, e == ENOSPC || e == EDQUOT ? 507 : 500, "error creating temporary file in '%s': %s", a->parent,
-			  go_strerror(e));
-	}
+	e = rc < 0 ? -rc : errno;
+	wpath_leave(&sv);
+	if (a->spool_fd < 0)
+		aup_error(a, aup_fs_status(e), "error creating temporary file in '%s': %s", a->parent, go_strerror(e));
+	return;
+fail:
+	wpath_close(&a->walk); /* here, not on the loop: its mount may hang */
 }
 
 /* Worker, before each job's bytes: the first one sets up. */
@@ -599,6 +649,7 @@ void files_archive_post(struct http_req *r, const struct user *u, const char *di
 	a->u = *u;
 	a->fmt = (enum arch_format)f;
 	a->parent_fd = a->spool_fd = a->list_fd = -1;
+	wpath_init(&a->walk);
 	snprintf(a->pump.shown, sizeof(a->pump.shown), "%s", dir);
 	a->key = a->pump.job.key = worker_path_key(dir);
 	a->pump.job.timeout = worker_fs_timeout;

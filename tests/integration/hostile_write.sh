@@ -16,6 +16,9 @@
 #    403, nothing changes where the link's owner may not write;
 #  - the filesystem service: Remove, Move and MakeDir through those
 #    links: permission_denied, nothing changes;
+#  - archive extraction below or into those links: 403, nothing lands
+#    where the link's owner may not write; below a link to the owner's own
+#    directory the tree is made as that owner;
 #  - directories: a racer of nobody swaps each directory envd creates in
 #    nobody's directory for a link to a root file: the root file is never
 #    chowned;
@@ -157,6 +160,31 @@ check "... and gets no new directory" test ! -e "$W/pub/newdir"
 expect_eq "Remove through nobody's link to nobody's own directory works" "" \
 	"$(code Remove "{\"path\":\"$W/tmp/att/src\"}" root 2>/dev/null)"
 check "... the file is gone" test ! -e "$W/att/src"
+
+# --- archive extraction (POST ?extract=) through the same links ---
+mkdir -p "$W/tree/sub" && printf 'from the archive\n' >"$W/tree/sub/a.txt"
+tar -C "$W/tree" -cf "$W/t.tar" .
+# ex DIR USER: extract t.tar into DIR; prints the status
+ex() {
+	curl -s -o "$W/resp" -w '%{http_code}' -X POST -H 'Content-Type: application/octet-stream' \
+		--data-binary @"$W/t.tar" "$ENVD_URL/files?path=$(enc "$1")&extract=tar&username=$2"
+}
+"${AS_USER[@]}" ln -s "$W/pub" "$W/home/pubdir"
+for who in root user; do
+	expect_eq "extract below nobody's link to a root directory: 403 (as $who)" "403" "$(ex "$W/tmp/dir/x-$who" "$who")"
+	expect_eq "extract into nobody's link to a root directory: 403 (as $who)" "403" "$(ex "$W/tmp/dir" "$who")"
+	expect_eq "extract below user's link to a root directory: 403 (as $who)" "403" "$(ex "$W/home/pubdir/y-$who" "$who")"
+done
+expect_match "the refusal says why" "permission denied" "$(cat "$W/resp")"
+check "nothing was extracted into the root directory" test ! -e "$W/pub/x-root" -a ! -e "$W/pub/x-user" \
+	-a ! -e "$W/pub/y-root" -a ! -e "$W/pub/y-user" -a ! -e "$W/pub/sub"
+check "... and no temporary is left there" sh -c "! ls -a '$W/pub' | grep -q e2b-"
+expect_eq "extract below nobody's link to nobody's own directory: 200" "200" "$(ex "$W/tmp/att/z" root)"
+expect_eq "... the tree is there, nobody's (made as the link's owner)" "from the archive
+65534:65534" "$(cat "$W/att/z/sub/a.txt"; stat -c %u:%g "$W/att/z/sub/a.txt")"
+expect_eq "extract into a root directory without links: 200, root's" "200 root" \
+	"$(ex "$W/pub/plain" root) $(stat -c %U "$W/pub/plain/sub/a.txt")"
+expect_eq "... and as user: user's" "200 user" "$(ex "$W/pub/plain-user" user) $(stat -c %U "$W/pub/plain-user/sub/a.txt")"
 
 # --- directories envd creates, swapped for links as they appear ---
 "${NOBODY[@]}" "$PY" tests/integration/hostile_write_probe.py dir_swapper "$W/att" "$W/pub/secret" "$W/stop.d" \
