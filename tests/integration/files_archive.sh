@@ -178,6 +178,14 @@ expect_eq "no temporary directory left" "0" "$(leftovers "$D/e1")"
 expect_eq "extract tar over HTTP/2 200" "200" \
 	"$(post "path=$(enc "$D/e1h2")&extract=tar" "$D/up.tar" --http2-prior-knowledge)"
 check "extract over HTTP/2: tree equals" treecmp "$REF" "$D/e1h2"
+# DIR a symbolic link (root's): extracted beside and into its target
+mkdir "$D/real-e" && ln -s real-e "$D/link-e" && ln -s "$D/real-new" "$D/link-new"
+expect_eq "extract into a link to a directory: 200" "200" "$(post "path=$(enc "$D/link-e")&extract=tar" "$D/up.tar")"
+check "... the tree is in the link's target" treecmp "$REF" "$D/real-e"
+check "... the link is still a link" test -L "$D/link-e"
+expect_eq "extract into a link to nothing yet: 200" "200" "$(post "path=$(enc "$D/link-new")&extract=tar" "$D/up.tar")"
+check "... the target is made with the tree" treecmp "$REF" "$D/real-new"
+expect_eq "... no temporary directory left" "0" "$(leftovers "$D/real-new")"
 (cd "$REF" && tar czf "$D/up.tgz" .)
 expect_eq "extract tgz 200" "200" "$(post "path=$(enc "$D/e2")&extract=tgz" "$D/up.tgz")"
 check "extract tgz: tree equals" treecmp "$REF" "$D/e2"
