@@ -446,8 +446,22 @@ static int fw_rename(struct fwrite *w)
 	struct fsid_saved sv;
 	int r;
 
-	if (w->at.dirfd < 0)
-		return rename(w->tmp, w->target) < 0 ? -errno : 0;
+	if (w->at.dirfd < 0) {
+		/* Staged: known by its names. The temporary is beside the
+		   target; walk to their directory again, under the rule. */
+		const char *ts = strrchr(w->tmp, '/'), *gs = strrchr(w->target, '/');
+		char werr[2 * PATH_MAX + 512];
+
+		if (!ts || !gs || ts - w->tmp != gs - w->target || strncmp(w->tmp, w->target, (size_t)(ts - w->tmp)))
+			return rename(w->tmp, w->target) < 0 ? -errno : 0;
+		if ((r = wpath_parent(&w->at, w->target, NULL, werr, sizeof(werr))) < 0)
+			return r;
+		if ((r = wpath_enter(&w->at, &sv)) == 0)
+			r = renameat(w->at.dirfd, ts + 1, w->at.dirfd, w->at.name) < 0 ? -errno : 0;
+		wpath_leave(&sv);
+		wpath_close(&w->at);
+		return r;
+	}
 	if ((r = wpath_enter(&w->at, &sv)) == 0)
 		r = renameat(w->at.dirfd, fw_tmp_name(w), w->at.dirfd, w->at.name) < 0 ? -errno : 0;
 	wpath_leave(&sv);

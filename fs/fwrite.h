@@ -136,10 +136,10 @@ int fwrite_commit(struct fwrite *w, const struct fs_meta *meta, char *err, size_
  * A staged file is known by its names alone (target, tmp, reg: a writer
  * may keep those and publish or discard through another struct fwrite
  * with only them set): fwrite_stage lets go of the directory's descriptor
- * (fwrite.h's walk), so fwrite_publish renames and fwrite_discard removes
- * by path, with the calling thread's rights. A caller that publishes as
- * root into directories other users may change checks those directories
- * itself (try's commit does, docs/security.md). fwrite_commit keeps the
+ * (fwrite.h's walk), so fwrite_publish walks to the directory again (the
+ * same rule as fwrite_begin: past another user's link, with their
+ * identity) and renames there; fwrite_discard removes by path, with the
+ * calling thread's rights. fwrite_commit keeps the
  * descriptor to the end: its rename is made in the directory it walked.
  */
 int fwrite_stage(struct fwrite *w, const struct fs_meta *meta, char *err, size_t errlen);

@@ -26,6 +26,7 @@
 #include "base/log.h"
 #include "base/worker.h"
 #include "fs/fwrite.h"
+#include "fs/wpath.h"
 
 char tryapply_registry[256] = "/run/e2b/try-staging";
 
@@ -462,14 +463,48 @@ static int tree_target(struct apply *a, size_t c, size_t t, char *out, size_t le
 	return snprintf(out, len, "%s%s", a->s[t].hidden, cp + tl) >= (int)len ? -ENAMETOOLONG : 0;
 }
 
-static int set_attrs(const char *path, const struct trydiff_change *c, bool symlink_ok)
+/*
+ * The directory `path` names its last component in, reached by the write
+ * walk (fs/wpath.h), for the *at() call that follows: the commit acts on
+ * names in directories it holds, never by a path that a swapped link
+ * could send elsewhere between two calls. Everything on the way was
+ * checked to be a real directory or is a tree the commit made, so a link
+ * of another user's found there now was put there meanwhile: refused,
+ * not followed with their rights. 0, or the error said into a->err.
+ */
+static int at_parent(struct apply *a, const char *path, struct wpath *w)
+{
+	char werr[2 * PATH_MAX + 512];
+	int rc;
+
+	wpath_init(w);
+	rc = wpath_parent(w, path, NULL, werr, sizeof(werr));
+	if (rc == 0 && (w->as.set || !w->name[0])) {
+		wpath_close(w);
+		return say(a->err, a->errlen, -EIO, "%s: a symbolic link of another user's is on its way (made during the commit)",
+			   path);
+	}
+	if (rc < 0)
+		return say(a->err, a->errlen, rc == -ENOSPC ? -ENOSPC : -EIO, "%s", werr);
+	return 0;
+}
+
+/* The last component of path (a name beside another one of the same directory). */
+static const char *base_of(const char *path)
+{
+	const char *sl = strrchr(path, '/');
+
+	return sl ? sl + 1 : path;
+}
+
+/* Owner and mode of name in dirfd, never through a link: 0 or -errno. */
+static int set_attrs_at(int dirfd, const char *name, const struct trydiff_change *c)
 {
 	/* chown first: it clears set-id bits, which the chmod puts back. */
-	if (fchownat(AT_FDCWD, path, c->uid, c->gid, AT_SYMLINK_NOFOLLOW) < 0)
+	if (fchownat(dirfd, name, c->uid, c->gid, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
-	if (!S_ISLNK(c->mode) && fchmodat(AT_FDCWD, path, c->mode & 07777, 0) < 0)
+	if (!S_ISLNK(c->mode) && fchmodat(dirfd, name, c->mode & 07777, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
-	(void)symlink_ok;
 	return 0;
 }
 
@@ -515,7 +550,8 @@ static int stage_file(struct apply *a, const struct tryplan_step *stp, const cha
 
 static int stage_other(struct apply *a, const struct trydiff_change *c, const char *target)
 {
-	int ufd = a->roots[c->root].upper_fd;
+	int ufd = a->roots[c->root].upper_fd, rc;
+	struct wpath w;
 
 	if (S_ISLNK(c->mode)) {
 		char t[PATH_MAX];
@@ -524,31 +560,81 @@ static int stage_other(struct apply *a, const struct trydiff_change *c, const ch
 		if (n < 0)
 			return say(a->err, a->errlen, -EIO, "reading the try's %s: %s", c->path, go_strerror(errno));
 		t[n] = '\0';
-		if (symlink(t, target) < 0)
-			return say(a->err, a->errlen, errno == ENOSPC ? -ENOSPC : -EIO, "symlink %s: %s", target,
-				   go_strerror(errno));
+		if ((rc = at_parent(a, target, &w)) < 0)
+			return rc;
+		if (symlinkat(t, w.dirfd, w.name) < 0)
+			goto failed;
 	} else {
 		struct stat st;
 
 		if (fstatat(ufd, c->path, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			return say(a->err, a->errlen, -EIO, "reading the try's %s: %s", c->path, go_strerror(errno));
-		if (mknod(target, (st.st_mode & S_IFMT) | 0600, st.st_rdev) < 0)
-			return say(a->err, a->errlen, errno == ENOSPC ? -ENOSPC : -EIO, "mknod %s: %s", target,
-				   go_strerror(errno));
+		if ((rc = at_parent(a, target, &w)) < 0)
+			return rc;
+		if (mknodat(w.dirfd, w.name, (st.st_mode & S_IFMT) | 0600, st.st_rdev) < 0)
+			goto failed;
 	}
-	if (set_attrs(target, c, true) < 0)
-		return say(a->err, a->errlen, -EIO, "setting the owner and mode of %s: %s", target, go_strerror(errno));
+	if ((rc = set_attrs_at(w.dirfd, w.name, c)) < 0) {
+		wpath_close(&w);
+		return say(a->err, a->errlen, -EIO, "setting the owner and mode of %s: %s", target, go_strerror(-rc));
+	}
+	wpath_close(&w);
 	return 0;
+failed:
+	rc = errno;
+	wpath_close(&w);
+	return say(a->err, a->errlen, rc == ENOSPC ? -ENOSPC : -EIO, "%s %s: %s", S_ISLNK(c->mode) ? "symlink" : "mknod",
+		   target, go_strerror(rc));
 }
 
 static int stage_dir(struct apply *a, const struct trydiff_change *c, const char *target)
 {
-	if (mkdir(target, 0700) < 0)
-		return say(a->err, a->errlen, errno == ENOSPC ? -ENOSPC : -EIO, "mkdir %s: %s", target,
-			   go_strerror(errno));
-	if (set_attrs(target, c, false) < 0)
-		return say(a->err, a->errlen, -EIO, "setting the owner and mode of %s: %s", target, go_strerror(errno));
+	struct wpath w;
+	int rc;
+
+	if ((rc = at_parent(a, target, &w)) < 0)
+		return rc;
+	if (mkdirat(w.dirfd, w.name, 0700) < 0) {
+		rc = errno;
+		wpath_close(&w);
+		return say(a->err, a->errlen, rc == ENOSPC ? -ENOSPC : -EIO, "mkdir %s: %s", target, go_strerror(rc));
+	}
+	rc = set_attrs_at(w.dirfd, w.name, c);
+	wpath_close(&w);
+	if (rc < 0)
+		return say(a->err, a->errlen, -EIO, "setting the owner and mode of %s: %s", target, go_strerror(-rc));
 	a->st->dirs++;
+	return 0;
+}
+
+/* rm -rf of the hidden tree at path (ours: made or put aside by the commit). */
+static int remove_hidden(struct apply *a, const char *path)
+{
+	struct wpath w;
+	int rc;
+
+	if ((rc = at_parent(a, path, &w)) < 0)
+		return rc;
+	rc = remove_tree(w.dirfd, w.name, 0);
+	wpath_close(&w);
+	return rc;
+}
+
+/* Rename name `from` of path's directory to path's own name there (or,
+   `back`, path's name to `from`): 0 or the error said into a->err. */
+static int rename_beside(struct apply *a, const char *path, const char *from, bool back)
+{
+	struct wpath w;
+	int rc;
+
+	if ((rc = at_parent(a, path, &w)) < 0)
+		return rc;
+	rc = back ? renameat(w.dirfd, w.name, w.dirfd, base_of(from)) : renameat(w.dirfd, base_of(from), w.dirfd, w.name);
+	rc = rc < 0 ? errno : 0;
+	wpath_close(&w);
+	if (rc)
+		return say(a->err, a->errlen, -EIO, "rename %s %s: %s", back ? path : from, back ? from : path,
+			   go_strerror(rc));
 	return 0;
 }
 
@@ -607,8 +693,15 @@ static void unstage(struct apply *a)
 			fwrite_discard(&w);
 		}
 		if (sl->hidden) {
-			remove_tree(AT_FDCWD, sl->hidden, 0);
-			reg_forget(sl->hidden);
+			char why[PATH_MAX + 256];
+			struct apply quiet = *a;
+
+			/* A failure to look is said nowhere: the commit already
+			   failed, and the registry keeps the name for the sweep. */
+			quiet.err = why;
+			quiet.errlen = sizeof(why);
+			if (remove_hidden(&quiet, sl->hidden) == 0)
+				reg_forget(sl->hidden);
 		}
 	}
 }
@@ -627,8 +720,8 @@ static int do_publish_step(struct apply *a, const struct tryplan_step *stp)
 		if (hidden_beside(path, ferr, sizeof(ferr)) < 0 || !(sl->aside = strdup(ferr)))
 			return say(a->err, a->errlen, -EIO, "no room for a name beside %s", path);
 		reg_add(sl->aside);
-		if (rename(path, sl->aside) < 0)
-			return say(a->err, a->errlen, -EIO, "rename %s %s: %s", path, sl->aside, go_strerror(errno));
+		if ((rc = rename_beside(a, path, sl->aside, true)) < 0)
+			return rc;
 		sl->aside_done = true;
 		return 0;
 	case TRYPLAN_PUBLISH:
@@ -636,7 +729,13 @@ static int do_publish_step(struct apply *a, const struct tryplan_step *stp)
 			return 0;
 		if (sl->tmp) {
 			struct fwrite w;
+			struct wpath at;
 
+			/* The commit's own rule first (at_parent); the write
+			   path walks again under its rule to rename. */
+			if ((rc = at_parent(a, path, &at)) < 0)
+				return rc;
+			wpath_close(&at);
 			fwrite_init(&w);
 			snprintf(w.target, sizeof(w.target), "%s", path);
 			snprintf(w.tmp, sizeof(w.tmp), "%s", sl->tmp);
@@ -645,27 +744,41 @@ static int do_publish_step(struct apply *a, const struct tryplan_step *stp)
 			if (rc < 0)
 				return say(a->err, a->errlen, rc, "%s", ferr);
 		} else if (sl->hidden) {
-			if (rename(sl->hidden, path) < 0)
-				return say(a->err, a->errlen, -EIO, "rename %s %s: %s", sl->hidden, path, go_strerror(errno));
+			if ((rc = rename_beside(a, path, sl->hidden, false)) < 0)
+				return rc;
 			reg_forget(sl->hidden);
 		}
 		sl->published = true;
 		return 0;
-	case TRYPLAN_UNLINK:
-		if (unlink(path) < 0 && errno != ENOENT)
-			return say(a->err, a->errlen, -EIO, "unlink %s: %s", path, go_strerror(errno));
+	case TRYPLAN_UNLINK: {
+		struct wpath w;
+
+		if ((rc = at_parent(a, path, &w)) < 0)
+			return rc;
+		rc = unlinkat(w.dirfd, w.name, 0) < 0 && errno != ENOENT ? errno : 0;
+		wpath_close(&w);
+		if (rc)
+			return say(a->err, a->errlen, -EIO, "unlink %s: %s", path, go_strerror(rc));
 		a->st->removed++;
 		return 0;
-	case TRYPLAN_ATTRS:
-		if ((rc = set_attrs(path, c, true)) < 0)
+	}
+	case TRYPLAN_ATTRS: {
+		struct wpath w;
+
+		if ((rc = at_parent(a, path, &w)) < 0)
+			return rc;
+		rc = set_attrs_at(w.dirfd, w.name, c);
+		wpath_close(&w);
+		if (rc < 0)
 			return say(a->err, a->errlen, -EIO, "setting the owner and mode of %s: %s", path,
 				   go_strerror(-rc));
 		a->st->attrs++;
 		return 0;
+	}
 	case TRYPLAN_REMOVE:
 		if (sl->aside && sl->aside_done) {
-			if ((rc = remove_tree(AT_FDCWD, sl->aside, 0)) < 0)
-				log_msg("warn", "try", "removing %s (was %s): %s", sl->aside, path, go_strerror(-rc));
+			if ((rc = remove_hidden(a, sl->aside)) < 0)
+				log_msg("warn", "try", "removing %s (was %s): %s", sl->aside, path, a->err);
 			reg_forget(sl->aside);
 			sl->aside_done = false;
 			a->st->removed++;
@@ -685,9 +798,16 @@ static void undo_asides(struct apply *a)
 	for (size_t i = 0; i < a->d->n; i++) {
 		struct slot *sl = &a->s[i];
 
-		if (!sl->aside_done || real_path(a->roots, &a->d->v[i], false, path, sizeof(path)) < 0)
+		struct wpath w;
+		bool back;
+
+		if (!sl->aside_done || real_path(a->roots, &a->d->v[i], false, path, sizeof(path)) < 0 ||
+		    at_parent(a, path, &w) < 0)
 			continue;
-		if (lstat(path, &st) < 0 && errno == ENOENT && rename(sl->aside, path) == 0) {
+		back = fstatat(w.dirfd, w.name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
+		       renameat(w.dirfd, base_of(sl->aside), w.dirfd, w.name) == 0;
+		wpath_close(&w);
+		if (back) {
 			reg_forget(sl->aside);
 			sl->aside_done = false;
 		}
@@ -862,10 +982,14 @@ struct sweep_job {
 static void sweep_work(void *arg)
 {
 	struct sweep_job *j = arg;
+	struct apply quiet = { 0 };
+	char why[PATH_MAX + 256] = "";
 	const char *base = strrchr(j->target, '/');
 
-	if (base && tryapply_name_is(base + 1))
-		remove_tree(AT_FDCWD, j->target, 0);
+	quiet.err = why;
+	quiet.errlen = sizeof(why);
+	if (base && tryapply_name_is(base + 1) && remove_hidden(&quiet, j->target) < 0 && why[0])
+		log_msg("warn", "try", "left %s: %s", j->target, why);
 	unlink(j->reg);
 }
 

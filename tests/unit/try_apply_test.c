@@ -5,7 +5,8 @@
  * (contents, modes, kinds, a rename, deletions, a new tree), no hidden
  * name or registry entry is left; a real file changed after the try began
  * is a conflict with nothing applied; a stop while staging applies
- * nothing and leaves nothing behind.
+ * nothing and leaves nothing behind; a link of another user's swapped
+ * onto the way between the check and the publish is not followed.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -29,7 +30,7 @@
 #include "try/tryapply.h"
 
 static char dir[] = "/tmp/tryapply-test.XXXXXX";
-static char real[PATH_MAX], upper[PATH_MAX];
+static char real[PATH_MAX], upper[PATH_MAX], prot[PATH_MAX];
 static struct timespec t0;
 
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
@@ -56,6 +57,15 @@ static void md(const char *base, const char *name)
 
 	snprintf(p, sizeof(p), "%s/%s", base, name);
 	cr_assert_eq(mkdir(p, 0755), 0, "mkdir %s: %s", p, strerror(errno));
+}
+
+/* Give base/name to nobody (65534). */
+static void own(const char *base, const char *name)
+{
+	char p[PATH_MAX + 64];
+
+	snprintf(p, sizeof(p), "%s/%s", base, name);
+	cr_assert_eq(lchown(p, 65534, 65534), 0, "chown %s: %s", p, strerror(errno));
 }
 
 static void whiteout(const char *name)
@@ -132,6 +142,17 @@ static void setup(void)
 	md(real, "f2d");
 	put(real, "f2d/y", "y", 0644);
 	put(real, "ren_src", "r", 0644);
+	/* A directory of nobody's, and one of root's beside the tree. */
+	md(real, "shared");
+	md(real, "shared/sub");
+	put(real, "shared/sub/victim", "v", 0644);
+	put(real, "shared/sub/keep", "k", 0644);
+	own(real, "shared");
+	own(real, "shared/sub");
+	snprintf(prot, sizeof(prot), "%s/protected", dir);
+	cr_assert_eq(mkdir(prot, 0755), 0);
+	put(prot, "victim", "root's", 0600);
+	put(prot, "keep", "root's", 0600);
 	/* The try begins as tryrun.c begins one: the fine clock, then a wait
 	   until the coarse one has passed it. */
 	clock_gettime(CLOCK_REALTIME, &t0);
@@ -153,6 +174,11 @@ static void setup(void)
 	cr_assert_eq(symlinkat("mod.txt", AT_FDCWD, strcat(strcpy((char[PATH_MAX + 8]){ 0 }, upper), "/ln")), 0);
 	put(upper, "ren_dst", "r", 0644);
 	whiteout("ren_src");
+	md(upper, "shared");
+	md(upper, "shared/sub");
+	own(upper, "shared");
+	own(upper, "shared/sub");
+	whiteout("shared/sub/victim");
 }
 
 static void teardown(void)
@@ -251,5 +277,54 @@ Test(tryapply, a_stop_while_staging_applies_nothing)
 	cr_assert_str_eq(slurp("mod.txt"), "old");
 	cr_assert(exists("del.txt") && exists("deldir/x") && !exists("new"));
 	nothing_left();
+	done(&r);
+}
+
+static char *slurp_at(const char *base, const char *name)
+{
+	static char buf[64];
+	char p[PATH_MAX + 64];
+	ssize_t n;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", base, name);
+	if ((fd = open(p, O_RDONLY)) < 0)
+		return NULL;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
+}
+
+/* Everything staged, then nobody swaps its own directory on the way for a
+   link to a root directory (as its owner may): the publish refuses the
+   link instead of removing and replacing root's files behind it. */
+Test(tryapply, a_link_of_another_users_swapped_onto_the_way_is_not_followed)
+{
+	struct run r;
+	struct tryapply *t;
+	struct tryapply_stats st, part;
+	char sub[PATH_MAX + 32], old[PATH_MAX + 32];
+
+	scan(&r);
+	cr_assert_eq(tryapply_check(&r.d, &r.root, &t0, r.err, sizeof(r.err)), 0, "%s", r.err);
+	cr_assert_eq(tryapply_new(&r.d, &r.p, &r.root, &t), 0);
+	memset(&st, 0, sizeof(st));
+	memset(&part, 0, sizeof(part));
+	cr_assert_eq(tryapply_stage_dirs(t, NULL, &st, r.err, sizeof(r.err)), 0, "%s", r.err);
+	cr_assert_eq(tryapply_stage_files(t, 0, tryapply_files(t), NULL, &part, r.err, sizeof(r.err)), 0, "%s", r.err);
+
+	snprintf(sub, sizeof(sub), "%s/shared/sub", real);
+	snprintf(old, sizeof(old), "%s/shared/sub.old", real);
+	cr_assert_eq(rename(sub, old), 0);
+	cr_assert_eq(symlink(prot, sub), 0);
+	own(real, "shared/sub");
+	cr_assert_eq(chmod(dir, 0755), 0); /* nobody may look there, as in /tmp */
+
+	cr_assert_lt(tryapply_publish(t, &st, r.err, sizeof(r.err)), 0, "the publish went through the link");
+	cr_assert(strstr(r.err, "symbolic link of another user's"), "%s", r.err);
+	cr_assert_str_eq(slurp_at(prot, "victim"), "root's");
+	cr_assert_str_eq(slurp_at(prot, "keep"), "root's");
+	tryapply_free(t);
 	done(&r);
 }
