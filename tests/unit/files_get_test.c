@@ -17,8 +17,8 @@
 #include "base/worker.h"
 #include "fakereq.h"
 #include "transfer/files_get.h"
+#include "testloop.h"
 
-#define HANG_S 300.0
 
 static char dir[] = "/tmp/files-get-test.XXXXXX";
 
@@ -28,31 +28,14 @@ static void setup(void)
 	state_token_clear();
 }
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	return remove(p);
-}
-
 static void teardown(void)
 {
-	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	rm_tree(dir);
 }
 
 TestSuite(files_get, .init = setup, .fini = teardown);
 
-static bool spin_until(bool (*cond)(void *), void *arg)
-{
-	for (double t = 0; t < HANG_S; t += 0.002) {
-		if (cond(arg))
-			return true;
-		ev_run(envd_loop, EVRUN_ONCE | EVRUN_NOWAIT);
-		usleep(2000);
-	}
-	return cond(arg);
-}
-
 static bool answered(void *arg) { return ((struct fake *)arg)->ended || ((struct fake *)arg)->cut; }
-static bool pool_idle(void *arg) { return worker_pending() == 0; }
 
 static char *put(const char *name, const char *content, size_t n)
 {

@@ -24,8 +24,8 @@
 #include "fs/fs_service.h"
 #include "http/conn.h"
 #include "rpc/rpc.h"
+#include "testloop.h"
 
-#define HANG_S 300.0
 
 static int client = -1;
 static char dir[] = "/tmp/fs-service-test.XXXXXX";
@@ -43,35 +43,19 @@ static void setup(void)
 	state_token_clear();
 }
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	return remove(p);
-}
-
 static void teardown(void)
 {
 	close(client);
-	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	rm_tree(dir);
 }
 
 TestSuite(fs_service, .init = setup, .fini = teardown);
-
-static bool spin_until(bool (*cond)(void))
-{
-	for (double t = 0; t < HANG_S; t += 0.002) {
-		if (cond())
-			return true;
-		ev_run(envd_loop, EVRUN_ONCE | EVRUN_NOWAIT);
-		usleep(2000);
-	}
-	return cond();
-}
 
 static char resp[16384];
 static size_t resp_len;
 
 /* A whole response is in: its head and Content-Length bytes of body. */
-static bool response_in(void)
+static bool response_in(void *arg)
 {
 	ssize_t k = read(client, resp + resp_len, sizeof(resp) - 1 - resp_len);
 	if (k > 0)
@@ -82,7 +66,6 @@ static bool response_in(void)
 	return body && cl && resp_len >= (size_t)(body + 4 - resp) + strtoul(cl + 16, NULL, 10);
 }
 
-static bool pool_idle(void) { return worker_pending() == 0; }
 
 /* Call method with a JSON message; the answer is in resp. */
 static void call(const char *method, const char *extra, const char *json)
@@ -95,7 +78,7 @@ static void call(const char *method, const char *extra, const char *json)
 
 	resp_len = 0;
 	cr_assert_eq(write(client, req, (size_t)n), n);
-	cr_assert(spin_until(response_in), "answered");
+	cr_assert(spin_until(response_in, NULL), "answered");
 }
 
 static char msg[PATH_MAX + 64];
@@ -130,7 +113,7 @@ static void blk_work(void *arg)
 		usleep(200);
 }
 static void blk_done(void *arg) {}
-static bool blockers_running(void) { return atomic_load(&blk_started) == WORKER_KEY_CAP; }
+static bool blockers_running(void *arg) { return atomic_load(&blk_started) == WORKER_KEY_CAP; }
 
 static void block_mount(void)
 {
@@ -139,7 +122,7 @@ static void block_mount(void)
 	atomic_store(&blk_gate, 0);
 	for (int i = 0; i < WORKER_KEY_CAP; i++)
 		cr_assert_eq(worker_run(&(struct worker_req){ .work = blk_work, .done = blk_done, .key = key }), 0);
-	cr_assert(spin_until(blockers_running));
+	cr_assert(spin_until(blockers_running, NULL));
 }
 
 /* The mount does not answer within the server's deadline: the job's
@@ -153,7 +136,7 @@ Test(fs_service, job_deadline)
 	cr_assert(strstr(resp, "\"code\":\"deadline_exceeded\""), "%s", resp);
 	cr_assert(strstr(resp, path_msg("filesystem did not answer within 0.05 s: %s/%s", "x")), "%s", resp);
 	atomic_store(&blk_gate, 1);
-	cr_assert(spin_until(pool_idle));
+	cr_assert(spin_until(pool_idle, NULL));
 	worker_fs_timeout = 30;
 }
 
@@ -166,7 +149,7 @@ Test(fs_service, client_deadline)
 	cr_assert(strstr(resp, "\"code\":\"deadline_exceeded\""), "%s", resp);
 	cr_assert(strstr(resp, path_msg("filesystem did not answer within 0.05 s: %s/%s", "y")), "%s", resp);
 	atomic_store(&blk_gate, 1);
-	cr_assert(spin_until(pool_idle));
+	cr_assert(spin_until(pool_idle, NULL));
 }
 
 Test(fs_service, watcher_set_up_as_a_job)

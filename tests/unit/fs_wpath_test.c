@@ -22,6 +22,7 @@
 
 #include "base/fsid.h"
 #include "fs/wpath.h"
+#include "testloop.h"
 
 static char dir[] = "/tmp/wpath-test.XXXXXX";
 static char err[2 * PATH_MAX];
@@ -34,15 +35,10 @@ static void setup(void)
 	chmod(dir, 0755);
 }
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	return remove(p);
-}
-
 static void teardown(void)
 {
 	if (geteuid() == 0)
-		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		rm_tree(dir);
 }
 
 TestSuite(wpath, .init = setup, .fini = teardown);

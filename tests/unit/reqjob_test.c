@@ -13,9 +13,9 @@
 #include "base/loop.h"
 #include "base/reqjob.h"
 #include "base/worker.h"
+#include "testloop.h"
 
 /* A wait for an event gives up after this long: a hang, not a timing. */
-#define HANG_S 300.0
 
 /* --- a peer: what an HTTP exchange or an RPC call is to the reqjob --- */
 
@@ -112,23 +112,10 @@ static void ctx_init(struct ctx *c, bool open)
 	c->job.key = 4242;
 }
 
-/* Turn the loop until cond(arg) holds; false after HANG_S. */
-static bool spin_until(bool (*cond)(void *), void *arg)
-{
-	for (double t = 0; t < HANG_S; t += 0.002) {
-		if (cond(arg))
-			return true;
-		ev_run(envd_loop, EVRUN_ONCE | EVRUN_NOWAIT);
-		usleep(2000);
-	}
-	return cond(arg);
-}
-
 static bool freed(void *arg) { return ((struct ctx *)arg)->frees > 0; }
 static bool done_once(void *arg) { return ((struct ctx *)arg)->dones > 0; }
 static bool started(void *arg) { return atomic_load(&((struct ctx *)arg)->started) > 0; }
 static bool expired(void *arg) { return ((struct ctx *)arg)->expireds > 0; }
-static bool pool_idle(void *arg) { return worker_pending() == 0; }
 
 /* --- blockers: fill a key's cap so that the next job of it stays queued --- */
 

@@ -25,8 +25,8 @@
 #include "process.pb-c.h"
 #include "rpc/rpc.h"
 #include "rpc/rpcjob.h"
+#include "testloop.h"
 
-#define HANG_S 300.0
 
 /* ---- the service ---- */
 
@@ -145,23 +145,11 @@ static void send_req(const char *extra)
 	cr_assert_eq(write(client, req, (size_t)n), n);
 }
 
-/* Turn the loop until cond() holds; false after HANG_S. */
-static bool spin_until(bool (*cond)(void))
-{
-	for (double t = 0; t < HANG_S; t += 0.002) {
-		if (cond())
-			return true;
-		ev_run(envd_loop, EVRUN_ONCE | EVRUN_NOWAIT);
-		usleep(2000);
-	}
-	return cond();
-}
-
 static char resp[8192];
 static size_t resp_len;
 
 /* A whole response is in: its head and Content-Length bytes of body. */
-static bool response_in(void)
+static bool response_in(void *arg)
 {
 	ssize_t k = read(client, resp + resp_len, sizeof(resp) - 1 - resp_len);
 	if (k > 0)
@@ -172,9 +160,9 @@ static bool response_in(void)
 	return body && cl && resp_len >= (size_t)(body + 4 - resp) + strtoul(cl + 16, NULL, 10);
 }
 
-static bool freed(void) { return frees > 0; }
-static bool running(void) { return atomic_load(&started) > 0; }
-static bool cancelled(void) { return cancels > 0; }
+static bool freed(void *arg) { return frees > 0; }
+static bool running(void *arg) { return atomic_load(&started) > 0; }
+static bool cancelled(void *arg) { return cancels > 0; }
 
 static atomic_int blk_gate, blk_started;
 static void blk_work(void *arg)
@@ -184,13 +172,13 @@ static void blk_work(void *arg)
 		usleep(200);
 }
 static void blk_done(void *arg) {}
-static bool blockers_running(void) { return atomic_load(&blk_started) == WORKER_KEY_CAP; }
+static bool blockers_running(void *arg) { return atomic_load(&blk_started) == WORKER_KEY_CAP; }
 
 Test(rpcjob, answered_by_the_job)
 {
 	resp_len = 0;
 	send_req("");
-	cr_assert(spin_until(response_in));
+	cr_assert(spin_until(response_in, NULL));
 	cr_assert(strncmp(resp, "HTTP/1.1 200", 12) == 0, "%s", resp);
 	cr_assert(strstr(resp, "\"pid\":7"), "%s", resp);
 	cr_assert_eq(dones, 1);
@@ -203,23 +191,23 @@ Test(rpcjob, answered_with_the_jobs_error)
 	answer_code = RPC_NOT_FOUND;
 	resp_len = 0;
 	send_req("");
-	cr_assert(spin_until(response_in));
+	cr_assert(spin_until(response_in, NULL));
 	cr_assert(strncmp(resp, "HTTP/1.1 404", 12) == 0, "%s", resp);
 	cr_assert(strstr(resp, "\"code\":\"not_found\"") && strstr(resp, "no such thing: /test"), "%s", resp);
 	cr_assert_eq(dones, 1);
-	cr_assert(spin_until(freed));
+	cr_assert(spin_until(freed, NULL));
 }
 
 Test(rpcjob, client_gone_while_running)
 {
 	atomic_store(&gate, 0);
 	send_req("");
-	cr_assert(spin_until(running));
+	cr_assert(spin_until(running, NULL));
 	shutdown(client, SHUT_RDWR);
-	cr_assert(spin_until(cancelled));
+	cr_assert(spin_until(cancelled, NULL));
 	cr_assert_eq(frees, 0, "the job still holds it");
 	atomic_store(&gate, 1);
-	cr_assert(spin_until(freed));
+	cr_assert(spin_until(freed, NULL));
 	cr_assert_eq(dones, 0);
 	cr_assert_eq(cancels, 1);
 }
@@ -230,11 +218,11 @@ Test(rpcjob, client_deadline)
 	atomic_store(&gate, 0);
 	resp_len = 0;
 	send_req("Connect-Timeout-Ms: 50\r\n");
-	cr_assert(spin_until(response_in));
+	cr_assert(spin_until(response_in, NULL));
 	cr_assert(strstr(resp, "deadline_exceeded"), "%s", resp);
 	cr_assert_eq(cancels, 1);
 	atomic_store(&gate, 1);
-	cr_assert(spin_until(freed));
+	cr_assert(spin_until(freed, NULL));
 	cr_assert_eq(dones, 0);
 }
 
@@ -245,14 +233,14 @@ Test(rpcjob, job_deadline)
 	atomic_store(&blk_gate, 0);
 	for (int i = 0; i < WORKER_KEY_CAP; i++)
 		cr_assert_eq(worker_run(&(struct worker_req){ .work = blk_work, .done = blk_done, .key = 99 }), 0);
-	cr_assert(spin_until(blockers_running));
+	cr_assert(spin_until(blockers_running, NULL));
 	job_timeout = 0.05;
 	resp_len = 0;
 	send_req("");
-	cr_assert(spin_until(response_in));
+	cr_assert(spin_until(response_in, NULL));
 	cr_assert(strncmp(resp, "HTTP/1.1 504", 12) == 0, "%s", resp);
 	cr_assert(strstr(resp, "filesystem did not answer within 0.05 s: /test"), "%s", resp);
-	cr_assert(spin_until(freed));
+	cr_assert(spin_until(freed, NULL));
 	cr_assert_eq(dones, 0);
 	cr_assert_eq(cancels, 0, "taken back to answer, not cancelled");
 	atomic_store(&blk_gate, 1);

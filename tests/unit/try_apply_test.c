@@ -28,15 +28,11 @@
 
 #include "base/uptmp.h"
 #include "try/tryapply.h"
+#include "testloop.h"
 
 static char dir[] = "/tmp/tryapply-test.XXXXXX";
 static char real[PATH_MAX], upper[PATH_MAX], prot[PATH_MAX];
 static struct timespec t0;
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	return remove(p);
-}
 
 static void put(const char *base, const char *name, const char *content, mode_t mode)
 {
@@ -183,7 +179,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	rm_tree(dir);
 }
 
 TestSuite(tryapply, .init = setup, .fini = teardown);

@@ -26,14 +26,10 @@
 #include <unistd.h>
 
 #include "try/trydiff.h"
+#include "testloop.h"
 
 static char dir[] = "/tmp/trydiff-test.XXXXXX";
 static char lower[PATH_MAX], upper[PATH_MAX];
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	return remove(p);
-}
 
 static void setup(void)
 {
@@ -46,7 +42,7 @@ static void setup(void)
 static void teardown(void)
 {
 	umount2(dir, MNT_DETACH);
-	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	rm_tree(dir);
 }
 
 TestSuite(trydiff, .init = setup, .fini = teardown);

@@ -17,8 +17,8 @@
 #include "base/worker.h"
 #include "fakereq.h"
 #include "transfer/uppump.h"
+#include "testloop.h"
 
-#define HANG_S 300.0
 
 struct owner {
 	struct uppump pump;
@@ -106,20 +106,8 @@ static struct owner *start(struct fake *f, bool gzip, double timeout)
 	return o;
 }
 
-static bool spin_until(bool (*cond)(void *), void *arg)
-{
-	for (double t = 0; t < HANG_S; t += 0.002) {
-		if (cond(arg))
-			return true;
-		ev_run(envd_loop, EVRUN_ONCE | EVRUN_NOWAIT);
-		usleep(2000);
-	}
-	return cond(arg);
-}
-
 static bool answered(void *arg) { return ((struct fake *)arg)->ended; }
 static bool o_in_sink(void *arg) { return atomic_load(&((struct owner *)arg)->in_sink) > 0; }
-static bool pool_idle(void *arg) { return worker_pending() == 0; }
 static bool freed(void *arg) { return frees > 0; }
 static bool not_paused(void *arg) { return !((struct fake *)arg)->paused; }
 
