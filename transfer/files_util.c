@@ -199,6 +199,7 @@ const char *files_mime_types_path = "/etc/mime.types";
 struct mime_ent {
 	char *ext;  /* with the dot, lower-case */
 	char *type;
+	size_t line; /* its order in the file: the first of an extension wins */
 };
 
 static const struct {
@@ -226,6 +227,15 @@ static struct mime_ent *mime_extra;
 static size_t mime_n;
 static pthread_once_t mime_once = PTHREAD_ONCE_INIT;
 
+/* By extension, then by the order in the file. */
+static int mime_order(const void *a, const void *b)
+{
+	const struct mime_ent *x = a, *y = b;
+	int c = strcmp(x->ext, y->ext);
+
+	return c ? c : (x->line > y->line) - (x->line < y->line);
+}
+
 /* Load /etc/mime.types once (small; read at first use). Go lets the
  * built-in table win for its own extensions. */
 static void mime_load(void)
@@ -252,7 +262,7 @@ static void mime_load(void)
 			size_t el = strlen(ext);
 			char *e = malloc(el + 2);
 			char *t = strdup(typ);
-			struct mime_ent me = { e, t };
+			struct mime_ent me = { e, t, b.len / sizeof(struct mime_ent) };
 			if (!e || !t) {
 				free(e);
 				free(t);
@@ -270,9 +280,29 @@ static void mime_load(void)
 	}
 out:
 	fclose(f);
-	/* What was read before a failure is kept, as a partial table. */
+	/* What was read before a failure is kept, as a partial table, sorted
+	 * for bsearch (a linear scan of Debian's two thousand extensions was
+	 * most of a small download's cost), one entry per extension: the
+	 * first the file gave. */
 	mime_extra = (struct mime_ent *)b.p;
 	mime_n = b.len / sizeof(struct mime_ent);
+	if (mime_n)
+		qsort(mime_extra, mime_n, sizeof(*mime_extra), mime_order);
+	size_t k = 0;
+	for (size_t i = 0; i < mime_n; i++) {
+		if (k && !strcmp(mime_extra[k - 1].ext, mime_extra[i].ext)) {
+			free(mime_extra[i].ext);
+			free(mime_extra[i].type);
+			continue;
+		}
+		mime_extra[k++] = mime_extra[i];
+	}
+	mime_n = k;
+}
+
+static int mime_by_ext_cmp(const void *key, const void *ent)
+{
+	return strcmp(key, ((const struct mime_ent *)ent)->ext);
 }
 
 const char *files_mime_by_ext(const char *path)
@@ -290,14 +320,10 @@ const char *files_mime_by_ext(const char *path)
 		if (!strcmp(mime_builtin[i].ext, ext))
 			return mime_builtin[i].type;
 	pthread_once(&mime_once, mime_load);
-	/* Exact-case match first, as Go's TypeByExtension does. */
-	for (size_t i = 0; i < mime_n; i++)
-		if (!strcmp(mime_extra[i].ext, dot))
-			return mime_extra[i].type;
-	for (size_t i = 0; i < mime_n; i++)
-		if (!strcmp(mime_extra[i].ext, ext))
-			return mime_extra[i].type;
-	return NULL;
+	/* Go's TypeByExtension tries the exact case, then lower case; the
+	 * table holds lower-case extensions, which only the second can meet. */
+	const struct mime_ent *m = mime_n ? bsearch(ext, mime_extra, mime_n, sizeof(*mime_extra), mime_by_ext_cmp) : NULL;
+	return m ? m->type : NULL;
 }
 
 const char *files_sniff(const uint8_t *p, size_t n)

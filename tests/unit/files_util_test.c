@@ -82,7 +82,8 @@ Test(files_util, mime)
 {
 	char tmpl[] = "/tmp/mime_test_XXXXXX";
 	int fd = mkstemp(tmpl);
-	const char *content = "# comment\ntext/plain\t\ttxt asc\napplication/x-foo foo\nimage/png png\n";
+	const char *content = "# comment\ntext/plain\t\ttxt asc\napplication/x-foo foo\nimage/png png\n"
+			      "application/x-first dup\napplication/x-second dup zz\nimage/x-upper UPX\n";
 	cr_assert_eq(write(fd, content, strlen(content)), (ssize_t)strlen(content));
 	close(fd);
 	files_mime_types_path = tmpl;
@@ -93,6 +94,12 @@ Test(files_util, mime)
 	cr_assert_null(files_mime_by_ext("noext"));
 	cr_assert_null(files_mime_by_ext("dir.d/noext"));
 	cr_assert_null(files_mime_by_ext("a.unknownext"));
+	cr_assert_str_eq(files_mime_by_ext("a.dup"), "application/x-first", "the file's first type of an extension wins");
+	cr_assert_str_eq(files_mime_by_ext("a.zz"), "application/x-second");
+	cr_assert_str_eq(files_mime_by_ext("a.upx"), "image/x-upper", "extensions compare in lower case");
+	cr_assert_str_eq(files_mime_by_ext("A.UpX"), "image/x-upper");
+	cr_assert_str_eq(files_mime_by_ext("t.asc"), "text/plain; charset=utf-8");
+	cr_assert_null(files_mime_by_ext("a."));
 	unlink(tmpl);
 }
 
