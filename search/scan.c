@@ -43,6 +43,7 @@ struct scanner {
 	size_t end;         /* after the window's last newline (all of it at EOF) */
 	bool end_stale;     /* the window changed since end was found */
 	int fd;
+	bool short_read_ends; /* a short read is the end (scanner_start) */
 	bool eof, done, stopping, pause, oom;
 	uint64_t lineno;    /* number of the line at pos (SCAN_CONTENT) */
 	bool notbol;        /* buf[pos] is inside a line that began earlier */
@@ -236,9 +237,10 @@ void scanner_free(struct scanner *s)
 	free(s);
 }
 
-void scanner_start(struct scanner *s, int fd)
+void scanner_start(struct scanner *s, int fd, bool short_read_ends)
 {
 	s->fd = fd;
+	s->short_read_ends = short_read_ends;
 	s->len = s->pos = s->end = 0;
 	s->end_stale = true;
 	s->file_off = 0;
@@ -445,6 +447,10 @@ static int fill(struct scanner *s)
 			s->done = true;
 		}
 	}
+	/* The read that would see the end costs as much as the file's
+	 * open: left out where a short read already says it. */
+	if (s->short_read_ends && (size_t)n < SCAN_WINDOW - s->len)
+		s->eof = true;
 	s->len += (size_t)n;
 	s->end_stale = true;
 	return 0;
