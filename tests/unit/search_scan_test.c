@@ -439,3 +439,41 @@ Test(scan, short_read_ends_only_when_told)
 	}
 	pattern_free(p);
 }
+
+/* A NUL byte anywhere (in the 64-byte steps of the vector look or in
+ * the tail after them) makes the file binary; none, and it is text. */
+Test(scan, nul_found_at_every_offset)
+{
+	struct scan_opts o = { .mode = SCAN_COUNT, .quit_on_binary = true };
+	char text[300];
+
+	for (size_t at = 0; at <= sizeof(text); at++) {
+		struct got g = { .w = 0 };
+		memset(text, 'a', sizeof(text));
+		for (size_t k = 50; k < sizeof(text); k += 51)
+			text[k] = '\n';
+		if (at < sizeof(text))
+			text[at] = '\0';
+		struct scan_result r = run("zz", &o, text, sizeof(text), &g);
+		cr_assert_eq(r.binary, at < sizeof(text), "NUL at %zu", at);
+	}
+}
+
+/* A literal is found at every offset of a line, as its first and only
+ * match: the vector look over 16 positions at a time and the tail. */
+Test(scan, literal_at_every_offset)
+{
+	struct scan_opts o = { .mode = SCAN_CONTENT, .max_line = 500 };
+	char text[120], want[32];
+
+	for (size_t at = 0; at + 9 <= 100; at++) {
+		struct got g = { .w = 0 };
+		memset(text, 'z', 100);
+		memcpy(text + at, "zqxjTOKEN", 9);
+		text[100] = '\n';
+		struct scan_result r = run("zqxjTOKEN", &o, text, 101, &g);
+		cr_assert_eq(r.matches, 1, "at %zu", at);
+		snprintf(want, sizeof(want), "1:%zu:", at + 1);
+		cr_assert_eq(strncmp(g.s, want, strlen(want)), 0, "at %zu: %s", at, g.s);
+	}
+}
