@@ -52,8 +52,10 @@
 #define TOOLS_OUT_MAX (256 * 1024)
 #define TOOLS_BATCH_MAX (64 * 1024)
 /* A job hands its matches over when it has this many bytes of them, or
- * when the last hand-over is this old: each one wakes the loop, and a
- * wake per file with a match costs more than the search of the file. */
+ * when the last hand-over (at first, the call's start) is this old: each
+ * one wakes the loop, and a wake per file with a match costs more than
+ * the search of the file. A search quicker than that answers in one
+ * write, with its end. */
 #define TOOLS_BATCH_MIN (16 * 1024)
 #define TOOLS_BATCH_MS 5
 
@@ -706,7 +708,7 @@ static bool grep_run(struct tool_worker *w)
 			snprintf(w->rel, sizeof(w->rel), "%.*s", (int)e.rel_len, e.rel);
 			w->fd = fd;
 			w->in_file = true;
-			scanner_start(w->sc, fd);
+			scanner_start(w->sc, fd, e.local);
 			if (e.explicit_file) {
 				/* a named file is searched even when it is binary */
 				scanner_free(w->sc);
@@ -717,7 +719,7 @@ static bool grep_run(struct tool_worker *w)
 					tool_fail(t, RPC_RESOURCE_EXHAUSTED, "out of memory");
 					break;
 				}
-				scanner_start(w->sc, fd);
+				scanner_start(w->sc, fd, false);
 			}
 		}
 		rc = scanner_run(w->sc, grep_emit, w);
@@ -1039,9 +1041,11 @@ static void tool_start(struct rpc_call *call, struct tool *t)
 	if (!t->walk)
 		goto nomem;
 	t->nworkers = nprocs();
+	int64_t start_ms = coarse_ms();
 	for (unsigned i = 0; i < t->nworkers; i++) {
 		struct tool_worker *w = &t->w[i];
 		w->t = t;
+		w->published_ms = start_ms;
 		w->cur = cursor_take(t->walk);
 		if (!w->cur)
 			goto nomem;

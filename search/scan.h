@@ -97,8 +97,11 @@ void scanner_free(struct scanner *s);
  */
 int scanner_rebind(struct scanner *s, const struct pattern *p, const struct scan_opts *o);
 /* Begin a file (fd is borrowed until scanner_run() says SCAN_DONE or an
- * error). */
-void scanner_start(struct scanner *s, int fd);
+ * error). short_read_ends: fd is a regular file of a filesystem where a
+ * read that returns less than asked has met the end of the file
+ * (walk_entry.local); the file is then read without the last read that
+ * would return 0, one system call less per small file. */
+void scanner_start(struct scanner *s, int fd, bool short_read_ends);
 int scanner_run(struct scanner *s, scan_emit_fn emit, void *ud);
 const struct scan_result *scanner_result(const struct scanner *s);
 

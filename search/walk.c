@@ -63,6 +63,7 @@ struct walk_cursor {
 	size_t buflen, bufpos;
 	bool more;          /* the directory did not fit in buf */
 	bool holds;
+	bool local;         /* the directory is on a local filesystem (walk_entry.local) */
 	char path[PATH_MAX];
 	struct walk_stats st;
 };
@@ -377,37 +378,64 @@ static void start(struct walk *w)
 }
 
 /* The kernel's own filesystems (their magic numbers, linux/magic.h). */
-static bool pseudo_fs(int fd)
+static const unsigned long pseudo_magic[] = {
+	0x9fa0,     /* proc */
+	0x62656572, /* sysfs */
+	0x1cd1,     /* devpts */
+	0x64626720, /* debugfs */
+	0x74726163, /* tracefs */
+	0x73636673, /* securityfs */
+	0x63677270, /* cgroup2 */
+	0x27e0eb,   /* cgroup */
+	0xcafe4a11, /* bpf */
+	0x6e736673, /* nsfs */
+	0x42494e4d, /* binfmt_misc */
+	0x67596969, /* rpc_pipefs */
+	0x19800202, /* mqueue */
+	0x50495045, /* pipefs */
+	0x65735543, /* fusectl */
+	0xf97cff8c, /* selinuxfs */
+	0x6e667364, /* nfsd */
+	0x62656570, /* configfs */
+	0x5a3c69f0, /* aafs (apparmor) */
+};
+
+/* Filesystems on a local disk or in memory: their regular files are read
+ * through the page cache, where a read shorter than asked means the end
+ * of the file. (FUSE and network filesystems may answer short reads
+ * before the end; they are not here.) */
+static const unsigned long local_magic[] = {
+	0xef53,     /* ext2, ext3, ext4 */
+	0x58465342, /* xfs */
+	0x9123683e, /* btrfs */
+	0xf2f52010, /* f2fs */
+	0x01021994, /* tmpfs */
+	0x858458f6, /* ramfs */
+	0x73717368, /* squashfs */
+	0x794c7630, /* overlay */
+};
+
+enum fs_class { FS_OTHER, FS_PSEUDO, FS_LOCAL };
+
+static bool magic_in(unsigned long m, const unsigned long *v, size_t n)
 {
-	static const unsigned long magic[] = {
-		0x9fa0,     /* proc */
-		0x62656572, /* sysfs */
-		0x1cd1,     /* devpts */
-		0x64626720, /* debugfs */
-		0x74726163, /* tracefs */
-		0x73636673, /* securityfs */
-		0x63677270, /* cgroup2 */
-		0x27e0eb,   /* cgroup */
-		0xcafe4a11, /* bpf */
-		0x6e736673, /* nsfs */
-		0x42494e4d, /* binfmt_misc */
-		0x67596969, /* rpc_pipefs */
-		0x19800202, /* mqueue */
-		0x50495045, /* pipefs */
-		0x65735543, /* fusectl */
-		0xf97cff8c, /* selinuxfs */
-		0x6e667364, /* nfsd */
-		0x73717368, /* configfs */
-		0x5a3c69f0, /* aafs (apparmor) */
-	};
+	for (size_t i = 0; i < n; i++)
+		if (m == v[i])
+			return true;
+	return false;
+}
+
+static enum fs_class fs_class(int fd)
+{
 	struct statfs sf;
 
 	if (fstatfs(fd, &sf) < 0)
-		return false;
-	for (size_t i = 0; i < sizeof(magic) / sizeof(magic[0]); i++)
-		if ((unsigned long)sf.f_type == magic[i])
-			return true;
-	return false;
+		return FS_OTHER;
+	if (magic_in((unsigned long)sf.f_type, pseudo_magic, sizeof(pseudo_magic) / sizeof(pseudo_magic[0])))
+		return FS_PSEUDO;
+	if (magic_in((unsigned long)sf.f_type, local_magic, sizeof(local_magic) / sizeof(local_magic[0])))
+		return FS_LOCAL;
+	return FS_OTHER;
 }
 
 static long getdents(int fd, char *buf, size_t n)
@@ -438,12 +466,14 @@ static int open_dir(struct walk_cursor *c)
 		/* the root itself: the caller is told */
 		return is_root ? rc : 1;
 	}
-	if (!is_root && pseudo_fs(c->fd)) {
+	enum fs_class fc = fs_class(c->fd);
+	if (!is_root && fc == FS_PSEUDO) {
 		/* /proc, /sys and their kind: files that never end or block
 		 * (/proc/kmsg), and nothing a search of files wants */
 		c->st.dirs_pseudo++;
 		return 1;
 	}
+	c->local = fc == FS_LOCAL;
 	c->st.dirs++;
 	c->buflen = c->bufpos = 0;
 	c->more = false;
@@ -580,6 +610,7 @@ static int consider(struct walk_cursor *c, const struct dirent64_ *de, struct wa
 	e->name = c->path + dl + 1;
 	e->is_dir = is_dir;
 	e->explicit_file = false;
+	e->local = c->local;
 	return 1;
 }
 
@@ -636,6 +667,7 @@ int walk_next(struct walk_cursor *c, struct walk_entry *e)
 			e->name = w->root;
 			e->is_dir = false;
 			e->explicit_file = true;
+			e->local = false;
 			return 1;
 		}
 		while (!w->stack && w->active && !walk_stopped(w))

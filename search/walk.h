@@ -77,6 +77,11 @@ struct walk_entry {
 	const char *name;     /* its name in dirfd (or the whole path) */
 	bool is_dir;
 	bool explicit_file;   /* the root itself, a file */
+	/* on a filesystem of a local disk or of memory (ext4, xfs, btrfs,
+	 * f2fs, tmpfs, ramfs, squashfs, overlay), where a read of a regular
+	 * file that comes back short has met its end; false when unknown
+	 * (FUSE, NFS, ..., the root given as a file) */
+	bool local;
 };
 
 struct walk_stats {

@@ -36,9 +36,11 @@ export class EnvdToolError extends Error {
  * column in `text`, or undefined when the column lies past the text (a
  * line cut at maxLineBytes). */
 export function utf16Column(text, byteColumn) {
-  const bytes = Buffer.from(text, 'utf8')
-  if (byteColumn < 1 || byteColumn - 1 > bytes.length) return undefined
-  return bytes.subarray(0, byteColumn - 1).toString('utf8').length + 1
+  const n = Buffer.byteLength(text, 'utf8')
+  if (byteColumn < 1 || byteColumn - 1 > n) return undefined
+  // ASCII (one byte per UTF-16 unit): the column is the same
+  if (n === text.length) return byteColumn
+  return Buffer.from(text, 'utf8').subarray(0, byteColumn - 1).toString('utf8').length + 1
 }
 
 function drop(obj) {
@@ -58,6 +60,63 @@ function connectError(method, status, text) {
     e = text ? JSON.parse(text) : {}
   } catch {}
   return new EnvdToolError(e.code ?? 'unknown', e.message ?? `${method}: HTTP ${status}: ${String(text).slice(0, 200)}`, status)
+}
+
+/** The Connect stream of a Grep, fed chunk by chunk: events out, in
+ * order; the end message kept. */
+class GrepFrames {
+  constructor(opts) {
+    this.content = opts.outputMode === undefined || opts.outputMode === 'content'
+    this.buf = null
+    this.end = null
+  }
+
+  feed(chunk, out) {
+    let buf = this.buf ? Buffer.concat([this.buf, chunk]) : chunk
+    let at = 0
+    while (!this.end && buf.length - at >= 5) {
+      const n = buf.readUInt32BE(at + 1)
+      if (buf.length - at < 5 + n) break
+      const flags = buf[at]
+      const m = JSON.parse(buf.toString('utf8', at + 5, at + 5 + n))
+      at += 5 + n
+      if (flags & 2) this.end = m
+      else if (m.match) out.push({ match: matchOf(m.match, this.content) })
+      else if (m.summary) out.push({ summary: summaryOf(m.summary) })
+    }
+    // what follows the end message (nothing, on a whole stream) is dropped
+    this.buf = this.end || at === buf.length ? null : buf.subarray(at)
+  }
+
+  /** At the response's end: throws unless the stream ended well. */
+  finish() {
+    const end = this.end
+    if (!end) throw new EnvdToolError('unknown', 'Grep: the stream ended without its end message')
+    if (end.error) throw new EnvdToolError(end.error.code ?? 'unknown', end.error.message ?? 'Grep failed')
+  }
+}
+
+function matchOf(x, content) {
+  const out = { path: x.path }
+  if (x.line !== undefined || content) {
+    out.line = x.line ?? 0
+    out.column = x.column ?? 0
+    out.text = x.text ?? ''
+    out.before = x.before ?? []
+    out.after = x.after ?? []
+    out.textTruncated = !!x.textTruncated
+    out.columnUtf16 = utf16Column(out.text, out.column)
+  }
+  if (x.count !== undefined) out.count = x.count
+  return out
+}
+
+function summaryOf(s) {
+  return {
+    filesSearched: s.filesSearched ?? 0, filesMatched: s.filesMatched ?? 0, matches: s.matches ?? 0,
+    bytesSearched: Number(s.bytesSearched ?? 0), truncated: !!s.truncated,
+    filesSkipped: s.filesSkipped ?? 0, binarySkipped: s.binarySkipped ?? 0,
+  }
 }
 
 export class EnvdTools {
@@ -96,20 +155,25 @@ export class EnvdTools {
     return h
   }
 
+  /** One exchange: the request, sent; `onResponse` gets the response
+   * (its body not read) once the head is in. */
+  _request(method, path, headers, body, signal, onResponse) {
+    if (body !== undefined) headers['Content-Length'] = Buffer.byteLength(body)
+    const o = {
+      protocol: this.url.protocol, hostname: this.url.hostname, port: this.url.port, path: this.base + path,
+      method, headers, agent: this.agent,
+    }
+    if (signal) o.signal = signal
+    const req = this.lib.request(o, onResponse)
+    req.end(body)
+    return req
+  }
+
   /** One exchange; resolves with the response (its body not read) once
    * the head is in. */
   _send(method, path, headers, body, signal) {
     return new Promise((resolve, reject) => {
-      if (body !== undefined) headers['Content-Length'] = Buffer.byteLength(body)
-      const req = this.lib.request(
-        {
-          protocol: this.url.protocol, hostname: this.url.hostname, port: this.url.port, path: this.base + path,
-          method, headers, agent: this.agent, signal,
-        },
-        resolve,
-      )
-      req.on('error', reject)
-      req.end(body)
+      this._request(method, path, headers, body, signal, resolve).on('error', reject)
     })
   }
 
@@ -149,13 +213,7 @@ export class EnvdTools {
     return { entries: r.entries ?? [], truncated: !!r.truncated }
   }
 
-  /**
-   * Grep as a stream: yields {match} objects as envd finds them
-   * ({path, line, column, columnUtf16, text, before, after, textTruncated}
-   * for "content"; {path} for "files"; {path, count} for "count"), then
-   * one {summary}. Breaking out of the loop cancels the search.
-   */
-  async *grepStream(pattern, opts = {}) {
+  _grepBody(pattern, opts) {
     const msg = drop({
       path: opts.path ?? '', pattern, fixedString: opts.fixedString, ignoreCase: opts.ignoreCase,
       include: opts.include, exclude: opts.exclude, contextBefore: opts.contextBefore ?? opts.context,
@@ -163,68 +221,90 @@ export class EnvdTools {
       hidden: opts.hidden, noIgnore: opts.noIgnore, maxLineBytes: opts.maxLineBytes, outputMode: opts.outputMode,
     })
     const body = Buffer.from(JSON.stringify(msg))
-    const env = Buffer.alloc(5 + body.length)
+    const env = Buffer.allocUnsafe(5 + body.length)
+    env[0] = 0
     env.writeUInt32BE(body.length, 1)
     body.copy(env, 5)
-    const res = await this._send('POST', `/${SERVICE}/Grep`, this._headers('application/connect+json', opts), env,
-      opts.signal)
-    let end = null
+    return env
+  }
+
+  /**
+   * Grep as a stream: yields {match} objects as envd finds them
+   * ({path, line, column, columnUtf16, text, before, after, textTruncated}
+   * for "content"; {path} for "files"; {path, count} for "count"), then
+   * one {summary}. Breaking out of the loop cancels the search.
+   */
+  async *grepStream(pattern, opts = {}) {
+    const res = await this._send('POST', `/${SERVICE}/Grep`, this._headers('application/connect+json', opts),
+      this._grepBody(pattern, opts), opts.signal)
+    const frames = new GrepFrames(opts)
     try {
       if (res.statusCode !== 200) throw connectError('Grep', res.statusCode, (await this._read(res)).toString('utf8'))
-      let buf = Buffer.alloc(0)
       // Read to the response's own end, past the end message: a response
       // read whole leaves its connection to the next call.
       for await (const chunk of res) {
-        buf = buf.length ? Buffer.concat([buf, chunk]) : chunk
-        while (!end && buf.length >= 5) {
-          const n = buf.readUInt32BE(1)
-          if (buf.length < 5 + n) break
-          const flags = buf[0]
-          const m = JSON.parse(buf.subarray(5, 5 + n).toString('utf8'))
-          buf = buf.subarray(5 + n)
-          if (flags & 2) {
-            end = m
-          } else if (m.match) {
-            const x = m.match
-            const out = { path: x.path }
-            if (x.line !== undefined || opts.outputMode === undefined || opts.outputMode === 'content') {
-              Object.assign(out, {
-                line: x.line ?? 0, column: x.column ?? 0, text: x.text ?? '', before: x.before ?? [],
-                after: x.after ?? [], textTruncated: !!x.textTruncated,
-              })
-              out.columnUtf16 = utf16Column(out.text, out.column)
-            }
-            if (x.count !== undefined) out.count = x.count
-            yield { match: out }
-          } else if (m.summary) {
-            const s = m.summary
-            yield {
-              summary: {
-                filesSearched: s.filesSearched ?? 0, filesMatched: s.filesMatched ?? 0, matches: s.matches ?? 0,
-                bytesSearched: Number(s.bytesSearched ?? 0), truncated: !!s.truncated,
-                filesSkipped: s.filesSkipped ?? 0, binarySkipped: s.binarySkipped ?? 0,
-              },
-            }
-          }
-        }
+        const evs = []
+        frames.feed(chunk, evs)
+        for (const ev of evs) yield ev
       }
-      if (!end) throw new EnvdToolError('unknown', 'Grep: the stream ended without its end message')
-      if (end.error) throw new EnvdToolError(end.error.code ?? 'unknown', end.error.message ?? 'Grep failed')
+      frames.finish()
     } finally {
       // A search left early is cancelled in envd: its connection goes.
       if (!res.complete) res.destroy()
     }
   }
 
-  /** Grep collected: {matches, summary}. */
-  async grep(pattern, opts = {}) {
-    const matches = []
-    let summary
-    for await (const ev of this.grepStream(pattern, opts)) {
-      if (ev.match) matches.push(ev.match)
-      else summary = ev.summary
-    }
-    return { matches, summary }
+  /**
+   * Grep collected: {matches, summary}. The same exchange as grepStream,
+   * read with the response's own events (no step of an async iterator
+   * per chunk and per match: a call of 20 matches spends most of its
+   * client time there otherwise).
+   */
+  grep(pattern, opts = {}) {
+    return new Promise((resolve, reject) => {
+      const frames = new GrepFrames(opts)
+      const evs = []
+      let res
+      const fail = (err) => {
+        if (res && !res.complete) res.destroy()
+        reject(err)
+      }
+      const req = this._request('POST', `/${SERVICE}/Grep`, this._headers('application/connect+json', opts),
+        this._grepBody(pattern, opts), opts.signal, (r) => {
+          res = r
+          r.on('error', fail)
+          if (r.statusCode !== 200) {
+            const chunks = []
+            r.on('data', (c) => chunks.push(c))
+            r.on('end', () => fail(connectError('Grep', r.statusCode, Buffer.concat(chunks).toString('utf8'))))
+            return
+          }
+          r.on('data', (c) => {
+            try {
+              frames.feed(c, evs)
+            } catch (err) {
+              fail(err)
+            }
+          })
+          r.on('end', () => {
+            try {
+              frames.finish()
+            } catch (err) {
+              fail(err)
+              return
+            }
+            const matches = []
+            let summary
+            for (const ev of evs) {
+              if (ev.match) matches.push(ev.match)
+              else summary = ev.summary
+            }
+            resolve({ matches, summary })
+          })
+          r.on('aborted', () => fail(new EnvdToolError('unknown', 'Grep: the stream ended without its end message')))
+        })
+      req.on('error', fail)
+    })
   }
 
   /** Lines offset.. of a file: {lines, firstLine, totalLines, truncated,

@@ -101,6 +101,27 @@ test('grep: streamed, and leaving early cancels', async () => {
   assert.deepEqual(r.lines, ['export const héllo = "world"'])
 })
 
+test('grep: collected as grepStream yields them, over one kept connection', async () => {
+  const streamed = []
+  let summary
+  for await (const ev of tools.grepStream('TODO', { path: rel, ignoreCase: true, contextAfter: 1 })) {
+    if (ev.match) streamed.push(ev.match)
+    else summary = ev.summary
+  }
+  const sorted = (a) => a.map((m) => JSON.stringify(m)).sort()
+  for (let i = 0; i < 10; i++) {
+    const r = await tools.grep('TODO', { path: rel, ignoreCase: true, contextAfter: 1 })
+    assert.deepEqual(sorted(r.matches), sorted(streamed))
+    assert.deepEqual(r.summary, summary)
+  }
+  const open = Object.values(tools.agent.sockets).flat().length + Object.values(tools.agent.freeSockets).flat().length
+  assert.ok(open >= 1 && open <= 8, `${open} connections`)
+  await assert.rejects(tools.grep('x', { path: `${rel}/nope` }), (e) => e.code === 'not_found')
+  const ac = new AbortController()
+  ac.abort()
+  await assert.rejects(tools.grep('TODO', { path: rel, signal: ac.signal }), (e) => e.name === 'AbortError')
+})
+
 test('grep: a bad pattern is invalid_argument with its offset', async () => {
   await assert.rejects(tools.grep('(unclosed', { path: rel }), (e) => {
     assert.ok(e instanceof EnvdToolError)

@@ -46,7 +46,8 @@ static bool collect(void *ud, const struct scan_match *m)
 	return g->pause_every && g->n % g->pause_every == 0;
 }
 
-static struct scan_result run(const char *pat, const struct scan_opts *o, const char *text, size_t n, struct got *g)
+static struct scan_result run_once(const char *pat, const struct scan_opts *o, const char *text, size_t n,
+				   struct got *g, bool short_read_ends)
 {
 	struct pattern_opts po = { 0 };
 	struct pattern *p;
@@ -58,7 +59,7 @@ static struct scan_result run(const char *pat, const struct scan_opts *o, const 
 	cr_assert_eq(pattern_compile(pat, strlen(pat), &po, &p, err, sizeof(err)), 0);
 	s = scanner_new(p, o);
 	cr_assert_not_null(s);
-	scanner_start(s, fd);
+	scanner_start(s, fd, short_read_ends);
 	while ((rc = scanner_run(s, collect, g)) == SCAN_PAUSED)
 		pauses++;
 	cr_assert_eq(rc, SCAN_DONE, "rc %d", rc);
@@ -68,6 +69,27 @@ static struct scan_result run(const char *pat, const struct scan_opts *o, const 
 	scanner_free(s);
 	pattern_free(p);
 	close(fd);
+	return r;
+}
+
+/* Every search twice: reading to the read that returns 0, and ending at
+ * the first short read (a file of a local filesystem): the same lines,
+ * counts and bytes either way. */
+static struct scan_result run(const char *pat, const struct scan_opts *o, const char *text, size_t n, struct got *g)
+{
+	struct got *g2 = calloc(1, sizeof(*g2));
+	struct scan_result r, r2;
+
+	cr_assert_not_null(g2);
+	g2->pause_every = g->pause_every;
+	r = run_once(pat, o, text, n, g, false);
+	r2 = run_once(pat, o, text, n, g2, true);
+	cr_assert_str_eq(g2->s, g->s);
+	cr_assert_eq(r2.matches, r.matches);
+	cr_assert_eq(r2.bytes, r.bytes);
+	cr_assert_eq(r2.binary, r.binary);
+	cr_assert_eq(r2.quit, r.quit);
+	free(g2);
 	return r;
 }
 
@@ -363,7 +385,7 @@ Test(scan, rebound_to_another_pattern)
 	cr_assert_eq(pattern_compile("x", 1, &po, &a, err, sizeof(err)), 0);
 	cr_assert_eq(pattern_compile("sun", 3, &po, &b, err, sizeof(err)), 0);
 	struct scanner *s = scanner_new(a, &o);
-	scanner_start(s, fd);
+	scanner_start(s, fd, false);
 	while ((rc = scanner_run(s, collect, &g)) == SCAN_PAUSED)
 		;
 	cr_assert_eq(scanner_result(s)->matches, 3);
@@ -372,7 +394,7 @@ Test(scan, rebound_to_another_pattern)
 	lseek(fd, 0, SEEK_SET);
 	g.w = 0;
 	g.s[0] = '\0';
-	scanner_start(s, fd);
+	scanner_start(s, fd, false);
 	while ((rc = scanner_run(s, collect, &g)) == SCAN_PAUSED)
 		;
 	cr_assert_eq(rc, SCAN_DONE);
@@ -382,4 +404,76 @@ Test(scan, rebound_to_another_pattern)
 	pattern_free(a);
 	pattern_free(b);
 	close(fd);
+}
+
+/* A short read ends the file only when the caller says so. A pipe that
+ * holds two lines and whose writer stays open: told, the scan ends after
+ * the first read; not told, it reads again (and, the pipe being
+ * non-blocking, fails with EAGAIN instead of waiting for more). */
+Test(scan, short_read_ends_only_when_told)
+{
+	struct pattern_opts po = { 0 };
+	struct pattern *p;
+	char err[128];
+	struct scan_opts o = { .mode = SCAN_COUNT };
+
+	cr_assert_eq(pattern_compile("x", 1, &po, &p, err, sizeof(err)), 0);
+	for (int told = 0; told < 2; told++) {
+		int fds[2];
+		cr_assert_eq(pipe2(fds, O_NONBLOCK), 0);
+		cr_assert_eq(write(fds[1], "x\ny x\n", 6), 6);
+		struct scanner *s = scanner_new(p, &o);
+		cr_assert_not_null(s);
+		scanner_start(s, fds[0], told);
+		int rc = scanner_run(s, collect, NULL);
+		if (told) {
+			cr_assert_eq(rc, SCAN_DONE);
+			cr_assert_eq(scanner_result(s)->matches, 2);
+			cr_assert_eq(scanner_result(s)->bytes, 6);
+		} else {
+			cr_assert_eq(rc, -EAGAIN);
+		}
+		scanner_free(s);
+		close(fds[0]);
+		close(fds[1]);
+	}
+	pattern_free(p);
+}
+
+/* A NUL byte anywhere (in the 64-byte steps of the vector look or in
+ * the tail after them) makes the file binary; none, and it is text. */
+Test(scan, nul_found_at_every_offset)
+{
+	struct scan_opts o = { .mode = SCAN_COUNT, .quit_on_binary = true };
+	char text[300];
+
+	for (size_t at = 0; at <= sizeof(text); at++) {
+		struct got g = { .w = 0 };
+		memset(text, 'a', sizeof(text));
+		for (size_t k = 50; k < sizeof(text); k += 51)
+			text[k] = '\n';
+		if (at < sizeof(text))
+			text[at] = '\0';
+		struct scan_result r = run("zz", &o, text, sizeof(text), &g);
+		cr_assert_eq(r.binary, at < sizeof(text), "NUL at %zu", at);
+	}
+}
+
+/* A literal is found at every offset of a line, as its first and only
+ * match: the vector look over 16 positions at a time and the tail. */
+Test(scan, literal_at_every_offset)
+{
+	struct scan_opts o = { .mode = SCAN_CONTENT, .max_line = 500 };
+	char text[120], want[32];
+
+	for (size_t at = 0; at + 9 <= 100; at++) {
+		struct got g = { .w = 0 };
+		memset(text, 'z', 100);
+		memcpy(text + at, "zqxjTOKEN", 9);
+		text[100] = '\n';
+		struct scan_result r = run("zqxjTOKEN", &o, text, 101, &g);
+		cr_assert_eq(r.matches, 1, "at %zu", at);
+		snprintf(want, sizeof(want), "1:%zu:", at + 1);
+		cr_assert_eq(strncmp(g.s, want, strlen(want)), 0, "at %zu: %s", at, g.s);
+	}
 }

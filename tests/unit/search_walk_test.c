@@ -4,6 +4,8 @@
  * same options, the same list of files.
  */
 #include <criterion/criterion.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -239,6 +241,42 @@ Test(walk, root_is_a_file)
 	cr_assert_eq(a.n, 1);
 	cr_expect_str_eq(a.v[0], "a.log");
 	free(a.v[0]);
+}
+
+/* walk_entry.local: what the filesystem under the test's directory is
+ * (a short read ends a file there), and never for a root given as a
+ * file, whose filesystem the walk does not look at. */
+Test(walk, local_filesystem_flag)
+{
+	struct walk_opts o = { 0 };
+	char path[256];
+	struct walk_entry e;
+	struct statfs sf;
+	size_t n = 0;
+
+	snprintf(path, sizeof(path), "%s/repo", root);
+	cr_assert_eq(statfs(path, &sf), 0);
+	unsigned long m = (unsigned long)sf.f_type;
+	bool local = m == EXT4_SUPER_MAGIC || m == TMPFS_MAGIC || m == XFS_SUPER_MAGIC || m == BTRFS_SUPER_MAGIC ||
+		     m == OVERLAYFS_SUPER_MAGIC || m == F2FS_SUPER_MAGIC || m == RAMFS_MAGIC || m == SQUASHFS_MAGIC;
+	struct walk *w = walk_new(path, &o);
+	struct walk_cursor *c = walk_cursor_new(w);
+	while (walk_next(c, &e) == 1) {
+		cr_expect_eq(e.local, local, "%s", e.path);
+		n++;
+	}
+	walk_cursor_free(c);
+	walk_free(w);
+	cr_assert_gt(n, 0);
+
+	snprintf(path, sizeof(path), "%s/repo/a.log", root);
+	w = walk_new(path, &o);
+	c = walk_cursor_new(w);
+	cr_assert_eq(walk_next(c, &e), 1);
+	cr_expect(e.explicit_file);
+	cr_expect_not(e.local);
+	walk_cursor_free(c);
+	walk_free(w);
 }
 
 Test(walk, missing_root)
