@@ -67,6 +67,20 @@ int uptmp_create(int dirfd, const char *dir, bool replaces, mode_t mode, char *t
 	return fd;
 }
 
+/* envd's pid, asked once: musl's getpid() is a system call each time,
+ * and envd never forks a copy of itself that would register files. */
+static long self_pid(void)
+{
+	static long pid;
+	long p = __atomic_load_n(&pid, __ATOMIC_RELAXED);
+
+	if (!p) {
+		p = (long)getpid();
+		__atomic_store_n(&pid, p, __ATOMIC_RELAXED);
+	}
+	return p;
+}
+
 void uptmp_register(const char *tmp, char *reg, size_t reglen)
 {
 	const char *base = strrchr(tmp, '/');
@@ -78,7 +92,7 @@ void uptmp_register(const char *tmp, char *reg, size_t reglen)
 	if (!uptmp_registry[0] || !uptmp_name_is(base, bl, NULL))
 		return;
 	/* The entry is named by the pid and the name's random part. */
-	if (snprintf(reg, reglen, "%s/%ld.%s", uptmp_registry, (long)getpid(), base + bl - 16) >= (int)reglen) {
+	if (snprintf(reg, reglen, "%s/%ld.%s", uptmp_registry, self_pid(), base + bl - 16) >= (int)reglen) {
 		reg[0] = '\0';
 		return;
 	}
