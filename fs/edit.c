@@ -383,7 +383,6 @@ struct edit_job {
 
 /* One try: the snapshot and what the hook compares against. */
 struct edit_try {
-	int fd;                /* the snapshot's descriptor, open until the try ends; -1 */
 	bool present;
 	bool mgtime;           /* the file's filesystem has multigrain timestamps (fs_version_mgtime) */
 	char version[FS_VERSION_LEN + 1];
@@ -539,7 +538,6 @@ static int write_result(struct edit_job *j, const struct edit_try *t, const stru
 	fwrite_init(&w);
 	w.before_replace = edit_before_replace;
 	w.before_arg = (void *)t;
-	w.src_fd = t->fd;
 	rc = fwrite_begin(&w, j->target, uid, gid, atomic, err, sizeof(err));
 	if (rc == 0)
 		rc = fwrite_write(&w, res->buf, res->len, err, sizeof(err));
@@ -586,9 +584,9 @@ static int write_result(struct edit_job *j, const struct edit_try *t, const stru
  * One try under the lock. 0 (answered: j->code says how), or -ESTALE:
  * the file changed between the read and the rename; try again.
  */
-static int edit_try_in(struct edit_job *j, struct edit_try *t, uint32_t *replacements,
-		       char version[FS_VERSION_LEN + 1])
+static int edit_try_once(struct edit_job *j, uint32_t *replacements, char version[FS_VERSION_LEN + 1])
 {
+	struct edit_try t = { 0 };
 	struct fs_edit_result res;
 	struct stat st0, st1;
 	char *snap = NULL, msg[ERRLEN];
@@ -614,17 +612,17 @@ static int edit_try_in(struct edit_job *j, struct edit_try *t, uint32_t *replace
 			return 0;
 		}
 	} else {
-		t->present = true;
+		t.present = true;
 		if (fstat(fd, &st0) < 0 || !S_ISREG(st0.st_mode)) {
 			close(fd);
 			job_fail(j, RPC_INVALID_ARGUMENT, "path is not a file: %s", j->path);
 			return 0;
 		}
-		fs_version(&st0, t->version);
-		if (j->if_version[0] && strcmp(j->if_version, t->version) != 0) {
+		fs_version(&st0, t.version);
+		if (j->if_version[0] && strcmp(j->if_version, t.version) != 0) {
 			close(fd);
 			job_fail(j, RPC_ABORTED, "%s changed since version %s (it is at %s now)", j->path, j->if_version,
-				 t->version);
+				 t.version);
 			return 0;
 		}
 		if ((uint64_t)st0.st_size > FS_EDIT_MAX_BYTES) {
@@ -635,12 +633,12 @@ static int edit_try_in(struct edit_job *j, struct edit_try *t, uint32_t *replace
 		}
 		/* A change after this read must show in the version: a file
 		 * changed within the clock's current tick waits it out. */
-		t->mgtime = fs_version_mgtime(&st0, fd);
-		if (!t->mgtime && fs_version_settle(&st0, fd, NULL)) {
+		t.mgtime = fs_version_mgtime(&st0, fd);
+		if (!t.mgtime && fs_version_settle(&st0, fd, NULL)) {
 			fstat(fd, &st1);
 			char v[FS_VERSION_LEN + 1];
 			fs_version(&st1, v);
-			if (strcmp(v, t->version) != 0) {
+			if (strcmp(v, t.version) != 0) {
 				close(fd);
 				if (j->if_version[0]) {
 					job_fail(j, RPC_ABORTED, "%s changed since version %s", j->path, j->if_version);
@@ -661,7 +659,7 @@ static int edit_try_in(struct edit_job *j, struct edit_try *t, uint32_t *replace
 				st1.st_mtim.tv_nsec != st0.st_mtim.tv_nsec || st1.st_mtim.tv_sec != st0.st_mtim.tv_sec ||
 				st1.st_ctim.tv_nsec != st0.st_ctim.tv_nsec || st1.st_ctim.tv_sec != st0.st_ctim.tv_sec))
 			rc = -ESTALE;
-		t->fd = fd; /* the replacement's attributes are read from it (fwrite.h, src_fd) */
+		close(fd);
 		if (rc == -ESTALE) {
 			fs_edit_buf_free(snap, size);
 			if (j->if_version[0]) {
@@ -681,7 +679,7 @@ static int edit_try_in(struct edit_job *j, struct edit_try *t, uint32_t *replace
 			return 0;
 		}
 	}
-	rc = fs_edit_apply(snap, size, t->present, j->ops, j->n_ops, FS_EDIT_MAX_BYTES, j->path, &res, msg, sizeof(msg));
+	rc = fs_edit_apply(snap, size, t.present, j->ops, j->n_ops, FS_EDIT_MAX_BYTES, j->path, &res, msg, sizeof(msg));
 	if (rc < 0) {
 		fs_edit_buf_free(snap, size);
 		job_fail(j, rc == -ENOENT ? RPC_NOT_FOUND : rc == -EAGAIN || rc == -ENOMEM ? RPC_RESOURCE_EXHAUSTED
@@ -693,11 +691,11 @@ static int edit_try_in(struct edit_job *j, struct edit_try *t, uint32_t *replace
 	if (!res.changed) {
 		/* The edits give back what is there: nothing to write. */
 		fs_edit_buf_free(snap, size);
-		snprintf(version, FS_VERSION_LEN + 1, "%s", t->version);
+		snprintf(version, FS_VERSION_LEN + 1, "%s", t.version);
 		j->code = RPC_OK;
 		return 0;
 	}
-	rc = write_result(j, t, &st0, &res, version);
+	rc = write_result(j, &t, &st0, &res, version);
 	fs_edit_result_free(&res);
 	fs_edit_buf_free(snap, size);
 	if (rc == -ESTALE && j->if_version[0]) {
@@ -709,17 +707,6 @@ static int edit_try_in(struct edit_job *j, struct edit_try *t, uint32_t *replace
 	if (rc == 0)
 		j->code = RPC_OK;
 	return 0;
-}
-
-/* One try: edit_try_in, with the snapshot's descriptor closed after. */
-static int edit_try_once(struct edit_job *j, uint32_t *replacements, char version[FS_VERSION_LEN + 1])
-{
-	struct edit_try t = { .fd = -1 };
-	int rc = edit_try_in(j, &t, replacements, version);
-
-	if (t.fd >= 0)
-		close(t.fd);
-	return rc;
 }
 
 static void edit_run(struct edit_job *j)

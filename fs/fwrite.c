@@ -38,7 +38,6 @@ void fwrite_init(struct fwrite *w)
 	w->target[0] = w->tmp[0] = w->reg[0] = '\0';
 	w->before_replace = NULL;
 	w->before_arg = NULL;
-	w->src_fd = -1;
 	wpath_init(&w->at);
 	w->uid = (uid_t)-1;
 	w->gid = (gid_t)-1;
@@ -177,21 +176,13 @@ static int fw_replace(struct fwrite *w, const struct stat *st, char *err, size_t
 {
 	int src = -1, rc;
 
-	struct stat s2;
-	bool own = true;
-
-	/* The writer's descriptor of this very file saves opening it. */
-	if (w->src_fd >= 0 && fstat(w->src_fd, &s2) == 0 && s2.st_dev == st->st_dev && s2.st_ino == st->st_ino) {
-		src = w->src_fd;
-		own = false;
-	}
 	/* Only a regular file is opened: opening a device can act on it. */
-	if (own && S_ISREG(st->st_mode) && (src = fw_open_source(w, st)) == -EAGAIN)
+	if (S_ISREG(st->st_mode) && (src = fw_open_source(w, st)) == -EAGAIN)
 		return -EAGAIN;
 	rc = fw_tmp(w, true, 0600, err, errlen);
 	if (rc == 0)
 		rc = fw_take_attrs(w, src, st, err, errlen);
-	if (own && src >= 0)
+	if (src >= 0)
 		close(src);
 	w->replaces = rc == 0;
 	w->dev = st->st_dev;

@@ -97,15 +97,6 @@ struct fwrite {
 	 */
 	int (*before_replace)(void *arg, const char *target, char *err, size_t errlen);
 	void *before_arg;
-	/*
-	 * Optional (set after fwrite_init; -1 by default): a descriptor of
-	 * the target the writer holds open (Edit's snapshot). Atomic over an
-	 * existing file, the temporary takes the attributes from it when it
-	 * is the file found under the name (same device and inode), instead
-	 * of opening the name once more. Borrowed: the writer closes it
-	 * after fwrite_commit or fwrite_discard.
-	 */
-	int src_fd;
 };
 
 /* No file yet (fd -1): fwrite_discard() does nothing. No hook. */

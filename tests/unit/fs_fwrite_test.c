@@ -146,35 +146,6 @@ Test(fwrite, replace_keeps_mode_and_attributes)
 	cr_assert_eq(temporaries(dir), 0);
 }
 
-/* The writer's descriptor of the target gives the attributes; one of
- * another file is not taken for it. */
-Test(fwrite, attributes_from_the_writers_descriptor_of_that_file_only)
-{
-	char *t = at("src.txt"), *o = strdup(at("other.txt"));
-	struct fwrite w;
-	char v[16];
-
-	put(t, "old");
-	put(o, "other");
-	if (setxattr(t, "user.note", "target", 6, 0) < 0 || setxattr(o, "user.note", "other", 5, 0) < 0)
-		cr_skip_test("no user xattrs on %s", dir);
-	for (int round = 0; round < 2; round++) {
-		int src = open(round ? o : t, O_RDONLY | O_CLOEXEC);
-		cr_assert_geq(src, 0);
-		fwrite_init(&w);
-		w.src_fd = src;
-		cr_assert_eq(fwrite_begin(&w, t, getuid(), getgid(), true, err, sizeof(err)), 0, "%s", err);
-		cr_assert_eq(fwrite_write(&w, "new", 3, err, sizeof(err)), 0, "%s", err);
-		cr_assert_eq(fwrite_commit(&w, NULL, err, sizeof(err)), 0, "%s", err);
-		cr_assert_eq(fcntl(src, F_GETFD), FD_CLOEXEC, "the writer's descriptor stays open, the writer's");
-		close(src);
-		cr_assert_eq(getxattr(t, "user.note", v, sizeof(v)), 6, "round %d", round);
-		cr_assert(!memcmp(v, "target", 6));
-	}
-	cr_assert_eq(temporaries(dir), 0);
-	free(o);
-}
-
 Test(fwrite, in_place_where_a_rename_would_differ)
 {
 	char *t = at("target.txt"), *lnk = at("link.txt"), *hard = at("hard.txt");
