@@ -18,6 +18,11 @@
  * fsuid 0 again raises them (they stay permitted). Nothing else of the
  * thread changes: real and effective ids stay root's.
  *
+ * Each thread's identity is remembered between calls (every change of
+ * it goes through here), so a call makes only the changes it needs: ids
+ * and groups the thread has already are not set again; each change made
+ * is checked with the kernel.
+ *
  * Use: fsid_enter() at the start of a job, fsid_leave() on every way out
  * (one exit label). A thread that is not root (the unit tests as a plain
  * user) can only enter its own identity.
