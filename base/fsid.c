@@ -170,6 +170,35 @@ int fsid_enter(const struct fsid *id, struct fsid_saved *saved)
 	return 0;
 }
 
+uid_t fsid_root_begin(void)
+{
+	uid_t prev = cur.known ? cur.uid : get_fsuid();
+
+	if (prev == 0)
+		return prev;
+	if (set_fsuid(0) < 0)
+		cur.known = false; /* what follows fails as the user would */
+	else if (cur.known)
+		cur.uid = 0;
+	return prev;
+}
+
+void fsid_root_end(uid_t prev)
+{
+	uid_t now = cur.known ? cur.uid : get_fsuid();
+
+	if (now == prev)
+		return;
+	if (set_fsuid(prev) == 0) {
+		if (cur.known)
+			cur.uid = prev;
+		return;
+	}
+	/* Root's rights would stay with the rest of a user's job. */
+	log_error("fsid", "fsid_root_end: the kernel would not give fsuid %u back; aborting", (unsigned)prev);
+	abort();
+}
+
 int fsid_leave(struct fsid_saved *saved)
 {
 	if (!saved->active)

@@ -72,6 +72,18 @@ int fsid_enter(const struct fsid *id, struct fsid_saved *saved);
  */
 int fsid_leave(struct fsid_saved *saved);
 
+/*
+ * For a call on envd's own files (the registry of temporary files,
+ * base/uptmp.h) from a job that runs as a user: the thread's fsuid is 0
+ * (root's file capabilities with it) until fsid_root_end(prev), where
+ * prev is what fsid_root_begin() returned. Only the fsuid changes: two
+ * credential changes where a whole identity would take six. If the
+ * kernel will not give the user's fsuid back, the process logs and
+ * aborts, as fsid_leave() does.
+ */
+uid_t fsid_root_begin(void);
+void fsid_root_end(uid_t prev);
+
 /* This thread's current fsuid / fsgid (for tests and assertions). */
 uid_t fsid_current_uid(void);
 gid_t fsid_current_gid(void);

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fsid.h"
 #include "base/log.h"
 #include "base/worker.h"
 
@@ -96,9 +97,13 @@ void uptmp_register(const char *tmp, char *reg, size_t reglen)
 		reg[0] = '\0';
 		return;
 	}
+	/* The registry is envd's: a job running as a user (Edit) writes it
+	 * as root, or its temporaries would go unregistered. */
+	uid_t as = fsid_root_begin();
 	if (symlink(tmp, reg) < 0 &&
 	    !(errno == ENOENT && (mkdir(uptmp_registry, 0700) == 0 || errno == EEXIST) && symlink(tmp, reg) == 0))
 		reg[0] = '\0';
+	fsid_root_end(as);
 }
 
 int uptmp_open(const char *dir, bool replaces, char *tmp, size_t tmplen, char *reg, size_t reglen)
@@ -113,8 +118,11 @@ int uptmp_open(const char *dir, bool replaces, char *tmp, size_t tmplen, char *r
 
 void uptmp_forget(const char *reg)
 {
-	if (reg && reg[0])
+	if (reg && reg[0]) {
+		uid_t as = fsid_root_begin(); /* as uptmp_register */
 		unlink(reg);
+		fsid_root_end(as);
+	}
 }
 
 bool uptmp_name_is(const char *name, size_t len, bool *replaces)
