@@ -172,7 +172,11 @@ int fsid_enter(const struct fsid *id, struct fsid_saved *saved)
 
 uid_t fsid_root_begin(void)
 {
-	uid_t prev = cur.known ? cur.uid : get_fsuid();
+	uid_t prev;
+
+	if (!cur.known)
+		learn(); /* once a thread: an upload's thread asks nothing after */
+	prev = cur.known ? cur.uid : get_fsuid();
 
 	if (prev == 0)
 		return prev;
