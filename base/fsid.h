@@ -18,6 +18,11 @@
  * fsuid 0 again raises them (they stay permitted). Nothing else of the
  * thread changes: real and effective ids stay root's.
  *
+ * Each thread's identity is remembered between calls (every change of
+ * it goes through here), so a call makes only the changes it needs: ids
+ * and groups the thread has already are not set again; each change made
+ * is checked with the kernel.
+ *
  * Use: fsid_enter() at the start of a job, fsid_leave() on every way out
  * (one exit label). A thread that is not root (the unit tests as a plain
  * user) can only enter its own identity.
@@ -66,6 +71,18 @@ int fsid_enter(const struct fsid *id, struct fsid_saved *saved);
  * next job with it (fsid_leave() does this itself after logging).
  */
 int fsid_leave(struct fsid_saved *saved);
+
+/*
+ * For a call on envd's own files (the registry of temporary files,
+ * base/uptmp.h) from a job that runs as a user: the thread's fsuid is 0
+ * (root's file capabilities with it) until fsid_root_end(prev), where
+ * prev is what fsid_root_begin() returned. Only the fsuid changes: two
+ * credential changes where a whole identity would take six. If the
+ * kernel will not give the user's fsuid back, the process logs and
+ * aborts, as fsid_leave() does.
+ */
+uid_t fsid_root_begin(void);
+void fsid_root_end(uid_t prev);
 
 /* This thread's current fsuid / fsgid (for tests and assertions). */
 uid_t fsid_current_uid(void);

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fsid.h"
 #include "base/log.h"
 #include "base/worker.h"
 
@@ -67,6 +68,20 @@ int uptmp_create(int dirfd, const char *dir, bool replaces, mode_t mode, char *t
 	return fd;
 }
 
+/* envd's pid, asked once: musl's getpid() is a system call each time,
+ * and envd never forks a copy of itself that would register files. */
+static long self_pid(void)
+{
+	static long pid;
+	long p = __atomic_load_n(&pid, __ATOMIC_RELAXED);
+
+	if (!p) {
+		p = (long)getpid();
+		__atomic_store_n(&pid, p, __ATOMIC_RELAXED);
+	}
+	return p;
+}
+
 void uptmp_register(const char *tmp, char *reg, size_t reglen)
 {
 	const char *base = strrchr(tmp, '/');
@@ -78,13 +93,17 @@ void uptmp_register(const char *tmp, char *reg, size_t reglen)
 	if (!uptmp_registry[0] || !uptmp_name_is(base, bl, NULL))
 		return;
 	/* The entry is named by the pid and the name's random part. */
-	if (snprintf(reg, reglen, "%s/%ld.%s", uptmp_registry, (long)getpid(), base + bl - 16) >= (int)reglen) {
+	if (snprintf(reg, reglen, "%s/%ld.%s", uptmp_registry, self_pid(), base + bl - 16) >= (int)reglen) {
 		reg[0] = '\0';
 		return;
 	}
+	/* The registry is envd's: a job running as a user (Edit) writes it
+	 * as root, or its temporaries would go unregistered. */
+	uid_t as = fsid_root_begin();
 	if (symlink(tmp, reg) < 0 &&
 	    !(errno == ENOENT && (mkdir(uptmp_registry, 0700) == 0 || errno == EEXIST) && symlink(tmp, reg) == 0))
 		reg[0] = '\0';
+	fsid_root_end(as);
 }
 
 int uptmp_open(const char *dir, bool replaces, char *tmp, size_t tmplen, char *reg, size_t reglen)
@@ -99,8 +118,11 @@ int uptmp_open(const char *dir, bool replaces, char *tmp, size_t tmplen, char *r
 
 void uptmp_forget(const char *reg)
 {
-	if (reg && reg[0])
+	if (reg && reg[0]) {
+		uid_t as = fsid_root_begin(); /* as uptmp_register */
 		unlink(reg);
+		fsid_root_end(as);
+	}
 }
 
 bool uptmp_name_is(const char *name, size_t len, bool *replaces)

@@ -59,6 +59,9 @@ struct worker_job {
 
 /* The job this pool thread runs, for worker_progress(). */
 static _Thread_local struct worker_job *current_job;
+/* What the running job left for after its completion (worker_after). */
+static _Thread_local void (*after_fn)(void *);
+static _Thread_local void *after_arg;
 
 /* Per-key counts. A key that finds no free entry shares entry 0 (counted,
  * capped, but with others): a machine with more than WORKER_KEYS mounts in
@@ -367,6 +370,18 @@ static void *worker_main(void *unused)
 		list_push(&fin_head, &fin_tail, i);
 		atomic_fetch_add_explicit(&n_finished, 1, memory_order_release);
 		notify = true;
+		if (after_fn) {
+			/* The loop is told first (the clean-up is not what it
+			 * waits for), and may be draining the finished list
+			 * meanwhile: not under its lock. */
+			void (*fn)(void *) = after_fn;
+			after_fn = NULL;
+			pthread_mutex_unlock(&worker_mu);
+			ev_async_send(envd_loop, &worker_async);
+			notify = false;
+			fn(after_arg);
+			pthread_mutex_lock(&worker_mu);
+		}
 	}
 	return NULL;
 }
@@ -659,6 +674,19 @@ int worker_submit(void (*work)(void *arg), void (*done)(void *arg), void *arg)
 	struct worker_req req = { .work = work, .done = done, .arg = arg };
 
 	return worker_run(&req);
+}
+
+int worker_after(void (*fn)(void *arg), void *arg)
+{
+	if (!current_job) {
+		fn(arg);
+		return 0;
+	}
+	if (after_fn)
+		return -EBUSY;
+	after_fn = fn;
+	after_arg = arg;
+	return 0;
 }
 
 void worker_progress(void)

@@ -102,6 +102,16 @@ struct worker_req {
 void worker_progress(void);
 
 /*
+ * From work(): run fn(arg) on this thread once the job's completion is
+ * posted, before the thread takes other work: clean-up the answer need
+ * not wait for (Edit gives the user's identity back there). The job's
+ * done() may run on the loop meanwhile, so arg must not be the job's
+ * memory (thread-local storage will do). One per job: returns 0, or
+ * -EBUSY when one is set already. Not on a pool thread, fn runs at once.
+ */
+int worker_after(void (*fn)(void *arg), void *arg);
+
+/*
  * Queue a job. Call on the loop thread only. Returns 0; -EAGAIN when
  * WORKER_QUEUE_MAX jobs in all, or WORKER_KEY_QUEUE_MAX of its key, are
  * waiting or running; -EINVAL without work; -ENOMEM, or another -errno

@@ -82,7 +82,9 @@ void fs_edit_result_free(struct fs_edit_result *r);
 /*
  * Buffers of an edit, counted against FS_EDIT_MEM_MAX for all edits in
  * flight. NULL when the budget (errno EAGAIN) or memory (ENOMEM) is out.
- * Any thread.
+ * fs_edit_buf_free takes the size given to fs_edit_buf_alloc. Buffers of
+ * up to 32 KiB are kept for the next edits, four at most (128 KiB, outside
+ * the budget). Any thread.
  */
 char *fs_edit_buf_alloc(size_t n);
 void fs_edit_buf_free(char *p, size_t n);

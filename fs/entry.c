@@ -533,6 +533,11 @@ static bool file_has_mgtime(const struct stat *st, int fd, const char *path)
 	}
 }
 
+bool fs_version_mgtime(const struct stat *st, int fd)
+{
+	return file_has_mgtime(st, fd, NULL);
+}
+
 bool fs_version_settle(const struct stat *st, int fd, const char *path)
 {
 	struct timespec now;

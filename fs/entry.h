@@ -87,6 +87,13 @@ bool fs_version_settle(const struct stat *st, int fd, const char *path);
  * user does not own the file; the version then waits as for any file).
  */
 int fs_version_stamp(int fd);
+/*
+ * Whether the file `st` (open as fd) is on a filesystem with multigrain
+ * timestamps, where neither fs_version_settle nor fs_version_stamp has
+ * anything to do: a writer that stats one file several times asks once
+ * (one fstatfs, and the mount table once per ext4 device). Any thread.
+ */
+bool fs_version_mgtime(const struct stat *st, int fd);
 
 
 /* --- metadata (user.e2b.* xattrs) --- */

@@ -150,3 +150,35 @@ Test(fsid, too_many_groups_is_refused_and_nothing_changes)
 	cr_expect_eq(fsid_current_uid(), before);
 	cr_expect_eq(fsid_leave(&saved), 0);
 }
+
+/* Entered twice (a walk as another user inside a job): each leave gives
+ * back the identity before it, and an identity the thread already has
+ * changes nothing. */
+Test(fsid, nested_enters_give_back_each_level)
+{
+	gid_t g1 = 4242, g2 = 4343;
+	struct fsid a = { .uid = 65534, .gid = 65534, .groups = &g1, .n_groups = 1 };
+	struct fsid b = { .uid = 4242, .gid = 4343, .groups = &g2, .n_groups = 1 };
+	struct fsid_saved sa, sb, sc;
+
+	if (getuid() != 0)
+		cr_skip_test("needs root");
+	cr_assert_eq(fsid_enter(&a, &sa), 0);
+	cr_assert_eq(fsid_current_uid(), 65534);
+	cr_assert(can_read(other), "group 4242 reads it");
+	cr_assert_eq(fsid_enter(&b, &sb), 0);
+	cr_assert_eq(fsid_current_uid(), 4242);
+	cr_assert_eq(fsid_current_gid(), 4343);
+	cr_assert_not(can_read(other), "4343 is not in group 4242");
+	cr_assert_eq(fsid_enter(&b, &sc), 0, "the same identity again");
+	cr_assert_eq(fsid_leave(&sc), 0);
+	cr_assert_eq(fsid_current_uid(), 4242);
+	cr_assert_eq(fsid_leave(&sb), 0);
+	cr_assert_eq(fsid_current_uid(), 65534);
+	cr_assert_eq(fsid_current_gid(), 65534);
+	cr_assert(can_read(other), "group 4242 again");
+	cr_assert_eq(fsid_leave(&sa), 0);
+	cr_assert_eq(fsid_current_uid(), 0);
+	cr_assert_eq(fsid_current_gid(), 0);
+	cr_assert(can_read(secret));
+}

@@ -10,6 +10,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "base/fsid.h"
 #include "base/uptmp.h"
 
 #define NAME_IS(s, r) uptmp_name_is((s), strlen(s), (r))
@@ -120,5 +121,38 @@ Test(uptmp, copy_attrs)
 	close(fd);
 	unlink(src);
 	unlink(dst);
+	rmdir(dir);
+}
+
+/* A job running as a user (Edit) registers its temporaries all the same:
+ * the registry is root's, written with root's rights, and the job keeps
+ * its user's identity around the calls. */
+Test(uptmp, registered_from_a_users_job)
+{
+	char dir[] = "/tmp/uptmp-user.XXXXXX", reg_dir[200], tmp[PATH_MAX], reg[320];
+	struct fsid id = { .uid = 65534, .gid = 65534 };
+	struct fsid_saved saved;
+	struct stat st;
+
+	if (getuid() != 0)
+		cr_skip_test("needs root");
+	cr_assert(mkdtemp(dir));
+	snprintf(reg_dir, sizeof(reg_dir), "%s/registry", dir);
+	cr_assert_eq(mkdir(reg_dir, 0700), 0);
+	snprintf(uptmp_registry, sizeof(uptmp_registry), "%s", reg_dir);
+	snprintf(tmp, sizeof(tmp), "%s/.envd-upload.r0123456789abcdef", dir);
+	cr_assert_eq(fsid_enter(&id, &saved), 0);
+	uptmp_register(tmp, reg, sizeof(reg));
+	cr_assert_eq(fsid_current_uid(), 65534, "still the user's job");
+	cr_assert(reg[0], "registered");
+	cr_assert_eq(fsid_leave(&saved), 0);
+	cr_assert_eq(lstat(reg, &st), 0);
+	cr_assert(S_ISLNK(st.st_mode));
+	cr_assert_eq(fsid_enter(&id, &saved), 0);
+	uptmp_forget(reg);
+	cr_assert_eq(fsid_current_uid(), 65534);
+	cr_assert_eq(fsid_leave(&saved), 0);
+	cr_assert_eq(lstat(reg, &st), -1, "forgotten");
+	rmdir(reg_dir);
 	rmdir(dir);
 }

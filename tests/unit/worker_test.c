@@ -500,3 +500,58 @@ Test(worker, spread_jobs_run_side_by_side)
 	h_wait(2, 300);
 	cr_assert(first.done && second.done);
 }
+
+/* worker_after: the clean-up runs once per job on the job's thread, after
+ * the job and before that thread's next job; a second one is refused; off
+ * the pool it runs at once. */
+static _Thread_local int after_pending;
+static atomic_int after_runs, after_early, after_busy;
+
+static void after_fn(void *arg)
+{
+	if (!pthread_equal(pthread_self(), *(pthread_t *)arg))
+		atomic_fetch_add(&after_early, 1); /* another thread's: never */
+	after_pending = 0;
+	atomic_fetch_add(&after_runs, 1);
+}
+
+static void after_work(void *arg)
+{
+	struct job *j = arg;
+	static _Thread_local pthread_t self;
+
+	if (after_pending)
+		atomic_fetch_add(&after_early, 1); /* the last job's did not run first */
+	self = pthread_self();
+	j->ran_on = self;
+	after_pending = 1;
+	cr_assert_eq(worker_after(after_fn, &self), 0);
+	if (worker_after(after_fn, &self) == -EBUSY)
+		atomic_fetch_add(&after_busy, 1);
+}
+
+Test(worker, after_runs_once_after_each_job)
+{
+	static struct job jobs[40];
+	pthread_t me = pthread_self();
+
+	loop_thread = me;
+	n_done = 0;
+	for (int i = 0; i < 40; i++) {
+		jobs[i].id = i;
+		cr_assert_eq(worker_submit(after_work, done_fn, &jobs[i]), 0);
+	}
+	run_loop(10);
+	cr_assert_eq(n_done, 40);
+	/* the last clean-ups may still run after the loop took the answers (a
+	 * hang deadline of two minutes) */
+	for (int k = 0; k < 120000 && atomic_load(&after_runs) < 40; k++)
+		usleep(1000);
+	cr_assert_eq(atomic_load(&after_runs), 40);
+	cr_assert_eq(atomic_load(&after_busy), 40);
+	cr_assert_eq(atomic_load(&after_early), 0);
+	after_pending = 1;
+	cr_assert_eq(worker_after(after_fn, &me), 0);
+	cr_assert_eq(after_pending, 0, "off the pool it ran at once");
+	cr_assert_eq(atomic_load(&after_runs), 41);
+}
