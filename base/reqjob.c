@@ -149,7 +149,8 @@ int reqjob_run_task(struct reqjob *j, struct reqjob_task *t, void (*work)(void *
 {
 	struct worker_req req = { .work = task_work, .done = task_done, .expired = task_expired, .arg = t,
 				  .key = j->key, .timeout = j->timeout, .stall = j->stall,
-				  .spread = (flags & REQJOB_SPREAD) != 0 };
+				  .spread = (flags & REQJOB_SPREAD) != 0,
+				  .quick_ns = (flags & REQJOB_WRITES) ? REQJOB_WRITES_NS : 0 };
 	int rc;
 
 	if (!reqjob_live(j))

@@ -145,6 +145,15 @@ struct reqjob {
  * a thread busy with a job of its own key.
  */
 #define REQJOB_SPREAD 4u
+/*
+ * A short job that writes: a file's temporary written and renamed into
+ * place (an Edit), some 100 us on tmpfs where a stat is 10. The loop,
+ * about to sleep right after submitting it, waits up to REQJOB_WRITES_NS
+ * for it (worker_req.quick_ns) rather than a stat's 60 us, and completes
+ * it without being woken.
+ */
+#define REQJOB_WRITES 8u
+#define REQJOB_WRITES_NS 150000u
 
 /* Set up j with one reference, the caller's. key, timeout and stall start at 0. */
 void reqjob_init(struct reqjob *j, const struct reqjob_ops *ops);

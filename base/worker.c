@@ -117,6 +117,8 @@ static ev_timer grow_timer;
 /* Jobs submitted since the loop last went to sleep (loop thread), and
  * finished jobs not yet taken by the loop (what it spins on). */
 static unsigned long fresh_submits;
+/* The longest quick_ns among them. */
+static unsigned fresh_spin_ns;
 static _Atomic unsigned n_finished;
 static ev_prepare worker_prepare;
 
@@ -463,9 +465,12 @@ static void worker_on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
 {
 	struct timespec t0, t;
 
+	long spin_ns = fresh_spin_ns > LOOP_SPIN_NS ? fresh_spin_ns : LOOP_SPIN_NS;
+
 	if (!fresh_submits)
 		return;
 	fresh_submits = 0;
+	fresh_spin_ns = 0;
 	/* Only while a thread is on it (not all stuck or asleep): racy
 	 * reads, a hint only. */
 	if (n_threads <= n_idle + n_stuck)
@@ -479,7 +484,7 @@ static void worker_on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
 		cpu_relax();
 		if (n % 64 == 0) {
 			clock_gettime(CLOCK_MONOTONIC, &t);
-			if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) >= LOOP_SPIN_NS)
+			if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) >= spin_ns)
 				return;
 			sched_yield();
 		}
@@ -663,6 +668,8 @@ int worker_run(const struct worker_req *req)
 		j->timed = true;
 	}
 	fresh_submits++;
+	if (req->quick_ns > fresh_spin_ns)
+		fresh_spin_ns = req->quick_ns < WORKER_SPIN_JOB_MAX_NS ? req->quick_ns : WORKER_SPIN_JOB_MAX_NS;
 	pthread_mutex_unlock(&worker_mu);
 	if (waking)
 		pthread_cond_signal(&waking->cv);

@@ -889,7 +889,7 @@ void fs_edit(struct rpc_call *call, const ProtobufCMessage *msg)
 	j->rj.stall = ms <= 0;
 	rpc_call_codec(call, &j->codec);
 	rpcjob_attach(&j->rj, call);
-	rc = reqjob_run(&j->rj, edit_work, edit_done, j, 0);
+	rc = reqjob_run(&j->rj, edit_work, edit_done, j, REQJOB_WRITES);
 	if (rc < 0)
 		rpc_fail(rpcjob_take(&j->rj), RPC_RESOURCE_EXHAUSTED, "filesystem worker queue is full, retry later: %s: %s",
 			 j->path, go_strerror(-rc));
