@@ -901,10 +901,15 @@ static void ino_cb(EV_P_ ev_io *io, int revents)
 			const struct inotify_event *ev = (const struct inotify_event *)p;
 
 			/* Whatever happened in (or to) the directory: each waiter on it
-			 * looks again, in a job. */
+			 * looks again, in a job. A waiter whose job is out looks again
+			 * after it whatever the event: the job may have just watched a
+			 * deeper directory (a wd the waiter learns only when the job is
+			 * done), and a name made there after the job's last look would
+			 * otherwise tell nobody. */
 			for (struct waiter *w = waiters, *next; w; w = next) {
 				next = w->next;
-				if (w->c.kind == WAITCOND_PATH && (w->wd == ev->wd || (ev->mask & IN_Q_OVERFLOW)))
+				if (w->c.kind == WAITCOND_PATH &&
+				    (w->wd == ev->wd || w->job || (ev->mask & IN_Q_OVERFLOW)))
 					path_look(w);
 			}
 			p += sizeof(*ev) + ev->len;
