@@ -46,11 +46,10 @@ static void rand_hex(char *out, size_t n)
 	out[n] = '\0';
 }
 
-int uptmp_create(int dirfd, const char *dir, bool replaces, mode_t mode, char *tmp, size_t tmplen)
+/* The temporary's path in tmp: -ENAMETOOLONG when it does not fit. */
+static int tmp_name(const char *dir, bool replaces, char *tmp, size_t tmplen)
 {
 	char sfx[17];
-	const char *name;
-	int fd;
 
 	rand_hex(sfx, 16);
 	if (snprintf(tmp, tmplen, "%s/%s%c%s", strcmp(dir, "/") ? dir : "", UPTMP_PREFIX, replaces ? 'r' : 'n', sfx) >=
@@ -58,14 +57,15 @@ int uptmp_create(int dirfd, const char *dir, bool replaces, mode_t mode, char *t
 		tmp[0] = '\0';
 		return -ENAMETOOLONG;
 	}
-	name = strrchr(tmp, '/') + 1;
-	fd = openat(dirfd, dirfd == AT_FDCWD ? tmp : name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-	if (fd < 0) {
-		int e = errno;
-		tmp[0] = '\0';
-		return -e;
-	}
-	return fd;
+	return 0;
+}
+
+static int tmp_open(int dirfd, const char *tmp, mode_t mode)
+{
+	const char *name = strrchr(tmp, '/') + 1;
+	int fd = openat(dirfd, dirfd == AT_FDCWD ? tmp : name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+
+	return fd < 0 ? -errno : fd;
 }
 
 /* envd's pid, asked once: musl's getpid() is a system call each time,
@@ -106,14 +106,29 @@ void uptmp_register(const char *tmp, char *reg, size_t reglen)
 	fsid_root_end(as);
 }
 
-int uptmp_open(const char *dir, bool replaces, char *tmp, size_t tmplen, char *reg, size_t reglen)
+int uptmp_create_registered(int dirfd, const char *dir, bool replaces, mode_t mode, char *tmp, size_t tmplen,
+			    char *reg, size_t reglen)
 {
-	int fd = uptmp_create(AT_FDCWD, dir, replaces, 0666, tmp, tmplen);
+	int fd = tmp_name(dir, replaces, tmp, tmplen);
 
 	reg[0] = '\0';
-	if (fd >= 0)
-		uptmp_register(tmp, reg, reglen);
+	if (fd < 0)
+		return fd;
+	/* The entry first: a kill between the two leaves an entry for no
+	 * file (the sweep finds nothing to remove), never a file no entry
+	 * names. */
+	uptmp_register(tmp, reg, reglen);
+	if ((fd = tmp_open(dirfd, tmp, mode)) < 0) {
+		uptmp_forget(reg);
+		reg[0] = '\0';
+		tmp[0] = '\0';
+	}
 	return fd;
+}
+
+int uptmp_open(const char *dir, bool replaces, char *tmp, size_t tmplen, char *reg, size_t reglen)
+{
+	return uptmp_create_registered(AT_FDCWD, dir, replaces, 0666, tmp, tmplen, reg, reglen);
 }
 
 void uptmp_forget(const char *reg)

@@ -12,7 +12,7 @@
  * tmpfs (uptmp_registry, `<pid>.<hex>` symlinks to the file), so that the
  * next envd removes what a killed one left behind (uptmp_sweep).
  *
- * uptmp_create, uptmp_register, uptmp_open, uptmp_forget and the
+ * uptmp_create_registered, uptmp_register, uptmp_open, uptmp_forget and the
  * attribute copies make file syscalls: call them from the worker pool.
  * uptmp_sweep runs on the loop and hands the removals to the worker pool.
  */
@@ -28,28 +28,33 @@
 /* The registry directory; "" disables registration and the sweep. */
 extern char uptmp_registry[256];
 
-/*
- * Create a new temporary file for a target in directory `dirfd` (an fd
- * of it, O_PATH will do, or AT_FDCWD) whose path is `dir`: O_WRONLY |
- * O_CREAT | O_EXCL (never through a link), mode `mode` before umask.
- * `replaces`: the target exists. Not registered (uptmp_register). On
- * success returns the fd and fills tmp with the file's path (`dir` joined
- * with its name, which starts after the last '/'). Returns -errno of
- * openat(); -ENAMETOOLONG when the path does not fit.
- */
-int uptmp_create(int dirfd, const char *dir, bool replaces, mode_t mode, char *tmp, size_t tmplen);
 
 /*
- * Register tmp (a path uptmp_create made) under uptmp_registry; reg gets
+ * Register tmp (a temporary's path) under uptmp_registry; reg gets
  * the entry, "" when there is none (no registry, or it could not be
  * written: best effort, only a crash's leftover then stays).
  */
 void uptmp_register(const char *tmp, char *reg, size_t reglen);
 
 /*
- * uptmp_create(AT_FDCWD, dir, replaces, 0666, ...) and uptmp_register:
- * on success the fd, tmp and reg filled; -errno as uptmp_create.
+ * Create a new temporary file for a target in directory `dirfd` (an fd
+ * of it, O_PATH will do, or AT_FDCWD) whose path is `dir`: O_WRONLY |
+ * O_CREAT | O_EXCL (never through a link), mode `mode` before umask.
+ * `replaces`: the target exists. On
+ * success returns the fd and fills tmp with the file's path (`dir` joined
+ * with its name, which starts after the last '/'). Returns -errno of
+ * openat(); -ENAMETOOLONG when the path does not fit.
+ *
+ * The file is registered (uptmp_register, reg filled) before it is made,
+ * so a daemon killed at any point leaves no temporary the next one's
+ * sweep does not know (at worst an entry for a file never made); after
+ * an error nothing is left registered. May run under a user's identity
+ * (base/fsid.h): the entry is written with root's.
  */
+int uptmp_create_registered(int dirfd, const char *dir, bool replaces, mode_t mode, char *tmp, size_t tmplen,
+			    char *reg, size_t reglen);
+
+/* uptmp_create_registered(AT_FDCWD, dir, replaces, 0666, ...). */
 int uptmp_open(const char *dir, bool replaces, char *tmp, size_t tmplen, char *reg, size_t reglen);
 
 /* Drop a registry entry (the file was renamed or removed). reg may be "". */

@@ -99,7 +99,7 @@ static void fw_dir_path(const struct fwrite *w, char *out, size_t len)
 		snprintf(out, len, "%.*s", (int)(sl - w->target), w->target);
 }
 
-/* Create the temporary (mode before umask), registered. */
+/* Create the temporary (mode before umask), registered first. */
 static int fw_tmp(struct fwrite *w, bool replaces, mode_t mode, char *err, size_t errlen)
 {
 	char dir[PATH_MAX];
@@ -108,7 +108,8 @@ static int fw_tmp(struct fwrite *w, bool replaces, mode_t mode, char *err, size_
 
 	fw_dir_path(w, dir, sizeof(dir));
 	if ((fd = wpath_enter(&w->at, &sv)) == 0)
-		fd = uptmp_create(w->at.dirfd, dir, replaces, mode, w->tmp, sizeof(w->tmp));
+		fd = uptmp_create_registered(w->at.dirfd, dir, replaces, mode, w->tmp, sizeof(w->tmp), w->reg,
+					     sizeof(w->reg));
 	wpath_leave(&sv);
 	if (fd == -ENAMETOOLONG)
 		return fw_fail(-ENAMETOOLONG, err, errlen, "error resolving path: %s", go_strerror(ENAMETOOLONG));
@@ -120,7 +121,6 @@ static int fw_tmp(struct fwrite *w, bool replaces, mode_t mode, char *err, size_
 		return fw_fail(fw_code(-fd), err, errlen, "error opening file: open %s: %s", w->target, go_strerror(-fd));
 	}
 	w->fd = fd;
-	uptmp_register(w->tmp, w->reg, sizeof(w->reg));
 	return 0;
 }
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -153,6 +154,32 @@ Test(uptmp, registered_from_a_users_job)
 	cr_assert_eq(fsid_current_uid(), 65534);
 	cr_assert_eq(fsid_leave(&saved), 0);
 	cr_assert_eq(lstat(reg, &st), -1, "forgotten");
+	rmdir(reg_dir);
+	rmdir(dir);
+}
+
+/* A temporary that cannot be made leaves no registry entry behind (the
+   entry is written first, so that a kill between the two is harmless). */
+Test(uptmp, a_failed_create_leaves_no_entry)
+{
+	char dir[] = "/tmp/uptmp-fail.XXXXXX", reg_dir[200], missing[300], tmp[PATH_MAX], reg[320];
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	cr_assert(mkdtemp(dir));
+	snprintf(reg_dir, sizeof(reg_dir), "%s/registry", dir);
+	snprintf(uptmp_registry, sizeof(uptmp_registry), "%s", reg_dir);
+	snprintf(missing, sizeof(missing), "%s/no/such/dir", dir);
+	cr_assert_eq(uptmp_open(missing, false, tmp, sizeof(tmp), reg, sizeof(reg)), -ENOENT);
+	cr_assert_str_eq(reg, "");
+	cr_assert_str_eq(tmp, "");
+	cr_assert_not_null(d = opendir(reg_dir), "the registry was made for the entry");
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	cr_assert_eq(n, 0, "the entry is gone with the failure");
 	rmdir(reg_dir);
 	rmdir(dir);
 }
