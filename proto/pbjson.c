@@ -1459,19 +1459,7 @@ static bool field_seen(struct frame *t, unsigned i)
 /* Does key[0..n) equal protoc's JSON name (lowerCamelCase) of `proto`? */
 static bool json_name_eq(const char *proto, const char *key, size_t n)
 {
-	const char *end = key + n;
-	bool up = false;
-
-	for (; *proto; proto++) {
-		if (*proto == '_') {
-			up = true;
-			continue;
-		}
-		if (key == end || *key++ != (up ? pbtext_upper(*proto) : *proto))
-			return false;
-		up = false;
-	}
-	return key == end;
+	return pbtext_camel_prefix(proto, key, n, false) == (long)n;
 }
 
 /* Field index for a JSON key (JSON name or proto name), or -1. */

@@ -38,8 +38,7 @@ bool pbtext_is_timestamp(const ProtobufCMessageDescriptor *d)
 bool pbtext_field_is_map(const ProtobufCFieldDescriptor *f)
 {
 	const ProtobufCMessageDescriptor *e = f->descriptor;
-	const char *p, *s;
-	bool up = true;
+	long m;
 
 	if (f->label != PROTOBUF_C_LABEL_REPEATED || f->type != PROTOBUF_C_TYPE_MESSAGE || !e)
 		return false;
@@ -48,17 +47,8 @@ bool pbtext_field_is_map(const ProtobufCFieldDescriptor *f)
 	    e->fields[0].label == PROTOBUF_C_LABEL_REPEATED ||
 	    e->fields[1].label == PROTOBUF_C_LABEL_REPEATED)
 		return false;
-	s = e->short_name;
-	for (p = f->name; *p; p++) {
-		if (*p == '_') {
-			up = true;
-			continue;
-		}
-		if (*s++ != (up ? pbtext_upper(*p) : *p))
-			return false;
-		up = false;
-	}
-	return strcmp(s, "Entry") == 0;
+	m = pbtext_camel_prefix(f->name, e->short_name, strlen(e->short_name), true);
+	return m >= 0 && strcmp(e->short_name + m, "Entry") == 0;
 }
 
 const char *pbtext_type_name(ProtobufCType t)

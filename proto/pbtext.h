@@ -26,6 +26,30 @@ static inline char pbtext_upper(char c)
 	return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c;
 }
 
+/*
+ * How many bytes of text[0..n) spell snake_case `name` in camel case
+ * (each '_' dropped, the letter after it upper-cased; the first letter
+ * too when upper_first), or -1 when text does not begin with it. protoc's
+ * JSON names (lowerCamelCase) and protoc-c's map entry types
+ * (`<CamelField>Entry`) both compare this way.
+ */
+static inline long pbtext_camel_prefix(const char *name, const char *text, size_t n, bool upper_first)
+{
+	const char *t = text, *end = text + n;
+	bool up = upper_first;
+
+	for (; *name; name++) {
+		if (*name == '_') {
+			up = true;
+			continue;
+		}
+		if (t == end || *t++ != (up ? pbtext_upper(*name) : *name))
+			return -1;
+		up = false;
+	}
+	return (long)(t - text);
+}
+
 /* Is d google.protobuf.Timestamp (remembered once seen: a pointer compare). */
 bool pbtext_is_timestamp(const ProtobufCMessageDescriptor *d);
 /* Is f a map<K,V> field (protoc-c's repeated `<CamelField>Entry`). */

@@ -32,18 +32,9 @@
 /* Does `key` equal protoc's JSON name (lowerCamelCase) of `proto`? */
 static bool json_name_eq(const char *proto, const char *key)
 {
-	bool up = false;
+	size_t n = strlen(key);
 
-	for (; *proto; proto++) {
-		if (*proto == '_') {
-			up = true;
-			continue;
-		}
-		if (*key++ != (up ? pbtext_upper(*proto) : *proto))
-			return false;
-		up = false;
-	}
-	return *key == '\0';
+	return pbtext_camel_prefix(proto, key, n, false) == (long)n;
 }
 
 struct dec {

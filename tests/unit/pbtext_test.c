@@ -108,3 +108,14 @@ Test(pbtext, descriptors)
 	f = protobuf_c_message_descriptor_get_field_by_name(&filesystem__entry_info__descriptor, "metadata");
 	cr_assert(f && pbtext_field_is_map(f), "map<string, string> metadata");
 }
+
+Test(pbtext, camel_prefix)
+{
+	cr_assert_eq(pbtext_camel_prefix("if_version", "ifVersion", 9, false), 9);
+	cr_assert_eq(pbtext_camel_prefix("if_version", "ifVersionX", 10, false), 9, "a longer text: the prefix");
+	cr_assert_eq(pbtext_camel_prefix("if_version", "ifVers", 6, false), -1, "a shorter text");
+	cr_assert_eq(pbtext_camel_prefix("if_version", "if_version", 10, false), -1, "the proto name is not the JSON name");
+	cr_assert_eq(pbtext_camel_prefix("envs", "EnvsEntry", 9, true), 4, "a map entry's type, upper first");
+	cr_assert_eq(pbtext_camel_prefix("envs", "envsEntry", 9, true), -1);
+	cr_assert_eq(pbtext_camel_prefix("a", "ab", 1, false), 1, "only n bytes are looked at");
+}
