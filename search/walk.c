@@ -7,11 +7,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "search/ignore.h"
@@ -280,8 +283,117 @@ static int dir_level(const struct walk *w, int fd, size_t len, bool has_gi, bool
 	return *out ? 0 : -ENOMEM;
 }
 
-/* Levels for the ancestors of the root (not the root itself). */
-static int ancestors(struct walk *w)
+/* --- the root's ancestors, kept --- */
+
+/*
+ * The levels of a root's ancestors are read again by every walk of that
+ * root (an agent greps the same checkout over and over): per ancestor an
+ * open, four probes and a close, and the ignore files found parsed again.
+ * The last ANC_KEPT results are kept with what they were read from, and
+ * taken again after one stat per ancestor directory and per ignore file
+ * found (and per repository's .git/info/exclude, present or not) shows
+ * all of it unchanged: an entry made or removed changes its directory's
+ * times, a rewritten file its own. A result read while any of that was
+ * touched within the last ANC_SETTLE_S seconds is not kept: a change in
+ * the same tick of the clock would keep the same times.
+ *
+ * Keyed by the root and the filesystem identity the walk runs as (what
+ * that user may read of the ancestors is part of the result).
+ */
+#define ANC_KEPT 8
+#define ANC_SETTLE_S 1
+
+struct anc_check {
+	char *path;
+	bool present;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime, ctime;
+};
+
+struct anc_entry {
+	char *root;
+	uid_t uid;
+	gid_t gid;
+	struct ignore_level *base;
+	struct anc_check *checks;
+	size_t n, cap;
+	uint64_t used;
+};
+
+static pthread_mutex_t anc_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct anc_entry anc_kept[ANC_KEPT];
+static uint64_t anc_clock;
+
+static void anc_entry_clear(struct anc_entry *e)
+{
+	for (size_t i = 0; i < e->n; i++)
+		free(e->checks[i].path);
+	free(e->checks);
+	free(e->root);
+	ignore_level_unref(e->base);
+	memset(e, 0, sizeof(*e));
+}
+
+/* Stat `path` into c (present or not); false on another error. */
+static bool anc_stat(const char *path, struct anc_check *c)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0) {
+		c->present = false;
+		return errno == ENOENT || errno == ENOTDIR;
+	}
+	c->present = true;
+	c->dev = st.st_dev;
+	c->ino = st.st_ino;
+	c->size = st.st_size;
+	c->mtime = st.st_mtim;
+	c->ctime = st.st_ctim;
+	return true;
+}
+
+static bool anc_same(const struct anc_check *a, const struct anc_check *b)
+{
+	if (a->present != b->present)
+		return false;
+	return !a->present || (a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+			       a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec &&
+			       a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec);
+}
+
+/* Add a check of dir/name (name NULL: dir itself), stat'ed now; false
+ * when it cannot be (out of memory, or a stat error: then not kept). */
+static bool anc_add(struct anc_entry *e, const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+	struct anc_check c = { 0 };
+
+	if (!e)
+		return true;
+	if (snprintf(path, sizeof(path), "%s%s%s", dir, name && strcmp(dir, "/") ? "/" : "", name ? name : "") >=
+	    (int)sizeof(path))
+		return false;
+	if (!anc_stat(path, &c))
+		return false;
+	if (e->n == e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 16;
+		struct anc_check *t = realloc(e->checks, cap * sizeof(*t));
+		if (!t)
+			return false;
+		e->checks = t;
+		e->cap = cap;
+	}
+	if (!(c.path = strdup(path)))
+		return false;
+	e->checks[e->n++] = c;
+	return true;
+}
+
+/* Levels for the ancestors of the root (not the root itself), with what
+ * they are read from noted in e (NULL: not noted). */
+static int ancestors(struct walk *w, struct anc_entry *e, bool *keep)
 {
 	char dir[PATH_MAX];
 	size_t end = 0;
@@ -301,15 +413,30 @@ static int ancestors(struct walk *w)
 			break;
 		memcpy(dir, w->root, next);
 		dir[next] = '\0';
+		/* The directory's times before its entries are looked at: a
+		 * change after this shows. */
+		*keep = *keep && anc_add(e, dir, NULL);
 		/* openat: musl's open() follows O_CLOEXEC with an fcntl */
 		int fd = openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (fd >= 0) {
 			struct stat st;
 			bool has_git = fstatat(fd, ".git", &st, 0) == 0;
+			bool git_dir = has_git && S_ISDIR(st.st_mode);
+			/* fstatat, not faccessat: that one checks as the real
+			 * user, with credentials made and dropped per call */
+			bool gi = fstatat(fd, ".gitignore", &st, 0) == 0;
+			bool ig = fstatat(fd, ".ignore", &st, 0) == 0;
+			bool rg = fstatat(fd, ".rgignore", &st, 0) == 0;
 			struct ignore_level *lv;
-			int rc = dir_level(w, fd, next, faccessat(fd, ".gitignore", F_OK, 0) == 0,
-					   faccessat(fd, ".ignore", F_OK, 0) == 0, faccessat(fd, ".rgignore", F_OK, 0) == 0,
-					   has_git, has_git && S_ISDIR(st.st_mode), w->base, &lv);
+			if (gi)
+				*keep = *keep && anc_add(e, dir, ".gitignore");
+			if (ig)
+				*keep = *keep && anc_add(e, dir, ".ignore");
+			if (rg)
+				*keep = *keep && anc_add(e, dir, ".rgignore");
+			if (git_dir)
+				*keep = *keep && anc_add(e, dir, ".git/info/exclude");
+			int rc = dir_level(w, fd, next, gi, ig, rg, has_git, git_dir, w->base, &lv);
 			close(fd);
 			if (rc)
 				return rc;
@@ -321,6 +448,127 @@ static int ancestors(struct walk *w)
 		end = next;
 	}
 	return 0;
+}
+
+/* Whether every check still holds, and none was touched too lately to
+ * tell a later change from it (then nothing is kept). */
+static bool anc_settled(const struct anc_entry *e)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	for (size_t i = 0; i < e->n; i++) {
+		const struct anc_check *c = &e->checks[i];
+		if (c->present && (c->mtime.tv_sec >= now.tv_sec - ANC_SETTLE_S ||
+				   c->ctime.tv_sec >= now.tv_sec - ANC_SETTLE_S))
+			return false;
+	}
+	return true;
+}
+
+/* The kept levels of w's root for this identity, if still good: taken
+ * (a reference) into w->base; false otherwise. */
+static bool anc_take(struct walk *w, uid_t uid, gid_t gid)
+{
+	struct anc_check *checks = NULL;
+	struct ignore_level *base = NULL;
+	size_t n = 0;
+	int slot = -1;
+
+	pthread_mutex_lock(&anc_mu);
+	for (int i = 0; i < ANC_KEPT; i++) {
+		struct anc_entry *e = &anc_kept[i];
+		if (e->root && e->uid == uid && e->gid == gid && !strcmp(e->root, w->root)) {
+			slot = i;
+			base = ignore_level_ref(e->base);
+			/* checked outside the lock: stat may wait on a mount */
+			checks = malloc(e->n * sizeof(*checks) + 1);
+			n = e->n;
+			if (checks)
+				memcpy(checks, e->checks, n * sizeof(*checks));
+			e->used = ++anc_clock;
+			break;
+		}
+	}
+	if (slot >= 0 && checks) {
+		/* the paths stay valid while copied: dup them */
+		for (size_t i = 0; i < n; i++)
+			if (!(checks[i].path = strdup(checks[i].path))) {
+				for (size_t k = 0; k < i; k++)
+					free(checks[k].path);
+				free(checks);
+				checks = NULL;
+				break;
+			}
+	}
+	pthread_mutex_unlock(&anc_mu);
+	if (slot < 0)
+		return false;
+	bool good = checks != NULL;
+	for (size_t i = 0; good && i < n; i++) {
+		struct anc_check now = { 0 };
+		good = anc_stat(checks[i].path, &now) && anc_same(&checks[i], &now);
+	}
+	for (size_t i = 0; checks && i < n; i++)
+		free(checks[i].path);
+	free(checks);
+	if (!good) {
+		ignore_level_unref(base);
+		return false;
+	}
+	ignore_level_unref(w->base);
+	w->base = base;
+	return true;
+}
+
+/* Keep e (taken over) for w's root, in place of the least recently used. */
+static void anc_keep(struct anc_entry *e)
+{
+	int victim = -1;
+
+	pthread_mutex_lock(&anc_mu);
+	for (int i = 0; i < ANC_KEPT && victim < 0; i++)
+		if (anc_kept[i].root && anc_kept[i].uid == e->uid && anc_kept[i].gid == e->gid &&
+		    !strcmp(anc_kept[i].root, e->root))
+			victim = i; /* the same, read again */
+	for (int i = 0; i < ANC_KEPT && victim < 0; i++)
+		if (!anc_kept[i].root)
+			victim = i;
+	if (victim < 0) {
+		victim = 0;
+		for (int i = 1; i < ANC_KEPT; i++)
+			if (anc_kept[i].used < anc_kept[victim].used)
+				victim = i;
+	}
+	anc_entry_clear(&anc_kept[victim]);
+	anc_kept[victim] = *e;
+	anc_kept[victim].used = ++anc_clock;
+	pthread_mutex_unlock(&anc_mu);
+	memset(e, 0, sizeof(*e));
+}
+
+/* w->base: kept, or read (and kept when settled). */
+static int ancestors_of(struct walk *w)
+{
+	uid_t uid = (uid_t)setfsuid((uid_t)-1); /* asks, changes nothing */
+	gid_t gid = (gid_t)setfsgid((gid_t)-1);
+	struct anc_entry e = { 0 };
+	bool keep = true;
+	int rc;
+
+	if (anc_take(w, uid, gid)) {
+		w->st.ancestors_kept = true;
+		return 0;
+	}
+	e.uid = uid;
+	e.gid = gid;
+	rc = ancestors(w, &e, &keep);
+	if (rc == 0 && keep && anc_settled(&e) && (e.root = strdup(w->root))) {
+		e.base = ignore_level_ref(w->base);
+		anc_keep(&e);
+	}
+	anc_entry_clear(&e);
+	return rc;
 }
 
 static int push_dir(struct walk *w, const char *path, size_t len, struct ignore_level *level)
@@ -361,7 +609,7 @@ static void start(struct walk *w)
 		w->root_err = -EINVAL;
 		return;
 	}
-	if (!w->o.no_ignore && (rc = ancestors(w)) < 0) {
+	if (!w->o.no_ignore && (rc = ancestors_of(w)) < 0) {
 		w->root_err = rc;
 		return;
 	}
@@ -519,9 +767,9 @@ static int open_dir(struct walk_cursor *c)
 	} else {
 		/* too many entries to hold: ask for the files by name */
 		struct stat st;
-		gi = faccessat(c->fd, ".gitignore", F_OK, 0) == 0;
-		ig = faccessat(c->fd, ".ignore", F_OK, 0) == 0;
-		rg = faccessat(c->fd, ".rgignore", F_OK, 0) == 0;
+		gi = fstatat(c->fd, ".gitignore", &st, 0) == 0;
+		ig = fstatat(c->fd, ".ignore", &st, 0) == 0;
+		rg = fstatat(c->fd, ".rgignore", &st, 0) == 0;
 		git = fstatat(c->fd, ".git", &st, AT_SYMLINK_NOFOLLOW) == 0;
 		git_dir = git && S_ISDIR(st.st_mode);
 	}

@@ -21,7 +21,9 @@
  * rules say (a path named explicitly is searched, as ripgrep does). Ignore
  * files of the root's ancestors count as they do for ripgrep (a
  * .gitignore at the repository's top applies to a walk of a
- * subdirectory).
+ * subdirectory). What they say is kept for the next walk of the same
+ * root as the same user, and taken again once a stat per ancestor
+ * directory and per ignore file found shows nothing changed (walk.c).
  *
  * Blocking: everything here makes system calls on the walked paths and
  * must run on a worker thread (as the request's user: search/../base/fsid.h).
@@ -90,6 +92,8 @@ struct walk_stats {
 	uint64_t dirs_failed;   /* ... for another reason */
 	uint64_t entries;       /* directory entries looked at */
 	uint64_t dirs_pseudo;   /* directories of the kernel's filesystems left out */
+	bool ancestors_kept;    /* the ignore files above the root were not read again:
+				 * the kept reading of them still held */
 };
 
 struct walk;

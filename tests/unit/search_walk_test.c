@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -326,4 +328,111 @@ Test(walk, cursor_kept_for_another_walk)
 	cr_assert_gt(first, 0);
 	cr_assert_eq(second, first);
 	cr_assert_eq(fresh, first);
+}
+
+/* One walk of root/sub by this thread alone; whether the ancestors' ignore
+ * files came from the kept reading. The list is the walk's (sorted). */
+static bool walk_kept(const char *sub, struct list *l)
+{
+	char path[256];
+	struct walk_opts o = { 0 };
+	struct walk *w;
+	struct walk_stats st;
+	struct run r;
+
+	snprintf(path, sizeof(path), "%s/%s", root, sub);
+	w = walk_new(path, &o);
+	r = (struct run){ w, l };
+	pthread_mutex_init(&l->mu, NULL);
+	cr_assert_eq((intptr_t)thread(&r), 0);
+	walk_get_stats(w, &st);
+	walk_free(w);
+	qsort(l->v, l->n, sizeof(char *), cmp);
+	return st.ancestors_kept;
+}
+
+static void list_free(struct list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	l->n = 0;
+}
+
+/*
+ * The ancestors' ignore files are read once and kept while a stat of each
+ * ancestor and ignore file shows nothing changed: a rewritten .gitignore
+ * above the root, one added, one removed, each is seen by the next walk,
+ * which agrees with rg again. (The sleeps: what was touched within the
+ * last second is never kept, so each kept case waits two and reads once.)
+ */
+/* The tree of this test under a /tmp of its own (a tmpfs in a mount
+ * namespace of its own): /tmp is one of the root's ancestors, and the
+ * other tests running meanwhile make and remove their trees in it. */
+static void quiet_tree(void)
+{
+	teardown(); /* the suite's tree, in the shared /tmp */
+	if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+	    mount("tmpfs", "/tmp", "tmpfs", 0, "size=16m") != 0)
+		cr_skip_test("needs root for a /tmp of its own: %s", strerror(errno));
+	tree();
+}
+
+Test(walk, ancestors_kept_until_they_change, .init = quiet_tree)
+{
+	struct list l = { .n = 0 };
+	struct walk_opts o = { 0 };
+	char path[512];
+
+	if (system("command -v rg >/dev/null 2>&1") != 0)
+		cr_skip_test("ripgrep is not installed (scripts/setup.sh installs it)");
+	sleep(2);
+	cr_assert(!walk_kept("repo/src", &l), "the first walk reads them");
+	list_free(&l);
+	cr_assert(walk_kept("repo/src", &l), "the second takes them as kept");
+	list_free(&l);
+	same("repo/src", &o, "");
+
+	/* rewritten: the top .gitignore now leaves out every .ts */
+	put("repo/.gitignore", "*.log\n*.ts\n");
+	cr_assert(!walk_kept("repo/src", &l), "a rewritten .gitignore is read again");
+	for (size_t i = 0; i < l.n; i++)
+		cr_expect(!strstr(l.v[i], ".ts") || strstr(l.v[i], "important"), "left out now: %s", l.v[i]);
+	list_free(&l);
+	same("repo/src", &o, "");
+
+	/* added: an .ignore at the top, taking out deep/ */
+	sleep(2);
+	walk_kept("repo/src", &l); /* read once more, settled now: kept */
+	list_free(&l);
+	cr_assert(walk_kept("repo/src", &l));
+	list_free(&l);
+	put("repo/.ignore", "deep/\n");
+	cr_assert(!walk_kept("repo/src", &l), "a new ignore file above is read");
+	for (size_t i = 0; i < l.n; i++)
+		cr_expect(strncmp(l.v[i], "deep/", 5) != 0, "left out now: %s", l.v[i]);
+	list_free(&l);
+	same("repo/src", &o, "");
+
+	/* removed: both, and the repository's .git/info/exclude made */
+	sleep(2);
+	walk_kept("repo/src", &l); /* read once more, settled now: kept */
+	list_free(&l);
+	cr_assert(walk_kept("repo/src", &l));
+	list_free(&l);
+	snprintf(path, sizeof(path), "%s/repo/.gitignore", root);
+	cr_assert_eq(unlink(path), 0);
+	snprintf(path, sizeof(path), "%s/repo/.ignore", root);
+	cr_assert_eq(unlink(path), 0);
+	cr_assert(!walk_kept("repo/src", &l));
+	list_free(&l);
+	same("repo/src", &o, "");
+	sleep(2);
+	walk_kept("repo/src", &l); /* read once more, settled now: kept */
+	list_free(&l);
+	cr_assert(walk_kept("repo/src", &l));
+	list_free(&l);
+	put("repo/.git/info/exclude", "*.ts\n");
+	cr_assert(!walk_kept("repo/src", &l), "a changed exclude is read again");
+	list_free(&l);
+	same("repo/src", &o, "");
 }
