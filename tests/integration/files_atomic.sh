@@ -34,8 +34,35 @@ until_ok() {
 }
 temp_growing() { [ -n "$(find "$D" -name '.envd-upload.*' -size +1k)" ]; }
 no_temps() { [ "$(temps)" -eq 0 ]; }
-registered() { [ -n "$(ls -A "$REG")" ]; }
-reg_empty() { [ -z "$(ls -A "$REG")" ]; }
+# The temporaries registered: symlink entries `<pid>.<hex>`, and whole
+# records of the slot files `slots.<pid>.<hex>` (docs/crash.md).
+reg_count() {
+	"$PY" - "$REG" <<'PYEOF'
+import os, struct, sys
+d, n = sys.argv[1], 0
+for name in os.listdir(d):
+    p = os.path.join(d, name)
+    if name[:1].isdigit() and os.path.islink(p):
+        n += 1
+    elif name.startswith('slots.') and os.path.isfile(p):
+        data = open(p, 'rb').read()
+        for off in range(0, len(data), 512):
+            rec = data[off:off + 512]
+            if len(rec) < 16:
+                continue
+            magic, ln, want = struct.unpack('=IIQ', rec[:16])
+            path = rec[16:16 + ln]
+            if magic != 0x31535545 or ln == 0 or len(path) != ln:
+                continue
+            h = 0xcbf29ce484222325 ^ ln
+            for b in path:
+                h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+            n += h == want
+print(n)
+PYEOF
+}
+registered() { [ "$(reg_count)" -gt 0 ]; }
+reg_empty() { [ "$(reg_count)" -eq 0 ]; }
 
 head -c 2700000 /dev/urandom >"$D/big.src"
 head -c 1800000 /dev/urandom >"$D/old.bin"
@@ -67,6 +94,8 @@ check "cut upload: the registry entry is gone" until_ok reg_empty
 cp "$D/old.bin" "$D/t2.bin"
 slow_upload "$D/big.src" "$D/t2.bin"
 check "killed envd: the temporary file grows" until_ok temp_growing
+in_slot() { compgen -G "$REG/slots.$ENVD_PID.*" >/dev/null && [ "$(reg_count)" -eq 1 ] && ! compgen -G "$REG/[0-9]*" >/dev/null; }
+check "killed envd: the temporary is a record of its slot file" in_slot
 kill -9 "$ENVD_PID"
 wait "$ENVD_PID" 2>/dev/null
 wait "$CURL_PID" 2>/dev/null
@@ -94,7 +123,7 @@ check "a planted entry of a gone process is dropped" until_ok test ! -L "$REG/$D
 check "... and the file it names kept" test -e "$D/keep.me"
 check "a live envd's temporary file is left alone" test -e "$D/.envd-upload.r0123456789abcdef"
 check "... and its entry" test -L "$REG/$LIVE.0123456789abcdef"
-rm -f "$D/.envd-upload.r0123456789abcdef" "$REG/"*
+rm -f "$D/.envd-upload.r0123456789abcdef" "$REG/$LIVE.0123456789abcdef"
 
 # --- a complete upload keeps mode and attributes ---
 printf 'old' >"$D/m.txt"
