@@ -44,7 +44,8 @@ H=(-H "X-Access-Token: $TOK")
 
 # The pre-flight gets more than its 2 s default: a loaded machine (and the
 # sanitizer build) must not turn a good binary into a refused one.
-envd_start -verbose -upgrade-dir "$W" -handover-file "$W/handover.pb" -sandbox-addr "$SBX" -upgrade-preflight-ms 30000 "${CGFLAGS[@]}" ||
+envd_start -verbose -upgrade-dir "$W" -handover-file "$W/handover.pb" -sandbox-addr "$SBX" -upgrade-preflight-ms 30000 \
+	-upload-registry "$W/reg" "${CGFLAGS[@]}" ||
 	{ fail "envd starts"; finish; exit 1; }
 U=$ENVD_URL
 code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
@@ -140,6 +141,25 @@ PIDS+=($WRITER)
 wait_for 30 test -s "$W/escapee.pid"
 esc=$(cat "$W/escapee.pid" 2>/dev/null)
 
+# An upload cut by the upgrade leaves its temporary to the new image, which
+# has the same pid: the old image's slot file (docs/crash.md) is the one a
+# write made, with a record for a temporary planted as an upload's would be.
+expect_eq "an upload before the upgrade" 200 "$(code "${H[@]}" -X POST -H 'Content-Type: application/octet-stream' \
+	--data-binary 'x' "$U/files?path=$W/up.txt")"
+old_slots=$(cd "$W/reg" 2>/dev/null && ls -d slots.* 2>/dev/null)
+expect_match "the old image's slot file is named by its pid" "^slots\.$ENVD_PID\.[0-9a-f]{16}\$" "$old_slots"
+: >"$W/.envd-upload.r00000000000000c1"
+$PY - "$W/reg/$old_slots" "$W/.envd-upload.r00000000000000c1" <<'PY'
+import struct, sys
+f, path = sys.argv[1], sys.argv[2].encode()
+h = 0xcbf29ce484222325 ^ len(path)
+for b in path:
+    h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+with open(f, "r+b") as fh:  # the last slot: no upload in flight takes it
+    fh.seek(1023 * 512)
+    fh.write(struct.pack("=IIQ", 0x31535545, len(path), h) + path + b"\0")
+PY
+
 # --- upgrade 1: the same binary ---
 n_before=$(probe counter "$U" "$TOK" counter)
 t0=$(date +%s%N)
@@ -151,6 +171,12 @@ hdrs=$(wait_upgraded)
 expect_match "/init after the upgrade is 204" 'HTTP/1.1 204' "$hdrs"
 expect_match "/init reports the hand-over" 'X-Envd-Handover: \{"failed":false,"procs":2,' "$hdrs"
 check "envd is the same process" envd_alive
+gone_c1() { [ ! -e "$W/.envd-upload.r00000000000000c1" ] && [ ! -e "$W/reg/$old_slots" ]; }
+check "the new image swept the old one's temporary and slot file (same pid)" wait_for 30 gone_c1
+expect_eq "an upload after the upgrade" 200 "$(code "${H[@]}" -X POST -H 'Content-Type: application/octet-stream' \
+	--data-binary 'y' "$U/files?path=$W/up.txt")"
+new_slots=$(cd "$W/reg" 2>/dev/null && ls -d slots.* 2>/dev/null)
+expect_match "the new image has a slot file of its own, same pid" "^slots\.$ENVD_PID\.[0-9a-f]{16}\$" "$new_slots"
 expect_eq "env store survived" '{"E2B_SANDBOX":"false","KEEP":"me"}' "$(curl -s "${H[@]}" "$U/envs")"
 expect_eq "old token still gates" 401 "$(code "$U/envs")"
 # Both stream clients end once they read the last frame (bounded by their
