@@ -12,9 +12,10 @@
  * tmpfs (uptmp_registry), so that the next envd removes what a killed one
  * left behind (uptmp_sweep). Each envd keeps one slot file there,
  * `slots.<pid>.<16 hex>` (the hex tells an instance from the image it
- * replaced in a live upgrade, which had the same pid), opened once as
- * root and held: UPTMP_SLOTS records of UPTMP_SLOT_SIZE bytes, a slot per
- * temporary in use. A record is a 16-byte head (magic "EUS1", the path's
+ * replaced in a live upgrade, which had the same pid), made (mode 0600,
+ * the directory 0700 when missing) and opened once as root, its
+ * descriptor (close-on-exec) held for the process's life: UPTMP_SLOTS
+ * records of UPTMP_SLOT_SIZE bytes, a slot per temporary in use. A record is a 16-byte head (magic "EUS1", the path's
  * length, an FNV-1a sum of the length and the path) and the absolute
  * path, NUL-terminated; registering writes it, forgetting zeroes the
  * head: one pwrite() each, with no credential change and no path
@@ -50,7 +51,6 @@ extern char uptmp_registry[256];
 #define UPTMP_SLOT_SIZE 512
 /* The longest path a slot records (the rest of a record is its head). */
 #define UPTMP_SLOT_PATH_MAX (UPTMP_SLOT_SIZE - 16 - 1)
-
 
 /*
  * Register tmp (a temporary's path) under uptmp_registry; reg gets
