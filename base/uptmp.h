@@ -8,21 +8,22 @@
  * existed (the rename replaces it) and `n` when it is new, so a watcher
  * can report the rename as the write it stands for.
  *
- * Every temporary file in use is registered in a small directory on
- * tmpfs (uptmp_registry), so that the next envd removes what a killed one
- * left behind (uptmp_sweep). Each envd keeps one slot file there,
+ * Every temporary file in use is registered in a small directory on tmpfs
+ * (uptmp_registry), so that the next envd removes what a killed one left
+ * behind (uptmp_sweep). Each envd keeps one slot file there,
  * `slots.<pid>.<16 hex>` (the hex tells an instance from the image it
  * replaced in a live upgrade, which had the same pid), made (mode 0600,
- * the directory 0700 when missing) and opened once as root, its
- * descriptor (close-on-exec) held for the process's life: UPTMP_SLOTS
- * records of UPTMP_SLOT_SIZE bytes, a slot per temporary in use. A record is a 16-byte head (magic "EUS1", the path's
- * length, an FNV-1a sum of the length and the path) and the absolute
- * path, NUL-terminated; registering writes it, forgetting zeroes the
- * head: one pwrite() each, with no credential change and no path
- * lookup, and slots are handed out from a bitmap without a system call.
- * When no slot is free, the path is longer than UPTMP_SLOT_PATH_MAX or
- * the slot file cannot be made, the entry is a symlink to the file,
- * `<pid>.<16 hex of its name>`, as older envds wrote them.
+ * the directory 0700 when missing) and opened once as root, its descriptor
+ * (close-on-exec) held for the process's life: UPTMP_SLOTS records of
+ * UPTMP_SLOT_SIZE bytes, a slot per temporary in use. A record is a
+ * 16-byte head (magic "EUS1", the path's length, an FNV-1a sum of the
+ * length and the path) and the absolute path, NUL-terminated; registering
+ * writes it, forgetting zeroes the head: one pwrite() each, with no
+ * credential change and no path lookup, and slots are handed out from a
+ * bitmap without a system call. When no slot is free, the path is longer
+ * than UPTMP_SLOT_PATH_MAX or the slot file cannot be made, the entry is a
+ * symlink to the file, `<pid>.<16 hex of its name>`, as older envds wrote
+ * them.
  *
  * uptmp_registry is read at the first registration (the slot file is
  * made in it then); set it before.
