@@ -235,6 +235,11 @@ static struct idler *pop_idle(void)
 	return w;
 }
 
+/* Submits between worker_batch_begin() and _end() (loop thread only): the
+ * first thread they would wake, woken at the end. */
+static int batch_depth;
+static struct idler *batch_wake;
+
 /* Hand work to the most recently idle thread, if any. (under worker_mu) */
 static void wake_one(void)
 {
@@ -354,7 +359,15 @@ static void *worker_main(void *unused)
 		count_running(j, +1);
 		void (*work)(void *) = j->req.work;
 		void *arg = j->req.arg;
+		/* More runnable work queued behind ours, fewer threads awake
+		 * than processors: one more comes (the submitter woke one for
+		 * a batch, or was kept from waking more: worker_batch_end). */
+		struct idler *chain = NULL;
+		if (n_queued && n_idle && n_threads - n_idle - n_stuck < cpu_cap && next_runnable() >= 0)
+			chain = pop_idle();
 		pthread_mutex_unlock(&worker_mu);
+		if (chain)
+			pthread_cond_signal(&chain->cv);
 		if (notify) {
 			ev_async_send(envd_loop, &worker_async);
 			notify = false;
@@ -670,10 +683,40 @@ int worker_run(const struct worker_req *req)
 	fresh_submits++;
 	if (req->quick_ns > fresh_spin_ns)
 		fresh_spin_ns = req->quick_ns < WORKER_SPIN_JOB_MAX_NS ? req->quick_ns : WORKER_SPIN_JOB_MAX_NS;
+	if (waking && batch_depth) {
+		if (!batch_wake) {
+			batch_wake = waking;
+		} else {
+			/* Back on top, unwoken: the first one's thread wakes it
+			 * when it takes its job (worker_main, chain). */
+			waking->woken = false;
+			idlers[n_idle++] = waking;
+		}
+		waking = NULL;
+	}
 	pthread_mutex_unlock(&worker_mu);
 	if (waking)
 		pthread_cond_signal(&waking->cv);
 	return 0;
+}
+
+void worker_batch_begin(void)
+{
+	batch_depth++;
+}
+
+void worker_batch_end(void)
+{
+	struct idler *w;
+
+	if (--batch_depth > 0)
+		return;
+	pthread_mutex_lock(&worker_mu);
+	w = batch_wake;
+	batch_wake = NULL;
+	pthread_mutex_unlock(&worker_mu);
+	if (w)
+		pthread_cond_signal(&w->cv);
 }
 
 int worker_submit(void (*work)(void *arg), void (*done)(void *arg), void *arg)

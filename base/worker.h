@@ -128,6 +128,18 @@ int worker_after(void (*fn)(void *arg), void *arg);
  */
 int worker_run(const struct worker_req *req);
 
+/*
+ * A batch of submits (loop thread only, nestable): the jobs queued by the
+ * worker_run() calls in between wake no thread until worker_batch_end(),
+ * which wakes one; each woken thread that takes a job while more runnable
+ * ones wait wakes the next (up to one awake thread per processor). For a
+ * request that queues several jobs at once (Grep, Glob): woken one by
+ * one, the first thread could take the loop's processor before the loop
+ * had queued the second job, which then waited for the first to finish.
+ */
+void worker_batch_begin(void);
+void worker_batch_end(void);
+
 /* worker_run() with key 0 and no deadline. */
 int worker_submit(void (*work)(void *arg), void (*done)(void *arg), void *arg);
 

@@ -1056,6 +1056,7 @@ static void tool_start(struct rpc_call *call, struct tool *t)
 	rpcjob_attach(&t->rj, call);
 	if (ms > 0)
 		rpc_call_set_deadline_message(call, WORKER_TIMEOUT_FMT, worker_deadline_s(ms), t->root);
+	worker_batch_begin();
 	for (unsigned i = 0; i < t->nworkers; i++) {
 		int rc = submit(&t->w[i]);
 		if (rc < 0) {
@@ -1065,6 +1066,7 @@ static void tool_start(struct rpc_call *call, struct tool *t)
 			break; /* fewer jobs: the walk still gets done */
 		}
 	}
+	worker_batch_end();
 	reqjob_release(&t->rj);
 	return;
 nomem:

@@ -501,6 +501,64 @@ Test(worker, spread_jobs_run_side_by_side)
 	cr_assert(first.done && second.done);
 }
 
+/* A batch queues its jobs before any thread wakes; the one woken at its
+ * end wakes the next as it takes its job: both run side by side (each
+ * blocks until the other started, so a wake lost in the batch hangs). Run
+ * twice: with no thread yet, then with the first round's asleep. */
+static atomic_int batch_gate;
+
+static bool pool_all_idle(void)
+{
+	struct worker_stats st;
+
+	worker_get_stats(&st);
+	return st.threads >= 2 && st.idle == st.threads;
+}
+
+Test(worker, a_batch_runs_its_jobs_side_by_side)
+{
+	static struct hjob a[2] = { { .gate = &batch_gate }, { .gate = &batch_gate } };
+	struct worker_stats st;
+	size_t threads = 0;
+
+	for (int round = 0; round < 2; round++) {
+		if (round == 1) {
+			/* the first round's threads asleep: the batch wakes one,
+			 * that one the other, and the pool need not grow */
+			cr_assert(spin_until(pool_all_idle, 300));
+			worker_get_stats(&st);
+			threads = st.threads;
+		}
+		h_seq = h_done_count = 0;
+		atomic_store(&h_started, 0);
+		atomic_store(&batch_gate, 0);
+		a[0].done = a[1].done = a[0].ran = a[1].ran = false;
+		worker_batch_begin();
+		worker_batch_begin(); /* nested: only the outer end wakes */
+		cr_assert_eq(h_run_counted(&a[0], 0, 0), 0);
+		cr_assert_eq(h_run_counted(&a[1], 0, 0), 0);
+		worker_batch_end();
+		worker_batch_end();
+		/* Without turning the loop: its grow timer would wake a
+		 * thread too, late, and hide a lost wake. */
+		bool both = false;
+		for (int k = 0; k < 300000 && !both; k++) {
+			both = atomic_load(&h_started) >= 2;
+			if (!both)
+				usleep(1000);
+		}
+		atomic_store(&batch_gate, 1);
+		cr_assert(both, "round %d: both jobs of the batch ran at once", round);
+		h_wait(2, 300);
+		cr_assert(a[0].done && a[1].done);
+		if (round == 1) {
+			worker_get_stats(&st);
+			cr_assert_eq(st.threads, threads, "woken, not grown: %zu threads, %zu before", st.threads,
+				     threads);
+		}
+	}
+}
+
 /* worker_after: the clean-up runs once per job on the job's thread, after
  * the job and before that thread's next job; a second one is refused; off
  * the pool it runs at once. */
