@@ -124,10 +124,14 @@ size_t scan_utf8_copy(char *dst, const char *src, size_t n, size_t max, bool *cu
 
 static bool ctx_set(struct scanner *s, struct ctx_line *c, uint64_t no, const char *src, size_t n)
 {
-	if (!c->text) {
+	/* A kept scanner rebound with a larger max_line (scanner_rebind)
+	 * has lines made for the smaller one: they grow. */
+	if (!c->text || c->cap < s->o.max_line + 4) {
+		free(c->text);
 		c->cap = s->o.max_line + 4;
 		c->text = malloc(c->cap);
 		if (!c->text) {
+			c->cap = 0;
 			s->oom = true;
 			c->len = 0;
 			return false;
@@ -666,9 +670,10 @@ static int rl_take(struct rl *r, const char *text, size_t n, bool complete)
 		o->lines = v;
 		r->cap = cap;
 	}
-	/* the first line gets something even when max_bytes is tiny */
+	/* the first line gets something even when max_bytes is tiny; a
+	 * byte that is not UTF-8 becomes U+FFFD, three bytes */
 	max = r->left ? r->left : 4;
-	line = malloc((n < max ? n : max) + 4);
+	line = malloc((n <= max / 3 ? n * 3 : max) + 4);
 	if (!line)
 		return -ENOMEM;
 	w = scan_utf8_copy(line, text, n, max, &cut);

@@ -406,6 +406,60 @@ Test(scan, rebound_to_another_pattern)
 	close(fd);
 }
 
+/* Rebound with a larger maxLineBytes, a kept scanner's context lines
+ * (made for the smaller one) grow: a long context line is copied whole,
+ * within bounds (ASan in the unit build). */
+Test(scan, rebound_to_longer_lines)
+{
+	struct pattern_opts po = { 0 };
+	struct pattern *p;
+	char err[128], text[4096];
+	struct scan_opts o = { .mode = SCAN_CONTENT, .before = 1, .after = 1, .max_line = 8 };
+	struct got g = { .w = 0 };
+	int fd, rc;
+
+	memset(text, 'y', 1500);
+	memcpy(text + 1500, "\nmatch\n", 7);
+	memset(text + 1507, 'z', 1500);
+	text[3007] = '\n';
+	fd = file_with(text, 3008);
+	cr_assert_eq(pattern_compile("match", 5, &po, &p, err, sizeof(err)), 0);
+	struct scanner *s = scanner_new(p, &o);
+	scanner_start(s, fd, false);
+	while ((rc = scanner_run(s, collect, &g)) == SCAN_PAUSED)
+		;
+	cr_assert_eq(scanner_result(s)->matches, 1);
+	o.max_line = 2000;
+	cr_assert_eq(scanner_rebind(s, p, &o), 0);
+	lseek(fd, 0, SEEK_SET);
+	g.w = 0;
+	g.s[0] = '\0';
+	scanner_start(s, fd, false);
+	while ((rc = scanner_run(s, collect, &g)) == SCAN_PAUSED)
+		;
+	cr_assert_eq(rc, SCAN_DONE);
+	cr_assert_str_eq(g.s, "2:1:match b1 a3;");
+	scanner_free(s);
+	pattern_free(p);
+	close(fd);
+}
+
+/* A line of bytes that are not UTF-8, shorter than maxBytes: each byte
+ * becomes U+FFFD (three bytes), all of them kept. */
+Test(scan, read_lines_of_invalid_bytes)
+{
+	char text[] = "\xff\xfe\xfd\xfc\xfb\xfa\xf9\xf8\xff\xfe\nok\n";
+	struct scan_lines l = rl(text, strlen(text), 1, 10, 1000);
+	char want[64] = "";
+
+	for (int i = 0; i < 10; i++)
+		strcat(want, "\xef\xbf\xbd");
+	cr_assert_eq(l.n, 2);
+	cr_expect_str_eq(l.lines[0], want);
+	cr_expect_str_eq(l.lines[1], "ok");
+	scan_lines_free(&l);
+}
+
 /* A short read ends the file only when the caller says so. A pipe that
  * holds two lines and whose writer stays open: told, the scan ends after
  * the first read; not told, it reads again (and, the pipe being
