@@ -243,6 +243,17 @@ st, d = unary("ReadLines", {"path": R + "/bin.dat"})
 ok("ReadLines of a binary file: binary, no lines", d.get("binary") is True and "lines" not in d, d)
 st, d = unary("ReadLines", {"path": R + "/src"})
 ok("ReadLines of a directory: invalid_argument", d.get("code") == "invalid_argument", d)
+with open(R + "/latin1.txt", "wb") as fh:
+    fh.write("caf\u00e9 cr\u00e8me br\u00fbl\u00e9e \u00e0 la fa\u00e7on\n".encode("latin-1") + b"\xff" * 40 + b"\nplain\n")
+st, d = unary("ReadLines", {"path": R + "/latin1.txt"})
+ok("ReadLines of Latin-1 text: each byte that is not UTF-8 is U+FFFD, whole lines",
+   d.get("lines") == ["caf\ufffd cr\ufffdme br\ufffdl\ufffde \ufffd la fa\ufffdon", "\ufffd" * 40, "plain"], d)
+# the pool keeps its scanners between calls: a long line after short ones
+for max_line in (8, 8, 4000, 4000):
+    m, summary, end = grep({"path": R + "/latin1.txt", "pattern": "plain", "contextBefore": 1,
+                            "maxLineBytes": max_line})
+ok("a Grep with long lines after ones with short lines: its context whole", len(m) == 1 and
+   m[0].get("before") == ["\ufffd" * 40] and end == {}, (m, end))
 f = R + "/src/v.txt"
 versions = set()
 for i in range(20):
