@@ -637,31 +637,38 @@ int fs_meta_add(struct fs_meta *m, const char *key, size_t klen, const char *val
 /* xattr name lists are at most 64 KiB (XATTR_LIST_MAX). */
 #define META_LIST_MAX 65536
 
-void fs_meta_read(const char *path, struct fs_meta *m)
+/*
+ * user.e2b.* of fd (>= 0) or else path (followed). The list is read into
+ * a buffer on the stack first: a file with a short list, or none, costs
+ * one call; a longer one is asked its size and read again.
+ */
+static void meta_read(int fd, const char *path, struct fs_meta *m)
 {
-	char *names = NULL, *val = NULL;
+	char stack[1024], *names = stack, *val = NULL;
 	ssize_t n;
 	const size_t plen = strlen(FS_META_PREFIX);
 
 	m->kv = NULL;
 	m->n = 0;
-	n = listxattr(path, NULL, 0);
-	if (n <= 0)
-		return;
-	if (n > META_LIST_MAX)
-		n = META_LIST_MAX;
-	names = malloc((size_t)n);
-	val = malloc(65536);
-	if (!names || !val)
-		goto out;
-	n = listxattr(path, names, (size_t)n);
-	if (n <= 0)
-		goto out;
-	for (char *p = names; p < names + n; p += strlen(p) + 1) {
+	n = fd >= 0 ? flistxattr(fd, stack, sizeof(stack)) : listxattr(path, stack, sizeof(stack));
+	if (n < 0 && errno == ERANGE) {
+		n = fd >= 0 ? flistxattr(fd, NULL, 0) : listxattr(path, NULL, 0);
+		if (n <= 0)
+			return;
+		if (n > META_LIST_MAX)
+			n = META_LIST_MAX;
+		if (!(names = malloc((size_t)n)))
+			return;
+		n = fd >= 0 ? flistxattr(fd, names, (size_t)n) : listxattr(path, names, (size_t)n);
+	}
+	for (char *p = names; n > 0 && p < names + n; p += strlen(p) + 1) {
 		if (strncmp(p, FS_META_PREFIX, plen) != 0)
 			continue;
+		/* the value buffer only once a key of ours is there: most files have none */
+		if (!val && !(val = malloc(65536)))
+			break;
 		const char *key = p + plen;
-		ssize_t vl = getxattr(path, p, val, 65536);
+		ssize_t vl = fd >= 0 ? fgetxattr(fd, p, val, 65536) : getxattr(path, p, val, 65536);
 		if (vl < 0)
 			continue; /* ENOATTR race or oversized: skip it */
 		if (!fs_utf8_valid(key, strlen(key)) || !fs_utf8_valid(val, (size_t)vl))
@@ -669,9 +676,19 @@ void fs_meta_read(const char *path, struct fs_meta *m)
 		if (fs_meta_add(m, key, strlen(key), val, (size_t)vl) < 0)
 			break;
 	}
-out:
-	free(names);
+	if (names != stack)
+		free(names);
 	free(val);
+}
+
+void fs_meta_read(const char *path, struct fs_meta *m)
+{
+	meta_read(-1, path, m);
+}
+
+void fs_meta_read_fd(int fd, struct fs_meta *m)
+{
+	meta_read(fd, NULL, m);
 }
 
 int fs_meta_validate(const struct fs_meta *m, char *err, size_t errlen)

@@ -11,6 +11,7 @@
 #include "fs/fguard.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -98,17 +99,30 @@ void fguard_unlock(const char *path)
 	pthread_mutex_unlock(&mu);
 }
 
-int fguard_state(const char *path, bool *exists, char version[FS_VERSION_LEN + 1])
+/* The state from a stat's result r (0 or -1 with errno). */
+static int state_of(int r, const struct stat *st, bool *exists, char version[FS_VERSION_LEN + 1])
 {
-	struct stat st;
-
 	version[0] = '\0';
-	if (stat(path, &st) < 0) {
+	if (r < 0) {
 		*exists = false;
 		return errno == ENOENT ? 0 : -errno;
 	}
 	*exists = true;
-	if (S_ISREG(st.st_mode))
-		fs_version(&st, version);
+	if (S_ISREG(st->st_mode))
+		fs_version(st, version);
 	return 0;
+}
+
+int fguard_state(const char *path, bool *exists, char version[FS_VERSION_LEN + 1])
+{
+	struct stat st;
+
+	return state_of(stat(path, &st), &st, exists, version);
+}
+
+int fguard_state_at(int dirfd, const char *name, bool *exists, char version[FS_VERSION_LEN + 1])
+{
+	struct stat st;
+
+	return state_of(fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW), &st, exists, version);
 }

@@ -24,8 +24,8 @@
  *
  * Threads: worker threads (a lock may wait; the state stats the path).
  *
- * Errors: fguard_lock returns 0 or -ETIMEDOUT; fguard_state 0 or the
- * -errno of stat() other than ENOENT.
+ * Errors: fguard_lock returns 0 or -ETIMEDOUT; fguard_state and
+ * fguard_state_at 0 or the -errno of the stat other than ENOENT.
  */
 #ifndef FS_FGUARD_H
 #define FS_FGUARD_H
@@ -50,5 +50,12 @@ void fguard_unlock(const char *path);
  * compared is a version handed out earlier, and any change since shows.
  */
 int fguard_state(const char *path, bool *exists, char version[FS_VERSION_LEN + 1]);
+
+/*
+ * fguard_state of the name `name` in the directory `dirfd`, not followed:
+ * for a writer that holds that directory open (fs/wpath.h) and renames
+ * there. A symbolic link found there is no regular file (version "").
+ */
+int fguard_state_at(int dirfd, const char *name, bool *exists, char version[FS_VERSION_LEN + 1]);
 
 #endif

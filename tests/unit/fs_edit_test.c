@@ -286,6 +286,32 @@ Test(fguard_files, state)
 	cr_assert_str_eq(v, "", "a directory has no version");
 }
 
+/* fguard_state_at: the name in the directory, not followed. */
+Test(fguard_files, state_at)
+{
+	char p[PATH_MAX], l[PATH_MAX], v[FS_VERSION_LEN + 1], want[FS_VERSION_LEN + 1];
+	struct stat st;
+	bool exists = true;
+	int d = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	cr_assert_geq(d, 0);
+	cr_assert_eq(fguard_state_at(d, "g", &exists, v), 0);
+	cr_assert_not(exists);
+	snprintf(p, sizeof(p), "%s/g", dir);
+	put(p, "y");
+	stat(p, &st);
+	fs_version(&st, want);
+	cr_assert_eq(fguard_state_at(d, "g", &exists, v), 0);
+	cr_assert(exists);
+	cr_assert_str_eq(v, want);
+	snprintf(l, sizeof(l), "%s/g-link", dir);
+	cr_assert_eq(symlink("g", l), 0);
+	cr_assert_eq(fguard_state_at(d, "g-link", &exists, v), 0);
+	cr_assert(exists);
+	cr_assert_str_eq(v, "", "a link is not followed: no version");
+	close(d);
+}
+
 static int refuse(void *arg, const char *target, char *err, size_t errlen)
 {
 	(*(int *)arg)++;

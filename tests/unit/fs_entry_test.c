@@ -144,6 +144,13 @@ Test(fs_entry, metadata_read_filters_and_replace)
 	cr_assert_str_eq(r.kv[0].key, "keep");
 	cr_assert_str_eq(r.kv[0].value, "1");
 	fs_meta_clear(&r);
+	int rfd = open(p, O_RDONLY);
+	fs_meta_read_fd(rfd, &r); /* the same from a descriptor */
+	close(rfd);
+	cr_assert_eq(r.n, 1);
+	cr_assert_str_eq(r.kv[0].key, "keep");
+	cr_assert_str_eq(r.kv[0].value, "1");
+	fs_meta_clear(&r);
 
 	cr_assert_eq(fs_meta_add(&m, "new", 3, "v", 1), 0);
 	cr_assert_eq(fs_meta_add(&m, "new", 3, "second", 6), 0); /* first wins */
@@ -158,6 +165,33 @@ Test(fs_entry, metadata_read_filters_and_replace)
 	char v[8];
 	cr_assert_eq(getxattr(p, "user.other", v, sizeof(v)), 1); /* untouched */
 	fs_meta_clear(&m);
+}
+
+/* A list of names longer than the first read's buffer: read again whole. */
+Test(fs_entry, metadata_read_long_list)
+{
+	char p[PATH_MAX], name[96];
+	struct fs_meta r;
+
+	mk("long.txt", "x");
+	snprintf(p, sizeof(p), "%s/long.txt", dir);
+	for (int i = 0; i < 24; i++) {
+		snprintf(name, sizeof(name), "user.padding-padding-padding-padding-padding-padding-%02d", i);
+		if (setxattr(p, name, "p", 1, 0) < 0 && (errno == ENOTSUP || errno == EOPNOTSUPP))
+			cr_skip_test("no user xattrs on /tmp");
+	}
+	cr_assert_eq(setxattr(p, "user.e2b.last", "found", 5, 0), 0);
+	cr_assert_gt(listxattr(p, NULL, 0), 1024);
+	int fd = open(p, O_RDONLY);
+	fs_meta_read_fd(fd, &r);
+	close(fd);
+	cr_assert_eq(r.n, 1);
+	cr_assert_str_eq(r.kv[0].key, "last");
+	cr_assert_str_eq(r.kv[0].value, "found");
+	fs_meta_clear(&r);
+	fs_meta_read(p, &r);
+	cr_assert_eq(r.n, 1);
+	fs_meta_clear(&r);
 }
 
 Test(fs_entry, metadata_validation)
