@@ -42,6 +42,7 @@ void fwrite_init(struct fwrite *w)
 	w->uid = (uid_t)-1;
 	w->gid = (gid_t)-1;
 	w->replaces = false;
+	w->src_checked = false;
 }
 
 /* Opening the target met another file than it looked at: look again, this
@@ -171,18 +172,22 @@ static int fw_open_source(struct fwrite *w, const struct stat *st)
 	return fd;
 }
 
-/* Atomic over the existing file st. */
-static int fw_replace(struct fwrite *w, const struct stat *st, char *err, size_t errlen)
+/* fw_replace's `given` when the caller has no descriptor of the file. */
+#define FW_SRC_OPEN (-2)
+
+/* Atomic over the existing file st: the attributes' source is `given`
+ * (an fd of st's file, borrowed) or, FW_SRC_OPEN, opened here. */
+static int fw_replace(struct fwrite *w, const struct stat *st, int given, char *err, size_t errlen)
 {
-	int src = -1, rc;
+	int src = given, rc;
 
 	/* Only a regular file is opened: opening a device can act on it. */
-	if (S_ISREG(st->st_mode) && (src = fw_open_source(w, st)) == -EAGAIN)
+	if (given == FW_SRC_OPEN && (src = S_ISREG(st->st_mode) ? fw_open_source(w, st) : -1) == -EAGAIN)
 		return -EAGAIN;
 	rc = fw_tmp(w, true, 0600, err, errlen);
 	if (rc == 0)
 		rc = fw_take_attrs(w, src, st, err, errlen);
-	if (src >= 0)
+	if (src >= 0 && given == FW_SRC_OPEN)
 		close(src);
 	w->replaces = rc == 0;
 	w->dev = st->st_dev;
@@ -244,6 +249,19 @@ static int fw_create(struct fwrite *w, char *err, size_t errlen)
 	return fw_chown(w, err, errlen);
 }
 
+/* The name holds the file st (neither a link nor a directory): replace
+ * it or write it in place. src as fw_replace's `given`. */
+static int fw_open_file(struct fwrite *w, const struct stat *st, int src, bool atomic, char *err, size_t errlen)
+{
+	bool replace = atomic && S_ISREG(st->st_mode) && st->st_nlink == 1;
+
+	/* Another name of a file that someone else may have linked into
+	 * the directory: root's rights do not write through it. */
+	if (!replace && st->st_nlink > 1 && wpath_as_root(&w->at) && !wpath_dir_private(&w->at, st->st_uid))
+		replace = true;
+	return replace ? fw_replace(w, st, src, err, errlen) : fw_in_place(w, st, err, errlen);
+}
+
 /* Look at the target's name once and open what it is: 0, an error,
  * FW_FOLLOWED or -EAGAIN. */
 static int fw_open_name(struct fwrite *w, bool *atomic, char *err, size_t errlen)
@@ -279,19 +297,27 @@ static int fw_open_name(struct fwrite *w, bool *atomic, char *err, size_t errlen
 			return r;
 		return fw_chown(w, err, errlen);
 	}
-	bool replace = *atomic && S_ISREG(st.st_mode) && st.st_nlink == 1;
-	/* Another name of a file that someone else may have linked into
-	 * the directory: root's rights do not write through it. */
-	if (!replace && st.st_nlink > 1 && wpath_as_root(&w->at) && !wpath_dir_private(&w->at, st.st_uid))
-		replace = true;
-	return replace ? fw_replace(w, &st, err, errlen) : fw_in_place(w, &st, err, errlen);
+	return fw_open_file(w, &st, FW_SRC_OPEN, *atomic, err, errlen);
+}
+
+/* fw_open_name until it opens a file or fails. */
+static int fw_open_loop(struct fwrite *w, const char *target, bool atomic, char *err, size_t errlen)
+{
+	int rc, tries = 0;
+
+	while ((rc = fw_open_name(w, &atomic, err, errlen)) == FW_FOLLOWED || rc == -EAGAIN) {
+		if (rc == -EAGAIN && ++tries == FW_TRIES)
+			return fw_fail(-EIO, err, errlen, "error opening file: %s kept changing while it was opened",
+				       target);
+	}
+	return rc;
 }
 
 int fwrite_begin(struct fwrite *w, const char *target, uid_t uid, gid_t gid, bool atomic, char *err, size_t errlen)
 {
 	struct wpath_mk mk = { .uid = uid, .gid = gid };
 	char derr[2 * PATH_MAX + 512];
-	int rc, tries = 0;
+	int rc;
 
 	snprintf(w->target, sizeof(w->target), "%s", target);
 	w->uid = uid;
@@ -300,11 +326,27 @@ int fwrite_begin(struct fwrite *w, const char *target, uid_t uid, gid_t gid, boo
 	rc = wpath_parent(&w->at, target, &mk, derr, sizeof(derr));
 	if (rc < 0)
 		return fw_fail(rc == -EACCES ? -EACCES : -EIO, err, errlen, "error ensuring directories: %s", derr);
-	while ((rc = fw_open_name(w, &atomic, err, errlen)) == FW_FOLLOWED || rc == -EAGAIN) {
-		if (rc == -EAGAIN && ++tries == FW_TRIES)
-			return fw_fail(-EIO, err, errlen, "error opening file: %s kept changing while it was opened",
-				       target);
-	}
+	return fw_open_loop(w, target, atomic, err, errlen);
+}
+
+int fwrite_begin_from(struct fwrite *w, const char *target, struct wpath *at, int src, const struct stat *st, uid_t uid,
+		      gid_t gid, bool atomic, char *err, size_t errlen)
+{
+	int rc;
+
+	snprintf(w->target, sizeof(w->target), "%s", target);
+	w->uid = uid;
+	w->gid = gid;
+	wpath_close(&w->at);
+	w->at = *at;
+	at->dirfd = -1; /* w's now */
+	if (!S_ISREG(st->st_mode) || !w->at.name[0] || w->at.slash)
+		return fw_fail(-EIO, err, errlen, "error opening file: %s is not a regular file", w->target);
+	rc = fw_open_file(w, st, src, atomic, err, errlen);
+	if (rc == -EAGAIN) /* not the file st any more: as fwrite_begin from here */
+		return fw_open_loop(w, w->target, atomic, err, errlen);
+	/* The hook holds the name to src's file until the rename. */
+	w->src_checked = rc == 0 && w->replaces && w->before_replace;
 	return rc;
 }
 static int fw_write_error(struct fwrite *w, int e, char *err, size_t errlen)
@@ -471,13 +513,15 @@ static int fw_rename(struct fwrite *w)
 /* fwrite_stage, keeping the directory walked (fwrite_commit renames there). */
 static int fw_stage(struct fwrite *w, const struct fs_meta *meta, char *err, size_t errlen)
 {
-	int rc = w->replaces ? fw_recheck(w, err, errlen) : 0;
+	int rc = w->replaces && !w->src_checked ? fw_recheck(w, err, errlen) : 0;
 
 	if (rc < 0) {
 		fwrite_discard(w);
 		return rc;
 	}
-	rc = meta ? fs_meta_replace_fd(w->fd, meta) : 0;
+	/* A temporary has no user.e2b.* of its own (the attributes it took
+	 * leave them out): with none to set there is nothing to do. */
+	rc = meta && (meta->n || !w->tmp[0]) ? fs_meta_replace_fd(w->fd, meta) : 0;
 	if (rc < 0) {
 		fwrite_discard(w);
 		if (rc == -ENOSPC || rc == -EDQUOT)
@@ -530,6 +574,7 @@ int fwrite_publish(struct fwrite *w, char *err, size_t errlen)
 	w->reg[0] = '\0';
 	w->created = false;
 	w->replaces = false;
+	w->src_checked = false;
 	wpath_close(&w->at);
 	return 0;
 }
@@ -560,6 +605,7 @@ void fwrite_discard(struct fwrite *w)
 	w->reg[0] = '\0';
 	w->created = false;
 	w->replaces = false;
+	w->src_checked = false;
 	wpath_close(&w->at);
 }
 

@@ -68,6 +68,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "fs/entry.h"
@@ -85,6 +86,7 @@ struct fwrite {
 	bool replaces;        /* atomic over a file: dev/ino, whose attributes the temporary took */
 	dev_t dev;
 	ino_t ino;
+	bool src_checked;     /* fwrite_begin_from: the hook, not the commit, checks dev/ino */
 	/*
 	 * Optional (set after fwrite_init): called by fwrite_commit right
 	 * before the temporary replaces the target (closed, about to be
@@ -108,6 +110,26 @@ void fwrite_init(struct fwrite *w);
  * above.
  */
 int fwrite_begin(struct fwrite *w, const char *target, uid_t uid, gid_t gid, bool atomic, char *err, size_t errlen);
+
+/*
+ * fwrite_begin for a writer that has looked at the target already, so
+ * that neither the walk nor the look is made twice (Edit: its snapshot
+ * was read from that same descriptor). `at` is wpath_parent(target)
+ * with no directory to make, taken over by w (at->dirfd is -1 after
+ * the call, whatever it returns); `src` an fd of the regular file the
+ * name led to when opened there not followed (borrowed: the source of
+ * the replacement's attributes, not used after this call), `st` its
+ * fstat. An atomic write then makes its temporary without looking at
+ * the name again; a write in place opens the name and checks that it is
+ * still st's file (else it goes on as fwrite_begin would). The
+ * caller's w->before_replace, set before this call, must fail when the
+ * name no longer leads to src's file (Edit's version check compares
+ * device and inode): fwrite_commit then leaves that check to it instead
+ * of looking again itself. 0 or an error above (-EIO when st is not a
+ * regular file).
+ */
+int fwrite_begin_from(struct fwrite *w, const char *target, struct wpath *at, int src, const struct stat *st, uid_t uid,
+		      gid_t gid, bool atomic, char *err, size_t errlen);
 
 /* Append n bytes. 0, -ENOSPC ("not enough disk space available") or -EIO. */
 int fwrite_write(struct fwrite *w, const void *p, size_t n, char *err, size_t errlen);

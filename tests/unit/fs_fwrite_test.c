@@ -607,3 +607,89 @@ Test(fwrite, the_hook_refuses_the_rename)
 	cr_assert_eq(open_fds(), fds);
 	fwrite_discard(&w); /* after the commit: nothing left to do */
 }
+
+static int pass(void *arg, const char *target, char *err, size_t errlen)
+{
+	(*(int *)arg)++;
+	return 0;
+}
+
+/* The name's directory walked and the file opened by the writer itself
+ * (as Edit does): replaced through a temporary that takes mode and
+ * attributes from that descriptor; the walk is w's, nothing stays open. */
+Test(fwrite, begin_from_a_walk_and_an_open_file)
+{
+	struct fwrite w;
+	struct wpath p;
+	struct stat st, after;
+	char *t = at("from/f.txt"), v[16];
+	int calls = 0, fds, src;
+
+	cr_assert_eq(mkdir(at("from"), 0755), 0);
+	put(t, "before");
+	chmod(t, 0640);
+	bool xattrs = setxattr(t, "user.note", "kept", 4, 0) == 0;
+	fds = open_fds();
+	wpath_init(&p);
+	cr_assert_eq(wpath_parent(&p, t, NULL, err, sizeof(err)), 0, "%s", err);
+	src = openat(p.dirfd, p.name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	cr_assert_geq(src, 0);
+	cr_assert_eq(fstat(src, &st), 0);
+	fwrite_init(&w);
+	w.before_replace = pass;
+	w.before_arg = &calls;
+	cr_assert_eq(fwrite_begin_from(&w, t, &p, src, &st, getuid(), getgid(), true, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(p.dirfd, -1, "the walk is w's now");
+	cr_assert(w.tmp[0], "through a temporary");
+	close(src);
+	cr_assert_eq(fwrite_write(&w, "after", 5, err, sizeof(err)), 0);
+	cr_assert_eq(fwrite_commit(&w, NULL, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(calls, 1);
+	cr_assert_str_eq(get(t), "after");
+	cr_assert_eq(stat(t, &after), 0);
+	cr_assert_neq(after.st_ino, st.st_ino, "replaced");
+	cr_assert_eq(after.st_mode & 07777, 0640);
+	if (xattrs)
+		cr_assert_eq(getxattr(t, "user.note", v, sizeof(v)), 4);
+	cr_assert_eq(temporaries(at("from")), 0);
+	cr_assert_eq(registered(), 0);
+	cr_assert_eq(open_fds(), fds);
+}
+
+/* In place from the same start: the file itself is written (same inode);
+ * and when the name no longer leads to the file opened, the write goes on
+ * as fwrite_begin's would, to what is there now. */
+Test(fwrite, begin_from_in_place_and_a_changed_name)
+{
+	struct fwrite w;
+	struct wpath p;
+	struct stat st, after;
+	char *t = at("ip/f.txt");
+	int src;
+
+	cr_assert_eq(mkdir(at("ip"), 0755), 0);
+	put(t, "before");
+	wpath_init(&p);
+	cr_assert_eq(wpath_parent(&p, t, NULL, err, sizeof(err)), 0, "%s", err);
+	src = openat(p.dirfd, p.name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	cr_assert_eq(fstat(src, &st), 0);
+	fwrite_init(&w);
+	cr_assert_eq(fwrite_begin_from(&w, t, &p, src, &st, getuid(), getgid(), false, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(w.tmp[0], '\0', "in place");
+	cr_assert_eq(fwrite_write(&w, "inside", 6, err, sizeof(err)), 0);
+	cr_assert_eq(fwrite_commit(&w, NULL, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(stat(t, &after), 0);
+	cr_assert_eq(after.st_ino, st.st_ino);
+	cr_assert_str_eq(get(t), "inside");
+
+	/* another file under the name since it was opened */
+	cr_assert_eq(wpath_parent(&p, t, NULL, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(unlink(t), 0);
+	put(t, "another");
+	fwrite_init(&w);
+	cr_assert_eq(fwrite_begin_from(&w, t, &p, src, &st, getuid(), getgid(), false, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(fwrite_write(&w, "over it", 7, err, sizeof(err)), 0);
+	cr_assert_eq(fwrite_commit(&w, NULL, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(get(t), "over it");
+	close(src);
+}
