@@ -28,6 +28,7 @@
 #include "fs/entry.h"
 #include "fs/fguard.h"
 #include "fs/fwrite.h"
+#include "fs/wpath.h"
 #include "rpc/caller.h"
 #include "rpc/rpcjob.h"
 
@@ -379,6 +380,7 @@ struct edit_job {
 	char err[ERRLEN];
 	char path[PATH_MAX];           /* as resolved from the request */
 	char target[PATH_MAX];         /* what is read and replaced */
+	bool by_path;                  /* target is opened by its path, followed: it was a symlink */
 };
 
 /* One try: the snapshot and what the hook compares against. */
@@ -386,7 +388,11 @@ struct edit_try {
 	bool present;
 	bool mgtime;           /* the file's filesystem has multigrain timestamps (fs_version_mgtime) */
 	char version[FS_VERSION_LEN + 1];
+	const struct wpath *at; /* the directory the name is looked at in; NULL: by the target's path */
 };
+
+/* edit_try_once: the target's name is a symbolic link (see edit_run). */
+#define EDIT_LINK 1
 
 static void job_fail(struct edit_job *j, enum rpc_code code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void job_fail(struct edit_job *j, enum rpc_code code, const char *fmt, ...)
@@ -411,6 +417,24 @@ static int may(const char *path, int mode)
 #else
 	return -ENOSYS;
 #endif
+}
+
+static bool denied(int rc)
+{
+	return rc == -EACCES || rc == -EPERM || rc == -EROFS;
+}
+
+/*
+ * Whether the file st's mode alone says that the job's user may write it:
+ * root, or the owner with the owner's write bit (the kernel asks nothing
+ * else of the owner; an ACL's owner entry is those bits). Then the write
+ * is not asked about first: what only the write itself can tell (a
+ * read-only mount, an immutable file) is asked after it failed, and
+ * answered as the question first would have been (write_result).
+ */
+static bool may_write_by_mode(const struct edit_job *j, const struct stat *st)
+{
+	return j->id.uid == 0 || (st->st_uid == j->id.uid && (st->st_mode & S_IWUSR));
 }
 
 /* Read all of fd (size bytes expected) into an edit buffer. 0, -EAGAIN,
@@ -445,8 +469,18 @@ static int edit_before_replace(void *arg, const char *target, char *err, size_t 
 	const struct edit_try *t = arg;
 	char v[FS_VERSION_LEN + 1];
 	bool exists;
-	int rc = fguard_state(target, &exists, v);
+	int rc;
 
+	if (t->at && t->at->dirfd >= 0) {
+		/* In the directory the rename is made in, the name not
+		 * followed: a link swapped in is a change. */
+		struct fsid_saved sv;
+		if ((rc = wpath_enter(t->at, &sv)) == 0)
+			rc = fguard_state_at(t->at->dirfd, t->at->name, &exists, v);
+		wpath_leave(&sv);
+	} else {
+		rc = fguard_state(target, &exists, v);
+	}
 	if (rc < 0) {
 		snprintf(err, errlen, "error checking %s before replacing it: %s", target, go_strerror(-rc));
 		return -EIO;
@@ -456,6 +490,17 @@ static int edit_before_replace(void *arg, const char *target, char *err, size_t 
 		return -ESTALE;
 	}
 	return 0;
+}
+
+/* Whether the user may not create files in the target's directory (then
+ * no temporary can be made beside it). */
+static bool dir_refuses(const char *target)
+{
+	char dir[PATH_MAX];
+
+	fs_path_dir(target, dir, sizeof(dir));
+	int rc = may(dir, W_OK | X_OK);
+	return rc < 0 && rc != -ENOSYS;
 }
 
 /* After a failed write: permission_denied when the user may not create
@@ -471,8 +516,7 @@ static enum rpc_code write_failure_code(const char *target)
 		fs_path_dir(dir, up, sizeof(up));
 		snprintf(dir, sizeof(dir), "%s", up);
 	}
-	int rc = may(dir, W_OK | X_OK);
-	return rc == -EACCES || rc == -EPERM || rc == -EROFS ? RPC_PERMISSION_DENIED : RPC_INTERNAL;
+	return denied(may(dir, W_OK | X_OK)) ? RPC_PERMISSION_DENIED : RPC_INTERNAL;
 }
 
 /* Whether this thread's user is in group g. */
@@ -487,11 +531,33 @@ static bool in_groups(const struct edit_job *j, gid_t g)
 }
 
 /*
- * Write the result over the target (present: the snapshot st0 is there)
- * and put the new version in `version`. 0, -ESTALE when the target
- * changed before the rename, or another failure with j->code set.
+ * Before a write in place, whose content goes at fwrite_begin: a user
+ * other than root leaves the owner as it is (chown(-1, -1): nothing to
+ * change, nothing refused), and the target is looked at once more, under
+ * the lock. 0, -ESTALE, or a failure with j->code set.
  */
-static int write_result(struct edit_job *j, const struct edit_try *t, const struct stat *st0,
+static int in_place_prepare(struct edit_job *j, const struct edit_try *t, uid_t *uid, gid_t *gid)
+{
+	char err[ERRLEN];
+	int rc;
+
+	if (j->id.uid != 0) {
+		*uid = (uid_t)-1;
+		*gid = (gid_t)-1;
+	}
+	if ((rc = edit_before_replace((void *)t, j->target, err, sizeof(err))) < 0 && rc != -ESTALE)
+		job_fail(j, RPC_INTERNAL, "%s", err);
+	return rc;
+}
+
+/*
+ * Write the result over the target (present: the snapshot st0 is there,
+ * open as *src, which is closed here once the write has begun; at: its
+ * directory, when the snapshot was opened there) and put the new version
+ * in `version`. 0, -ESTALE when the target changed before the rename, or
+ * another failure with j->code set.
+ */
+static int write_result(struct edit_job *j, struct edit_try *t, struct wpath *at, int *src, const struct stat *st0,
 			const struct fs_edit_result *res, char version[FS_VERSION_LEN + 1])
 {
 	struct fwrite w;
@@ -505,40 +571,56 @@ static int write_result(struct edit_job *j, const struct edit_try *t, const stru
 
 	if (t->present) {
 		/* The replacement keeps the owner; a user who could not give
-		 * it back (not the owner, or not in the file's group), one who
-		 * may write the file but not its directory, and a file with
-		 * other names (as uploads do) are written in place. */
+		 * it back (not the owner, or not in the file's group), and a
+		 * file with other names (as uploads do) are written in
+		 * place; so is one whose directory the user may not write
+		 * (below: found when the temporary cannot be made). */
 		uid = st0->st_uid;
 		gid = st0->st_gid;
 		if (j->id.uid != 0 && (st0->st_uid != j->id.uid || !in_groups(j, st0->st_gid)))
 			atomic = false;
 		if (st0->st_nlink > 1)
 			atomic = false;
-		char dir[PATH_MAX];
-		fs_path_dir(j->target, dir, sizeof(dir));
-		rc = may(dir, W_OK | X_OK);
-		if (rc < 0 && rc != -ENOSYS)
-			atomic = false; /* no temporary can be made beside it */
-		if (!atomic && j->id.uid != 0) {
-			uid = (uid_t)-1; /* chown(-1, -1): nothing to change, nothing refused */
-			gid = (gid_t)-1;
-		}
-		fs_meta_read(j->target, &meta); /* user.e2b.*, which fwrite sets from meta */
-		if (!atomic) {
-			/* In place the content goes at fwrite_begin: look once
-			 * more now, under the lock. */
-			if ((rc = edit_before_replace((void *)t, j->target, err, sizeof(err))) < 0) {
-				fs_meta_clear(&meta);
-				if (rc != -ESTALE)
-					job_fail(j, RPC_INTERNAL, "%s", err);
-				return rc;
-			}
+		/* user.e2b.*, which fwrite sets from meta: also on a file
+		 * meant for in place that fwrite replaces after all (a
+		 * hard link root does not write through). */
+		fs_meta_read_fd(*src, &meta);
+		if (!atomic && (rc = in_place_prepare(j, t, &uid, &gid)) < 0) {
+			fs_meta_clear(&meta);
+			return rc;
 		}
 	}
 	fwrite_init(&w);
 	w.before_replace = edit_before_replace;
-	w.before_arg = (void *)t;
-	rc = fwrite_begin(&w, j->target, uid, gid, atomic, err, sizeof(err));
+	w.before_arg = t;
+	if (t->present && at->dirfd >= 0) {
+		/* Where the snapshot was read: no second walk, no second look. */
+		rc = fwrite_begin_from(&w, j->target, at, *src, st0, uid, gid, atomic, err, sizeof(err));
+		t->at = &w.at;
+	} else {
+		rc = fwrite_begin(&w, j->target, uid, gid, atomic, err, sizeof(err));
+	}
+	if (rc < 0 && rc != -ENOSPC && atomic && t->present && dir_refuses(j->target)) {
+		/* No temporary beside it: in place, which needs only the
+		 * right to write the file. */
+		fwrite_discard(&w);
+		t->at = NULL;
+		atomic = false;
+		if ((rc = in_place_prepare(j, t, &uid, &gid)) < 0) {
+			fs_meta_clear(&meta);
+			close(*src);
+			*src = -1;
+			return rc;
+		}
+		fwrite_init(&w);
+		w.before_replace = edit_before_replace;
+		w.before_arg = t;
+		rc = fwrite_begin(&w, j->target, uid, gid, false, err, sizeof(err));
+	}
+	if (*src >= 0) {
+		close(*src);
+		*src = -1;
+	}
 	if (rc == 0)
 		rc = fwrite_write(&w, res->buf, res->len, err, sizeof(err));
 	if (rc == 0) {
@@ -550,15 +632,15 @@ static int write_result(struct edit_job *j, const struct edit_try *t, const stru
 		fwrite_discard(&w);
 	}
 	fs_meta_clear(&meta);
-	if (rc == -ESTALE) {
-		if (keep >= 0)
-			close(keep);
+	if (rc < 0 && keep >= 0)
+		close(keep);
+	if (rc == -ESTALE)
 		return rc;
-	}
 	if (rc < 0) {
-		if (keep >= 0)
-			close(keep);
-		if (rc == -ENOSPC)
+		int w_ok = t->present && may_write_by_mode(j, st0) ? may(j->target, W_OK) : 0;
+		if (denied(w_ok))
+			job_fail(j, RPC_PERMISSION_DENIED, "permission denied: %s: %s", j->path, go_strerror(-w_ok));
+		else if (rc == -ENOSPC)
 			job_fail(j, RPC_RESOURCE_EXHAUSTED, "%s", err);
 		else if (rc == -EISDIR || rc == -ENAMETOOLONG)
 			job_fail(j, RPC_INVALID_ARGUMENT, "%s", err);
@@ -581,153 +663,198 @@ static int write_result(struct edit_job *j, const struct edit_try *t, const stru
 }
 
 /*
- * One try under the lock. 0 (answered: j->code says how), or -ESTALE:
- * the file changed between the read and the rename; try again.
+ * Open the target for its snapshot: in its directory, walked to once
+ * (at, which the write then uses as it is), the name not followed; by
+ * its path, followed, when it is a symlink's (j->by_path) or the walk
+ * fails (a missing directory: a file to create). An fd or -errno; -ELOOP
+ * with at open: the name is a symbolic link.
+ */
+static int snap_open(struct edit_job *j, struct wpath *at)
+{
+	const int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+	char werr[2 * PATH_MAX + 512];
+	int fd;
+
+	/* openat, not open: musl's open() follows O_CLOEXEC with an
+	 * fcntl(FD_CLOEXEC) for kernels that ignored the flag. */
+	if (!j->by_path && wpath_parent(at, j->target, NULL, werr, sizeof(werr)) == 0 && at->name[0] && !at->slash) {
+		fd = openat(at->dirfd, at->name, flags | O_NOFOLLOW);
+	} else {
+		wpath_close(at);
+		fd = openat(AT_FDCWD, j->target, flags);
+	}
+	return fd >= 0 ? fd : -errno;
+}
+
+/* A change between two stats of one open file. */
+static bool changed_between(const struct stat *a, const struct stat *b)
+{
+	return a->st_size != b->st_size || a->st_mtim.tv_nsec != b->st_mtim.tv_nsec ||
+	       a->st_mtim.tv_sec != b->st_mtim.tv_sec || a->st_ctim.tv_nsec != b->st_ctim.tv_nsec ||
+	       a->st_ctim.tv_sec != b->st_ctim.tv_sec;
+}
+
+/* The file changed under the try: aborted with ifVersion (0), else
+ * -ESTALE (try again). */
+static int changed(struct edit_job *j)
+{
+	if (!j->if_version[0])
+		return -ESTALE;
+	job_fail(j, RPC_ABORTED, "%s changed since version %s", j->path, j->if_version);
+	return 0;
+}
+
+/*
+ * The snapshot of the file open as fd: its stat in st0, its version in
+ * t, its content in *snap (size bytes). 1, 0 (answered: j->code says
+ * how), or -ESTALE: it changed while read; try again.
+ */
+static int snap_read(struct edit_job *j, int fd, struct edit_try *t, struct stat *st0, char **snap, size_t *size)
+{
+	struct stat st1;
+	int rc;
+
+	if (fstat(fd, st0) < 0 || !S_ISREG(st0->st_mode)) {
+		job_fail(j, RPC_INVALID_ARGUMENT, "path is not a file: %s", j->path);
+		return 0;
+	}
+	fs_version(st0, t->version);
+	if (j->if_version[0] && strcmp(j->if_version, t->version) != 0) {
+		job_fail(j, RPC_ABORTED, "%s changed since version %s (it is at %s now)", j->path, j->if_version,
+			 t->version);
+		return 0;
+	}
+	if ((uint64_t)st0->st_size > FS_EDIT_MAX_BYTES) {
+		job_fail(j, RPC_FAILED_PRECONDITION, "%s is %lld bytes: Edit takes files up to %u bytes", j->path,
+			 (long long)st0->st_size, FS_EDIT_MAX_BYTES);
+		return 0;
+	}
+	/* A change after this read must show in the version: a file
+	 * changed within the clock's current tick waits it out. */
+	t->mgtime = fs_version_mgtime(st0, fd);
+	if (!t->mgtime && fs_version_settle(st0, fd, NULL)) {
+		char v[FS_VERSION_LEN + 1];
+		fstat(fd, &st1);
+		fs_version(&st1, v);
+		if (strcmp(v, t->version) != 0)
+			return changed(j);
+	}
+	if (!may_write_by_mode(j, st0) && denied(rc = may(j->target, W_OK))) {
+		job_fail(j, RPC_PERMISSION_DENIED, "permission denied: %s: %s", j->path, go_strerror(-rc));
+		return 0;
+	}
+	*size = (size_t)st0->st_size;
+	rc = read_whole(fd, *size, snap);
+	if (rc == -ESTALE) {
+		fs_edit_buf_free(*snap, *size);
+		*snap = NULL;
+		return changed(j);
+	}
+	if (rc == -EAGAIN) {
+		job_fail(j, RPC_RESOURCE_EXHAUSTED, "edits in flight hold their memory budget (%u MiB); retry: %s",
+			 FS_EDIT_MEM_MAX >> 20, j->path);
+		return 0;
+	}
+	if (rc < 0) {
+		job_fail(j, rc == -ENOMEM ? RPC_RESOURCE_EXHAUSTED : RPC_INTERNAL, "error reading %s: %s", j->path,
+			 go_strerror(-rc));
+		return 0;
+	}
+	/* A change during the read shows at the last look before the
+	 * write (edit_before_replace: the version covers the size and
+	 * times compared here), so it is not looked for now. */
+	return 1;
+}
+
+/*
+ * One try under the lock. 0 (answered: j->code says how), -ESTALE: the
+ * file changed between the read and the rename; try again; or EDIT_LINK.
  */
 static int edit_try_once(struct edit_job *j, uint32_t *replacements, char version[FS_VERSION_LEN + 1])
 {
 	struct edit_try t = { 0 };
 	struct fs_edit_result res;
+	struct wpath at;
 	struct stat st0, st1;
 	char *snap = NULL, msg[ERRLEN];
 	size_t size = 0;
-	int fd, rc;
+	int fd, rc = 0;
 
-	/* openat, not open: musl's open() follows O_CLOEXEC with an
-	 * fcntl(FD_CLOEXEC) for kernels that ignored the flag. */
-	fd = openat(AT_FDCWD, j->target, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	wpath_init(&at);
+	fd = snap_open(j, &at);
+	t.at = at.dirfd >= 0 ? &at : NULL;
 	if (fd < 0) {
-		int e = errno;
+		int e = -fd;
+		if (e == ELOOP && at.dirfd >= 0) {
+			rc = EDIT_LINK;
+			goto out;
+		}
 		if (e == EACCES || e == EPERM) {
 			job_fail(j, RPC_PERMISSION_DENIED, "permission denied: %s", j->path);
-			return 0;
+			goto out;
 		}
 		if (e != ENOENT) {
 			job_fail(j, e == ENOTDIR ? RPC_NOT_FOUND : RPC_INTERNAL, "error opening %s: %s", j->path,
 				 go_strerror(e));
-			return 0;
+			goto out;
 		}
 		if (j->if_version[0]) {
 			job_fail(j, RPC_ABORTED, "%s no longer exists (ifVersion %s)", j->path, j->if_version);
-			return 0;
+			goto out;
 		}
+		/* A new file: fwrite_begin walks again, making what is missing. */
+		wpath_close(&at);
+		t.at = NULL;
 	} else {
 		t.present = true;
-		if (fstat(fd, &st0) < 0 || !S_ISREG(st0.st_mode)) {
-			close(fd);
-			job_fail(j, RPC_INVALID_ARGUMENT, "path is not a file: %s", j->path);
-			return 0;
-		}
-		fs_version(&st0, t.version);
-		if (j->if_version[0] && strcmp(j->if_version, t.version) != 0) {
-			close(fd);
-			job_fail(j, RPC_ABORTED, "%s changed since version %s (it is at %s now)", j->path, j->if_version,
-				 t.version);
-			return 0;
-		}
-		if ((uint64_t)st0.st_size > FS_EDIT_MAX_BYTES) {
-			close(fd);
-			job_fail(j, RPC_FAILED_PRECONDITION, "%s is %lld bytes: Edit takes files up to %u bytes", j->path,
-				 (long long)st0.st_size, FS_EDIT_MAX_BYTES);
-			return 0;
-		}
-		/* A change after this read must show in the version: a file
-		 * changed within the clock's current tick waits it out. */
-		t.mgtime = fs_version_mgtime(&st0, fd);
-		if (!t.mgtime && fs_version_settle(&st0, fd, NULL)) {
-			fstat(fd, &st1);
-			char v[FS_VERSION_LEN + 1];
-			fs_version(&st1, v);
-			if (strcmp(v, t.version) != 0) {
-				close(fd);
-				if (j->if_version[0]) {
-					job_fail(j, RPC_ABORTED, "%s changed since version %s", j->path, j->if_version);
-					return 0;
-				}
-				return -ESTALE;
-			}
-		}
-		rc = may(j->target, W_OK);
-		if (rc == -EACCES || rc == -EPERM || rc == -EROFS) {
-			close(fd);
-			job_fail(j, RPC_PERMISSION_DENIED, "permission denied: %s: %s", j->path, go_strerror(-rc));
-			return 0;
-		}
-		size = (size_t)st0.st_size;
-		rc = read_whole(fd, size, &snap);
-		if (rc == 0 && (fstat(fd, &st1) < 0 || st1.st_size != st0.st_size ||
-				st1.st_mtim.tv_nsec != st0.st_mtim.tv_nsec || st1.st_mtim.tv_sec != st0.st_mtim.tv_sec ||
-				st1.st_ctim.tv_nsec != st0.st_ctim.tv_nsec || st1.st_ctim.tv_sec != st0.st_ctim.tv_sec))
-			rc = -ESTALE;
-		close(fd);
-		if (rc == -ESTALE) {
-			fs_edit_buf_free(snap, size);
-			if (j->if_version[0]) {
-				job_fail(j, RPC_ABORTED, "%s changed since version %s", j->path, j->if_version);
-				return 0;
-			}
-			return -ESTALE;
-		}
-		if (rc == -EAGAIN) {
-			job_fail(j, RPC_RESOURCE_EXHAUSTED, "edits in flight hold their memory budget (%u MiB); retry: %s",
-				 FS_EDIT_MEM_MAX >> 20, j->path);
-			return 0;
-		}
-		if (rc < 0) {
-			job_fail(j, rc == -ENOMEM ? RPC_RESOURCE_EXHAUSTED : RPC_INTERNAL, "error reading %s: %s", j->path,
-				 go_strerror(-rc));
-			return 0;
-		}
+		if ((rc = snap_read(j, fd, &t, &st0, &snap, &size)) <= 0)
+			goto out;
 	}
 	rc = fs_edit_apply(snap, size, t.present, j->ops, j->n_ops, FS_EDIT_MAX_BYTES, j->path, &res, msg, sizeof(msg));
 	if (rc < 0) {
-		fs_edit_buf_free(snap, size);
 		job_fail(j, rc == -ENOENT ? RPC_NOT_FOUND : rc == -EAGAIN || rc == -ENOMEM ? RPC_RESOURCE_EXHAUSTED
 											   : RPC_FAILED_PRECONDITION,
 			 "%s", msg);
-		return 0;
+		rc = 0;
+		goto out;
 	}
 	*replacements = res.replacements;
 	if (!res.changed) {
-		/* The edits give back what is there: nothing to write. */
-		fs_edit_buf_free(snap, size);
+		/* The edits give back what is there: nothing to write, once
+		 * what was read is known to be what is there. */
+		if (t.present && (fstat(fd, &st1) < 0 || changed_between(&st0, &st1))) {
+			rc = changed(j);
+			goto out;
+		}
 		snprintf(version, FS_VERSION_LEN + 1, "%s", t.version);
 		j->code = RPC_OK;
-		return 0;
+		goto out;
 	}
-	rc = write_result(j, &t, &st0, &res, version);
+	rc = write_result(j, &t, &at, &fd, &st0, &res, version);
 	fs_edit_result_free(&res);
-	fs_edit_buf_free(snap, size);
-	if (rc == -ESTALE && j->if_version[0]) {
-		job_fail(j, RPC_ABORTED, "%s changed since version %s", j->path, j->if_version);
-		return 0;
-	}
 	if (rc == -ESTALE)
-		return rc;
-	if (rc == 0)
+		rc = changed(j);
+	else if (rc == 0)
 		j->code = RPC_OK;
-	return 0;
+	else
+		rc = 0;
+out:
+	fs_edit_buf_free(snap, size);
+	if (fd >= 0)
+		close(fd);
+	wpath_close(&at);
+	return rc;
 }
 
 static void edit_run(struct edit_job *j)
 {
 	Filesystem__EditResponse resp = FILESYSTEM__EDIT_RESPONSE__INIT;
 	char version[FS_VERSION_LEN + 1] = "";
-	struct stat lst;
 	char *real;
 	uint32_t replacements = 0;
 	int rc = -ESTALE;
 
-	/* A symlink is edited where it leads: the file is replaced there
-	 * and the link stays a link. A path that does not resolve (a file
-	 * to create) is written as named. */
-	if (lstat(j->path, &lst) == 0 && !S_ISLNK(lst.st_mode)) {
-		snprintf(j->target, sizeof(j->target), "%s", j->path); /* one lstat, not one readlink per component */
-	} else {
-		real = realpath(j->path, NULL);
-		snprintf(j->target, sizeof(j->target), "%s", real ? real : j->path);
-		free(real);
-	}
+	snprintf(j->target, sizeof(j->target), "%s", j->path);
 	for (int i = 0; i < FS_EDIT_TRIES && rc == -ESTALE; i++) {
 		if (reqjob_gone(&j->rj))
 			return;
@@ -737,6 +864,19 @@ static void edit_run(struct edit_job *j)
 		}
 		rc = edit_try_once(j, &replacements, version);
 		fguard_unlock(j->target);
+		if (rc == EDIT_LINK) {
+			/* A symlink is edited where it leads: the file is
+			 * replaced there and the link stays a link. One that
+			 * does not resolve (a file to create) is written as
+			 * named. Found once (by_path from here on), so not a
+			 * try. */
+			real = realpath(j->path, NULL);
+			snprintf(j->target, sizeof(j->target), "%s", real ? real : j->path);
+			free(real);
+			j->by_path = true;
+			rc = -ESTALE;
+			i--;
+		}
 	}
 	if (rc == -ESTALE) {
 		job_fail(j, RPC_ABORTED, "%s kept changing while it was edited (%d tries)", j->path, FS_EDIT_TRIES);

@@ -204,6 +204,45 @@ os.chmod(secret, 0o600)
 fp = fingerprint(secret)
 st, d = edit(secret, [e("root", "user")], headers=as_user("user"))
 ok("nor read: permission_denied", d.get("code") == "permission_denied" and fingerprint(secret) == fp, d)
+# Where the mode says the user may write (its owner's write bit, or
+# root), what only the write can tell: an immutable file, a read-only
+# mount. The same answer as where the mode says no.
+mine = D + "/mine-ro.txt"
+put(mine, "the owner's, 0444\n", 0o444, USER)
+fp = fingerprint(mine)
+st, d = edit(mine, [e("0444", "0644")], headers=as_user("user"))
+ok("the owner's file without the owner's write bit: permission_denied, unchanged",
+   d.get("code") == "permission_denied" and fingerprint(mine) == fp, d)
+imm = D + "/immutable.txt"
+put(imm, "immutable\n", 0o644, USER)
+if subprocess.run(["chattr", "+i", imm], capture_output=True).returncode == 0:
+    try:
+        fp = fingerprint(imm)
+        st, d = edit(imm, [e("immutable", "changed")], headers=as_user("user"))
+        ok("an immutable file of the user's: permission_denied, unchanged",
+           d.get("code") == "permission_denied" and fingerprint(imm) == fp, d)
+        st, d = edit(imm, [e("immutable", "changed")])
+        ok("and as root: permission_denied, unchanged", d.get("code") == "permission_denied" and fingerprint(imm) == fp, d)
+    finally:
+        subprocess.run(["chattr", "-i", imm])
+else:
+    print("# chattr +i refused here: the immutable case is not run")
+ro = T + "/ro"
+os.makedirs(ro)
+put(ro + "/f.txt", "on a read-only mount\n", 0o644, USER)
+if subprocess.run(["mount", "--bind", ro, ro], capture_output=True).returncode == 0:
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", ro], check=True)
+        fp = fingerprint(ro + "/f.txt")
+        st, d = edit(ro + "/f.txt", [e("read-only", "READ-ONLY")], headers=as_user("user"))
+        ok("on a read-only mount: permission_denied, unchanged",
+           d.get("code") == "permission_denied" and fingerprint(ro + "/f.txt") == fp, d)
+        st, d = edit(ro + "/f.txt", [e("read-only", "READ-ONLY")])
+        ok("and as root: permission_denied", d.get("code") == "permission_denied" and fingerprint(ro + "/f.txt") == fp, d)
+    finally:
+        subprocess.run(["umount", ro])
+else:
+    print("# no bind mount here: the read-only mount case is not run")
 
 target = D + "/target.txt"
 put(target, "behind a link\n")
@@ -258,19 +297,20 @@ ok("8 concurrent edits without ifVersion, each of its own line: none is lost",
    (results, get(slots)))
 
 # ---- a writer that changes the file between Edit's read and its rename ----
-# The writer wakes when envd closes the file it read (inotify
-# IN_CLOSE_NOWRITE: the snapshot is taken), stops envd, and writes the file
-# while no temporary of envd's is there yet (envd has read, not written:
-# its last look before the rename is still ahead); when one already is,
-# the try is set up again.
+# The writer wakes when envd has read the file (inotify IN_ACCESS: the
+# snapshot is taken; envd keeps that descriptor open until its write has
+# begun, so its close comes too late to tell), stops envd, and writes the
+# file while no temporary of envd's is there yet (envd has read, not
+# written: its last look before the rename is still ahead); when one
+# already is, the try is set up again.
 libc = ctypes.CDLL(None, use_errno=True)
-IN_CLOSE_NOWRITE = 0x10
+IN_ACCESS = 0x1
 def racer_edit(path, content, edits, iv_of=None):
     for attempt in range(20):
         put(path, content)
         iv = version(path) if iv_of else None
         fdn = libc.inotify_init1(0)
-        libc.inotify_add_watch(fdn, path.encode(), IN_CLOSE_NOWRITE)
+        libc.inotify_add_watch(fdn, path.encode(), IN_ACCESS)
         box = {}
         def run():
             box["r"] = edit(path, edits, iv)
@@ -299,6 +339,40 @@ r, tries = racer_edit(race, body, [e("line 000001\n", "LINE 000001\n")])
 print("set up after %d tries" % (tries + 1))
 ok("without ifVersion: read again and applied to the writer's content, nothing lost",
    r is not None and r[0] == 200 and get(race)[:24] == b"Xine 000000\nLINE 000001\n", (r, tries))
+
+# The name made a symbolic link between the read and the rename (to a file
+# of the same content elsewhere): the last look does not follow it, so the
+# edit is read again where the link leads, and the link stays a link.
+def swap_edit(path, elsewhere, content, edits):
+    for attempt in range(20):
+        for x in (path, elsewhere):
+            if os.path.lexists(x):
+                os.unlink(x)
+        put(path, content)
+        put(elsewhere, content)
+        fdn = libc.inotify_init1(0)
+        libc.inotify_add_watch(fdn, path.encode(), IN_ACCESS)
+        box = {}
+        t = threading.Thread(target=lambda: box.update(r=edit(path, edits)))
+        t.start()
+        os.read(fdn, 4096)
+        os.kill(envd_pid, signal.SIGSTOP)
+        early = not [x for x in os.listdir(os.path.dirname(path)) if x.startswith(".envd-upload.")]
+        if early:
+            os.unlink(path)
+            os.symlink(os.path.basename(elsewhere), path)
+        os.kill(envd_pid, signal.SIGCONT)
+        t.join()
+        os.close(fdn)
+        if early:
+            return box["r"], attempt
+    return None, attempt
+sw, there = D + "/swapped.txt", D + "/swapped-there.txt"
+r, tries = swap_edit(sw, there, body, [e("line 000001\n", "LINE 000001\n")])
+print("set up after %d tries" % (tries + 1))
+ok("a symlink swapped in before the rename: the edit goes where it leads, the link stays a link",
+   r is not None and r[0] == 200 and os.path.islink(sw) and get(there)[:24] == b"line 000000\nLINE 000001\n" and
+   r[1].get("version") == version(there), (r, tries))
 
 # ---- a hung mount ----
 hm = T + "/mnt/h.txt"
