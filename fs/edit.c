@@ -566,7 +566,7 @@ static int write_result(struct edit_job *j, struct edit_try *t, struct wpath *at
 	uid_t uid = j->id.uid;
 	gid_t gid = j->id.gid;
 	bool atomic = true;
-	int keep = -1, rc;
+	int keep = -1, attrs = -1, rc;
 	struct stat st;
 
 	if (t->present) {
@@ -584,7 +584,11 @@ static int write_result(struct edit_job *j, struct edit_try *t, struct wpath *at
 		/* user.e2b.*, which fwrite sets from meta: also on a file
 		 * meant for in place that fwrite replaces after all (a
 		 * hard link root does not write through). */
-		fs_meta_read_fd(*src, &meta);
+		/* A file with no extended attribute at all has none for
+		 * the temporary to take (one added since changes the
+		 * version, which the last look compares). */
+		if (fs_meta_read_fd(*src, &meta) != 0)
+			attrs = *src;
 		if (!atomic && (rc = in_place_prepare(j, t, &uid, &gid)) < 0) {
 			fs_meta_clear(&meta);
 			return rc;
@@ -595,7 +599,7 @@ static int write_result(struct edit_job *j, struct edit_try *t, struct wpath *at
 	w.before_arg = t;
 	if (t->present && at->dirfd >= 0) {
 		/* Where the snapshot was read: no second walk, no second look. */
-		rc = fwrite_begin_from(&w, j->target, at, *src, st0, uid, gid, atomic, err, sizeof(err));
+		rc = fwrite_begin_from(&w, j->target, at, attrs, st0, uid, gid, atomic, err, sizeof(err));
 		t->at = &w.at;
 	} else {
 		rc = fwrite_begin(&w, j->target, uid, gid, atomic, err, sizeof(err));

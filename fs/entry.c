@@ -642,7 +642,7 @@ int fs_meta_add(struct fs_meta *m, const char *key, size_t klen, const char *val
  * a buffer on the stack first: a file with a short list, or none, costs
  * one call; a longer one is asked its size and read again.
  */
-static void meta_read(int fd, const char *path, struct fs_meta *m)
+static ssize_t meta_read(int fd, const char *path, struct fs_meta *m)
 {
 	char stack[1024], *names = stack, *val = NULL;
 	ssize_t n;
@@ -654,11 +654,11 @@ static void meta_read(int fd, const char *path, struct fs_meta *m)
 	if (n < 0 && errno == ERANGE) {
 		n = fd >= 0 ? flistxattr(fd, NULL, 0) : listxattr(path, NULL, 0);
 		if (n <= 0)
-			return;
+			return n < 0 ? -1 : 0;
 		if (n > META_LIST_MAX)
 			n = META_LIST_MAX;
 		if (!(names = malloc((size_t)n)))
-			return;
+			return -1;
 		n = fd >= 0 ? flistxattr(fd, names, (size_t)n) : listxattr(path, names, (size_t)n);
 	}
 	for (char *p = names; n > 0 && p < names + n; p += strlen(p) + 1) {
@@ -679,6 +679,7 @@ static void meta_read(int fd, const char *path, struct fs_meta *m)
 	if (names != stack)
 		free(names);
 	free(val);
+	return n < 0 ? -1 : n;
 }
 
 void fs_meta_read(const char *path, struct fs_meta *m)
@@ -686,9 +687,9 @@ void fs_meta_read(const char *path, struct fs_meta *m)
 	meta_read(-1, path, m);
 }
 
-void fs_meta_read_fd(int fd, struct fs_meta *m)
+ssize_t fs_meta_read_fd(int fd, struct fs_meta *m)
 {
-	meta_read(fd, NULL, m);
+	return meta_read(fd, NULL, m);
 }
 
 int fs_meta_validate(const struct fs_meta *m, char *err, size_t errlen)

@@ -117,8 +117,12 @@ struct fs_meta {
  * and values. Unsupported filesystems and other errors yield an empty set.
  */
 void fs_meta_read(const char *path, struct fs_meta *m);
-/* fs_meta_read of the file open as fd. */
-void fs_meta_read_fd(int fd, struct fs_meta *m);
+/*
+ * fs_meta_read of the file open as fd. Returns the length of the file's
+ * whole list of attribute names (all of them, not only user.e2b.*): 0
+ * when it has no extended attribute at all; -1 when it could not be read.
+ */
+ssize_t fs_meta_read_fd(int fd, struct fs_meta *m);
 void fs_meta_clear(struct fs_meta *m);
 /* Add key/value (copied); a key already present keeps its first value. */
 int fs_meta_add(struct fs_meta *m, const char *key, size_t klen, const char *value, size_t vlen);

@@ -118,8 +118,9 @@ int fwrite_begin(struct fwrite *w, const char *target, uid_t uid, gid_t gid, boo
  * with no directory to make, taken over by w (at->dirfd is -1 after
  * the call, whatever it returns); `src` an fd of the regular file the
  * name led to when opened there not followed (borrowed: the source of
- * the replacement's attributes, not used after this call), `st` its
- * fstat. An atomic write then makes its temporary without looking at
+ * the replacement's attributes, not used after this call; -1 when the
+ * writer found that the file has no extended attribute, and its hook
+ * sees one added since), `st` its fstat. An atomic write then makes its temporary without looking at
  * the name again; a write in place opens the name and checks that it is
  * still st's file (else it goes on as fwrite_begin would). The
  * caller's w->before_replace, set before this call, must fail when the

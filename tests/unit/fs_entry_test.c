@@ -145,7 +145,7 @@ Test(fs_entry, metadata_read_filters_and_replace)
 	cr_assert_str_eq(r.kv[0].value, "1");
 	fs_meta_clear(&r);
 	int rfd = open(p, O_RDONLY);
-	fs_meta_read_fd(rfd, &r); /* the same from a descriptor */
+	cr_assert_eq(fs_meta_read_fd(rfd, &r), listxattr(p, NULL, 0), "the whole list's length"); /* the same from a descriptor */
 	close(rfd);
 	cr_assert_eq(r.n, 1);
 	cr_assert_str_eq(r.kv[0].key, "keep");
@@ -167,6 +167,22 @@ Test(fs_entry, metadata_read_filters_and_replace)
 	fs_meta_clear(&m);
 }
 
+/* A file without any extended attribute: 0, nothing read. */
+Test(fs_entry, metadata_read_none)
+{
+	char p[PATH_MAX];
+	struct fs_meta r;
+
+	mk("bare.txt", "x");
+	snprintf(p, sizeof(p), "%s/bare.txt", dir);
+	if (listxattr(p, NULL, 0) != 0)
+		cr_skip_test("new files on /tmp carry attributes here");
+	int fd = open(p, O_RDONLY);
+	cr_assert_eq(fs_meta_read_fd(fd, &r), 0);
+	close(fd);
+	cr_assert_eq(r.n, 0);
+}
+
 /* A list of names longer than the first read's buffer: read again whole. */
 Test(fs_entry, metadata_read_long_list)
 {
@@ -183,7 +199,7 @@ Test(fs_entry, metadata_read_long_list)
 	cr_assert_eq(setxattr(p, "user.e2b.last", "found", 5, 0), 0);
 	cr_assert_gt(listxattr(p, NULL, 0), 1024);
 	int fd = open(p, O_RDONLY);
-	fs_meta_read_fd(fd, &r);
+	cr_assert_gt(fs_meta_read_fd(fd, &r), 1024);
 	close(fd);
 	cr_assert_eq(r.n, 1);
 	cr_assert_str_eq(r.kv[0].key, "last");
