@@ -581,12 +581,11 @@ static int write_result(struct edit_job *j, struct edit_try *t, struct wpath *at
 			atomic = false;
 		if (st0->st_nlink > 1)
 			atomic = false;
-		/* user.e2b.*, which fwrite sets from meta: also on a file
-		 * meant for in place that fwrite replaces after all (a
-		 * hard link root does not write through). */
-		/* A file with no extended attribute at all has none for
-		 * the temporary to take (one added since changes the
-		 * version, which the last look compares). */
+		/* user.e2b.*, which fwrite sets from meta: also for a file
+		 * meant for in place that fwrite replaces after all (a hard
+		 * link root does not write through). A file with no extended
+		 * attribute at all has none for the temporary to take (one
+		 * added since changes the version the last look compares). */
 		if (fs_meta_read_fd(*src, &meta) != 0)
 			attrs = *src;
 		if (!atomic && (rc = in_place_prepare(j, t, &uid, &gid)) < 0) {
@@ -612,8 +611,6 @@ static int write_result(struct edit_job *j, struct edit_try *t, struct wpath *at
 		atomic = false;
 		if ((rc = in_place_prepare(j, t, &uid, &gid)) < 0) {
 			fs_meta_clear(&meta);
-			close(*src);
-			*src = -1;
 			return rc;
 		}
 		fwrite_init(&w);
