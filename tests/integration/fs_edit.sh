@@ -305,29 +305,34 @@ ok("8 concurrent edits without ifVersion, each of its own line: none is lost",
 # already is, the try is set up again.
 libc = ctypes.CDLL(None, use_errno=True)
 IN_ACCESS = 0x1
-def racer_edit(path, content, edits, iv_of=None):
+def raced_edit(path, edits, setup, act, iv_of=None):
+    """An Edit of path, stopped once envd has read it; act() runs while no
+    temporary of envd's is there yet (set up again, up to 20 times, when one
+    already is). (the Edit's result, the try it took)"""
     for attempt in range(20):
-        put(path, content)
+        setup()
         iv = version(path) if iv_of else None
         fdn = libc.inotify_init1(0)
         libc.inotify_add_watch(fdn, path.encode(), IN_ACCESS)
         box = {}
-        def run():
-            box["r"] = edit(path, edits, iv)
-        t = threading.Thread(target=run)
+        t = threading.Thread(target=lambda: box.update(r=edit(path, edits, iv)))
         t.start()
         os.read(fdn, 4096)            # envd has read it
         os.kill(envd_pid, signal.SIGSTOP)
         early = not [x for x in os.listdir(os.path.dirname(path)) if x.startswith(".envd-upload.")]
         if early:
-            with open(path, "r+b") as fh:  # in place, the same size: only the version shows it
-                fh.write(b"X")
+            act()
         os.kill(envd_pid, signal.SIGCONT)
         t.join()
         os.close(fdn)
         if early:
             return box["r"], attempt
     return None, attempt
+def write_x(path):
+    with open(path, "r+b") as fh:  # in place, the same size: only the version shows it
+        fh.write(b"X")
+def racer_edit(path, content, edits, iv_of=None):
+    return raced_edit(path, edits, lambda: put(path, content), lambda: write_x(path), iv_of)
 race = D + "/race.txt"
 body = "".join("line %06d\n" % i for i in range(1 << 19))
 r, tries = racer_edit(race, body, [e("line 000001\n", "LINE 000001\n")], iv_of=True)
@@ -344,29 +349,16 @@ ok("without ifVersion: read again and applied to the writer's content, nothing l
 # of the same content elsewhere): the last look does not follow it, so the
 # edit is read again where the link leads, and the link stays a link.
 def swap_edit(path, elsewhere, content, edits):
-    for attempt in range(20):
+    def setup():
         for x in (path, elsewhere):
             if os.path.lexists(x):
                 os.unlink(x)
         put(path, content)
         put(elsewhere, content)
-        fdn = libc.inotify_init1(0)
-        libc.inotify_add_watch(fdn, path.encode(), IN_ACCESS)
-        box = {}
-        t = threading.Thread(target=lambda: box.update(r=edit(path, edits)))
-        t.start()
-        os.read(fdn, 4096)
-        os.kill(envd_pid, signal.SIGSTOP)
-        early = not [x for x in os.listdir(os.path.dirname(path)) if x.startswith(".envd-upload.")]
-        if early:
-            os.unlink(path)
-            os.symlink(os.path.basename(elsewhere), path)
-        os.kill(envd_pid, signal.SIGCONT)
-        t.join()
-        os.close(fdn)
-        if early:
-            return box["r"], attempt
-    return None, attempt
+    def swap():
+        os.unlink(path)
+        os.symlink(os.path.basename(elsewhere), path)
+    return raced_edit(path, edits, setup, swap)
 sw, there = D + "/swapped.txt", D + "/swapped-there.txt"
 r, tries = swap_edit(sw, there, body, [e("line 000001\n", "LINE 000001\n")])
 print("set up after %d tries" % (tries + 1))

@@ -373,6 +373,20 @@ Test(scan, context_against_a_naive_search, .timeout = 120)
 
 /* A scanner kept for another search (scanner_rebind): the new pattern
  * and options, nothing of the last file. */
+/* fd scanned by s from its start into a fresh g: the last run's result. */
+static int scan_again(struct scanner *s, int fd, struct got *g)
+{
+	int rc;
+
+	lseek(fd, 0, SEEK_SET);
+	g->w = 0;
+	g->s[0] = '\0';
+	scanner_start(s, fd, false);
+	while ((rc = scanner_run(s, collect, g)) == SCAN_PAUSED)
+		;
+	return rc;
+}
+
 Test(scan, rebound_to_another_pattern)
 {
 	struct pattern_opts po = { 0 };
@@ -380,24 +394,16 @@ Test(scan, rebound_to_another_pattern)
 	char err[128];
 	struct scan_opts o = { .mode = SCAN_CONTENT };
 	struct got g = { .w = 0 };
-	int fd = file_with(T, strlen(T)), rc;
+	int fd = file_with(T, strlen(T));
 
 	cr_assert_eq(pattern_compile("x", 1, &po, &a, err, sizeof(err)), 0);
 	cr_assert_eq(pattern_compile("sun", 3, &po, &b, err, sizeof(err)), 0);
 	struct scanner *s = scanner_new(a, &o);
-	scanner_start(s, fd, false);
-	while ((rc = scanner_run(s, collect, &g)) == SCAN_PAUSED)
-		;
+	cr_assert_eq(scan_again(s, fd, &g), SCAN_DONE);
 	cr_assert_eq(scanner_result(s)->matches, 3);
 	o.before = 1;
 	cr_assert_eq(scanner_rebind(s, b, &o), 0);
-	lseek(fd, 0, SEEK_SET);
-	g.w = 0;
-	g.s[0] = '\0';
-	scanner_start(s, fd, false);
-	while ((rc = scanner_run(s, collect, &g)) == SCAN_PAUSED)
-		;
-	cr_assert_eq(rc, SCAN_DONE);
+	cr_assert_eq(scan_again(s, fd, &g), SCAN_DONE);
 	cr_assert_eq(scanner_result(s)->matches, 1);
 	cr_assert_str_eq(g.s, "6:1:sun b5;");
 	scanner_free(s);
@@ -416,7 +422,7 @@ Test(scan, rebound_to_longer_lines)
 	char err[128], text[4096];
 	struct scan_opts o = { .mode = SCAN_CONTENT, .before = 1, .after = 1, .max_line = 8 };
 	struct got g = { .w = 0 };
-	int fd, rc;
+	int fd;
 
 	memset(text, 'y', 1500);
 	memcpy(text + 1500, "\nmatch\n", 7);
@@ -425,19 +431,11 @@ Test(scan, rebound_to_longer_lines)
 	fd = file_with(text, 3008);
 	cr_assert_eq(pattern_compile("match", 5, &po, &p, err, sizeof(err)), 0);
 	struct scanner *s = scanner_new(p, &o);
-	scanner_start(s, fd, false);
-	while ((rc = scanner_run(s, collect, &g)) == SCAN_PAUSED)
-		;
+	cr_assert_eq(scan_again(s, fd, &g), SCAN_DONE);
 	cr_assert_eq(scanner_result(s)->matches, 1);
 	o.max_line = 2000;
 	cr_assert_eq(scanner_rebind(s, p, &o), 0);
-	lseek(fd, 0, SEEK_SET);
-	g.w = 0;
-	g.s[0] = '\0';
-	scanner_start(s, fd, false);
-	while ((rc = scanner_run(s, collect, &g)) == SCAN_PAUSED)
-		;
-	cr_assert_eq(rc, SCAN_DONE);
+	cr_assert_eq(scan_again(s, fd, &g), SCAN_DONE);
 	cr_assert_str_eq(g.s, "2:1:match b1 a3;");
 	scanner_free(s);
 	pattern_free(p);

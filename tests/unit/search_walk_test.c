@@ -358,6 +358,18 @@ static void list_free(struct list *l)
 	l->n = 0;
 }
 
+/* Two seconds on, read once more (settled now: kept), then taken kept. */
+static void kept_once_settled(const char *sub)
+{
+	struct list l = { .n = 0 };
+
+	sleep(2);
+	walk_kept(sub, &l);
+	list_free(&l);
+	cr_assert(walk_kept(sub, &l), "kept once settled");
+	list_free(&l);
+}
+
 /*
  * The ancestors' ignore files are read once and kept while a stat of each
  * ancestor and ignore file shows nothing changed: a rewritten .gitignore
@@ -401,11 +413,7 @@ Test(walk, ancestors_kept_until_they_change, .init = quiet_tree)
 	same("repo/src", &o, "");
 
 	/* added: an .ignore at the top, taking out deep/ */
-	sleep(2);
-	walk_kept("repo/src", &l); /* read once more, settled now: kept */
-	list_free(&l);
-	cr_assert(walk_kept("repo/src", &l));
-	list_free(&l);
+	kept_once_settled("repo/src");
 	put("repo/.ignore", "deep/\n");
 	cr_assert(!walk_kept("repo/src", &l), "a new ignore file above is read");
 	for (size_t i = 0; i < l.n; i++)
@@ -414,11 +422,7 @@ Test(walk, ancestors_kept_until_they_change, .init = quiet_tree)
 	same("repo/src", &o, "");
 
 	/* removed: both, and the repository's .git/info/exclude made */
-	sleep(2);
-	walk_kept("repo/src", &l); /* read once more, settled now: kept */
-	list_free(&l);
-	cr_assert(walk_kept("repo/src", &l));
-	list_free(&l);
+	kept_once_settled("repo/src");
 	snprintf(path, sizeof(path), "%s/repo/.gitignore", root);
 	cr_assert_eq(unlink(path), 0);
 	snprintf(path, sizeof(path), "%s/repo/.ignore", root);
@@ -426,11 +430,7 @@ Test(walk, ancestors_kept_until_they_change, .init = quiet_tree)
 	cr_assert(!walk_kept("repo/src", &l));
 	list_free(&l);
 	same("repo/src", &o, "");
-	sleep(2);
-	walk_kept("repo/src", &l); /* read once more, settled now: kept */
-	list_free(&l);
-	cr_assert(walk_kept("repo/src", &l));
-	list_free(&l);
+	kept_once_settled("repo/src");
 	put("repo/.git/info/exclude", "*.ts\n");
 	cr_assert(!walk_kept("repo/src", &l), "a changed exclude is read again");
 	list_free(&l);

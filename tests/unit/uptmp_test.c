@@ -23,6 +23,17 @@
 
 #define NAME_IS(s, r) uptmp_name_is((s), strlen(s), (r))
 
+/* A fresh directory `dir` (a mkdtemp template) and the registry in it,
+ * `dir`/registry (made now, or left to the first registration). */
+static void registry_under(char *dir, char *reg_dir, size_t len, bool make)
+{
+	cr_assert(mkdtemp(dir));
+	snprintf(reg_dir, len, "%s/registry", dir);
+	if (make)
+		cr_assert_eq(mkdir(reg_dir, 0700), 0);
+	snprintf(uptmp_registry, sizeof(uptmp_registry), "%s", reg_dir);
+}
+
 Test(uptmp, name_is)
 {
 	bool r = false;
@@ -98,9 +109,7 @@ Test(uptmp, open_registers_and_forgets)
 	struct stat st;
 	int fd;
 
-	cr_assert(mkdtemp(dir));
-	snprintf(reg_dir, sizeof(reg_dir), "%s/registry", dir); /* created on demand */
-	snprintf(uptmp_registry, sizeof(uptmp_registry), "%s", reg_dir);
+	registry_under(dir, reg_dir, sizeof(reg_dir), false);
 	fd = uptmp_open(dir, true, tmp, sizeof(tmp), reg, sizeof(reg));
 	cr_assert_geq(fd, 0);
 	const char *base = strrchr(tmp, '/') + 1;
@@ -213,10 +222,7 @@ Test(uptmp, registered_from_a_users_job)
 
 	if (getuid() != 0)
 		cr_skip_test("needs root");
-	cr_assert(mkdtemp(dir));
-	snprintf(reg_dir, sizeof(reg_dir), "%s/registry", dir);
-	cr_assert_eq(mkdir(reg_dir, 0700), 0);
-	snprintf(uptmp_registry, sizeof(uptmp_registry), "%s", reg_dir);
+	registry_under(dir, reg_dir, sizeof(reg_dir), true);
 	snprintf(tmp, sizeof(tmp), "%s/.envd-upload.r0123456789abcdef", dir);
 	cr_assert_eq(fsid_enter(&id, &saved), 0);
 	uptmp_register(tmp, reg, sizeof(reg));
@@ -248,9 +254,7 @@ Test(uptmp, a_failed_create_leaves_no_entry)
 	struct dirent *de;
 	int n = 0;
 
-	cr_assert(mkdtemp(dir));
-	snprintf(reg_dir, sizeof(reg_dir), "%s/registry", dir);
-	snprintf(uptmp_registry, sizeof(uptmp_registry), "%s", reg_dir);
+	registry_under(dir, reg_dir, sizeof(reg_dir), false);
 	snprintf(missing, sizeof(missing), "%s/no/such/dir", dir);
 	cr_assert_eq(uptmp_open(missing, false, tmp, sizeof(tmp), reg, sizeof(reg)), -ENOENT);
 	cr_assert_str_eq(reg, "");
@@ -286,9 +290,7 @@ Test(uptmp, slots_exhausted_fall_back_to_a_symlink)
 	char reg[320];
 	struct stat st;
 
-	cr_assert(mkdtemp(dir));
-	snprintf(reg_dir, sizeof(reg_dir), "%s/registry", dir);
-	snprintf(uptmp_registry, sizeof(uptmp_registry), "%s", reg_dir);
+	registry_under(dir, reg_dir, sizeof(reg_dir), false);
 	for (int i = 0; i < UPTMP_SLOTS; i++) {
 		tmp_path(tmp, sizeof(tmp), dir, (unsigned long)i);
 		uptmp_register(tmp, regs[i], sizeof(regs[i]));
@@ -325,9 +327,7 @@ Test(uptmp, long_paths_fall_back_to_a_symlink)
 	char dir[] = "/tmp/uptmp-long.XXXXXX", reg_dir[200], tmp[PATH_MAX], deep[PATH_MAX], reg[320];
 	struct stat st;
 
-	cr_assert(mkdtemp(dir));
-	snprintf(reg_dir, sizeof(reg_dir), "%s/registry", dir);
-	snprintf(uptmp_registry, sizeof(uptmp_registry), "%s", reg_dir);
+	registry_under(dir, reg_dir, sizeof(reg_dir), false);
 	snprintf(deep, sizeof(deep), "%s/", dir);
 	while (strlen(deep) < UPTMP_SLOT_PATH_MAX)
 		strcat(deep, "d");
@@ -413,10 +413,8 @@ Test(uptmp, slots_from_many_threads)
 	char dir[] = "/tmp/uptmp-race.XXXXXX", reg_dir[200];
 	pthread_t t[RACERS];
 
-	cr_assert(mkdtemp(dir));
+	registry_under(dir, reg_dir, sizeof(reg_dir), false);
 	snprintf(race_dir, sizeof(race_dir), "%s", dir);
-	snprintf(reg_dir, sizeof(reg_dir), "%s/registry", dir);
-	snprintf(uptmp_registry, sizeof(uptmp_registry), "%s", reg_dir);
 	for (intptr_t i = 0; i < RACERS; i++)
 		cr_assert_eq(pthread_create(&t[i], NULL, racer, (void *)i), 0);
 	for (int i = 0; i < RACERS; i++)
@@ -436,6 +434,8 @@ Test(uptmp, slots_from_many_threads)
 
 /* --- the sweep --- */
 
+/* The record's sum written out here, not taken from uptmp.c: the format
+ * is read by the next envd across a live upgrade, and this pins it. */
 static uint64_t fnv(const char *p, size_t len)
 {
 	uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)len;
@@ -533,10 +533,7 @@ Test(uptmp, sweep_a_dead_envds_slot_file)
 	char dir[] = "/tmp/uptmp-sweep.XXXXXX", reg_dir[200], p[PATH_MAX], q[PATH_MAX], sub[PATH_MAX];
 	long dead = dead_pid();
 
-	cr_assert(mkdtemp(dir));
-	snprintf(reg_dir, sizeof(reg_dir), "%s/registry", dir);
-	cr_assert_eq(mkdir(reg_dir, 0700), 0);
-	snprintf(uptmp_registry, sizeof(uptmp_registry), "%s", reg_dir);
+	registry_under(dir, reg_dir, sizeof(reg_dir), true);
 	snprintf(sub, sizeof(sub), "%s/.envd-upload.r00000000000000aa", dir);
 	cr_assert_eq(mkdir(sub, 0755), 0);
 	touch(dir, ".envd-upload.r0000000000000001"); /* whole record: removed */
@@ -609,10 +606,7 @@ Test(uptmp, sweep_skips_the_living_and_takes_old_entries)
 		pause();
 		_exit(0);
 	}
-	cr_assert(mkdtemp(dir));
-	snprintf(reg_dir, sizeof(reg_dir), "%s/registry", dir);
-	cr_assert_eq(mkdir(reg_dir, 0700), 0);
-	snprintf(uptmp_registry, sizeof(uptmp_registry), "%s", reg_dir);
+	registry_under(dir, reg_dir, sizeof(reg_dir), true);
 	touch(dir, ".envd-upload.n0000000000000011"); /* a live envd's record */
 	touch(dir, ".envd-upload.n0000000000000012"); /* a live envd's symlink entry */
 	touch(dir, ".envd-upload.n0000000000000013"); /* a dead one's symlink entry */
@@ -664,10 +658,7 @@ Test(uptmp, sweep_same_pid_new_instance)
 	char dir[] = "/tmp/uptmp-exec.XXXXXX", reg_dir[200], p[PATH_MAX], q[PATH_MAX], reg[320], file[320];
 	long me = (long)getpid();
 
-	cr_assert(mkdtemp(dir));
-	snprintf(reg_dir, sizeof(reg_dir), "%s/registry", dir);
-	cr_assert_eq(mkdir(reg_dir, 0700), 0);
-	snprintf(uptmp_registry, sizeof(uptmp_registry), "%s", reg_dir);
+	registry_under(dir, reg_dir, sizeof(reg_dir), true);
 	touch(dir, ".envd-upload.r0000000000000021"); /* the old image's record */
 	touch(dir, ".envd-upload.r0000000000000022"); /* the old image's symlink entry */
 	touch(dir, ".envd-upload.r0000000000000023"); /* ours */
