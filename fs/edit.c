@@ -551,6 +551,45 @@ static int in_place_prepare(struct edit_job *j, const struct edit_try *t, uid_t 
 }
 
 /*
+ * What the job leaves for after its answer is on its way (worker_after):
+ * the identity the thread had before it (5 us of an Edit's round trip),
+ * and the snapshot's descriptor, where closing it frees the replaced file
+ * (its pages, on tmpfs; its blocks, on a disk): kept open across the
+ * rename, the file is not torn down inside the rename but at this close.
+ */
+static _Thread_local struct edit_after {
+	struct fsid_saved saved;
+	int snap_fd;
+} edit_after_state;
+
+static void edit_leave(void *arg)
+{
+	struct edit_after *a = arg;
+
+	if (a->snap_fd >= 0)
+		close(a->snap_fd);
+	a->snap_fd = -1;
+	fsid_leave(&a->saved);
+}
+
+/* The snapshot's descriptor, once the write has begun: closed after the
+ * answer where the filesystem is known to be local (multigrain times say
+ * so without another call); elsewhere now (NFS would rename a replaced
+ * file that is still open aside, a FUSE library may as well). */
+static void snap_close(const struct edit_try *t, int fd)
+{
+	if (fd < 0)
+		return;
+	if (!t->mgtime) {
+		close(fd);
+		return;
+	}
+	if (edit_after_state.snap_fd >= 0)
+		close(edit_after_state.snap_fd); /* a try before this one's */
+	edit_after_state.snap_fd = fd;
+}
+
+/*
  * Write the result over the target (present: the snapshot st0 is there,
  * open as *src, which is closed here once the write has begun; at: its
  * directory, when the snapshot was opened there) and put the new version
@@ -618,10 +657,8 @@ static int write_result(struct edit_job *j, struct edit_try *t, struct wpath *at
 		w.before_arg = t;
 		rc = fwrite_begin(&w, j->target, uid, gid, false, err, sizeof(err));
 	}
-	if (*src >= 0) {
-		close(*src);
-		*src = -1;
-	}
+	snap_close(t, *src);
+	*src = -1;
 	if (rc == 0)
 		rc = fwrite_write(&w, res->buf, res->len, err, sizeof(err));
 	if (rc == 0) {
@@ -892,28 +929,20 @@ static void edit_run(struct edit_job *j)
 		job_fail(j, RPC_RESOURCE_EXHAUSTED, "cannot encode response: %s", go_strerror(-rc));
 }
 
-/* The identity the thread had before the job, given back once the answer
- * is on its way (worker_after): 5 us of an Edit's round trip. */
-static _Thread_local struct fsid_saved edit_saved;
-
-static void edit_leave(void *arg)
-{
-	fsid_leave(arg);
-}
-
 static void edit_work(void *arg)
 {
 	struct edit_job *j = arg;
-	int rc = fsid_enter(&j->id, &edit_saved);
+	int rc = fsid_enter(&j->id, &edit_after_state.saved);
 
+	edit_after_state.snap_fd = -1;
 	j->code = RPC_INTERNAL;
 	if (rc < 0) {
 		job_fail(j, RPC_INTERNAL, "cannot act as uid %u: %s", (unsigned)j->id.uid, go_strerror(-rc));
 		return;
 	}
 	edit_run(j);
-	if (worker_after(edit_leave, &edit_saved) < 0)
-		fsid_leave(&edit_saved);
+	if (worker_after(edit_leave, &edit_after_state) < 0)
+		edit_leave(&edit_after_state);
 }
 
 static void edit_done(void *arg)
