@@ -472,7 +472,7 @@ static bool anc_take(struct walk *w, uid_t uid, gid_t gid)
 {
 	struct anc_check *checks = NULL;
 	struct ignore_level *base = NULL;
-	size_t n = 0;
+	size_t n = 0, want = 0;
 	int slot = -1;
 
 	pthread_mutex_lock(&anc_mu);
@@ -481,30 +481,22 @@ static bool anc_take(struct walk *w, uid_t uid, gid_t gid)
 		if (e->root && e->uid == uid && e->gid == gid && !strcmp(e->root, w->root)) {
 			slot = i;
 			base = ignore_level_ref(e->base);
-			/* checked outside the lock: stat may wait on a mount */
-			checks = malloc(e->n * sizeof(*checks) + 1);
-			n = e->n;
-			if (checks)
-				memcpy(checks, e->checks, n * sizeof(*checks));
 			e->used = ++anc_clock;
+			want = e->n;
+			/* a copy, checked outside the lock: stat may wait on a mount */
+			if ((checks = calloc(e->n + 1, sizeof(*checks))))
+				for (n = 0; n < e->n; n++) {
+					checks[n] = e->checks[n];
+					if (!(checks[n].path = strdup(e->checks[n].path)))
+						break;
+				}
 			break;
 		}
-	}
-	if (slot >= 0 && checks) {
-		/* the paths stay valid while copied: dup them */
-		for (size_t i = 0; i < n; i++)
-			if (!(checks[i].path = strdup(checks[i].path))) {
-				for (size_t k = 0; k < i; k++)
-					free(checks[k].path);
-				free(checks);
-				checks = NULL;
-				break;
-			}
 	}
 	pthread_mutex_unlock(&anc_mu);
 	if (slot < 0)
 		return false;
-	bool good = checks != NULL;
+	bool good = checks && n == want; /* else out of memory midway */
 	for (size_t i = 0; good && i < n; i++) {
 		struct anc_check now = { 0 };
 		good = anc_stat(checks[i].path, &now) && anc_same(&checks[i], &now);
